@@ -1,0 +1,96 @@
+//! The command line: `demo`, `serve`, `replay`, `check-config`.
+
+pub mod check_config;
+pub mod demo;
+pub mod replay;
+pub mod serve;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rankpulse",
+    version,
+    about = "Streaming online evaluation of search ranking quality: Kafka impressions and engagements to click-based IR metrics on a Prometheus endpoint"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the whole pipeline with no outside service: an in-process Kafka cluster, an A/B
+    /// traffic generator, the consumer, the metrics and the HTTP endpoint.
+    Demo {
+        /// Address of the metrics endpoint.
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        listen: SocketAddr,
+        /// Stop after this many seconds (default: run until interrupted).
+        #[arg(long)]
+        duration: Option<u64>,
+        /// Generated impressions per second.
+        #[arg(long, default_value_t = 200)]
+        rate: u32,
+    },
+    /// Run the daemon against real Kafka brokers.
+    Serve {
+        /// Configuration file (TOML). Every key has a default.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run the same join and metrics over JSON-lines files (one event per line) and print the
+    /// results, as if every event had been consumed and the stream had then gone idle.
+    Replay {
+        #[arg(long)]
+        impressions: PathBuf,
+        #[arg(long)]
+        engagements: PathBuf,
+        /// Configuration file (TOML); only [join] and [metrics] matter here.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
+        format: ReplayFormat,
+    },
+    /// Validate a configuration file: prints the effective configuration, or names the key at fault.
+    CheckConfig {
+        #[arg(long)]
+        config: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplayFormat {
+    Table,
+    Json,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Demo {
+            listen,
+            duration,
+            rate,
+        } => demo::run(listen, duration.map(std::time::Duration::from_secs), rate),
+        Command::Serve { config } => serve::run(&config),
+        Command::Replay {
+            impressions,
+            engagements,
+            config,
+            format,
+        } => replay::run(&impressions, &engagements, config.as_deref(), format),
+        Command::CheckConfig { config } => check_config::run(&config),
+    }
+}
+
+/// A tokio runtime for the long-running commands.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}

@@ -1,0 +1,26 @@
+//! `rankpulse replay`: the engine over JSON-lines files.
+
+use std::path::Path;
+
+use super::ReplayFormat;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::replay::{self, Report};
+
+pub fn run(
+    impressions: &Path,
+    engagements: &Path,
+    config: Option<&Path>,
+    format: ReplayFormat,
+) -> anyhow::Result<()> {
+    let cfg = Config::load(config)?;
+    let engine =
+        Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
+    let mut engine = replay::run(impressions, engagements, engine)?;
+    let report = Report::from_engine(&mut engine);
+    match format {
+        ReplayFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        ReplayFormat::Table => print!("{}", report.to_table()),
+    }
+    Ok(())
+}

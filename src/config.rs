@@ -1,0 +1,469 @@
+//! Configuration: the TOML schema, its defaults, environment overrides and start-up checks.
+//!
+//! Every key has a default, so an empty file is a valid configuration. Unknown keys are refused
+//! (`deny_unknown_fields`): a misspelt key silently falling back to its default is the most
+//! expensive kind of configuration bug. Cross-field rules live in [`Config::validate`], and every
+//! message names the key it is about.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::HumanDuration;
+
+/// The largest action gain accepted: `2^g - 1` (exponential nDCG) stays exact in an f64 far
+/// beyond it, and graded relevance scales in practice stop at 3 or 4.
+pub const MAX_GAIN: u8 = 30;
+
+/// librdkafka properties rankpulse sets itself, because its offset handling depends on them.
+const MANAGED_KAFKA_PROPERTIES: &[&str] = &[
+    "bootstrap.servers",
+    "group.id",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+];
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub kafka: KafkaConfig,
+    pub join: JoinConfig,
+    pub metrics: MetricsConfig,
+    pub http: HttpConfig,
+    pub state: StateConfig,
+}
+
+/// `[kafka]`: where events come from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaConfig {
+    /// Bootstrap brokers, comma separated. Default `localhost:9092`.
+    pub brokers: String,
+    /// Consumer group; replicas sharing it split the partitions. Default `rankpulse`.
+    pub group_id: String,
+    /// Topic of impression events. Default `search-impressions`.
+    pub impressions_topic: String,
+    /// Topic of engagement events, co-partitioned with impressions by `query_id`.
+    /// Default `search-engagements`.
+    pub engagements_topic: String,
+    /// How often stored offsets are committed to the group. Default `5s`.
+    pub commit_interval: HumanDuration,
+    /// Extra librdkafka properties passed as they are (security.protocol, sasl.*, ...).
+    pub properties: BTreeMap<String, String>,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            brokers: "localhost:9092".into(),
+            group_id: "rankpulse".into(),
+            impressions_topic: "search-impressions".into(),
+            engagements_topic: "search-engagements".into(),
+            commit_interval: HumanDuration::from_millis(5_000),
+            properties: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[join]`: how engagements are attributed to impressions on event time.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JoinConfig {
+    /// Engagements count for an impression when their timestamp lies in
+    /// [impression, impression + attribution_window]. Default `30m`.
+    pub attribution_window: HumanDuration,
+    /// How far behind the newest event time of an input an event may still arrive and count:
+    /// the watermark of an input is its maximum event time minus this. Default `10s`.
+    pub max_out_of_orderness: HumanDuration,
+    /// An input (topic partition) that delivered nothing for this long stops holding the
+    /// watermark back; when every input is idle, the watermark advances with the wall clock.
+    /// Default `30s`.
+    pub idle_timeout: HumanDuration,
+}
+
+impl Default for JoinConfig {
+    fn default() -> Self {
+        JoinConfig {
+            attribution_window: HumanDuration::from_millis(30 * 60_000),
+            max_out_of_orderness: HumanDuration::from_millis(10_000),
+            idle_timeout: HumanDuration::from_millis(30_000),
+        }
+    }
+}
+
+/// `[metrics]`: what is computed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// The k of every @k metric. Default `[1, 3, 5, 10]`.
+    pub cutoffs: Vec<u32>,
+    /// Tumbling event-time window sizes. Default `["1m", "5m", "1h"]`.
+    pub windows: Vec<HumanDuration>,
+    /// A result is relevant when its gain is at least this. Default `1`.
+    pub relevance_threshold: u8,
+    /// Gain of each action; unknown actions gain 0. Default click 1, add_to_cart 2, purchase 3.
+    pub action_gains: BTreeMap<String, u8>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            cutoffs: vec![1, 3, 5, 10],
+            windows: vec![
+                HumanDuration::from_millis(60_000),
+                HumanDuration::from_millis(300_000),
+                HumanDuration::from_millis(3_600_000),
+            ],
+            relevance_threshold: 1,
+            action_gains: [("click", 1), ("add_to_cart", 2), ("purchase", 3)]
+                .into_iter()
+                .map(|(a, g)| (a.to_string(), g))
+                .collect(),
+        }
+    }
+}
+
+/// `[http]`: the metrics endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Address of `/metrics`, `/healthz` and `/readyz`. Default `0.0.0.0:9464`.
+    pub listen: String,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: "0.0.0.0:9464".into(),
+        }
+    }
+}
+
+/// `[state]`: local state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// Directory for local state. Default `./rankpulse-state`.
+    pub dir: PathBuf,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            dir: PathBuf::from("./rankpulse-state"),
+        }
+    }
+}
+
+/// A configuration that could not be loaded or is inconsistent. The message names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("configuration {origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("configuration key `{key}`: {problem}")]
+    Invalid { key: String, problem: String },
+}
+
+fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        problem: problem.into(),
+    }
+}
+
+impl Config {
+    /// Loads a TOML file (or only defaults when `path` is `None`), applies
+    /// `RANKPULSE__SECTION__KEY` environment overrides, and validates the result.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let text = match path {
+            Some(p) => std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                path: p.to_path_buf(),
+                source,
+            })?,
+            None => String::new(),
+        };
+        let origin = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
+        Self::from_toml_with_env(&text, &origin, std::env::vars())
+    }
+
+    /// Parses TOML text plus environment overrides; split from [`Config::load`] so tests can
+    /// inject an environment.
+    pub fn from_toml_with_env(
+        text: &str,
+        origin: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let parse_err = |e: &dyn std::fmt::Display| ConfigError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        };
+        // Parse the file strictly first, so its errors point at the file with line numbers.
+        let _: Config = toml::from_str(text).map_err(|e| parse_err(&e))?;
+        let env_source = config::Environment::with_prefix("RANKPULSE")
+            .prefix_separator("__")
+            .separator("__")
+            .try_parsing(true)
+            .list_separator(",")
+            .with_list_parse_key("metrics.cutoffs")
+            .with_list_parse_key("metrics.windows")
+            .source(Some(
+                env.into_iter()
+                    .filter(|(k, _)| k.starts_with("RANKPULSE__"))
+                    .collect(),
+            ));
+        let merged = config::Config::builder()
+            .add_source(config::File::from_str(text, config::FileFormat::Toml))
+            .add_source(env_source)
+            .build()
+            .map_err(|e| parse_err(&e))?;
+        let cfg: Config = merged.try_deserialize().map_err(|e| {
+            parse_err(&format!(
+                "{e} (after applying RANKPULSE__* environment overrides)"
+            ))
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Cross-field checks that serde cannot express. Run at start-up by every command.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let k = &self.kafka;
+        if k.brokers.trim().is_empty() {
+            return Err(invalid(
+                "kafka.brokers",
+                "must name at least one broker (host:port)",
+            ));
+        }
+        if k.group_id.trim().is_empty() {
+            return Err(invalid("kafka.group_id", "must not be empty"));
+        }
+        for (key, topic) in [
+            ("kafka.impressions_topic", &k.impressions_topic),
+            ("kafka.engagements_topic", &k.engagements_topic),
+        ] {
+            if topic.trim().is_empty() {
+                return Err(invalid(key, "must not be empty"));
+            }
+        }
+        if k.impressions_topic == k.engagements_topic {
+            return Err(invalid(
+                "kafka.engagements_topic",
+                "must differ from kafka.impressions_topic: the topic tells an impression from an engagement",
+            ));
+        }
+        if k.commit_interval.as_millis_i64() == 0 {
+            return Err(invalid("kafka.commit_interval", "must be positive"));
+        }
+        for managed in MANAGED_KAFKA_PROPERTIES {
+            if k.properties.contains_key(*managed) {
+                return Err(invalid(
+                    format!("kafka.properties.\"{managed}\""),
+                    "is set by rankpulse itself (offsets are stored only after processing); use kafka.brokers / kafka.group_id instead",
+                ));
+            }
+        }
+        let j = &self.join;
+        if j.attribution_window.as_millis_i64() == 0 {
+            return Err(invalid("join.attribution_window", "must be positive"));
+        }
+        if j.idle_timeout.as_millis_i64() == 0 {
+            return Err(invalid("join.idle_timeout", "must be positive"));
+        }
+        let m = &self.metrics;
+        if m.cutoffs.is_empty() {
+            return Err(invalid("metrics.cutoffs", "must list at least one k"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for &c in &m.cutoffs {
+            if c == 0 {
+                return Err(invalid("metrics.cutoffs", "every k must be at least 1"));
+            }
+            if !seen.insert(c) {
+                return Err(invalid(
+                    "metrics.cutoffs",
+                    format!("k = {c} is listed twice"),
+                ));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for w in &m.windows {
+            if w.as_millis_i64() == 0 {
+                return Err(invalid(
+                    "metrics.windows",
+                    "every window size must be positive",
+                ));
+            }
+            if !seen.insert(*w) {
+                return Err(invalid(
+                    "metrics.windows",
+                    format!("window {w} is listed twice"),
+                ));
+            }
+        }
+        if m.relevance_threshold == 0 {
+            return Err(invalid(
+                "metrics.relevance_threshold",
+                "must be at least 1: with 0 every shown result, engaged or not, would be relevant",
+            ));
+        }
+        for (action, &gain) in &m.action_gains {
+            if action.is_empty() {
+                return Err(invalid(
+                    "metrics.action_gains",
+                    "action names must not be empty",
+                ));
+            }
+            if gain > MAX_GAIN {
+                return Err(invalid(
+                    format!("metrics.action_gains.{action}"),
+                    format!("gain {gain} is above the maximum {MAX_GAIN}"),
+                ));
+            }
+        }
+        let max_gain = m.action_gains.values().copied().max().unwrap_or(0);
+        if max_gain < m.relevance_threshold {
+            return Err(invalid(
+                "metrics.relevance_threshold",
+                format!("is {} but the largest gain in metrics.action_gains is {max_gain}: no result could ever be relevant", m.relevance_threshold),
+            ));
+        }
+        self.listen_addr()?;
+        Ok(())
+    }
+
+    /// The parsed `http.listen` address.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.http.listen.parse().map_err(|e| {
+            invalid(
+                "http.listen",
+                format!(
+                    "{:?} is not an address like 0.0.0.0:9464 ({e})",
+                    self.http.listen
+                ),
+            )
+        })
+    }
+
+    /// The effective configuration as TOML, for `check-config`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("configuration always serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml_with_env(text, "test.toml", std::iter::empty())
+    }
+
+    #[test]
+    fn empty_file_gives_contract_defaults() {
+        let cfg = parse("").unwrap();
+        assert_eq!(cfg, Config::default());
+        assert_eq!(cfg.kafka.impressions_topic, "search-impressions");
+        assert_eq!(cfg.join.attribution_window.as_millis_i64(), 1_800_000);
+        assert_eq!(cfg.metrics.cutoffs, vec![1, 3, 5, 10]);
+        assert_eq!(cfg.metrics.action_gains["purchase"], 3);
+        assert_eq!(cfg.http.listen, "0.0.0.0:9464");
+    }
+
+    #[test]
+    fn shipped_default_file_equals_built_in_defaults() {
+        let text = include_str!("../config/rankpulse.toml");
+        assert_eq!(parse(text).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn effective_config_round_trips() {
+        let cfg = parse("[join]\nattribution_window = \"90s\"\n").unwrap();
+        assert_eq!(parse(&cfg.to_toml()).unwrap(), cfg);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_name() {
+        let err = parse("[join]\nattribution_windo = \"5m\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("attribution_windo"), "{err}");
+    }
+
+    #[test]
+    fn cross_field_errors_name_the_key() {
+        let cases = [
+            ("[metrics]\ncutoffs = []", "metrics.cutoffs"),
+            ("[metrics]\ncutoffs = [0]", "metrics.cutoffs"),
+            ("[metrics]\ncutoffs = [3, 3]", "metrics.cutoffs"),
+            (
+                "[metrics]\nrelevance_threshold = 0",
+                "metrics.relevance_threshold",
+            ),
+            (
+                "[metrics]\nrelevance_threshold = 4",
+                "metrics.relevance_threshold",
+            ),
+            (
+                "[metrics.action_gains]\nclick = 31",
+                "metrics.action_gains.click",
+            ),
+            (
+                "[join]\nattribution_window = \"0s\"",
+                "join.attribution_window",
+            ),
+            (
+                "[join]\nattribution_window = \"5 minutes\"",
+                "invalid duration",
+            ),
+            (
+                "[kafka]\nengagements_topic = \"search-impressions\"",
+                "kafka.engagements_topic",
+            ),
+            (
+                "[kafka.properties]\n\"enable.auto.commit\" = \"true\"",
+                "enable.auto.commit",
+            ),
+            ("[http]\nlisten = \"nowhere\"", "http.listen"),
+            ("[metrics]\nwindows = [\"1m\", \"60s\"]", "metrics.windows"),
+        ];
+        for (text, needle) in cases {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(
+                err.contains(needle),
+                "{text:?} gave {err:?}, expected it to mention {needle}"
+            );
+        }
+    }
+
+    #[test]
+    fn environment_overrides_file() {
+        let env = [
+            (
+                "RANKPULSE__KAFKA__BROKERS".to_string(),
+                "b1:9092,b2:9092".to_string(),
+            ),
+            (
+                "RANKPULSE__JOIN__ATTRIBUTION_WINDOW".to_string(),
+                "5m".to_string(),
+            ),
+            (
+                "RANKPULSE__METRICS__CUTOFFS".to_string(),
+                "1,10".to_string(),
+            ),
+            ("UNRELATED".to_string(), "x".to_string()),
+        ];
+        let cfg =
+            Config::from_toml_with_env("[kafka]\nbrokers = \"file:9092\"\n", "t", env).unwrap();
+        assert_eq!(cfg.kafka.brokers, "b1:9092,b2:9092");
+        assert_eq!(cfg.join.attribution_window.as_millis_i64(), 300_000);
+        assert_eq!(cfg.metrics.cutoffs, vec![1, 10]);
+    }
+}

@@ -1,0 +1,694 @@
+//! The evaluation engine: decode → join → watermark → finalize → accumulate, single-threaded.
+//!
+//! Both the Kafka source and `replay` drive an [`Engine`] the same way: [`Engine::process`] for
+//! every message, [`Engine::advance`] whenever time may have moved, [`Engine::finish`] when the
+//! input has ended. Owning all evaluation state in one synchronous struct keeps the hot path free
+//! of locks and makes the online and offline numbers agree by construction.
+//!
+//! # Watermarks
+//! Each shard (partition number) has two inputs, its impressions and engagements partitions.
+//! An input's progress is its largest event time minus `max_out_of_orderness`. An input is
+//! *active* while it delivered something within `idle_timeout`; inputs that are active but have
+//! not delivered an event time yet (just assigned) hold progress back, so a backlog of
+//! impressions is not finalized before its engagements had a chance to be read.
+//! * A shard with active inputs advances to the least progress among them.
+//! * A shard with no active input follows the *frontier*: the least progress among all active
+//!   inputs of every shard, so a silent partition does not freeze, nor is frozen by, the rest.
+//! * When no input is active at all, the frontier advances with the wall clock from the moment
+//!   the stream went idle, so impressions without any engagement still get finalized.
+//!
+//! Windows close once the least shard watermark has passed their last possible deadline.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::accumulate::{Accumulators, GroupId, Groups};
+use crate::config::Config;
+use crate::event::{
+    decode_engagement, decode_impression, doc_key, query_key, DocKey, EventKind, QueryKey,
+    RejectReason, Rejection,
+};
+use crate::join::{EngagementTally, ImpressionOutcome, JoinSettings, Shard};
+use crate::metrics::{MetricKind, MetricLayout};
+use crate::time::EventTime;
+
+/// Counts of everything the engine saw that is not a metric value.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    /// Messages consumed, per input kind.
+    pub consumed: [u64; 2],
+    /// Messages rejected, per input kind and [`RejectReason`].
+    pub rejected: [[u64; RejectReason::ALL.len()]; 2],
+    /// Impressions whose query was already pending.
+    pub impressions_duplicate: u64,
+    /// Impressions whose attribution window had already closed when they arrived.
+    pub impressions_late: u64,
+}
+
+/// A latency distribution: hdrhistogram for quantiles plus an exact sum for the `_sum` series.
+#[derive(Debug)]
+pub struct Distribution {
+    pub histogram: Histogram<u64>,
+    /// Sum of recorded values, in the histogram's unit.
+    pub sum: u128,
+}
+
+impl Distribution {
+    fn new(max_value: u64) -> Self {
+        Distribution {
+            histogram: Histogram::new_with_bounds(1, max_value, 3).expect("valid histogram bounds"),
+            sum: 0,
+        }
+    }
+    fn record(&mut self, value: u64) {
+        self.histogram.saturating_record(value.max(1));
+        self.sum += u128::from(value);
+    }
+}
+
+/// Logs rejected messages at a bounded rate: a flood of bad input must not become a flood of logs.
+#[derive(Debug, Default)]
+struct RejectLog {
+    window_start: Option<Instant>,
+    logged_in_window: u32,
+    suppressed: u64,
+}
+
+impl RejectLog {
+    const PER_WINDOW: u32 = 5;
+    const WINDOW: Duration = Duration::from_secs(10);
+
+    fn log(&mut self, now: Instant, topic: &str, partition: i32, rejection: &Rejection) {
+        if self
+            .window_start
+            .is_none_or(|s| now.saturating_duration_since(s) >= Self::WINDOW)
+        {
+            if self.suppressed > 0 {
+                tracing::warn!(
+                    suppressed = self.suppressed,
+                    "further rejected messages were not logged"
+                );
+            }
+            *self = RejectLog {
+                window_start: Some(now),
+                logged_in_window: 0,
+                suppressed: 0,
+            };
+        }
+        if self.logged_in_window < Self::PER_WINDOW {
+            self.logged_in_window += 1;
+            tracing::warn!(topic, partition, reason = rejection.reason.label(), detail = %rejection.detail, "rejected message");
+        } else {
+            self.suppressed += 1;
+        }
+    }
+}
+
+/// Called with every finalized impression: its query key, group, timestamp and metric values
+/// in layout order. Used by replay and the conformance tests.
+pub type FinalizedObserver = Box<dyn FnMut(QueryKey, GroupId, EventTime, &[f64]) + Send>;
+
+/// The evaluation engine. See the module documentation.
+pub struct Engine {
+    join: JoinSettings,
+    layout: MetricLayout,
+    action_gains: HashMap<Box<str>, u8>,
+    /// The `topic` label of each input kind.
+    topics: [String; 2],
+    /// The `window` label of each configured window size.
+    window_labels: Vec<String>,
+    /// Join state per partition number; partitions are small dense integers.
+    shards: Vec<Option<Box<Shard>>>,
+    groups: Groups,
+    accumulators: Accumulators,
+    counters: Counters,
+    /// Least progress of all active inputs; see the module documentation.
+    frontier: Option<EventTime>,
+    /// Impression timestamp to first attributed engagement, in milliseconds.
+    first_engagement_delay: Distribution,
+    /// Time to process one message, in nanoseconds.
+    processing_time: Distribution,
+    /// Reused buffer for decoded result ids: decoding allocates nothing per event.
+    scratch_docs: Vec<DocKey>,
+    /// Reused buffer for one impression's metric values.
+    scratch_values: Vec<f64>,
+    reject_log: RejectLog,
+    observer: Option<FinalizedObserver>,
+}
+
+impl Engine {
+    /// An engine for this configuration, labelling its inputs with the configured topic names.
+    pub fn new(cfg: &Config) -> Engine {
+        Self::with_topic_labels(
+            cfg,
+            [
+                cfg.kafka.impressions_topic.clone(),
+                cfg.kafka.engagements_topic.clone(),
+            ],
+        )
+    }
+
+    pub fn with_topic_labels(cfg: &Config, topics: [String; 2]) -> Engine {
+        let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold);
+        let window_sizes: Vec<i64> = cfg
+            .metrics
+            .windows
+            .iter()
+            .map(|w| w.as_millis_i64())
+            .collect();
+        let attribution_window = cfg.join.attribution_window.as_millis_i64();
+        Engine {
+            join: JoinSettings {
+                attribution_window,
+                max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
+                idle_timeout: cfg.join.idle_timeout.as_duration(),
+            },
+            accumulators: Accumulators::new(layout.len(), &window_sizes, attribution_window),
+            scratch_values: vec![0.0; layout.len()],
+            layout,
+            action_gains: cfg
+                .metrics
+                .action_gains
+                .iter()
+                .map(|(a, &g)| (a.as_str().into(), g))
+                .collect(),
+            topics,
+            window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
+            shards: Vec::new(),
+            groups: Groups::default(),
+            counters: Counters::default(),
+            frontier: None,
+            first_engagement_delay: Distribution::new(86_400_000 * 7),
+            processing_time: Distribution::new(60_000_000_000),
+            scratch_docs: Vec::with_capacity(256),
+            reject_log: RejectLog::default(),
+            observer: None,
+        }
+    }
+
+    /// Registers a callback for every finalized impression.
+    pub fn set_observer(&mut self, observer: FinalizedObserver) {
+        self.observer = Some(observer);
+    }
+
+    /// Keeps every closed window for [`Engine::take_closed_windows`].
+    pub fn keep_closed_windows(&mut self) {
+        self.accumulators.keep_closed_windows(true);
+    }
+
+    fn shard(shards: &mut Vec<Option<Box<Shard>>>, partition: i32) -> &mut Shard {
+        let i = usize::try_from(partition).unwrap_or(0);
+        if shards.len() <= i {
+            shards.resize_with(i + 1, || None);
+        }
+        shards[i].get_or_insert_with(Box::default)
+    }
+
+    /// Marks a partition as assigned: until its inputs deliver an event time (or go idle), they
+    /// hold its watermark back.
+    pub fn assign(&mut self, partition: i32, now: Instant) {
+        let shard = Self::shard(&mut self.shards, partition);
+        for kind in EventKind::ALL {
+            shard.observe(kind, None, now);
+        }
+    }
+
+    /// Processes one message. Rejections are counted and logged here; the result tells the
+    /// caller only for its own bookkeeping.
+    pub fn process(
+        &mut self,
+        kind: EventKind,
+        partition: i32,
+        payload: &[u8],
+        now: Instant,
+    ) -> Result<(), Rejection> {
+        self.counters.consumed[kind.index()] += 1;
+        let result = match kind {
+            EventKind::Impression => self.process_impression(partition, payload, now),
+            EventKind::Engagement => self.process_engagement(partition, payload, now),
+        };
+        if let Err(rejection) = &result {
+            Self::shard(&mut self.shards, partition).observe(kind, None, now);
+            self.counters.rejected[kind.index()][rejection.reason.index()] += 1;
+            self.reject_log
+                .log(now, &self.topics[kind.index()], partition, rejection);
+        }
+        result
+    }
+
+    fn process_impression(
+        &mut self,
+        partition: i32,
+        payload: &[u8],
+        now: Instant,
+    ) -> Result<(), Rejection> {
+        let impression = decode_impression(payload, &mut self.scratch_docs)?;
+        let group = self
+            .groups
+            .intern(&impression.experiment, &impression.variant);
+        let shard = Self::shard(&mut self.shards, partition);
+        shard.observe(EventKind::Impression, Some(impression.timestamp), now);
+        let key = query_key(&impression.query_id);
+        match shard.offer_impression(
+            key,
+            impression.timestamp,
+            group,
+            &self.scratch_docs,
+            &self.join,
+        ) {
+            ImpressionOutcome::Pending => {}
+            ImpressionOutcome::Duplicate => self.counters.impressions_duplicate += 1,
+            ImpressionOutcome::Late => self.counters.impressions_late += 1,
+        }
+        Ok(())
+    }
+
+    fn process_engagement(
+        &mut self,
+        partition: i32,
+        payload: &[u8],
+        now: Instant,
+    ) -> Result<(), Rejection> {
+        let engagement = decode_engagement(payload)?;
+        let gain = self
+            .action_gains
+            .get(engagement.action.as_ref())
+            .copied()
+            .unwrap_or(0);
+        let shard = Self::shard(&mut self.shards, partition);
+        shard.observe(EventKind::Engagement, Some(engagement.timestamp), now);
+        shard.offer_engagement(
+            query_key(&engagement.query_id),
+            engagement.timestamp,
+            doc_key(&engagement.doc_id),
+            gain,
+            &self.join,
+        );
+        Ok(())
+    }
+
+    /// Records the wall time one message took, for the processing-time distribution.
+    pub fn record_processing_time(&mut self, elapsed: Duration) {
+        self.processing_time
+            .record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Recomputes watermarks at wall time `now`, finalizes what they passed and closes windows.
+    pub fn advance(&mut self, now: Instant) {
+        let bound = self.join.max_out_of_orderness;
+        let idle = self.join.idle_timeout;
+        let progress = |clock: &crate::join::InputClock| -> Progress {
+            if !clock.is_active(now, idle) {
+                Progress::Idle
+            } else {
+                clock
+                    .max_event_time
+                    .map_or(Progress::Blocked, |t| Progress::At(t.saturating_sub(bound)))
+            }
+        };
+
+        // The frontier over every input of every shard.
+        let mut least = Progress::Idle;
+        let mut newest_event = None::<EventTime>;
+        let mut last_active = None::<Instant>;
+        for shard in self.shards.iter().flatten() {
+            for clock in &shard.inputs {
+                least = least.meet(progress(clock));
+                newest_event = newest_event.max(clock.max_event_time);
+                last_active = last_active.max(clock.last_active);
+            }
+        }
+        let candidate = match least {
+            Progress::At(t) => Some(t),
+            Progress::Blocked => None,
+            Progress::Idle => match (newest_event, last_active) {
+                (Some(newest), Some(last)) => {
+                    let idle_for = now.saturating_duration_since(last + idle);
+                    let idle_ms = i64::try_from(idle_for.as_millis()).unwrap_or(i64::MAX);
+                    Some(newest.saturating_sub(bound).saturating_add(idle_ms))
+                }
+                _ => None,
+            },
+        };
+        if let Some(c) = candidate {
+            self.frontier = Some(self.frontier.map_or(c, |f| f.max(c)));
+        }
+
+        let Engine {
+            shards,
+            layout,
+            accumulators,
+            scratch_values,
+            first_engagement_delay,
+            observer,
+            frontier,
+            ..
+        } = self;
+        let mut least_watermark: Option<EventTime> = None;
+        let mut every_shard_has_one = true;
+        for shard in shards.iter_mut().flatten() {
+            let own = shard
+                .inputs
+                .iter()
+                .fold(Progress::Idle, |acc, c| acc.meet(progress(c)));
+            let target = match own {
+                Progress::At(t) => Some(t),
+                Progress::Blocked => None,
+                Progress::Idle => *frontier,
+            };
+            if let Some(w) = target {
+                shard.advance(w, |f| {
+                    finalize(
+                        layout,
+                        accumulators,
+                        scratch_values,
+                        first_engagement_delay,
+                        observer,
+                        f.group,
+                        f.timestamp,
+                        f.query,
+                        f.gains,
+                        f.first_engagement_delay_ms,
+                    )
+                });
+            }
+            match shard.watermark() {
+                Some(w) => least_watermark = Some(least_watermark.map_or(w, |l| l.min(w))),
+                None => every_shard_has_one = false,
+            }
+        }
+        if let (true, Some(w)) = (every_shard_has_one, least_watermark) {
+            accumulators.close_windows(w);
+        }
+    }
+
+    /// The input has ended: finalizes every pending impression and closes every window.
+    pub fn finish(&mut self) {
+        let Engine {
+            shards,
+            layout,
+            accumulators,
+            scratch_values,
+            first_engagement_delay,
+            observer,
+            ..
+        } = self;
+        for shard in shards.iter_mut().flatten() {
+            shard.drain(|f| {
+                finalize(
+                    layout,
+                    accumulators,
+                    scratch_values,
+                    first_engagement_delay,
+                    observer,
+                    f.group,
+                    f.timestamp,
+                    f.query,
+                    f.gains,
+                    f.first_engagement_delay_ms,
+                )
+            });
+        }
+        accumulators.close_all();
+    }
+
+    // ---- read access for exporters and reports ----
+
+    pub fn layout(&self) -> &MetricLayout {
+        &self.layout
+    }
+    pub fn groups(&self) -> &Groups {
+        &self.groups
+    }
+    pub fn accumulators(&self) -> &Accumulators {
+        &self.accumulators
+    }
+    pub fn take_closed_windows(&mut self) -> Vec<crate::accumulate::ClosedWindow> {
+        self.accumulators.take_closed()
+    }
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    pub fn topic(&self, kind: EventKind) -> &str {
+        &self.topics[kind.index()]
+    }
+    pub fn window_label(&self, size_index: usize) -> &str {
+        &self.window_labels[size_index]
+    }
+    /// Engagement outcomes summed over every shard.
+    pub fn engagement_tally(&self) -> EngagementTally {
+        self.shards
+            .iter()
+            .flatten()
+            .fold(EngagementTally::default(), |mut t, s| {
+                t.attributed += s.tally.attributed;
+                t.not_shown += s.tally.not_shown;
+                t.outside_window += s.tally.outside_window;
+                t.late += s.tally.late;
+                t.orphaned += s.tally.orphaned;
+                t
+            })
+    }
+    pub fn pending_impressions(&self) -> usize {
+        self.shards.iter().flatten().map(|s| s.pending_len()).sum()
+    }
+    pub fn held_engagements(&self) -> usize {
+        self.shards.iter().flatten().map(|s| s.held_len()).sum()
+    }
+    /// The least shard watermark, if every shard has one: everything before it is final.
+    pub fn watermark(&self) -> Option<EventTime> {
+        let mut least = None;
+        for shard in self.shards.iter().flatten() {
+            let w = shard.watermark()?;
+            least = Some(least.map_or(w, |l: EventTime| l.min(w)));
+        }
+        least
+    }
+    /// Watermark of each shard that has one, by partition.
+    pub fn shard_watermarks(&self) -> impl Iterator<Item = (i32, EventTime)> + '_ {
+        self.shards
+            .iter()
+            .enumerate()
+            .filter_map(|(p, s)| Some((p as i32, s.as_ref()?.watermark()?)))
+    }
+    pub fn first_engagement_delay(&self) -> &Distribution {
+        &self.first_engagement_delay
+    }
+    pub fn processing_time(&self) -> &Distribution {
+        &self.processing_time
+    }
+}
+
+/// Progress of a set of inputs, combined by taking the least.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    /// No active input: nothing constrains.
+    Idle,
+    /// An active input has not delivered an event time yet: nothing may advance.
+    Blocked,
+    At(EventTime),
+}
+
+impl Progress {
+    fn meet(self, other: Progress) -> Progress {
+        match (self, other) {
+            (Progress::Blocked, _) | (_, Progress::Blocked) => Progress::Blocked,
+            (Progress::Idle, p) | (p, Progress::Idle) => p,
+            (Progress::At(a), Progress::At(b)) => Progress::At(a.min(b)),
+        }
+    }
+}
+
+/// Computes a finalized impression's metrics and adds them to the accumulators: the one place
+/// where an impression becomes numbers.
+#[allow(clippy::too_many_arguments)]
+fn finalize(
+    layout: &MetricLayout,
+    accumulators: &mut Accumulators,
+    values: &mut [f64],
+    delays: &mut Distribution,
+    observer: &mut Option<FinalizedObserver>,
+    group: GroupId,
+    timestamp: EventTime,
+    query: QueryKey,
+    gains: &[u8],
+    first_engagement_delay_ms: Option<i64>,
+) {
+    layout.evaluate(gains, &[], values);
+    let abandoned = values[layout
+        .slot(MetricKind::Abandonment, None)
+        .expect("abandonment is always in the layout")];
+    accumulators.add(group, timestamp, values, abandoned == 0.0);
+    if let Some(delay) = first_engagement_delay_ms {
+        delays.record(u64::try_from(delay).unwrap_or(0));
+    }
+    if let Some(observe) = observer {
+        observe(query, group, timestamp, values);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(window: &str, bound: &str, idle: &str) -> Engine {
+        let toml = format!(
+            "[join]\nattribution_window = \"{window}\"\nmax_out_of_orderness = \"{bound}\"\nidle_timeout = \"{idle}\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n"
+        );
+        Engine::new(&Config::from_toml_with_env(&toml, "test", std::iter::empty()).unwrap())
+    }
+
+    fn imp(q: &str, ts: i64, results: &[&str]) -> Vec<u8> {
+        serde_json::json!({"query_id": q, "timestamp": ts, "results": results, "experiment": "e", "variant": "v"})
+            .to_string()
+            .into_bytes()
+    }
+
+    fn eng(q: &str, ts: i64, doc: &str) -> Vec<u8> {
+        serde_json::json!({"query_id": q, "timestamp": ts, "doc_id": doc})
+            .to_string()
+            .into_bytes()
+    }
+
+    fn impressions(e: &Engine) -> u64 {
+        e.accumulators()
+            .cumulative
+            .iter()
+            .map(|(_, s)| s.impressions)
+            .sum()
+    }
+
+    #[test]
+    fn an_idle_stream_finalizes_impressions_without_engagement_by_the_wall_clock() {
+        let mut e = engine("10s", "1s", "5s");
+        let t0 = Instant::now();
+        e.process(
+            EventKind::Impression,
+            0,
+            &imp("q1", 100_000, &["a", "b"]),
+            t0,
+        )
+        .unwrap();
+        e.advance(t0);
+        assert_eq!((e.pending_impressions(), impressions(&e)), (1, 0));
+        // Still active: the watermark stays at 99s; nothing closes no matter how often we look.
+        e.advance(t0 + Duration::from_secs(4));
+        assert_eq!(e.pending_impressions(), 1);
+        // Idle from t0 + 5s; the frontier starts at 99s and moves with the wall clock. The deadline
+        // is 110s, so it is passed 11s (and a millisecond) after going idle.
+        e.advance(t0 + Duration::from_millis(5_000 + 11_000));
+        assert_eq!(
+            e.pending_impressions(),
+            1,
+            "watermark exactly at the deadline has not passed it"
+        );
+        e.advance(t0 + Duration::from_millis(5_000 + 11_001));
+        assert_eq!((e.pending_impressions(), impressions(&e)), (0, 1));
+        let stats = e.accumulators().cumulative.get(0).unwrap();
+        assert_eq!(
+            (stats.engaged, stats.mean(1)),
+            (0, 1.0),
+            "abandoned impression"
+        );
+        // A click for it arriving now is late: counted and dropped.
+        e.process(
+            EventKind::Engagement,
+            0,
+            &eng("q1", 101_000, "a"),
+            t0 + Duration::from_secs(20),
+        )
+        .unwrap();
+        assert_eq!(e.engagement_tally().late, 1);
+        assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 0);
+    }
+
+    #[test]
+    fn a_silent_partition_does_not_hold_back_a_busy_one() {
+        let mut e = engine("10s", "0s", "5s");
+        let t0 = Instant::now();
+        e.process(EventKind::Impression, 1, &imp("quiet", 100_000, &["a"]), t0)
+            .unwrap();
+        e.process(EventKind::Impression, 0, &imp("busy", 100_000, &["a"]), t0)
+            .unwrap();
+        // Partition 0 keeps delivering on both inputs; partition 1 goes silent.
+        for s in 1..=20 {
+            let now = t0 + Duration::from_secs(s);
+            e.process(
+                EventKind::Impression,
+                0,
+                &imp(&format!("b{s}"), 100_000 + s as i64 * 1000, &["a"]),
+                now,
+            )
+            .unwrap();
+            e.process(
+                EventKind::Engagement,
+                0,
+                &eng(&format!("b{s}"), 100_000 + s as i64 * 1000, "a"),
+                now,
+            )
+            .unwrap();
+            e.advance(now);
+        }
+        // Partition 0 is at 120s: "busy" (deadline 110s) is final. Partition 1 went idle at 5s and
+        // follows the frontier, so "quiet" is final too.
+        assert_eq!(
+            impressions(&e),
+            2 + 9,
+            "busy, quiet and b1..b9 (deadlines up to 119s)"
+        );
+    }
+
+    #[test]
+    fn a_just_assigned_partition_holds_its_watermark_until_it_delivers() {
+        let mut e = engine("10s", "0s", "5s");
+        let t0 = Instant::now();
+        e.assign(0, t0);
+        e.process(EventKind::Impression, 0, &imp("q", 100_000, &["a"]), t0)
+            .unwrap();
+        e.process(EventKind::Impression, 0, &imp("q2", 200_000, &["a"]), t0)
+            .unwrap();
+        e.advance(t0);
+        assert_eq!(
+            impressions(&e),
+            0,
+            "the engagements input has not delivered yet"
+        );
+        e.process(EventKind::Engagement, 0, &eng("q", 100_500, "a"), t0)
+            .unwrap();
+        e.advance(t0);
+        // Engagements input at 100.5s holds the shard there: "q" (deadline 110s) stays open.
+        assert_eq!(impressions(&e), 0);
+        e.process(EventKind::Engagement, 0, &eng("other", 150_000, "a"), t0)
+            .unwrap();
+        e.advance(t0);
+        assert_eq!(impressions(&e), 1);
+        assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 1);
+    }
+
+    #[test]
+    fn rejected_messages_are_counted_and_do_not_stop_the_stream() {
+        let mut e = engine("10s", "0s", "5s");
+        let t0 = Instant::now();
+        e.process(EventKind::Impression, 0, &imp("q", 1000, &["a"]), t0)
+            .unwrap();
+        assert!(e.process(EventKind::Impression, 0, b"{nope", t0).is_err());
+        assert!(e
+            .process(
+                EventKind::Engagement,
+                0,
+                br#"{"query_id":"q","timestamp":1}"#,
+                t0
+            )
+            .is_err());
+        e.process(EventKind::Engagement, 0, &eng("q", 1000, "a"), t0)
+            .unwrap();
+        e.finish();
+        let c = e.counters();
+        assert_eq!(c.consumed, [2, 2]);
+        assert_eq!(c.rejected[0][RejectReason::InvalidJson.index()], 1);
+        assert_eq!(c.rejected[1][RejectReason::MissingField.index()], 1);
+        assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 1);
+    }
+}

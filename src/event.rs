@@ -1,0 +1,566 @@
+//! Event decoding: a message's bytes to a borrowed impression or engagement, or a reject reason.
+//!
+//! Decoding is zero-copy on the hot path: strings borrow from the message unless they contain
+//! escapes, and result ids are hashed straight into a caller-owned buffer, so a well-formed event
+//! costs no heap allocation. Ids are identified by 128-bit (query) and 64-bit (document) xxh3
+//! hashes from here on; the join never needs the text back.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::time::{parse_rfc3339_ms, EventTime};
+
+/// The identity of a search response: the xxh3-128 hash of its `query_id`. 128 bits make a
+/// collision between any two live impressions practically impossible.
+pub type QueryKey = u128;
+/// The identity of a result within one impression: the xxh3-64 hash of its id. Only compared
+/// within a single result list, where 64 bits are far more than enough.
+pub type DocKey = u64;
+
+pub fn query_key(query_id: &str) -> QueryKey {
+    xxhash_rust::xxh3::xxh3_128(query_id.as_bytes())
+}
+
+pub fn doc_key(doc_id: &str) -> DocKey {
+    xxhash_rust::xxh3::xxh3_64(doc_id.as_bytes())
+}
+
+/// Which of the two inputs a message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    Impression = 0,
+    Engagement = 1,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 2] = [EventKind::Impression, EventKind::Engagement];
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why a message was rejected; the `reason` label of `rankpulse_events_rejected_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The payload is absent or empty (for example a Kafka tombstone).
+    EmptyMessage,
+    /// Not parseable as JSON (syntax error, truncated, invalid UTF-8, trailing garbage).
+    InvalidJson,
+    /// Valid JSON, but not an object.
+    NotAnObject,
+    /// A required field is absent or null.
+    MissingField,
+    /// A field has the wrong JSON type.
+    WrongType,
+    /// The timestamp is neither RFC 3339 nor integer milliseconds in range.
+    InvalidTimestamp,
+    /// A field has the right type but an unusable value (for example an empty id).
+    InvalidValue,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 7] = [
+        RejectReason::EmptyMessage,
+        RejectReason::InvalidJson,
+        RejectReason::NotAnObject,
+        RejectReason::MissingField,
+        RejectReason::WrongType,
+        RejectReason::InvalidTimestamp,
+        RejectReason::InvalidValue,
+    ];
+    pub fn label(self) -> &'static str {
+        match self {
+            RejectReason::EmptyMessage => "empty_message",
+            RejectReason::InvalidJson => "invalid_json",
+            RejectReason::NotAnObject => "not_an_object",
+            RejectReason::MissingField => "missing_field",
+            RejectReason::WrongType => "wrong_type",
+            RejectReason::InvalidTimestamp => "invalid_timestamp",
+            RejectReason::InvalidValue => "invalid_value",
+        }
+    }
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A rejected message: the counted reason and a human-readable detail for the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} ({detail})", reason.label())]
+pub struct Rejection {
+    pub reason: RejectReason,
+    pub detail: String,
+}
+
+impl Rejection {
+    fn new(reason: RejectReason, detail: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            detail: detail.into(),
+        }
+    }
+    fn missing(field: &str) -> Self {
+        Rejection::new(
+            RejectReason::MissingField,
+            format!("missing field `{field}`"),
+        )
+    }
+}
+
+/// A decoded impression. Its result ids are in the `results` buffer passed to
+/// [`decode_impression`], as [`DocKey`]s in rank order.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Impression<'a> {
+    pub query_id: Cow<'a, str>,
+    pub timestamp: EventTime,
+    /// `"none"` when absent, as the contract says.
+    pub experiment: Cow<'a, str>,
+    pub variant: Cow<'a, str>,
+}
+
+/// A decoded engagement.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Engagement<'a> {
+    pub query_id: Cow<'a, str>,
+    pub timestamp: EventTime,
+    pub doc_id: Cow<'a, str>,
+    /// `"click"` when absent.
+    pub action: Cow<'a, str>,
+    /// Identity for de-duplication of redelivered events.
+    pub event_id: Option<Cow<'a, str>>,
+    /// Informational only; never used for attribution (the result list is the truth).
+    pub position: Option<i64>,
+}
+
+const ABSENT_GROUP: &str = "none";
+const DEFAULT_ACTION: &str = "click";
+
+/// Decodes an impression; result ids are hashed into `results` (cleared first), in rank order.
+pub fn decode_impression<'a>(
+    payload: &'a [u8],
+    results: &mut Vec<DocKey>,
+) -> Result<Impression<'a>, Rejection> {
+    results.clear();
+    let fields = decode_object(payload, ImpressionVisitor { results })?;
+    let query_id = required_id(fields.query_id, "query_id")?;
+    let timestamp = fields
+        .timestamp
+        .ok_or_else(|| Rejection::missing("timestamp"))?
+        .resolve()?;
+    if !fields.saw_results {
+        return Err(Rejection::missing("results"));
+    }
+    if fields.empty_result_id {
+        return Err(Rejection::new(
+            RejectReason::InvalidValue,
+            "a result id is an empty string",
+        ));
+    }
+    Ok(Impression {
+        query_id,
+        timestamp,
+        experiment: fields
+            .experiment
+            .map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
+        variant: fields.variant.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
+    })
+}
+
+/// Decodes an engagement.
+pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
+    let fields = decode_object(payload, EngagementVisitor)?;
+    Ok(Engagement {
+        query_id: required_id(fields.query_id, "query_id")?,
+        timestamp: fields
+            .timestamp
+            .ok_or_else(|| Rejection::missing("timestamp"))?
+            .resolve()?,
+        doc_id: required_id(fields.doc_id, "doc_id")?,
+        action: fields.action.map_or(Cow::Borrowed(DEFAULT_ACTION), |t| t.0),
+        event_id: fields.event_id.map(|t| t.0),
+        position: fields.position,
+    })
+}
+
+fn required_id<'a>(value: Option<Text<'a>>, field: &str) -> Result<Cow<'a, str>, Rejection> {
+    let text = value.ok_or_else(|| Rejection::missing(field))?.0;
+    if text.is_empty() {
+        return Err(Rejection::new(
+            RejectReason::InvalidValue,
+            format!("`{field}` is an empty string"),
+        ));
+    }
+    Ok(text)
+}
+
+fn decode_object<'a, V: Visitor<'a>>(payload: &'a [u8], visitor: V) -> Result<V::Value, Rejection> {
+    match payload.iter().find(|b| !b.is_ascii_whitespace()) {
+        None => return Err(Rejection::new(RejectReason::EmptyMessage, "empty payload")),
+        Some(b'{') => {}
+        Some(_) => {
+            // Distinguish "valid JSON but not an object" from garbage, for a useful reason.
+            let reason = match serde_json::from_slice::<IgnoredAny>(payload) {
+                Ok(_) => RejectReason::NotAnObject,
+                Err(_) => RejectReason::InvalidJson,
+            };
+            return Err(Rejection::new(reason, "the message is not a JSON object"));
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(payload);
+    let value = de.deserialize_map(visitor).map_err(classify)?;
+    de.end().map_err(classify)?;
+    Ok(value)
+}
+
+fn classify(e: serde_json::Error) -> Rejection {
+    let reason = match e.classify() {
+        serde_json::error::Category::Data => RejectReason::WrongType,
+        _ => RejectReason::InvalidJson,
+    };
+    Rejection::new(reason, e.to_string())
+}
+
+/// A string that borrows from the message when it has no escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(TextVisitor)
+    }
+}
+
+/// A timestamp as written: resolved to milliseconds after decoding, so that a bad value gets
+/// its own reject reason rather than a generic type error.
+enum RawTimestamp<'a> {
+    Millis(i64),
+    OutOfRange,
+    Text(Text<'a>),
+}
+
+impl RawTimestamp<'_> {
+    fn resolve(self) -> Result<EventTime, Rejection> {
+        match self {
+            RawTimestamp::Millis(ms) => Ok(ms),
+            RawTimestamp::OutOfRange => Err(Rejection::new(
+                RejectReason::InvalidTimestamp,
+                "integer timestamp out of range",
+            )),
+            RawTimestamp::Text(t) => parse_rfc3339_ms(&t.0).ok_or_else(|| {
+                Rejection::new(
+                    RejectReason::InvalidTimestamp,
+                    format!("{:?} is not an RFC 3339 timestamp", t.0),
+                )
+            }),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawTimestamp<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TsVisitor;
+        impl<'de> Visitor<'de> for TsVisitor {
+            type Value = RawTimestamp<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an RFC 3339 string or integer milliseconds since the epoch")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(RawTimestamp::Millis(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(i64::try_from(v).map_or(RawTimestamp::OutOfRange, RawTimestamp::Millis))
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(RawTimestamp::Text(Text(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawTimestamp::Text(Text(Cow::Owned(v.to_owned()))))
+            }
+        }
+        d.deserialize_any(TsVisitor)
+    }
+}
+
+#[derive(Default)]
+struct ImpressionFields<'a> {
+    query_id: Option<Text<'a>>,
+    timestamp: Option<RawTimestamp<'a>>,
+    experiment: Option<Text<'a>>,
+    variant: Option<Text<'a>>,
+    saw_results: bool,
+    empty_result_id: bool,
+}
+
+struct ImpressionVisitor<'s> {
+    results: &'s mut Vec<DocKey>,
+}
+
+impl<'de> Visitor<'de> for ImpressionVisitor<'_> {
+    type Value = ImpressionFields<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an impression object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = ImpressionFields::default();
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            match key.0.as_ref() {
+                "query_id" => fields.query_id = map.next_value()?,
+                "timestamp" => fields.timestamp = map.next_value()?,
+                "experiment" => fields.experiment = map.next_value()?,
+                "variant" => fields.variant = map.next_value()?,
+                "results" => {
+                    self.results.clear();
+                    let seed = ResultIdsSeed {
+                        results: self.results,
+                        empty_id: &mut fields.empty_result_id,
+                    };
+                    fields.saw_results = map.next_value_seed(seed)?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(fields)
+    }
+}
+
+/// Hashes the `results` array into the caller's buffer; yields false for `null`.
+struct ResultIdsSeed<'s> {
+    results: &'s mut Vec<DocKey>,
+    empty_id: &'s mut bool,
+}
+
+impl<'de> DeserializeSeed<'de> for ResultIdsSeed<'_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ResultIdsSeed<'_> {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of result id strings")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_seq(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        while let Some(id) = seq.next_element::<Text<'de>>()? {
+            *self.empty_id |= id.0.is_empty();
+            self.results.push(doc_key(&id.0));
+        }
+        Ok(true)
+    }
+}
+
+#[derive(Default)]
+struct EngagementFields<'a> {
+    query_id: Option<Text<'a>>,
+    timestamp: Option<RawTimestamp<'a>>,
+    doc_id: Option<Text<'a>>,
+    action: Option<Text<'a>>,
+    event_id: Option<Text<'a>>,
+    position: Option<i64>,
+}
+
+struct EngagementVisitor;
+
+impl<'de> Visitor<'de> for EngagementVisitor {
+    type Value = EngagementFields<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an engagement object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = EngagementFields::default();
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            match key.0.as_ref() {
+                "query_id" => fields.query_id = map.next_value()?,
+                "timestamp" => fields.timestamp = map.next_value()?,
+                "doc_id" => fields.doc_id = map.next_value()?,
+                "action" => fields.action = map.next_value()?,
+                "event_id" => fields.event_id = map.next_value()?,
+                "position" => fields.position = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imp(json: &str) -> Result<(String, i64, String, String, Vec<DocKey>), RejectReason> {
+        let mut buf = Vec::new();
+        decode_impression(json.as_bytes(), &mut buf)
+            .map(|i| {
+                (
+                    i.query_id.into_owned(),
+                    i.timestamp,
+                    i.experiment.into_owned(),
+                    i.variant.into_owned(),
+                    buf.clone(),
+                )
+            })
+            .map_err(|r| r.reason)
+    }
+
+    #[test]
+    fn impression_fields_and_defaults() {
+        let (q, ts, e, v, r) = imp(
+            r#"{"query_id":"q1","timestamp":1700000000000,"results":["a","b"],"extra":{"x":[1]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (q.as_str(), ts, e.as_str(), v.as_str()),
+            ("q1", 1_700_000_000_000, "none", "none")
+        );
+        assert_eq!(r, vec![doc_key("a"), doc_key("b")]);
+        let (_, ts, e, v, r) = imp(
+            r#"{"query_id":"q\u0031","timestamp":"2026-11-22T10:05:00Z","results":[],"experiment":"e1","variant":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (ts, e.as_str(), v.as_str(), r.len()),
+            (1_795_341_900_000, "e1", "none", 0)
+        );
+    }
+
+    #[test]
+    fn well_formed_events_borrow_without_copying() {
+        let payload =
+            br#"{"query_id":"q1","timestamp":1,"results":["a"],"experiment":"e","variant":"v"}"#;
+        let mut buf = Vec::new();
+        let i = decode_impression(payload, &mut buf).unwrap();
+        assert!(matches!(i.query_id, Cow::Borrowed(_)) && matches!(i.variant, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn impression_rejections_have_reasons() {
+        let cases = [
+            ("", RejectReason::EmptyMessage),
+            ("   ", RejectReason::EmptyMessage),
+            ("{\"query_id\":", RejectReason::InvalidJson),
+            ("not json", RejectReason::InvalidJson),
+            ("[1,2]", RejectReason::NotAnObject),
+            ("42", RejectReason::NotAnObject),
+            (
+                r#"{"timestamp":1,"results":[]}"#,
+                RejectReason::MissingField,
+            ),
+            (
+                r#"{"query_id":null,"timestamp":1,"results":[]}"#,
+                RejectReason::MissingField,
+            ),
+            (
+                r#"{"query_id":"q","results":[]}"#,
+                RejectReason::MissingField,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":1}"#,
+                RejectReason::MissingField,
+            ),
+            (
+                r#"{"query_id":7,"timestamp":1,"results":[]}"#,
+                RejectReason::WrongType,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":1,"results":"a,b"}"#,
+                RejectReason::WrongType,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":1,"results":["a",3]}"#,
+                RejectReason::WrongType,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":1.5,"results":[]}"#,
+                RejectReason::WrongType,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":true,"results":[]}"#,
+                RejectReason::WrongType,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":1,"results":[],"variant":1}"#,
+                RejectReason::WrongType,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":"yesterday","results":[]}"#,
+                RejectReason::InvalidTimestamp,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":18446744073709551615,"results":[]}"#,
+                RejectReason::InvalidTimestamp,
+            ),
+            (
+                r#"{"query_id":"","timestamp":1,"results":[]}"#,
+                RejectReason::InvalidValue,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":1,"results":[""]}"#,
+                RejectReason::InvalidValue,
+            ),
+            (
+                r#"{"query_id":"q","timestamp":1,"results":[]} trailing"#,
+                RejectReason::InvalidJson,
+            ),
+        ];
+        for (json, reason) in cases {
+            assert_eq!(imp(json).map(|_| ()), Err(reason), "{json}");
+        }
+    }
+
+    #[test]
+    fn engagement_fields_defaults_and_rejections() {
+        let e = decode_engagement(br#"{"query_id":"q","timestamp":5,"doc_id":"d"}"#).unwrap();
+        assert_eq!(
+            (e.action.as_ref(), e.event_id, e.position),
+            ("click", None, None)
+        );
+        let e = decode_engagement(
+            br#"{"query_id":"q","timestamp":5,"doc_id":"d","action":"purchase","event_id":"x1","position":3}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (e.action.as_ref(), e.event_id.as_deref(), e.position),
+            ("purchase", Some("x1"), Some(3))
+        );
+        let reason = |j: &str| decode_engagement(j.as_bytes()).unwrap_err().reason;
+        assert_eq!(
+            reason(r#"{"query_id":"q","timestamp":5}"#),
+            RejectReason::MissingField
+        );
+        assert_eq!(
+            reason(r#"{"query_id":"q","timestamp":5,"doc_id":"d","position":"3"}"#),
+            RejectReason::WrongType
+        );
+        assert_eq!(
+            reason(r#"{"query_id":"q","timestamp":5,"doc_id":""}"#),
+            RejectReason::InvalidValue
+        );
+        assert_eq!(reason("\u{0}"), RejectReason::InvalidJson);
+    }
+}

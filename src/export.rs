@@ -1,0 +1,441 @@
+//! Export: the Prometheus text exposition of the engine's state, and the HTTP endpoints
+//! `/metrics`, `/healthz` and `/readyz`.
+//!
+//! Metric families are built at scrape time from the engine's accumulators by one custom
+//! [`Collector`], instead of updating `prometheus` vectors per event: the hot path then touches
+//! no label maps and no atomics, and a scrape costs one short lock.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{
+    Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary,
+};
+use prometheus::{Encoder, Registry, TextEncoder};
+
+use crate::accumulate::GroupStats;
+use crate::engine::{Distribution, Engine};
+use crate::event::{EventKind, RejectReason};
+use crate::metrics::MetricKind;
+use crate::shutdown::Shutdown;
+
+/// Shared handle on the engine: the source mutates it, scrapes read it.
+pub type SharedEngine = Arc<Mutex<Engine>>;
+
+/// Liveness and readiness, set by the source and read by the probes.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// True while the consumer has partitions assigned and the brokers are reachable.
+    ready: AtomicBool,
+}
+
+impl Health {
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+/// The contract's name and help text for each per-impression metric kind.
+fn summary_family(kind: MetricKind) -> Option<(&'static str, &'static str)> {
+    Some(match kind {
+        MetricKind::ReciprocalRank => ("rankpulse_reciprocal_rank", "Reciprocal rank of the first relevant result per finalized impression (trec_eval recip_rank); _sum/_count is MRR."),
+        MetricKind::Hit => ("rankpulse_hit", "1 if a relevant result is in the top k (trec_eval success.k); _sum/_count is the hit rate."),
+        MetricKind::Precision => ("rankpulse_precision", "Relevant results in the top k divided by k (trec_eval P.k)."),
+        MetricKind::Recall => ("rankpulse_recall", "Relevant results in the top k divided by all relevant results (trec_eval recall.k)."),
+        MetricKind::AveragePrecision => ("rankpulse_average_precision", "Average precision cut at k (trec_eval map_cut.k); _sum/_count is MAP@k."),
+        MetricKind::Ndcg | MetricKind::NdcgExp => ("rankpulse_ndcg", "Normalized discounted cumulative gain at k (trec_eval ndcg_cut.k); gain linear (g) or exponential (2^g - 1)."),
+        MetricKind::Abandonment => return None,
+    })
+}
+
+fn label(name: &str, value: &str) -> LabelPair {
+    let mut l = LabelPair::default();
+    l.set_name(name.to_string());
+    l.set_value(value.to_string());
+    l
+}
+
+fn family(name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+    let mut f = MetricFamily::default();
+    f.set_name(name.to_string());
+    f.set_help(help.to_string());
+    f.set_field_type(kind);
+    f.set_metric(metrics);
+    f
+}
+
+fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
+    let mut c = Counter::default();
+    c.set_value(value);
+    let mut m = Metric::from_label(labels);
+    m.set_counter(c);
+    m
+}
+
+fn gauge(labels: Vec<LabelPair>, value: f64) -> Metric {
+    let mut g = Gauge::default();
+    g.set_value(value);
+    let mut m = Metric::from_label(labels);
+    m.set_gauge(g);
+    m
+}
+
+fn summary(labels: Vec<LabelPair>, sum: f64, count: u64, quantiles: Vec<Quantile>) -> Metric {
+    let mut s = Summary::default();
+    s.set_sample_sum(sum);
+    s.set_sample_count(count);
+    s.set_quantile(quantiles);
+    let mut m = Metric::from_label(labels);
+    m.set_summary(s);
+    m
+}
+
+/// A latency distribution as a summary with quantiles, in seconds.
+fn distribution_summary(d: &Distribution, seconds_per_unit: f64) -> Metric {
+    let quantiles = [0.5, 0.9, 0.99, 0.999]
+        .into_iter()
+        .filter(|_| !d.histogram.is_empty())
+        .map(|q| {
+            let mut quantile = Quantile::default();
+            quantile.set_quantile(q);
+            quantile.set_value(d.histogram.value_at_quantile(q) as f64 * seconds_per_unit);
+            quantile
+        })
+        .collect();
+    summary(
+        vec![],
+        d.sum as f64 * seconds_per_unit,
+        d.histogram.len(),
+        quantiles,
+    )
+}
+
+/// Builds every metric family from the engine's current state.
+pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
+    let layout = engine.layout();
+    let groups = engine.groups();
+    let group_labels = |id| {
+        let (experiment, variant) = groups.name(id);
+        vec![label("experiment", experiment), label("variant", variant)]
+    };
+    let cumulative: Vec<(u32, &GroupStats)> = engine.accumulators().cumulative.iter().collect();
+    let mut families = Vec::new();
+
+    // Per-impression metric values: one summary family per metric name, one series per
+    // group × k (× gain), with _sum and _count only.
+    let mut by_name: Vec<(&str, &str, Vec<Metric>)> = Vec::new();
+    for (slot, key) in layout.keys().iter().enumerate() {
+        let Some((name, help)) = summary_family(key.kind) else {
+            continue;
+        };
+        let metrics = match by_name.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, _, m)) => m,
+            None => {
+                by_name.push((name, help, Vec::new()));
+                &mut by_name.last_mut().expect("just pushed").2
+            }
+        };
+        for &(group, stats) in &cumulative {
+            let mut labels = group_labels(group);
+            if let Some(k) = key.k {
+                labels.push(label("k", &k.to_string()));
+            }
+            match key.kind {
+                MetricKind::Ndcg => labels.push(label("gain", "linear")),
+                MetricKind::NdcgExp => labels.push(label("gain", "exponential")),
+                _ => {}
+            }
+            metrics.push(summary(labels, stats.sum(slot), stats.impressions, vec![]));
+        }
+    }
+    for (name, help, metrics) in by_name {
+        families.push(family(name, help, MetricType::SUMMARY, metrics));
+    }
+
+    families.push(family(
+        "rankpulse_impressions_total",
+        "Finalized impressions.",
+        MetricType::COUNTER,
+        cumulative
+            .iter()
+            .map(|&(g, s)| counter(group_labels(g), s.impressions as f64))
+            .collect(),
+    ));
+    families.push(family(
+        "rankpulse_impressions_engaged_total",
+        "Finalized impressions with at least one relevant result (1 - engaged/total is the abandonment rate).",
+        MetricType::COUNTER,
+        cumulative.iter().map(|&(g, s)| counter(group_labels(g), s.engaged as f64)).collect(),
+    ));
+
+    let counters = engine.counters();
+    families.push(family(
+        "rankpulse_events_consumed_total",
+        "Messages consumed, valid or not.",
+        MetricType::COUNTER,
+        EventKind::ALL
+            .iter()
+            .map(|&k| {
+                counter(
+                    vec![label("topic", engine.topic(k))],
+                    counters.consumed[k.index()] as f64,
+                )
+            })
+            .collect(),
+    ));
+    let mut rejected = Vec::new();
+    for kind in EventKind::ALL {
+        for reason in RejectReason::ALL {
+            rejected.push(counter(
+                vec![
+                    label("topic", engine.topic(kind)),
+                    label("reason", reason.label()),
+                ],
+                counters.rejected[kind.index()][reason.index()] as f64,
+            ));
+        }
+    }
+    families.push(family(
+        "rankpulse_events_rejected_total",
+        "Messages rejected, by reason.",
+        MetricType::COUNTER,
+        rejected,
+    ));
+
+    let tally = engine.engagement_tally();
+    let plain_counters: [(&str, &str, u64); 6] = [
+        ("rankpulse_engagements_late_total", "Engagements that arrived after the watermark passed them with no open impression (their impression was final or never came in time); dropped.", tally.late),
+        ("rankpulse_engagements_orphaned_total", "Engagements held for an impression that did not arrive before the watermark passed them; dropped.", tally.orphaned),
+        ("rankpulse_engagements_attributed_total", "Engagements attributed to a shown result of an open impression.", tally.attributed),
+        ("rankpulse_impressions_duplicate_total", "Impressions whose query_id was already open; the first one counts.", counters.impressions_duplicate),
+        ("rankpulse_impressions_late_total", "Impressions that arrived after the watermark passed the end of their attribution window; dropped.", counters.impressions_late),
+        ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window.", engine.accumulators().window_late_impressions),
+    ];
+    for (name, help, value) in plain_counters {
+        families.push(family(
+            name,
+            help,
+            MetricType::COUNTER,
+            vec![counter(vec![], value as f64)],
+        ));
+    }
+    families.push(family(
+        "rankpulse_engagements_unattributed_total",
+        "Engagements matched to an open impression that changed nothing: the document was not in its results, or the timestamp was outside its attribution window.",
+        MetricType::COUNTER,
+        vec![
+            counter(vec![label("reason", "not_shown")], tally.not_shown as f64),
+            counter(vec![label("reason", "outside_window")], tally.outside_window as f64),
+        ],
+    ));
+
+    families.push(family(
+        "rankpulse_pending_impressions",
+        "Impressions waiting for their attribution window to pass.",
+        MetricType::GAUGE,
+        vec![gauge(vec![], engine.pending_impressions() as f64)],
+    ));
+    families.push(family(
+        "rankpulse_held_engagements",
+        "Engagements waiting for their impression to arrive.",
+        MetricType::GAUGE,
+        vec![gauge(vec![], engine.held_engagements() as f64)],
+    ));
+    if let Some(w) = engine.watermark() {
+        families.push(family(
+            "rankpulse_watermark_timestamp_seconds",
+            "Event-time watermark (least over partitions): impressions older than this minus the attribution window are final.",
+            MetricType::GAUGE,
+            vec![gauge(vec![], w as f64 / 1000.0)],
+        ));
+    }
+
+    let acc = engine.accumulators();
+    let mut means = Vec::new();
+    let mut starts = Vec::new();
+    let mut window_impressions = Vec::new();
+    for closed in acc.newest_closed() {
+        let window = engine.window_label(closed.size_index);
+        starts.push(gauge(
+            vec![label("window", window)],
+            closed.start as f64 / 1000.0,
+        ));
+        for (group, stats) in closed.groups.iter() {
+            let (experiment, variant) = groups.name(group);
+            for (slot, key) in layout.keys().iter().enumerate() {
+                means.push(gauge(
+                    vec![
+                        label("window", window),
+                        label("metric", &key.name()),
+                        label("experiment", experiment),
+                        label("variant", variant),
+                    ],
+                    stats.mean(slot),
+                ));
+            }
+            window_impressions.push(gauge(
+                vec![
+                    label("window", window),
+                    label("experiment", experiment),
+                    label("variant", variant),
+                ],
+                stats.impressions as f64,
+            ));
+        }
+    }
+    families.push(family(
+        "rankpulse_window_mean",
+        "Mean of each metric over the newest closed event-time window of each size (empty-R impressions count as 0).",
+        MetricType::GAUGE,
+        means,
+    ));
+    families.push(family(
+        "rankpulse_window_impressions",
+        "Impressions in the newest closed window of each size.",
+        MetricType::GAUGE,
+        window_impressions,
+    ));
+    families.push(family(
+        "rankpulse_window_start_timestamp_seconds",
+        "Start of the newest closed window of each size.",
+        MetricType::GAUGE,
+        starts,
+    ));
+
+    families.push(family(
+        "rankpulse_first_engagement_delay_seconds",
+        "Delay from an impression to its first attributed engagement.",
+        MetricType::SUMMARY,
+        vec![distribution_summary(engine.first_engagement_delay(), 1e-3)],
+    ));
+    families.push(family(
+        "rankpulse_event_processing_seconds",
+        "Time to decode, join and account one consumed message.",
+        MetricType::SUMMARY,
+        vec![distribution_summary(engine.processing_time(), 1e-9)],
+    ));
+    families.retain(|f| !f.get_metric().is_empty());
+    families
+}
+
+/// Registers the engine's families with a `prometheus` registry.
+struct EngineCollector {
+    engine: SharedEngine,
+    descs: Vec<Desc>,
+}
+
+impl Collector for EngineCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+    fn collect(&self) -> Vec<MetricFamily> {
+        let engine = self
+            .engine
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        gather(&engine)
+    }
+}
+
+/// A registry holding the engine collector.
+pub fn registry(engine: SharedEngine) -> Registry {
+    let registry = Registry::new();
+    registry
+        .register(Box::new(EngineCollector {
+            engine,
+            descs: Vec::new(),
+        }))
+        .expect("the engine collector registers once");
+    registry
+}
+
+/// Renders the registry in the text exposition format.
+pub fn render(registry: &Registry) -> String {
+    let mut buf = Vec::new();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut buf)
+        .expect("text encoding into a Vec cannot fail");
+    String::from_utf8(buf).expect("the text format is UTF-8")
+}
+
+#[derive(Clone)]
+struct AppState {
+    registry: Registry,
+    health: Arc<Health>,
+}
+
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let body = tokio::task::spawn_blocking(move || render(&state.registry))
+        .await
+        .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.health.is_ready() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no partitions assigned or brokers unreachable\n",
+        )
+    }
+}
+
+/// The HTTP server, bound and serving until shutdown.
+pub struct HttpServer {
+    pub local_addr: SocketAddr,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl HttpServer {
+    /// Binds `addr` and serves in a background task until `shutdown` fires.
+    pub async fn start(
+        addr: SocketAddr,
+        engine: SharedEngine,
+        health: Arc<Health>,
+        shutdown: Shutdown,
+    ) -> std::io::Result<HttpServer> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+        let app = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state(AppState {
+                registry: registry(engine),
+                health,
+            });
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.wait().await })
+                .await
+        });
+        Ok(HttpServer { local_addr, task })
+    }
+
+    /// Waits for the server to stop after shutdown.
+    pub async fn join(self) -> std::io::Result<()> {
+        self.task.await.unwrap_or(Ok(()))
+    }
+}

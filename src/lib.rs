@@ -1,0 +1,42 @@
+//! rankpulse: streaming online evaluation of search ranking quality.
+//!
+//! Search-impression events (a ranked result list as shown) and engagement events
+//! (click, add-to-cart, purchase, ...) arrive on two Kafka topics. rankpulse attributes each
+//! engagement to its impression on event time, computes trec_eval-conformant ranking metrics per
+//! impression once its attribution window has passed, aggregates them per experiment and variant,
+//! cumulatively and in event-time tumbling windows, and exports them for Prometheus.
+//!
+//! The modules follow the pipeline, one stage each, so every rule has exactly one home:
+//!
+//! | module | stage | owns |
+//! |---|---|---|
+//! | [`config`] | start-up | the TOML schema, defaults, env overrides, cross-field checks |
+//! | [`time`] | everywhere | event timestamps (ms since epoch) and duration strings |
+//! | [`event`] | decoding | turning a message's bytes into a borrowed impression or engagement, or a reject reason |
+//! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
+//! | [`join`] | attribution | per-partition pending impressions, held engagements, input clocks |
+//! | [`accumulate`] | aggregation | exact (fixed-point) sums per group, cumulative and per tumbling window |
+//! | [`engine`] | orchestration | the single-threaded core: decode → join → watermark → finalize → accumulate |
+//! | [`export`] | output | Prometheus text exposition, `/healthz`, `/readyz` |
+//! | [`source`] | input | the Kafka consumer: offsets stored after processing, commits on revoke and shutdown |
+//! | [`replay`] | input | JSON-lines files merged on event time through the same engine |
+//! | [`demo`] | demo | in-process Kafka cluster and a realistic A/B traffic generator |
+//! | [`shutdown`] | lifecycle | the one signal every task listens to |
+//! | [`commands`] | CLI | `demo`, `serve`, `replay`, `check-config` |
+//!
+//! The engine is deliberately synchronous and owns all evaluation state: the Kafka source and
+//! `replay` feed it the same way, which is why offline backfills and online numbers agree.
+
+pub mod accumulate;
+pub mod commands;
+pub mod config;
+pub mod demo;
+pub mod engine;
+pub mod event;
+pub mod export;
+pub mod join;
+pub mod metrics;
+pub mod replay;
+pub mod shutdown;
+pub mod source;
+pub mod time;

@@ -1,0 +1,298 @@
+//! Replay: the engine over JSON-lines files, as if every event had been consumed and the stream
+//! had then gone idle.
+//!
+//! The two files are merged on event time (each is read in order, the earlier head goes first),
+//! so a replay behaves like a consumer reading both topics in step: the watermark follows event
+//! time exactly as online, state stays bounded by the attribution window, and events out of
+//! order beyond `max_out_of_orderness` are late here just as they would be online. At the end
+//! every impression is finalized and every window closed.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::accumulate::{GroupStats, GroupTable, Groups};
+use crate::engine::Engine;
+use crate::event::{decode_engagement, decode_impression, EventKind};
+use crate::metrics::MetricLayout;
+use crate::time::{format_rfc3339_ms, EventTime};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One input file, read line by line with its next event's timestamp peeked.
+struct LineSource {
+    kind: EventKind,
+    path: PathBuf,
+    reader: BufReader<File>,
+    /// The next non-blank line, if any.
+    head: Option<Vec<u8>>,
+    /// Its timestamp when it decodes; undecodable lines go first and are rejected by the engine.
+    head_time: Option<EventTime>,
+    scratch: Vec<u64>,
+}
+
+impl LineSource {
+    fn open(kind: EventKind, path: &Path) -> Result<Self, ReplayError> {
+        let file = File::open(path).map_err(|source| ReplayError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut s = LineSource {
+            kind,
+            path: path.to_path_buf(),
+            reader: BufReader::with_capacity(1 << 20, file),
+            head: None,
+            head_time: None,
+            scratch: Vec::new(),
+        };
+        s.advance()?;
+        Ok(s)
+    }
+
+    fn advance(&mut self) -> Result<(), ReplayError> {
+        self.head = None;
+        self.head_time = None;
+        loop {
+            let mut line = Vec::new();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut line)
+                .map_err(|source| ReplayError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            if n == 0 {
+                return Ok(());
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            self.head_time = match self.kind {
+                EventKind::Impression => decode_impression(&line, &mut self.scratch)
+                    .ok()
+                    .map(|i| i.timestamp),
+                EventKind::Engagement => decode_engagement(&line).ok().map(|e| e.timestamp),
+            };
+            self.head = Some(line);
+            return Ok(());
+        }
+    }
+}
+
+/// Runs the files through a fresh engine and returns it, every impression final.
+pub fn run(
+    impressions: &Path,
+    engagements: &Path,
+    mut engine: Engine,
+) -> Result<Engine, ReplayError> {
+    engine.keep_closed_windows();
+    let mut sources = [
+        LineSource::open(EventKind::Impression, impressions)?,
+        LineSource::open(EventKind::Engagement, engagements)?,
+    ];
+    // One frozen wall-clock instant: replay time is event time only, no input ever goes idle.
+    let now = Instant::now();
+    engine.assign(0, now);
+    let mut since_advance = 0u32;
+    loop {
+        // Impressions first on equal timestamps; an undecodable line goes at once.
+        let pick = match (&sources[0].head, &sources[1].head) {
+            (None, None) => break,
+            (Some(_), None) => 0,
+            (None, Some(_)) => 1,
+            (Some(_), Some(_)) => match (sources[0].head_time, sources[1].head_time) {
+                (None, _) => 0,
+                (_, None) => 1,
+                (Some(a), Some(b)) => usize::from(b < a),
+            },
+        };
+        let source = &mut sources[pick];
+        let line = source.head.take().expect("picked a source with a head");
+        let _ = engine.process(source.kind, 0, &line, now);
+        source.advance()?;
+        since_advance += 1;
+        if since_advance == 1024 {
+            engine.advance(now);
+            since_advance = 0;
+        }
+    }
+    engine.finish();
+    Ok(engine)
+}
+
+/// The replay document of the contract (`--format json`); extra keys are allowed.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub groups: Vec<GroupReport>,
+    pub windows: Vec<WindowReport>,
+    pub events: EventCounts,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GroupReport {
+    pub experiment: String,
+    pub variant: String,
+    pub impressions: u64,
+    pub engaged: u64,
+    pub metrics: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WindowReport {
+    pub size: String,
+    pub start: String,
+    pub groups: Vec<GroupReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EventCounts {
+    pub impressions_read: u64,
+    pub engagements_read: u64,
+    pub rejected: u64,
+    pub impressions_duplicate: u64,
+    pub impressions_late: u64,
+    pub engagements_attributed: u64,
+    pub engagements_late: u64,
+    pub engagements_orphaned: u64,
+    pub engagements_not_shown: u64,
+    pub engagements_outside_window: u64,
+}
+
+fn group_reports(layout: &MetricLayout, groups: &Groups, table: &GroupTable) -> Vec<GroupReport> {
+    let mut out: Vec<GroupReport> = table
+        .iter()
+        .map(|(id, stats)| group_report(layout, groups, id, stats))
+        .collect();
+    out.sort_by(|a, b| (&a.experiment, &a.variant).cmp(&(&b.experiment, &b.variant)));
+    out
+}
+
+fn group_report(
+    layout: &MetricLayout,
+    groups: &Groups,
+    id: u32,
+    stats: &GroupStats,
+) -> GroupReport {
+    let (experiment, variant) = groups.name(id);
+    GroupReport {
+        experiment: experiment.to_string(),
+        variant: variant.to_string(),
+        impressions: stats.impressions,
+        engaged: stats.engaged,
+        metrics: layout
+            .keys()
+            .iter()
+            .enumerate()
+            .map(|(slot, key)| (key.name(), serde_json::json!(stats.mean(slot))))
+            .collect(),
+    }
+}
+
+impl Report {
+    /// Builds the report from a finished engine (closed windows are taken from it).
+    pub fn from_engine(engine: &mut Engine) -> Report {
+        let mut closed = engine.take_closed_windows();
+        closed.sort_by_key(|w| (w.size_index, w.start));
+        let layout = engine.layout();
+        let groups = engine.groups();
+        let windows: Vec<WindowReport> = closed
+            .iter()
+            .map(|w| WindowReport {
+                size: engine.window_label(w.size_index).to_string(),
+                start: format_rfc3339_ms(w.start),
+                groups: group_reports(layout, groups, &w.groups),
+            })
+            .collect();
+        let c = engine.counters();
+        let t = engine.engagement_tally();
+        Report {
+            groups: group_reports(layout, groups, &engine.accumulators().cumulative),
+            windows,
+            events: EventCounts {
+                impressions_read: c.consumed[0],
+                engagements_read: c.consumed[1],
+                rejected: c.rejected.iter().flatten().sum(),
+                impressions_duplicate: c.impressions_duplicate,
+                impressions_late: c.impressions_late,
+                engagements_attributed: t.attributed,
+                engagements_late: t.late,
+                engagements_orphaned: t.orphaned,
+                engagements_not_shown: t.not_shown,
+                engagements_outside_window: t.outside_window,
+            },
+        }
+    }
+
+    /// A plain-text table per window size and cumulatively: metrics as rows, groups as columns.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        out.push_str("== cumulative ==\n");
+        out.push_str(&table(&self.groups));
+        let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
+        sizes.dedup();
+        for size in sizes {
+            let windows: Vec<&WindowReport> =
+                self.windows.iter().filter(|w| w.size == size).collect();
+            out.push_str(&format!(
+                "\n== {} windows of {size} (newest shown: {}) ==\n",
+                windows.len(),
+                windows.last().map_or("", |w| &w.start)
+            ));
+            if let Some(last) = windows.last() {
+                out.push_str(&table(&last.groups));
+            }
+        }
+        let e = &self.events;
+        out.push_str(&format!(
+            "\nevents: {} impressions and {} engagements read, {} rejected; {} engagements attributed, {} late, {} orphaned, {} on results not shown, {} outside the attribution window; {} duplicate and {} late impressions\n",
+            e.impressions_read, e.engagements_read, e.rejected, e.engagements_attributed, e.engagements_late, e.engagements_orphaned,
+            e.engagements_not_shown, e.engagements_outside_window, e.impressions_duplicate, e.impressions_late
+        ));
+        out
+    }
+}
+
+fn table(groups: &[GroupReport]) -> String {
+    if groups.is_empty() {
+        return "(no finalized impressions)\n".to_string();
+    }
+    let headers: Vec<String> = groups
+        .iter()
+        .map(|g| format!("{}/{}", g.experiment, g.variant))
+        .collect();
+    let width = headers.iter().map(String::len).max().unwrap_or(0).max(10);
+    let mut out = format!("{:<18}", "metric");
+    for h in &headers {
+        out.push_str(&format!(" {h:>width$}"));
+    }
+    out.push('\n');
+    let row = |name: &str, cell: &dyn Fn(&GroupReport) -> String| {
+        let mut line = format!("{name:<18}");
+        for g in groups {
+            line.push_str(&format!(" {:>width$}", cell(g)));
+        }
+        line.push('\n');
+        line
+    };
+    out.push_str(&row("impressions", &|g| g.impressions.to_string()));
+    out.push_str(&row("engaged", &|g| g.engaged.to_string()));
+    for key in groups[0].metrics.keys() {
+        out.push_str(&row(key, &|g| {
+            g.metrics
+                .get(key)
+                .and_then(|v| v.as_f64())
+                .map_or("-".into(), |v| format!("{v:.4}"))
+        }));
+    }
+    out
+}
