@@ -49,10 +49,7 @@ impl Groups {
         }
         let id = GroupId::try_from(self.names.len()).expect("fewer than 2^32 groups");
         self.names.push((experiment.into(), variant.into()));
-        self.index
-            .entry(experiment.into())
-            .or_default()
-            .insert(variant.into(), id);
+        self.index.entry(experiment.into()).or_default().insert(variant.into(), id);
         id
     }
     pub fn name(&self, id: GroupId) -> (&str, &str) {
@@ -79,11 +76,7 @@ pub struct GroupStats {
 
 impl GroupStats {
     pub fn new(metric_count: usize) -> Self {
-        GroupStats {
-            impressions: 0,
-            engaged: 0,
-            sums: vec![0; metric_count].into_boxed_slice(),
-        }
+        GroupStats { impressions: 0, engaged: 0, sums: vec![0; metric_count].into_boxed_slice() }
     }
 
     pub fn add(&mut self, values: &[f64], engaged: bool) {
@@ -132,10 +125,7 @@ impl GroupTable {
         self.by_group[i].get_or_insert_with(|| GroupStats::new(metric_count))
     }
     pub fn iter(&self) -> impl Iterator<Item = (GroupId, &GroupStats)> {
-        self.by_group
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|s| (i as GroupId, s)))
+        self.by_group.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i as GroupId, s)))
     }
     pub fn get(&self, group: GroupId) -> Option<&GroupStats> {
         self.by_group.get(group as usize).and_then(Option::as_ref)
@@ -187,11 +177,7 @@ impl Accumulators {
             cumulative: GroupTable::default(),
             series: window_sizes_ms
                 .iter()
-                .map(|&size_ms| WindowSeries {
-                    size_ms,
-                    open: BTreeMap::new(),
-                    closed_before: EventTime::MIN,
-                })
+                .map(|&size_ms| WindowSeries { size_ms, open: BTreeMap::new(), closed_before: EventTime::MIN })
                 .collect(),
             newest_closed: vec![None; window_sizes_ms.len()],
             recently_closed: Vec::new(),
@@ -222,12 +208,7 @@ impl Accumulators {
                 self.window_late_impressions += 1;
                 continue;
             }
-            series
-                .open
-                .entry(start)
-                .or_default()
-                .entry(group, m)
-                .add(values, engaged);
+            series.open.entry(start).or_default().entry(group, m).add(values, engaged);
         }
     }
 
@@ -243,19 +224,13 @@ impl Accumulators {
                     break;
                 }
                 let (start, groups) = entry.remove_entry();
-                let closed = ClosedWindow {
-                    size_index: i,
-                    start,
-                    groups,
-                };
+                let closed = ClosedWindow { size_index: i, start, groups };
                 if self.keep_closed {
                     self.recently_closed.push(closed.clone());
                 }
                 self.newest_closed[i] = Some(closed);
             }
-            series.closed_before = series
-                .closed_before
-                .max(ceil_to_multiple(bound, series.size_ms));
+            series.closed_before = series.closed_before.max(ceil_to_multiple(bound, series.size_ms));
         }
     }
 
@@ -316,10 +291,7 @@ mod tests {
         acc.add(0, 999, &[1.0], true);
         acc.add(0, 1000, &[0.5], true);
         acc.close_windows(1099);
-        assert!(
-            acc.take_closed().is_empty(),
-            "impression at 999 is final only when the watermark passes 1099"
-        );
+        assert!(acc.take_closed().is_empty(), "impression at 999 is final only when the watermark passes 1099");
         acc.close_windows(1100);
         let closed = acc.take_closed();
         assert_eq!(closed.len(), 1);

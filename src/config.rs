@@ -18,12 +18,8 @@ use crate::time::HumanDuration;
 pub const MAX_GAIN: u8 = 30;
 
 /// librdkafka properties rankpulse sets itself, because its offset handling depends on them.
-const MANAGED_KAFKA_PROPERTIES: &[&str] = &[
-    "bootstrap.servers",
-    "group.id",
-    "enable.auto.commit",
-    "enable.auto.offset.store",
-];
+const MANAGED_KAFKA_PROPERTIES: &[&str] =
+    &["bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"];
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -136,9 +132,7 @@ pub struct HttpConfig {
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        HttpConfig {
-            listen: "0.0.0.0:9464".into(),
-        }
+        HttpConfig { listen: "0.0.0.0:9464".into() }
     }
 }
 
@@ -152,9 +146,7 @@ pub struct StateConfig {
 
 impl Default for StateConfig {
     fn default() -> Self {
-        StateConfig {
-            dir: PathBuf::from("./rankpulse-state"),
-        }
+        StateConfig { dir: PathBuf::from("./rankpulse-state") }
     }
 }
 
@@ -162,10 +154,7 @@ impl Default for StateConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read configuration {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("configuration {origin}: {message}")]
     Parse { origin: String, message: String },
     #[error("configuration key `{key}`: {problem}")]
@@ -173,10 +162,7 @@ pub enum ConfigError {
 }
 
 fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.into(),
-        problem: problem.into(),
-    }
+    ConfigError::Invalid { key: key.into(), problem: problem.into() }
 }
 
 impl Config {
@@ -184,10 +170,9 @@ impl Config {
     /// `RANKPULSE__SECTION__KEY` environment overrides, and validates the result.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let text = match path {
-            Some(p) => std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
-                path: p.to_path_buf(),
-                source,
-            })?,
+            Some(p) => {
+                std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.to_path_buf(), source })?
+            }
             None => String::new(),
         };
         let origin = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
@@ -201,10 +186,8 @@ impl Config {
         origin: &str,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
-        let parse_err = |e: &dyn std::fmt::Display| ConfigError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        };
+        let parse_err =
+            |e: &dyn std::fmt::Display| ConfigError::Parse { origin: origin.to_string(), message: e.to_string() };
         // Parse the file strictly first, so its errors point at the file with line numbers.
         let _: Config = toml::from_str(text).map_err(|e| parse_err(&e))?;
         let env_source = config::Environment::with_prefix("RANKPULSE")
@@ -214,21 +197,15 @@ impl Config {
             .list_separator(",")
             .with_list_parse_key("metrics.cutoffs")
             .with_list_parse_key("metrics.windows")
-            .source(Some(
-                env.into_iter()
-                    .filter(|(k, _)| k.starts_with("RANKPULSE__"))
-                    .collect(),
-            ));
+            .source(Some(env.into_iter().filter(|(k, _)| k.starts_with("RANKPULSE__")).collect()));
         let merged = config::Config::builder()
             .add_source(config::File::from_str(text, config::FileFormat::Toml))
             .add_source(env_source)
             .build()
             .map_err(|e| parse_err(&e))?;
-        let cfg: Config = merged.try_deserialize().map_err(|e| {
-            parse_err(&format!(
-                "{e} (after applying RANKPULSE__* environment overrides)"
-            ))
-        })?;
+        let cfg: Config = merged
+            .try_deserialize()
+            .map_err(|e| parse_err(&format!("{e} (after applying RANKPULSE__* environment overrides)")))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -237,18 +214,14 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let k = &self.kafka;
         if k.brokers.trim().is_empty() {
-            return Err(invalid(
-                "kafka.brokers",
-                "must name at least one broker (host:port)",
-            ));
+            return Err(invalid("kafka.brokers", "must name at least one broker (host:port)"));
         }
         if k.group_id.trim().is_empty() {
             return Err(invalid("kafka.group_id", "must not be empty"));
         }
-        for (key, topic) in [
-            ("kafka.impressions_topic", &k.impressions_topic),
-            ("kafka.engagements_topic", &k.engagements_topic),
-        ] {
+        for (key, topic) in
+            [("kafka.impressions_topic", &k.impressions_topic), ("kafka.engagements_topic", &k.engagements_topic)]
+        {
             if topic.trim().is_empty() {
                 return Err(invalid(key, "must not be empty"));
             }
@@ -287,25 +260,16 @@ impl Config {
                 return Err(invalid("metrics.cutoffs", "every k must be at least 1"));
             }
             if !seen.insert(c) {
-                return Err(invalid(
-                    "metrics.cutoffs",
-                    format!("k = {c} is listed twice"),
-                ));
+                return Err(invalid("metrics.cutoffs", format!("k = {c} is listed twice")));
             }
         }
         let mut seen = std::collections::BTreeSet::new();
         for w in &m.windows {
             if w.as_millis_i64() == 0 {
-                return Err(invalid(
-                    "metrics.windows",
-                    "every window size must be positive",
-                ));
+                return Err(invalid("metrics.windows", "every window size must be positive"));
             }
             if !seen.insert(*w) {
-                return Err(invalid(
-                    "metrics.windows",
-                    format!("window {w} is listed twice"),
-                ));
+                return Err(invalid("metrics.windows", format!("window {w} is listed twice")));
             }
         }
         if m.relevance_threshold == 0 {
@@ -316,10 +280,7 @@ impl Config {
         }
         for (action, &gain) in &m.action_gains {
             if action.is_empty() {
-                return Err(invalid(
-                    "metrics.action_gains",
-                    "action names must not be empty",
-                ));
+                return Err(invalid("metrics.action_gains", "action names must not be empty"));
             }
             if gain > MAX_GAIN {
                 return Err(invalid(
@@ -342,13 +303,7 @@ impl Config {
     /// The parsed `http.listen` address.
     pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
         self.http.listen.parse().map_err(|e| {
-            invalid(
-                "http.listen",
-                format!(
-                    "{:?} is not an address like 0.0.0.0:9464 ({e})",
-                    self.http.listen
-                ),
-            )
+            invalid("http.listen", format!("{:?} is not an address like 0.0.0.0:9464 ({e})", self.http.listen))
         })
     }
 
@@ -391,9 +346,7 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused_with_their_name() {
-        let err = parse("[join]\nattribution_windo = \"5m\"\n")
-            .unwrap_err()
-            .to_string();
+        let err = parse("[join]\nattribution_windo = \"5m\"\n").unwrap_err().to_string();
         assert!(err.contains("attribution_windo"), "{err}");
     }
 
@@ -403,65 +356,31 @@ mod tests {
             ("[metrics]\ncutoffs = []", "metrics.cutoffs"),
             ("[metrics]\ncutoffs = [0]", "metrics.cutoffs"),
             ("[metrics]\ncutoffs = [3, 3]", "metrics.cutoffs"),
-            (
-                "[metrics]\nrelevance_threshold = 0",
-                "metrics.relevance_threshold",
-            ),
-            (
-                "[metrics]\nrelevance_threshold = 4",
-                "metrics.relevance_threshold",
-            ),
-            (
-                "[metrics.action_gains]\nclick = 31",
-                "metrics.action_gains.click",
-            ),
-            (
-                "[join]\nattribution_window = \"0s\"",
-                "join.attribution_window",
-            ),
-            (
-                "[join]\nattribution_window = \"5 minutes\"",
-                "invalid duration",
-            ),
-            (
-                "[kafka]\nengagements_topic = \"search-impressions\"",
-                "kafka.engagements_topic",
-            ),
-            (
-                "[kafka.properties]\n\"enable.auto.commit\" = \"true\"",
-                "enable.auto.commit",
-            ),
+            ("[metrics]\nrelevance_threshold = 0", "metrics.relevance_threshold"),
+            ("[metrics]\nrelevance_threshold = 4", "metrics.relevance_threshold"),
+            ("[metrics.action_gains]\nclick = 31", "metrics.action_gains.click"),
+            ("[join]\nattribution_window = \"0s\"", "join.attribution_window"),
+            ("[join]\nattribution_window = \"5 minutes\"", "invalid duration"),
+            ("[kafka]\nengagements_topic = \"search-impressions\"", "kafka.engagements_topic"),
+            ("[kafka.properties]\n\"enable.auto.commit\" = \"true\"", "enable.auto.commit"),
             ("[http]\nlisten = \"nowhere\"", "http.listen"),
             ("[metrics]\nwindows = [\"1m\", \"60s\"]", "metrics.windows"),
         ];
         for (text, needle) in cases {
             let err = parse(text).expect_err(text).to_string();
-            assert!(
-                err.contains(needle),
-                "{text:?} gave {err:?}, expected it to mention {needle}"
-            );
+            assert!(err.contains(needle), "{text:?} gave {err:?}, expected it to mention {needle}");
         }
     }
 
     #[test]
     fn environment_overrides_file() {
         let env = [
-            (
-                "RANKPULSE__KAFKA__BROKERS".to_string(),
-                "b1:9092,b2:9092".to_string(),
-            ),
-            (
-                "RANKPULSE__JOIN__ATTRIBUTION_WINDOW".to_string(),
-                "5m".to_string(),
-            ),
-            (
-                "RANKPULSE__METRICS__CUTOFFS".to_string(),
-                "1,10".to_string(),
-            ),
+            ("RANKPULSE__KAFKA__BROKERS".to_string(), "b1:9092,b2:9092".to_string()),
+            ("RANKPULSE__JOIN__ATTRIBUTION_WINDOW".to_string(), "5m".to_string()),
+            ("RANKPULSE__METRICS__CUTOFFS".to_string(), "1,10".to_string()),
             ("UNRELATED".to_string(), "x".to_string()),
         ];
-        let cfg =
-            Config::from_toml_with_env("[kafka]\nbrokers = \"file:9092\"\n", "t", env).unwrap();
+        let cfg = Config::from_toml_with_env("[kafka]\nbrokers = \"file:9092\"\n", "t", env).unwrap();
         assert_eq!(cfg.kafka.brokers, "b1:9092,b2:9092");
         assert_eq!(cfg.join.attribution_window.as_millis_i64(), 300_000);
         assert_eq!(cfg.metrics.cutoffs, vec![1, 10]);

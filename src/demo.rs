@@ -53,11 +53,7 @@ const TREATMENT_NOISE: f64 = 0.5;
 
 impl TrafficGenerator {
     pub fn new(seed: u64) -> Self {
-        TrafficGenerator {
-            rng: SmallRng::seed_from_u64(seed),
-            next_query: 0,
-            next_event: 0,
-        }
+        TrafficGenerator { rng: SmallRng::seed_from_u64(seed), next_query: 0, next_event: 0 }
     }
 
     fn grade(&mut self) -> usize {
@@ -84,16 +80,8 @@ impl TrafficGenerator {
         let query_id = format!("q-{:08}", self.next_query);
         let user: u32 = self.rng.random_range(0..50_000);
         let in_experiment = self.rng.random_bool(0.9);
-        let variant = if user % 2 == 0 {
-            "control"
-        } else {
-            "treatment"
-        };
-        let noise = if variant == "control" {
-            CONTROL_NOISE
-        } else {
-            TREATMENT_NOISE
-        };
+        let variant = if user % 2 == 0 { "control" } else { "treatment" };
+        let noise = if variant == "control" { CONTROL_NOISE } else { TREATMENT_NOISE };
 
         let mut candidates: Vec<(f64, usize, String)> = (0..RESULTS_PER_QUERY)
             .map(|_| {
@@ -213,24 +201,14 @@ impl DemoCluster {
         let thread = std::thread::Builder::new()
             .name("demo-kafka".into())
             .spawn(move || {
-                if let Err(e) = run_cluster(
-                    &topics.0,
-                    &topics.1,
-                    impressions_per_second,
-                    seed,
-                    &thread_stop,
-                    &ready_tx,
-                ) {
+                if let Err(e) = run_cluster(&topics.0, &topics.1, impressions_per_second, seed, &thread_stop, &ready_tx)
+                {
                     let _ = ready_tx.send(Err(e));
                 }
             })
             .map_err(|e| DemoError::Cluster(e.to_string()))?;
         match ready_rx.recv() {
-            Ok(Ok(bootstrap_servers)) => Ok(DemoCluster {
-                bootstrap_servers,
-                stop,
-                thread: Some(thread),
-            }),
+            Ok(Ok(bootstrap_servers)) => Ok(DemoCluster { bootstrap_servers, stop, thread: Some(thread) }),
             Ok(Err(e)) => Err(DemoError::Cluster(e)),
             Err(_) => Err(DemoError::Cluster("the cluster thread exited".into())),
         }
@@ -261,9 +239,7 @@ fn run_cluster(
 ) -> Result<(), String> {
     let cluster = MockCluster::new(3).map_err(|e| e.to_string())?;
     for topic in [impressions_topic, engagements_topic] {
-        cluster
-            .create_topic(topic, PARTITIONS, 1)
-            .map_err(|e| e.to_string())?;
+        cluster.create_topic(topic, PARTITIONS, 1).map_err(|e| e.to_string())?;
     }
     let bootstrap = cluster.bootstrap_servers();
     let producer: BaseProducer = ClientConfig::new()
@@ -345,9 +321,6 @@ mod tests {
         }
         let control = rr[0].0 / f64::from(rr[0].1);
         let treatment = rr[1].0 / f64::from(rr[1].1);
-        assert!(
-            treatment > control + 0.05,
-            "control {control}, treatment {treatment}"
-        );
+        assert!(treatment > control + 0.05, "control {control}, treatment {treatment}");
     }
 }

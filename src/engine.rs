@@ -27,8 +27,7 @@ use hdrhistogram::Histogram;
 use crate::accumulate::{Accumulators, GroupId, Groups};
 use crate::config::Config;
 use crate::event::{
-    decode_engagement, decode_impression, doc_key, query_key, DocKey, EventKind, QueryKey,
-    RejectReason, Rejection,
+    decode_engagement, decode_impression, doc_key, query_key, DocKey, EventKind, QueryKey, RejectReason, Rejection,
 };
 use crate::join::{EngagementTally, ImpressionOutcome, JoinSettings, Shard};
 use crate::metrics::{MetricKind, MetricLayout};
@@ -57,10 +56,7 @@ pub struct Distribution {
 
 impl Distribution {
     fn new(max_value: u64) -> Self {
-        Distribution {
-            histogram: Histogram::new_with_bounds(1, max_value, 3).expect("valid histogram bounds"),
-            sum: 0,
-        }
+        Distribution { histogram: Histogram::new_with_bounds(1, max_value, 3).expect("valid histogram bounds"), sum: 0 }
     }
     fn record(&mut self, value: u64) {
         self.histogram.saturating_record(value.max(1));
@@ -81,21 +77,11 @@ impl RejectLog {
     const WINDOW: Duration = Duration::from_secs(10);
 
     fn log(&mut self, now: Instant, topic: &str, partition: i32, rejection: &Rejection) {
-        if self
-            .window_start
-            .is_none_or(|s| now.saturating_duration_since(s) >= Self::WINDOW)
-        {
+        if self.window_start.is_none_or(|s| now.saturating_duration_since(s) >= Self::WINDOW) {
             if self.suppressed > 0 {
-                tracing::warn!(
-                    suppressed = self.suppressed,
-                    "further rejected messages were not logged"
-                );
+                tracing::warn!(suppressed = self.suppressed, "further rejected messages were not logged");
             }
-            *self = RejectLog {
-                window_start: Some(now),
-                logged_in_window: 0,
-                suppressed: 0,
-            };
+            *self = RejectLog { window_start: Some(now), logged_in_window: 0, suppressed: 0 };
         }
         if self.logged_in_window < Self::PER_WINDOW {
             self.logged_in_window += 1;
@@ -106,9 +92,20 @@ impl RejectLog {
     }
 }
 
-/// Called with every finalized impression: its query key, group, timestamp and metric values
-/// in layout order. Used by replay and the conformance tests.
-pub type FinalizedObserver = Box<dyn FnMut(QueryKey, GroupId, EventTime, &[f64]) + Send>;
+/// A finalized impression as an observer sees it.
+#[derive(Debug)]
+pub struct FinalizedView<'a> {
+    pub query: QueryKey,
+    pub group: GroupId,
+    pub timestamp: EventTime,
+    /// Gain per rank, as attributed.
+    pub gains: &'a [u8],
+    /// Metric values in layout order.
+    pub values: &'a [f64],
+}
+
+/// Called with every finalized impression. Used by replay (TREC export) and the conformance tests.
+pub type FinalizedObserver = Box<dyn FnMut(&FinalizedView<'_>) + Send>;
 
 /// The evaluation engine. See the module documentation.
 pub struct Engine {
@@ -141,23 +138,12 @@ pub struct Engine {
 impl Engine {
     /// An engine for this configuration, labelling its inputs with the configured topic names.
     pub fn new(cfg: &Config) -> Engine {
-        Self::with_topic_labels(
-            cfg,
-            [
-                cfg.kafka.impressions_topic.clone(),
-                cfg.kafka.engagements_topic.clone(),
-            ],
-        )
+        Self::with_topic_labels(cfg, [cfg.kafka.impressions_topic.clone(), cfg.kafka.engagements_topic.clone()])
     }
 
     pub fn with_topic_labels(cfg: &Config, topics: [String; 2]) -> Engine {
         let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold);
-        let window_sizes: Vec<i64> = cfg
-            .metrics
-            .windows
-            .iter()
-            .map(|w| w.as_millis_i64())
-            .collect();
+        let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();
         Engine {
             join: JoinSettings {
@@ -168,12 +154,7 @@ impl Engine {
             accumulators: Accumulators::new(layout.len(), &window_sizes, attribution_window),
             scratch_values: vec![0.0; layout.len()],
             layout,
-            action_gains: cfg
-                .metrics
-                .action_gains
-                .iter()
-                .map(|(a, &g)| (a.as_str().into(), g))
-                .collect(),
+            action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
             shards: Vec::new(),
@@ -217,13 +198,7 @@ impl Engine {
 
     /// Processes one message. Rejections are counted and logged here; the result tells the
     /// caller only for its own bookkeeping.
-    pub fn process(
-        &mut self,
-        kind: EventKind,
-        partition: i32,
-        payload: &[u8],
-        now: Instant,
-    ) -> Result<(), Rejection> {
+    pub fn process(&mut self, kind: EventKind, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         self.counters.consumed[kind.index()] += 1;
         let result = match kind {
             EventKind::Impression => self.process_impression(partition, payload, now),
@@ -232,32 +207,18 @@ impl Engine {
         if let Err(rejection) = &result {
             Self::shard(&mut self.shards, partition).observe(kind, None, now);
             self.counters.rejected[kind.index()][rejection.reason.index()] += 1;
-            self.reject_log
-                .log(now, &self.topics[kind.index()], partition, rejection);
+            self.reject_log.log(now, &self.topics[kind.index()], partition, rejection);
         }
         result
     }
 
-    fn process_impression(
-        &mut self,
-        partition: i32,
-        payload: &[u8],
-        now: Instant,
-    ) -> Result<(), Rejection> {
+    fn process_impression(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         let impression = decode_impression(payload, &mut self.scratch_docs)?;
-        let group = self
-            .groups
-            .intern(&impression.experiment, &impression.variant);
+        let group = self.groups.intern(&impression.experiment, &impression.variant);
         let shard = Self::shard(&mut self.shards, partition);
         shard.observe(EventKind::Impression, Some(impression.timestamp), now);
         let key = query_key(&impression.query_id);
-        match shard.offer_impression(
-            key,
-            impression.timestamp,
-            group,
-            &self.scratch_docs,
-            &self.join,
-        ) {
+        match shard.offer_impression(key, impression.timestamp, group, &self.scratch_docs, &self.join) {
             ImpressionOutcome::Pending => {}
             ImpressionOutcome::Duplicate => self.counters.impressions_duplicate += 1,
             ImpressionOutcome::Late => self.counters.impressions_late += 1,
@@ -265,18 +226,9 @@ impl Engine {
         Ok(())
     }
 
-    fn process_engagement(
-        &mut self,
-        partition: i32,
-        payload: &[u8],
-        now: Instant,
-    ) -> Result<(), Rejection> {
+    fn process_engagement(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         let engagement = decode_engagement(payload)?;
-        let gain = self
-            .action_gains
-            .get(engagement.action.as_ref())
-            .copied()
-            .unwrap_or(0);
+        let gain = self.action_gains.get(engagement.action.as_ref()).copied().unwrap_or(0);
         let shard = Self::shard(&mut self.shards, partition);
         shard.observe(EventKind::Engagement, Some(engagement.timestamp), now);
         shard.offer_engagement(
@@ -291,8 +243,7 @@ impl Engine {
 
     /// Records the wall time one message took, for the processing-time distribution.
     pub fn record_processing_time(&mut self, elapsed: Duration) {
-        self.processing_time
-            .record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
+        self.processing_time.record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
     }
 
     /// Recomputes watermarks at wall time `now`, finalizes what they passed and closes windows.
@@ -303,9 +254,7 @@ impl Engine {
             if !clock.is_active(now, idle) {
                 Progress::Idle
             } else {
-                clock
-                    .max_event_time
-                    .map_or(Progress::Blocked, |t| Progress::At(t.saturating_sub(bound)))
+                clock.max_event_time.map_or(Progress::Blocked, |t| Progress::At(t.saturating_sub(bound)))
             }
         };
 
@@ -336,23 +285,12 @@ impl Engine {
             self.frontier = Some(self.frontier.map_or(c, |f| f.max(c)));
         }
 
-        let Engine {
-            shards,
-            layout,
-            accumulators,
-            scratch_values,
-            first_engagement_delay,
-            observer,
-            frontier,
-            ..
-        } = self;
+        let Engine { shards, layout, accumulators, scratch_values, first_engagement_delay, observer, frontier, .. } =
+            self;
         let mut least_watermark: Option<EventTime> = None;
         let mut every_shard_has_one = true;
         for shard in shards.iter_mut().flatten() {
-            let own = shard
-                .inputs
-                .iter()
-                .fold(Progress::Idle, |acc, c| acc.meet(progress(c)));
+            let own = shard.inputs.iter().fold(Progress::Idle, |acc, c| acc.meet(progress(c)));
             let target = match own {
                 Progress::At(t) => Some(t),
                 Progress::Blocked => None,
@@ -386,15 +324,7 @@ impl Engine {
 
     /// The input has ended: finalizes every pending impression and closes every window.
     pub fn finish(&mut self) {
-        let Engine {
-            shards,
-            layout,
-            accumulators,
-            scratch_values,
-            first_engagement_delay,
-            observer,
-            ..
-        } = self;
+        let Engine { shards, layout, accumulators, scratch_values, first_engagement_delay, observer, .. } = self;
         for shard in shards.iter_mut().flatten() {
             shard.drain(|f| {
                 finalize(
@@ -439,17 +369,14 @@ impl Engine {
     }
     /// Engagement outcomes summed over every shard.
     pub fn engagement_tally(&self) -> EngagementTally {
-        self.shards
-            .iter()
-            .flatten()
-            .fold(EngagementTally::default(), |mut t, s| {
-                t.attributed += s.tally.attributed;
-                t.not_shown += s.tally.not_shown;
-                t.outside_window += s.tally.outside_window;
-                t.late += s.tally.late;
-                t.orphaned += s.tally.orphaned;
-                t
-            })
+        self.shards.iter().flatten().fold(EngagementTally::default(), |mut t, s| {
+            t.attributed += s.tally.attributed;
+            t.not_shown += s.tally.not_shown;
+            t.outside_window += s.tally.outside_window;
+            t.late += s.tally.late;
+            t.orphaned += s.tally.orphaned;
+            t
+        })
     }
     pub fn pending_impressions(&self) -> usize {
         self.shards.iter().flatten().map(|s| s.pending_len()).sum()
@@ -468,10 +395,7 @@ impl Engine {
     }
     /// Watermark of each shard that has one, by partition.
     pub fn shard_watermarks(&self) -> impl Iterator<Item = (i32, EventTime)> + '_ {
-        self.shards
-            .iter()
-            .enumerate()
-            .filter_map(|(p, s)| Some((p as i32, s.as_ref()?.watermark()?)))
+        self.shards.iter().enumerate().filter_map(|(p, s)| Some((p as i32, s.as_ref()?.watermark()?)))
     }
     pub fn first_engagement_delay(&self) -> &Distribution {
         &self.first_engagement_delay
@@ -517,15 +441,13 @@ fn finalize(
     first_engagement_delay_ms: Option<i64>,
 ) {
     layout.evaluate(gains, &[], values);
-    let abandoned = values[layout
-        .slot(MetricKind::Abandonment, None)
-        .expect("abandonment is always in the layout")];
+    let abandoned = values[layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout")];
     accumulators.add(group, timestamp, values, abandoned == 0.0);
     if let Some(delay) = first_engagement_delay_ms {
         delays.record(u64::try_from(delay).unwrap_or(0));
     }
     if let Some(observe) = observer {
-        observe(query, group, timestamp, values);
+        observe(&FinalizedView { query, group, timestamp, gains, values });
     }
 }
 
@@ -547,30 +469,18 @@ mod tests {
     }
 
     fn eng(q: &str, ts: i64, doc: &str) -> Vec<u8> {
-        serde_json::json!({"query_id": q, "timestamp": ts, "doc_id": doc})
-            .to_string()
-            .into_bytes()
+        serde_json::json!({"query_id": q, "timestamp": ts, "doc_id": doc}).to_string().into_bytes()
     }
 
     fn impressions(e: &Engine) -> u64 {
-        e.accumulators()
-            .cumulative
-            .iter()
-            .map(|(_, s)| s.impressions)
-            .sum()
+        e.accumulators().cumulative.iter().map(|(_, s)| s.impressions).sum()
     }
 
     #[test]
     fn an_idle_stream_finalizes_impressions_without_engagement_by_the_wall_clock() {
         let mut e = engine("10s", "1s", "5s");
         let t0 = Instant::now();
-        e.process(
-            EventKind::Impression,
-            0,
-            &imp("q1", 100_000, &["a", "b"]),
-            t0,
-        )
-        .unwrap();
+        e.process(EventKind::Impression, 0, &imp("q1", 100_000, &["a", "b"]), t0).unwrap();
         e.advance(t0);
         assert_eq!((e.pending_impressions(), impressions(&e)), (1, 0));
         // Still active: the watermark stays at 99s; nothing closes no matter how often we look.
@@ -579,27 +489,13 @@ mod tests {
         // Idle from t0 + 5s; the frontier starts at 99s and moves with the wall clock. The deadline
         // is 110s, so it is passed 11s (and a millisecond) after going idle.
         e.advance(t0 + Duration::from_millis(5_000 + 11_000));
-        assert_eq!(
-            e.pending_impressions(),
-            1,
-            "watermark exactly at the deadline has not passed it"
-        );
+        assert_eq!(e.pending_impressions(), 1, "watermark exactly at the deadline has not passed it");
         e.advance(t0 + Duration::from_millis(5_000 + 11_001));
         assert_eq!((e.pending_impressions(), impressions(&e)), (0, 1));
         let stats = e.accumulators().cumulative.get(0).unwrap();
-        assert_eq!(
-            (stats.engaged, stats.mean(1)),
-            (0, 1.0),
-            "abandoned impression"
-        );
+        assert_eq!((stats.engaged, stats.mean(1)), (0, 1.0), "abandoned impression");
         // A click for it arriving now is late: counted and dropped.
-        e.process(
-            EventKind::Engagement,
-            0,
-            &eng("q1", 101_000, "a"),
-            t0 + Duration::from_secs(20),
-        )
-        .unwrap();
+        e.process(EventKind::Engagement, 0, &eng("q1", 101_000, "a"), t0 + Duration::from_secs(20)).unwrap();
         assert_eq!(e.engagement_tally().late, 1);
         assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 0);
     }
@@ -608,36 +504,19 @@ mod tests {
     fn a_silent_partition_does_not_hold_back_a_busy_one() {
         let mut e = engine("10s", "0s", "5s");
         let t0 = Instant::now();
-        e.process(EventKind::Impression, 1, &imp("quiet", 100_000, &["a"]), t0)
-            .unwrap();
-        e.process(EventKind::Impression, 0, &imp("busy", 100_000, &["a"]), t0)
-            .unwrap();
+        e.process(EventKind::Impression, 1, &imp("quiet", 100_000, &["a"]), t0).unwrap();
+        e.process(EventKind::Impression, 0, &imp("busy", 100_000, &["a"]), t0).unwrap();
         // Partition 0 keeps delivering on both inputs; partition 1 goes silent.
         for s in 1..=20 {
             let now = t0 + Duration::from_secs(s);
-            e.process(
-                EventKind::Impression,
-                0,
-                &imp(&format!("b{s}"), 100_000 + s as i64 * 1000, &["a"]),
-                now,
-            )
-            .unwrap();
-            e.process(
-                EventKind::Engagement,
-                0,
-                &eng(&format!("b{s}"), 100_000 + s as i64 * 1000, "a"),
-                now,
-            )
-            .unwrap();
+            e.process(EventKind::Impression, 0, &imp(&format!("b{s}"), 100_000 + s as i64 * 1000, &["a"]), now)
+                .unwrap();
+            e.process(EventKind::Engagement, 0, &eng(&format!("b{s}"), 100_000 + s as i64 * 1000, "a"), now).unwrap();
             e.advance(now);
         }
         // Partition 0 is at 120s: "busy" (deadline 110s) is final. Partition 1 went idle at 5s and
         // follows the frontier, so "quiet" is final too.
-        assert_eq!(
-            impressions(&e),
-            2 + 9,
-            "busy, quiet and b1..b9 (deadlines up to 119s)"
-        );
+        assert_eq!(impressions(&e), 2 + 9, "busy, quiet and b1..b9 (deadlines up to 119s)");
     }
 
     #[test]
@@ -645,23 +524,15 @@ mod tests {
         let mut e = engine("10s", "0s", "5s");
         let t0 = Instant::now();
         e.assign(0, t0);
-        e.process(EventKind::Impression, 0, &imp("q", 100_000, &["a"]), t0)
-            .unwrap();
-        e.process(EventKind::Impression, 0, &imp("q2", 200_000, &["a"]), t0)
-            .unwrap();
+        e.process(EventKind::Impression, 0, &imp("q", 100_000, &["a"]), t0).unwrap();
+        e.process(EventKind::Impression, 0, &imp("q2", 200_000, &["a"]), t0).unwrap();
         e.advance(t0);
-        assert_eq!(
-            impressions(&e),
-            0,
-            "the engagements input has not delivered yet"
-        );
-        e.process(EventKind::Engagement, 0, &eng("q", 100_500, "a"), t0)
-            .unwrap();
+        assert_eq!(impressions(&e), 0, "the engagements input has not delivered yet");
+        e.process(EventKind::Engagement, 0, &eng("q", 100_500, "a"), t0).unwrap();
         e.advance(t0);
         // Engagements input at 100.5s holds the shard there: "q" (deadline 110s) stays open.
         assert_eq!(impressions(&e), 0);
-        e.process(EventKind::Engagement, 0, &eng("other", 150_000, "a"), t0)
-            .unwrap();
+        e.process(EventKind::Engagement, 0, &eng("other", 150_000, "a"), t0).unwrap();
         e.advance(t0);
         assert_eq!(impressions(&e), 1);
         assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 1);
@@ -671,19 +542,10 @@ mod tests {
     fn rejected_messages_are_counted_and_do_not_stop_the_stream() {
         let mut e = engine("10s", "0s", "5s");
         let t0 = Instant::now();
-        e.process(EventKind::Impression, 0, &imp("q", 1000, &["a"]), t0)
-            .unwrap();
+        e.process(EventKind::Impression, 0, &imp("q", 1000, &["a"]), t0).unwrap();
         assert!(e.process(EventKind::Impression, 0, b"{nope", t0).is_err());
-        assert!(e
-            .process(
-                EventKind::Engagement,
-                0,
-                br#"{"query_id":"q","timestamp":1}"#,
-                t0
-            )
-            .is_err());
-        e.process(EventKind::Engagement, 0, &eng("q", 1000, "a"), t0)
-            .unwrap();
+        assert!(e.process(EventKind::Engagement, 0, br#"{"query_id":"q","timestamp":1}"#, t0).is_err());
+        e.process(EventKind::Engagement, 0, &eng("q", 1000, "a"), t0).unwrap();
         e.finish();
         let c = e.counters();
         assert_eq!(c.consumed, [2, 2]);

@@ -97,16 +97,10 @@ pub struct Rejection {
 
 impl Rejection {
     fn new(reason: RejectReason, detail: impl Into<String>) -> Self {
-        Rejection {
-            reason,
-            detail: detail.into(),
-        }
+        Rejection { reason, detail: detail.into() }
     }
     fn missing(field: &str) -> Self {
-        Rejection::new(
-            RejectReason::MissingField,
-            format!("missing field `{field}`"),
-        )
+        Rejection::new(RejectReason::MissingField, format!("missing field `{field}`"))
     }
 }
 
@@ -139,32 +133,21 @@ const ABSENT_GROUP: &str = "none";
 const DEFAULT_ACTION: &str = "click";
 
 /// Decodes an impression; result ids are hashed into `results` (cleared first), in rank order.
-pub fn decode_impression<'a>(
-    payload: &'a [u8],
-    results: &mut Vec<DocKey>,
-) -> Result<Impression<'a>, Rejection> {
+pub fn decode_impression<'a>(payload: &'a [u8], results: &mut Vec<DocKey>) -> Result<Impression<'a>, Rejection> {
     results.clear();
     let fields = decode_object(payload, ImpressionVisitor { results })?;
     let query_id = required_id(fields.query_id, "query_id")?;
-    let timestamp = fields
-        .timestamp
-        .ok_or_else(|| Rejection::missing("timestamp"))?
-        .resolve()?;
+    let timestamp = fields.timestamp.ok_or_else(|| Rejection::missing("timestamp"))?.resolve()?;
     if !fields.saw_results {
         return Err(Rejection::missing("results"));
     }
     if fields.empty_result_id {
-        return Err(Rejection::new(
-            RejectReason::InvalidValue,
-            "a result id is an empty string",
-        ));
+        return Err(Rejection::new(RejectReason::InvalidValue, "a result id is an empty string"));
     }
     Ok(Impression {
         query_id,
         timestamp,
-        experiment: fields
-            .experiment
-            .map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
+        experiment: fields.experiment.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
         variant: fields.variant.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
     })
 }
@@ -174,10 +157,7 @@ pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
     let fields = decode_object(payload, EngagementVisitor)?;
     Ok(Engagement {
         query_id: required_id(fields.query_id, "query_id")?,
-        timestamp: fields
-            .timestamp
-            .ok_or_else(|| Rejection::missing("timestamp"))?
-            .resolve()?,
+        timestamp: fields.timestamp.ok_or_else(|| Rejection::missing("timestamp"))?.resolve()?,
         doc_id: required_id(fields.doc_id, "doc_id")?,
         action: fields.action.map_or(Cow::Borrowed(DEFAULT_ACTION), |t| t.0),
         event_id: fields.event_id.map(|t| t.0),
@@ -188,10 +168,7 @@ pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
 fn required_id<'a>(value: Option<Text<'a>>, field: &str) -> Result<Cow<'a, str>, Rejection> {
     let text = value.ok_or_else(|| Rejection::missing(field))?.0;
     if text.is_empty() {
-        return Err(Rejection::new(
-            RejectReason::InvalidValue,
-            format!("`{field}` is an empty string"),
-        ));
+        return Err(Rejection::new(RejectReason::InvalidValue, format!("`{field}` is an empty string")));
     }
     Ok(text)
 }
@@ -257,15 +234,11 @@ impl RawTimestamp<'_> {
     fn resolve(self) -> Result<EventTime, Rejection> {
         match self {
             RawTimestamp::Millis(ms) => Ok(ms),
-            RawTimestamp::OutOfRange => Err(Rejection::new(
-                RejectReason::InvalidTimestamp,
-                "integer timestamp out of range",
-            )),
+            RawTimestamp::OutOfRange => {
+                Err(Rejection::new(RejectReason::InvalidTimestamp, "integer timestamp out of range"))
+            }
             RawTimestamp::Text(t) => parse_rfc3339_ms(&t.0).ok_or_else(|| {
-                Rejection::new(
-                    RejectReason::InvalidTimestamp,
-                    format!("{:?} is not an RFC 3339 timestamp", t.0),
-                )
+                Rejection::new(RejectReason::InvalidTimestamp, format!("{:?} is not an RFC 3339 timestamp", t.0))
             }),
         }
     }
@@ -325,10 +298,7 @@ impl<'de> Visitor<'de> for ImpressionVisitor<'_> {
                 "variant" => fields.variant = map.next_value()?,
                 "results" => {
                     self.results.clear();
-                    let seed = ResultIdsSeed {
-                        results: self.results,
-                        empty_id: &mut fields.empty_result_id,
-                    };
+                    let seed = ResultIdsSeed { results: self.results, empty_id: &mut fields.empty_result_id };
                     fields.saw_results = map.next_value_seed(seed)?;
                 }
                 _ => {
@@ -417,42 +387,27 @@ mod tests {
         let mut buf = Vec::new();
         decode_impression(json.as_bytes(), &mut buf)
             .map(|i| {
-                (
-                    i.query_id.into_owned(),
-                    i.timestamp,
-                    i.experiment.into_owned(),
-                    i.variant.into_owned(),
-                    buf.clone(),
-                )
+                (i.query_id.into_owned(), i.timestamp, i.experiment.into_owned(), i.variant.into_owned(), buf.clone())
             })
             .map_err(|r| r.reason)
     }
 
     #[test]
     fn impression_fields_and_defaults() {
-        let (q, ts, e, v, r) = imp(
-            r#"{"query_id":"q1","timestamp":1700000000000,"results":["a","b"],"extra":{"x":[1]}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            (q.as_str(), ts, e.as_str(), v.as_str()),
-            ("q1", 1_700_000_000_000, "none", "none")
-        );
+        let (q, ts, e, v, r) =
+            imp(r#"{"query_id":"q1","timestamp":1700000000000,"results":["a","b"],"extra":{"x":[1]}}"#).unwrap();
+        assert_eq!((q.as_str(), ts, e.as_str(), v.as_str()), ("q1", 1_700_000_000_000, "none", "none"));
         assert_eq!(r, vec![doc_key("a"), doc_key("b")]);
         let (_, ts, e, v, r) = imp(
             r#"{"query_id":"q\u0031","timestamp":"2026-11-22T10:05:00Z","results":[],"experiment":"e1","variant":null}"#,
         )
         .unwrap();
-        assert_eq!(
-            (ts, e.as_str(), v.as_str(), r.len()),
-            (1_795_341_900_000, "e1", "none", 0)
-        );
+        assert_eq!((ts, e.as_str(), v.as_str(), r.len()), (1_795_341_900_000, "e1", "none", 0));
     }
 
     #[test]
     fn well_formed_events_borrow_without_copying() {
-        let payload =
-            br#"{"query_id":"q1","timestamp":1,"results":["a"],"experiment":"e","variant":"v"}"#;
+        let payload = br#"{"query_id":"q1","timestamp":1,"results":["a"],"experiment":"e","variant":"v"}"#;
         let mut buf = Vec::new();
         let i = decode_impression(payload, &mut buf).unwrap();
         assert!(matches!(i.query_id, Cow::Borrowed(_)) && matches!(i.variant, Cow::Borrowed(_)));
@@ -467,66 +422,21 @@ mod tests {
             ("not json", RejectReason::InvalidJson),
             ("[1,2]", RejectReason::NotAnObject),
             ("42", RejectReason::NotAnObject),
-            (
-                r#"{"timestamp":1,"results":[]}"#,
-                RejectReason::MissingField,
-            ),
-            (
-                r#"{"query_id":null,"timestamp":1,"results":[]}"#,
-                RejectReason::MissingField,
-            ),
-            (
-                r#"{"query_id":"q","results":[]}"#,
-                RejectReason::MissingField,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":1}"#,
-                RejectReason::MissingField,
-            ),
-            (
-                r#"{"query_id":7,"timestamp":1,"results":[]}"#,
-                RejectReason::WrongType,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":1,"results":"a,b"}"#,
-                RejectReason::WrongType,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":1,"results":["a",3]}"#,
-                RejectReason::WrongType,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":1.5,"results":[]}"#,
-                RejectReason::WrongType,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":true,"results":[]}"#,
-                RejectReason::WrongType,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":1,"results":[],"variant":1}"#,
-                RejectReason::WrongType,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":"yesterday","results":[]}"#,
-                RejectReason::InvalidTimestamp,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":18446744073709551615,"results":[]}"#,
-                RejectReason::InvalidTimestamp,
-            ),
-            (
-                r#"{"query_id":"","timestamp":1,"results":[]}"#,
-                RejectReason::InvalidValue,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":1,"results":[""]}"#,
-                RejectReason::InvalidValue,
-            ),
-            (
-                r#"{"query_id":"q","timestamp":1,"results":[]} trailing"#,
-                RejectReason::InvalidJson,
-            ),
+            (r#"{"timestamp":1,"results":[]}"#, RejectReason::MissingField),
+            (r#"{"query_id":null,"timestamp":1,"results":[]}"#, RejectReason::MissingField),
+            (r#"{"query_id":"q","results":[]}"#, RejectReason::MissingField),
+            (r#"{"query_id":"q","timestamp":1}"#, RejectReason::MissingField),
+            (r#"{"query_id":7,"timestamp":1,"results":[]}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":1,"results":"a,b"}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":1,"results":["a",3]}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":1.5,"results":[]}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":true,"results":[]}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":1,"results":[],"variant":1}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":"yesterday","results":[]}"#, RejectReason::InvalidTimestamp),
+            (r#"{"query_id":"q","timestamp":18446744073709551615,"results":[]}"#, RejectReason::InvalidTimestamp),
+            (r#"{"query_id":"","timestamp":1,"results":[]}"#, RejectReason::InvalidValue),
+            (r#"{"query_id":"q","timestamp":1,"results":[""]}"#, RejectReason::InvalidValue),
+            (r#"{"query_id":"q","timestamp":1,"results":[]} trailing"#, RejectReason::InvalidJson),
         ];
         for (json, reason) in cases {
             assert_eq!(imp(json).map(|_| ()), Err(reason), "{json}");
@@ -536,31 +446,16 @@ mod tests {
     #[test]
     fn engagement_fields_defaults_and_rejections() {
         let e = decode_engagement(br#"{"query_id":"q","timestamp":5,"doc_id":"d"}"#).unwrap();
-        assert_eq!(
-            (e.action.as_ref(), e.event_id, e.position),
-            ("click", None, None)
-        );
+        assert_eq!((e.action.as_ref(), e.event_id, e.position), ("click", None, None));
         let e = decode_engagement(
             br#"{"query_id":"q","timestamp":5,"doc_id":"d","action":"purchase","event_id":"x1","position":3}"#,
         )
         .unwrap();
-        assert_eq!(
-            (e.action.as_ref(), e.event_id.as_deref(), e.position),
-            ("purchase", Some("x1"), Some(3))
-        );
+        assert_eq!((e.action.as_ref(), e.event_id.as_deref(), e.position), ("purchase", Some("x1"), Some(3)));
         let reason = |j: &str| decode_engagement(j.as_bytes()).unwrap_err().reason;
-        assert_eq!(
-            reason(r#"{"query_id":"q","timestamp":5}"#),
-            RejectReason::MissingField
-        );
-        assert_eq!(
-            reason(r#"{"query_id":"q","timestamp":5,"doc_id":"d","position":"3"}"#),
-            RejectReason::WrongType
-        );
-        assert_eq!(
-            reason(r#"{"query_id":"q","timestamp":5,"doc_id":""}"#),
-            RejectReason::InvalidValue
-        );
+        assert_eq!(reason(r#"{"query_id":"q","timestamp":5}"#), RejectReason::MissingField);
+        assert_eq!(reason(r#"{"query_id":"q","timestamp":5,"doc_id":"d","position":"3"}"#), RejectReason::WrongType);
+        assert_eq!(reason(r#"{"query_id":"q","timestamp":5,"doc_id":""}"#), RejectReason::InvalidValue);
         assert_eq!(reason("\u{0}"), RejectReason::InvalidJson);
     }
 }

@@ -15,9 +15,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{
-    Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary,
-};
+use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use crate::accumulate::GroupStats;
@@ -112,12 +110,7 @@ fn distribution_summary(d: &Distribution, seconds_per_unit: f64) -> Metric {
             quantile
         })
         .collect();
-    summary(
-        vec![],
-        d.sum as f64 * seconds_per_unit,
-        d.histogram.len(),
-        quantiles,
-    )
+    summary(vec![], d.sum as f64 * seconds_per_unit, d.histogram.len(), quantiles)
 }
 
 /// Builds every metric family from the engine's current state.
@@ -166,10 +159,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         "rankpulse_impressions_total",
         "Finalized impressions.",
         MetricType::COUNTER,
-        cumulative
-            .iter()
-            .map(|&(g, s)| counter(group_labels(g), s.impressions as f64))
-            .collect(),
+        cumulative.iter().map(|&(g, s)| counter(group_labels(g), s.impressions as f64)).collect(),
     ));
     families.push(family(
         "rankpulse_impressions_engaged_total",
@@ -185,22 +175,14 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         MetricType::COUNTER,
         EventKind::ALL
             .iter()
-            .map(|&k| {
-                counter(
-                    vec![label("topic", engine.topic(k))],
-                    counters.consumed[k.index()] as f64,
-                )
-            })
+            .map(|&k| counter(vec![label("topic", engine.topic(k))], counters.consumed[k.index()] as f64))
             .collect(),
     ));
     let mut rejected = Vec::new();
     for kind in EventKind::ALL {
         for reason in RejectReason::ALL {
             rejected.push(counter(
-                vec![
-                    label("topic", engine.topic(kind)),
-                    label("reason", reason.label()),
-                ],
+                vec![label("topic", engine.topic(kind)), label("reason", reason.label())],
                 counters.rejected[kind.index()][reason.index()] as f64,
             ));
         }
@@ -222,12 +204,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window.", engine.accumulators().window_late_impressions),
     ];
     for (name, help, value) in plain_counters {
-        families.push(family(
-            name,
-            help,
-            MetricType::COUNTER,
-            vec![counter(vec![], value as f64)],
-        ));
+        families.push(family(name, help, MetricType::COUNTER, vec![counter(vec![], value as f64)]));
     }
     families.push(family(
         "rankpulse_engagements_unattributed_total",
@@ -266,10 +243,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     let mut window_impressions = Vec::new();
     for closed in acc.newest_closed() {
         let window = engine.window_label(closed.size_index);
-        starts.push(gauge(
-            vec![label("window", window)],
-            closed.start as f64 / 1000.0,
-        ));
+        starts.push(gauge(vec![label("window", window)], closed.start as f64 / 1000.0));
         for (group, stats) in closed.groups.iter() {
             let (experiment, variant) = groups.name(group);
             for (slot, key) in layout.keys().iter().enumerate() {
@@ -284,11 +258,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
                 ));
             }
             window_impressions.push(gauge(
-                vec![
-                    label("window", window),
-                    label("experiment", experiment),
-                    label("variant", variant),
-                ],
+                vec![label("window", window), label("experiment", experiment), label("variant", variant)],
                 stats.impressions as f64,
             ));
         }
@@ -339,10 +309,7 @@ impl Collector for EngineCollector {
         self.descs.iter().collect()
     }
     fn collect(&self) -> Vec<MetricFamily> {
-        let engine = self
-            .engine
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let engine = self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         gather(&engine)
     }
 }
@@ -351,10 +318,7 @@ impl Collector for EngineCollector {
 pub fn registry(engine: SharedEngine) -> Registry {
     let registry = Registry::new();
     registry
-        .register(Box::new(EngineCollector {
-            engine,
-            descs: Vec::new(),
-        }))
+        .register(Box::new(EngineCollector { engine, descs: Vec::new() }))
         .expect("the engine collector registers once");
     registry
 }
@@ -362,9 +326,7 @@ pub fn registry(engine: SharedEngine) -> Registry {
 /// Renders the registry in the text exposition format.
 pub fn render(registry: &Registry) -> String {
     let mut buf = Vec::new();
-    TextEncoder::new()
-        .encode(&registry.gather(), &mut buf)
-        .expect("text encoding into a Vec cannot fail");
+    TextEncoder::new().encode(&registry.gather(), &mut buf).expect("text encoding into a Vec cannot fail");
     String::from_utf8(buf).expect("the text format is UTF-8")
 }
 
@@ -375,16 +337,8 @@ struct AppState {
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let body = tokio::task::spawn_blocking(move || render(&state.registry))
-        .await
-        .unwrap_or_default();
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        body,
-    )
+    let body = tokio::task::spawn_blocking(move || render(&state.registry)).await.unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
 }
 
 async fn healthz() -> &'static str {
@@ -395,10 +349,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
     if state.health.is_ready() {
         (StatusCode::OK, "ready\n")
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: no partitions assigned or brokers unreachable\n",
-        )
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready: no partitions assigned or brokers unreachable\n")
     }
 }
 
@@ -422,14 +373,9 @@ impl HttpServer {
             .route("/metrics", get(metrics))
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
-            .with_state(AppState {
-                registry: registry(engine),
-                health,
-            });
+            .with_state(AppState { registry: registry(engine), health });
         let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.wait().await })
-                .await
+            axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await
         });
         Ok(HttpServer { local_addr, task })
     }

@@ -48,8 +48,7 @@ pub struct InputClock {
 
 impl InputClock {
     pub fn is_active(&self, now: Instant, idle_timeout: Duration) -> bool {
-        self.last_active
-            .is_some_and(|t| now.saturating_duration_since(t) < idle_timeout)
+        self.last_active.is_some_and(|t| now.saturating_duration_since(t) < idle_timeout)
     }
 }
 
@@ -215,11 +214,7 @@ impl Shard {
         } else if self.passed(timestamp) {
             EngagementOutcome::Late
         } else {
-            self.held.entry(query).or_default().push(HeldEngagement {
-                timestamp,
-                doc,
-                gain,
-            });
+            self.held.entry(query).or_default().push(HeldEngagement { timestamp, doc, gain });
             self.held_expiry.push(Reverse((timestamp, query)));
             self.held_count += 1;
             EngagementOutcome::Held
@@ -300,11 +295,8 @@ fn attribute(
 mod tests {
     use super::*;
 
-    const SETTINGS: JoinSettings = JoinSettings {
-        attribution_window: 100,
-        max_out_of_orderness: 0,
-        idle_timeout: Duration::from_secs(1),
-    };
+    const SETTINGS: JoinSettings =
+        JoinSettings { attribution_window: 100, max_out_of_orderness: 0, idle_timeout: Duration::from_secs(1) };
 
     fn finalize(shard: &mut Shard, watermark: EventTime) -> Vec<(QueryKey, Vec<u8>)> {
         let mut out = Vec::new();
@@ -315,56 +307,26 @@ mod tests {
     #[test]
     fn engagements_within_the_window_set_the_largest_gain() {
         let mut s = Shard::default();
-        assert_eq!(
-            s.offer_impression(1, 1000, 0, &[10, 20, 30], &SETTINGS),
-            ImpressionOutcome::Pending
-        );
-        assert_eq!(
-            s.offer_engagement(1, 1000, 20, 1, &SETTINGS),
-            EngagementOutcome::Attributed
-        );
-        assert_eq!(
-            s.offer_engagement(1, 1100, 20, 3, &SETTINGS),
-            EngagementOutcome::Attributed
-        );
-        assert_eq!(
-            s.offer_engagement(1, 1050, 20, 2, &SETTINGS),
-            EngagementOutcome::Attributed
-        );
-        assert_eq!(
-            s.offer_engagement(1, 1101, 30, 1, &SETTINGS),
-            EngagementOutcome::OutsideWindow
-        );
-        assert_eq!(
-            s.offer_engagement(1, 999, 30, 1, &SETTINGS),
-            EngagementOutcome::OutsideWindow
-        );
-        assert_eq!(
-            s.offer_engagement(1, 1010, 99, 1, &SETTINGS),
-            EngagementOutcome::NotShown
-        );
-        assert!(
-            finalize(&mut s, 1100).is_empty(),
-            "deadline 1100 not yet passed"
-        );
+        assert_eq!(s.offer_impression(1, 1000, 0, &[10, 20, 30], &SETTINGS), ImpressionOutcome::Pending);
+        assert_eq!(s.offer_engagement(1, 1000, 20, 1, &SETTINGS), EngagementOutcome::Attributed);
+        assert_eq!(s.offer_engagement(1, 1100, 20, 3, &SETTINGS), EngagementOutcome::Attributed);
+        assert_eq!(s.offer_engagement(1, 1050, 20, 2, &SETTINGS), EngagementOutcome::Attributed);
+        assert_eq!(s.offer_engagement(1, 1101, 30, 1, &SETTINGS), EngagementOutcome::OutsideWindow);
+        assert_eq!(s.offer_engagement(1, 999, 30, 1, &SETTINGS), EngagementOutcome::OutsideWindow);
+        assert_eq!(s.offer_engagement(1, 1010, 99, 1, &SETTINGS), EngagementOutcome::NotShown);
+        assert!(finalize(&mut s, 1100).is_empty(), "deadline 1100 not yet passed");
         assert_eq!(finalize(&mut s, 1101), vec![(1, vec![0, 3, 0])]);
     }
 
     #[test]
     fn engagement_before_its_impression_is_held_then_attributed() {
         let mut s = Shard::default();
-        assert_eq!(
-            s.offer_engagement(7, 1020, 20, 2, &SETTINGS),
-            EngagementOutcome::Held
-        );
+        assert_eq!(s.offer_engagement(7, 1020, 20, 2, &SETTINGS), EngagementOutcome::Held);
         assert_eq!(s.held_len(), 1);
         s.offer_impression(7, 1000, 0, &[10, 20], &SETTINGS);
         assert_eq!((s.held_len(), s.tally.attributed), (0, 1));
         assert_eq!(finalize(&mut s, 2000), vec![(7, vec![0, 2])]);
-        assert_eq!(
-            s.tally.orphaned, 0,
-            "the stale expiry entry must not orphan anything"
-        );
+        assert_eq!(s.tally.orphaned, 0, "the stale expiry entry must not orphan anything");
     }
 
     #[test]
@@ -384,25 +346,13 @@ mod tests {
     fn late_duplicate_and_post_finalization_events() {
         let mut s = Shard::default();
         s.offer_impression(1, 1000, 0, &[10], &SETTINGS);
-        assert_eq!(
-            s.offer_impression(1, 1001, 0, &[11], &SETTINGS),
-            ImpressionOutcome::Duplicate
-        );
+        assert_eq!(s.offer_impression(1, 1001, 0, &[11], &SETTINGS), ImpressionOutcome::Duplicate);
         assert_eq!(finalize(&mut s, 1101).len(), 1);
         // The watermark is past 1100: an engagement for the finalized impression is late.
-        assert_eq!(
-            s.offer_engagement(1, 1050, 10, 1, &SETTINGS),
-            EngagementOutcome::Late
-        );
+        assert_eq!(s.offer_engagement(1, 1050, 10, 1, &SETTINGS), EngagementOutcome::Late);
         // An impression whose deadline the watermark passed is late; one that can still close is not.
-        assert_eq!(
-            s.offer_impression(2, 1000, 0, &[10], &SETTINGS),
-            ImpressionOutcome::Late
-        );
-        assert_eq!(
-            s.offer_impression(3, 1001, 0, &[10], &SETTINGS),
-            ImpressionOutcome::Pending
-        );
+        assert_eq!(s.offer_impression(2, 1000, 0, &[10], &SETTINGS), ImpressionOutcome::Late);
+        assert_eq!(s.offer_impression(3, 1001, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
         assert_eq!(s.tally.late, 1);
     }
 
@@ -413,10 +363,7 @@ mod tests {
         finalize(&mut s, 1050);
         finalize(&mut s, 10);
         assert_eq!(s.watermark(), Some(1050));
-        assert_eq!(
-            s.offer_engagement(1, 1060, 10, 1, &SETTINGS),
-            EngagementOutcome::Attributed
-        );
+        assert_eq!(s.offer_engagement(1, 1060, 10, 1, &SETTINGS), EngagementOutcome::Attributed);
     }
 
     #[test]

@@ -6,8 +6,7 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,librdkafka=warn,rdkafka=warn")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,librdkafka=warn,rdkafka=warn")),
         )
         .with_writer(std::io::stderr)
         .init();

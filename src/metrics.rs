@@ -96,27 +96,13 @@ impl MetricLayout {
         sorted.sort_unstable();
         sorted.dedup();
         let mut keys = vec![
-            MetricKey {
-                kind: MetricKind::ReciprocalRank,
-                k: None,
-            },
-            MetricKey {
-                kind: MetricKind::Abandonment,
-                k: None,
-            },
+            MetricKey { kind: MetricKind::ReciprocalRank, k: None },
+            MetricKey { kind: MetricKind::Abandonment, k: None },
         ];
         for &k in &sorted {
-            keys.extend(
-                MetricKind::AT_K
-                    .iter()
-                    .map(|&kind| MetricKey { kind, k: Some(k) }),
-            );
+            keys.extend(MetricKind::AT_K.iter().map(|&kind| MetricKey { kind, k: Some(k) }));
         }
-        MetricLayout {
-            cutoffs: sorted,
-            relevance_threshold,
-            keys,
-        }
+        MetricLayout { cutoffs: sorted, relevance_threshold, keys }
     }
 
     pub fn keys(&self) -> &[MetricKey] {
@@ -137,20 +123,14 @@ impl MetricLayout {
 
     /// Position of a metric in the vector, if configured.
     pub fn slot(&self, kind: MetricKind, k: Option<u32>) -> Option<usize> {
-        self.keys
-            .iter()
-            .position(|key| key.kind == kind && key.k == k)
+        self.keys.iter().position(|key| key.kind == kind && key.k == k)
     }
 
     /// Computes every configured metric of one impression into `out` (length [`Self::len`]).
     /// One pass over the ranked list serves every cutoff; the ideal ordering comes from a
     /// counting pass over gain levels instead of a sort.
     pub fn evaluate(&self, ranked: &[u8], unretrieved: &[u8], out: &mut [f64]) {
-        assert_eq!(
-            out.len(),
-            self.keys.len(),
-            "output vector does not match the layout"
-        );
+        assert_eq!(out.len(), self.keys.len(), "output vector does not match the layout");
         let threshold = self.relevance_threshold;
         let mut level_counts = [0u32; MAX_GAIN as usize + 1];
         let mut num_relevant = 0u32;
@@ -168,21 +148,13 @@ impl MetricLayout {
         let mut dcg_exp = 0.0f64;
         let mut next_cutoff = 0usize;
         let mut slot = FIXED_SLOTS;
-        let mut emit = |k: u32,
-                        relevant: u32,
-                        precision_sum: f64,
-                        dcg: f64,
-                        dcg_exp: f64,
-                        slot: &mut usize| {
+        let mut emit = |k: u32, relevant: u32, precision_sum: f64, dcg: f64, dcg_exp: f64, slot: &mut usize| {
             let (idcg, idcg_exp) = ideal.at(k);
             let rel = f64::from(relevant);
             let (recall, ap) = if num_relevant == 0 {
                 (0.0, 0.0)
             } else {
-                (
-                    rel / f64::from(num_relevant),
-                    precision_sum / f64::from(num_relevant),
-                )
+                (rel / f64::from(num_relevant), precision_sum / f64::from(num_relevant))
             };
             let values = [
                 if relevant > 0 { 1.0 } else { 0.0 },
@@ -190,11 +162,7 @@ impl MetricLayout {
                 recall,
                 ap,
                 if idcg > 0.0 { dcg / idcg } else { 0.0 },
-                if idcg_exp > 0.0 {
-                    dcg_exp / idcg_exp
-                } else {
-                    0.0
-                },
+                if idcg_exp > 0.0 { dcg_exp / idcg_exp } else { 0.0 },
             ];
             out[*slot..*slot + values.len()].copy_from_slice(&values);
             *slot += values.len();
@@ -215,14 +183,7 @@ impl MetricLayout {
                 dcg_exp += exp_gain(g) / discount;
             }
             while next_cutoff < self.cutoffs.len() && self.cutoffs[next_cutoff] as usize == rank {
-                emit(
-                    self.cutoffs[next_cutoff],
-                    relevant_so_far,
-                    precision_sum,
-                    dcg,
-                    dcg_exp,
-                    &mut slot,
-                );
+                emit(self.cutoffs[next_cutoff], relevant_so_far, precision_sum, dcg, dcg_exp, &mut slot);
                 next_cutoff += 1;
             }
         }
@@ -283,18 +244,11 @@ pub mod reference {
     }
 
     fn num_relevant(ranked: &[u8], unretrieved: &[u8], threshold: u8) -> usize {
-        ranked
-            .iter()
-            .chain(unretrieved)
-            .filter(|&&g| relevant(g, threshold))
-            .count()
+        ranked.iter().chain(unretrieved).filter(|&&g| relevant(g, threshold)).count()
     }
 
     pub fn reciprocal_rank(ranked: &[u8], threshold: u8) -> f64 {
-        ranked
-            .iter()
-            .position(|&g| relevant(g, threshold))
-            .map_or(0.0, |i| 1.0 / (i + 1) as f64)
+        ranked.iter().position(|&g| relevant(g, threshold)).map_or(0.0, |i| 1.0 / (i + 1) as f64)
     }
 
     pub fn hit(ranked: &[u8], threshold: u8, k: usize) -> f64 {
@@ -306,12 +260,7 @@ pub mod reference {
     }
 
     pub fn precision(ranked: &[u8], threshold: u8, k: usize) -> f64 {
-        ranked
-            .iter()
-            .take(k)
-            .filter(|&&g| relevant(g, threshold))
-            .count() as f64
-            / k as f64
+        ranked.iter().take(k).filter(|&&g| relevant(g, threshold)).count() as f64 / k as f64
     }
 
     pub fn recall(ranked: &[u8], unretrieved: &[u8], threshold: u8, k: usize) -> f64 {
@@ -319,12 +268,7 @@ pub mod reference {
         if r == 0 {
             return 0.0;
         }
-        ranked
-            .iter()
-            .take(k)
-            .filter(|&&g| relevant(g, threshold))
-            .count() as f64
-            / r as f64
+        ranked.iter().take(k).filter(|&&g| relevant(g, threshold)).count() as f64 / r as f64
     }
 
     pub fn average_precision(ranked: &[u8], unretrieved: &[u8], threshold: u8, k: usize) -> f64 {
@@ -352,26 +296,11 @@ pub mod reference {
                 f64::from(g)
             }
         };
-        let dcg: f64 = ranked
-            .iter()
-            .take(k)
-            .enumerate()
-            .filter(|(_, &g)| g > 0)
-            .map(|(i, &g)| gain(g) / discount(i + 1))
-            .sum();
-        let mut ideal: Vec<u8> = ranked
-            .iter()
-            .chain(unretrieved)
-            .copied()
-            .filter(|&g| g > 0)
-            .collect();
+        let dcg: f64 =
+            ranked.iter().take(k).enumerate().filter(|(_, &g)| g > 0).map(|(i, &g)| gain(g) / discount(i + 1)).sum();
+        let mut ideal: Vec<u8> = ranked.iter().chain(unretrieved).copied().filter(|&g| g > 0).collect();
         ideal.sort_unstable_by(|a, b| b.cmp(a));
-        let idcg: f64 = ideal
-            .iter()
-            .take(k)
-            .enumerate()
-            .map(|(i, &g)| gain(g) / discount(i + 1))
-            .sum();
+        let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, &g)| gain(g) / discount(i + 1)).sum();
         if idcg > 0.0 {
             dcg / idcg
         } else {
@@ -403,11 +332,7 @@ mod tests {
 
     #[test]
     fn mrr_of_first_clicks_at_ranks_three_two_one_is_eleven_eighteenths() {
-        let rrs = [
-            reciprocal_rank(&[0, 0, 1, 0], 1),
-            reciprocal_rank(&[0, 1, 0], 1),
-            reciprocal_rank(&[1, 1, 1], 1),
-        ];
+        let rrs = [reciprocal_rank(&[0, 0, 1, 0], 1), reciprocal_rank(&[0, 1, 0], 1), reciprocal_rank(&[1, 1, 1], 1)];
         assert!(close(rrs.iter().sum::<f64>() / 3.0, 11.0 / 18.0));
     }
 
@@ -415,14 +340,8 @@ mod tests {
     fn average_precision_of_relevance_00110_is_five_twelfths() {
         let layout = MetricLayout::new(&[5], 1);
         let v = eval(&layout, &[0, 0, 1, 1, 0], &[]);
-        assert!(close(
-            get(&layout, &v, MetricKind::AveragePrecision, Some(5)),
-            5.0 / 12.0
-        ));
-        assert!(close(
-            average_precision(&[0, 0, 1, 1, 0], &[], 1, 5),
-            (1.0 / 3.0 + 2.0 / 4.0) / 2.0
-        ));
+        assert!(close(get(&layout, &v, MetricKind::AveragePrecision, Some(5)), 5.0 / 12.0));
+        assert!(close(average_precision(&[0, 0, 1, 1, 0], &[], 1, 5), (1.0 / 3.0 + 2.0 / 4.0) / 2.0));
     }
 
     #[test]
@@ -444,10 +363,7 @@ mod tests {
         let v = ndcg(&[1, 0, 1, 0], &[1], 4, false);
         assert!(close(v, 1.5 / (1.0 + 1.0 / 3f64.log2() + 0.5)));
         assert!((v - 0.7039).abs() < 1e-4, "{v}");
-        assert!(
-            close(ndcg(&[1, 0, 1, 0], &[1], 4, true), v),
-            "binary gains: exp and linear agree"
-        );
+        assert!(close(ndcg(&[1, 0, 1, 0], &[1], 4, true), v), "binary gains: exp and linear agree");
     }
 
     #[test]
@@ -456,11 +372,7 @@ mod tests {
         for ranked in [&[][..], &[0][..], &[0, 0, 0, 0][..]] {
             let v = eval(&layout, ranked, &[]);
             for (key, value) in layout.keys().iter().zip(&v) {
-                let expected = if key.kind == MetricKind::Abandonment {
-                    1.0
-                } else {
-                    0.0
-                };
+                let expected = if key.kind == MetricKind::Abandonment { 1.0 } else { 0.0 };
                 assert_eq!(*value, expected, "{} on {ranked:?}", key.name());
             }
         }
@@ -470,19 +382,10 @@ mod tests {
     fn cutoff_larger_than_the_list_pads_precision_only() {
         let layout = MetricLayout::new(&[2, 10], 1);
         let v = eval(&layout, &[0, 1], &[]);
-        assert!(close(
-            get(&layout, &v, MetricKind::Precision, Some(10)),
-            0.1
-        ));
+        assert!(close(get(&layout, &v, MetricKind::Precision, Some(10)), 0.1));
         assert!(close(get(&layout, &v, MetricKind::Recall, Some(10)), 1.0));
-        assert!(close(
-            get(&layout, &v, MetricKind::AveragePrecision, Some(10)),
-            0.5
-        ));
-        assert!(close(
-            get(&layout, &v, MetricKind::Ndcg, Some(10)),
-            1.0 / 3f64.log2()
-        ));
+        assert!(close(get(&layout, &v, MetricKind::AveragePrecision, Some(10)), 0.5));
+        assert!(close(get(&layout, &v, MetricKind::Ndcg, Some(10)), 1.0 / 3f64.log2()));
         assert_eq!(get(&layout, &v, MetricKind::Hit, Some(10)), 1.0);
         assert!(close(get(&layout, &v, MetricKind::Precision, Some(2)), 0.5));
     }
@@ -503,20 +406,11 @@ mod tests {
     fn threshold_two_ignores_clicks_for_binary_metrics_but_not_for_ndcg() {
         let layout = MetricLayout::new(&[3], 2);
         let v = eval(&layout, &[1, 3, 0], &[]);
-        assert!(close(
-            get(&layout, &v, MetricKind::ReciprocalRank, None),
-            0.5
-        ));
-        assert!(close(
-            get(&layout, &v, MetricKind::Precision, Some(3)),
-            1.0 / 3.0
-        ));
+        assert!(close(get(&layout, &v, MetricKind::ReciprocalRank, None), 0.5));
+        assert!(close(get(&layout, &v, MetricKind::Precision, Some(3)), 1.0 / 3.0));
         let dcg = 1.0 + 3.0 / 3f64.log2();
         let idcg = 3.0 + 1.0 / 3f64.log2();
-        assert!(close(
-            get(&layout, &v, MetricKind::Ndcg, Some(3)),
-            dcg / idcg
-        ));
+        assert!(close(get(&layout, &v, MetricKind::Ndcg, Some(3)), dcg / idcg));
     }
 
     #[test]
@@ -537,36 +431,15 @@ mod tests {
             for &k in layout.cutoffs() {
                 let ku = k as usize;
                 let g = |kind| get(&layout, &v, kind, Some(k));
+                assert!(close(g(MetricKind::Hit), hit(&ranked, t, ku)), "hit case {case}");
+                assert!(close(g(MetricKind::Precision), precision(&ranked, t, ku)), "P case {case}");
+                assert!(close(g(MetricKind::Recall), recall(&ranked, &unretrieved, t, ku)), "R case {case}");
                 assert!(
-                    close(g(MetricKind::Hit), hit(&ranked, t, ku)),
-                    "hit case {case}"
-                );
-                assert!(
-                    close(g(MetricKind::Precision), precision(&ranked, t, ku)),
-                    "P case {case}"
-                );
-                assert!(
-                    close(g(MetricKind::Recall), recall(&ranked, &unretrieved, t, ku)),
-                    "R case {case}"
-                );
-                assert!(
-                    close(
-                        g(MetricKind::AveragePrecision),
-                        average_precision(&ranked, &unretrieved, t, ku)
-                    ),
+                    close(g(MetricKind::AveragePrecision), average_precision(&ranked, &unretrieved, t, ku)),
                     "AP {case}"
                 );
-                assert!(
-                    close(g(MetricKind::Ndcg), ndcg(&ranked, &unretrieved, ku, false)),
-                    "nDCG {case}"
-                );
-                assert!(
-                    close(
-                        g(MetricKind::NdcgExp),
-                        ndcg(&ranked, &unretrieved, ku, true)
-                    ),
-                    "nDCGexp {case}"
-                );
+                assert!(close(g(MetricKind::Ndcg), ndcg(&ranked, &unretrieved, ku, false)), "nDCG {case}");
+                assert!(close(g(MetricKind::NdcgExp), ndcg(&ranked, &unretrieved, ku, true)), "nDCGexp {case}");
             }
         }
     }

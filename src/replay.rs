@@ -23,10 +23,9 @@ use crate::time::{format_rfc3339_ms, EventTime};
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error("cannot read {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
 }
 
 /// One input file, read line by line with its next event's timestamp peeked.
@@ -43,10 +42,7 @@ struct LineSource {
 
 impl LineSource {
     fn open(kind: EventKind, path: &Path) -> Result<Self, ReplayError> {
-        let file = File::open(path).map_err(|source| ReplayError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = File::open(path).map_err(|source| ReplayError::Io { path: path.to_path_buf(), source })?;
         let mut s = LineSource {
             kind,
             path: path.to_path_buf(),
@@ -67,10 +63,7 @@ impl LineSource {
             let n = self
                 .reader
                 .read_until(b'\n', &mut line)
-                .map_err(|source| ReplayError::Io {
-                    path: self.path.clone(),
-                    source,
-                })?;
+                .map_err(|source| ReplayError::Io { path: self.path.clone(), source })?;
             if n == 0 {
                 return Ok(());
             }
@@ -78,9 +71,7 @@ impl LineSource {
                 continue;
             }
             self.head_time = match self.kind {
-                EventKind::Impression => decode_impression(&line, &mut self.scratch)
-                    .ok()
-                    .map(|i| i.timestamp),
+                EventKind::Impression => decode_impression(&line, &mut self.scratch).ok().map(|i| i.timestamp),
                 EventKind::Engagement => decode_engagement(&line).ok().map(|e| e.timestamp),
             };
             self.head = Some(line);
@@ -90,16 +81,27 @@ impl LineSource {
 }
 
 /// Runs the files through a fresh engine and returns it, every impression final.
-pub fn run(
+pub fn run(impressions: &Path, engagements: &Path, engine: Engine) -> Result<Engine, ReplayError> {
+    run_with_trec(impressions, engagements, engine, None)
+}
+
+/// [`run`], also writing `qrels.txt` and `run.txt` of every finalized impression into `trec_dir`.
+pub fn run_with_trec(
     impressions: &Path,
     engagements: &Path,
     mut engine: Engine,
+    trec_dir: Option<&Path>,
 ) -> Result<Engine, ReplayError> {
     engine.keep_closed_windows();
-    let mut sources = [
-        LineSource::open(EventKind::Impression, impressions)?,
-        LineSource::open(EventKind::Engagement, engagements)?,
-    ];
+    let trec = trec_dir.map(TrecWriter::create).transpose()?;
+    if let Some(writer) = &trec {
+        let writer = writer.clone();
+        engine.set_observer(Box::new(move |f| {
+            writer.lock().unwrap_or_else(|p| p.into_inner()).finalized(f.query, f.gains)
+        }));
+    }
+    let mut sources =
+        [LineSource::open(EventKind::Impression, impressions)?, LineSource::open(EventKind::Engagement, engagements)?];
     // One frozen wall-clock instant: replay time is event time only, no input ever goes idle.
     let now = Instant::now();
     engine.assign(0, now);
@@ -118,6 +120,9 @@ pub fn run(
         };
         let source = &mut sources[pick];
         let line = source.head.take().expect("picked a source with a head");
+        if let (Some(writer), EventKind::Impression) = (&trec, source.kind) {
+            writer.lock().unwrap_or_else(|p| p.into_inner()).impression_line(&line);
+        }
         let _ = engine.process(source.kind, 0, &line, now);
         source.advance()?;
         since_advance += 1;
@@ -127,7 +132,83 @@ pub fn run(
         }
     }
     engine.finish();
+    if let Some(writer) = trec {
+        writer.lock().unwrap_or_else(|p| p.into_inner()).finish()?;
+    }
     Ok(engine)
+}
+
+/// Writes what rankpulse measured in TREC format, so trec_eval or ranx can be run on exactly
+/// the same judgments and rankings: one query per finalized impression; `qrels.txt` holds the
+/// attributed gain of every shown result (`query 0 doc gain`), `run.txt` the ranking with
+/// strictly descending scores (`query Q0 doc rank score rankpulse`). A result id repeated in
+/// a list is written as `id#dupN` (N its rank) so ranks stay those rankpulse measured; ids
+/// with whitespace, which TREC files cannot hold, have it replaced by `_`.
+struct TrecWriter {
+    /// Text ids of impressions read but not yet finalized (late and duplicate ones never are).
+    pending: std::collections::HashMap<crate::event::QueryKey, (String, Vec<String>)>,
+    qrels: std::io::BufWriter<File>,
+    run: std::io::BufWriter<File>,
+    dir: PathBuf,
+    /// First write error, reported at the end instead of failing inside the engine callback.
+    error: Option<std::io::Error>,
+}
+
+impl TrecWriter {
+    fn create(dir: &Path) -> Result<std::sync::Arc<std::sync::Mutex<TrecWriter>>, ReplayError> {
+        let write_err = |source| ReplayError::Write { path: dir.to_path_buf(), source };
+        std::fs::create_dir_all(dir).map_err(write_err)?;
+        let open = |name: &str| {
+            File::create(dir.join(name))
+                .map(std::io::BufWriter::new)
+                .map_err(|source| ReplayError::Write { path: dir.join(name), source })
+        };
+        Ok(std::sync::Arc::new(std::sync::Mutex::new(TrecWriter {
+            pending: Default::default(),
+            qrels: open("qrels.txt")?,
+            run: open("run.txt")?,
+            dir: dir.to_path_buf(),
+            error: None,
+        })))
+    }
+
+    fn impression_line(&mut self, line: &[u8]) {
+        #[derive(serde::Deserialize)]
+        struct Ids {
+            query_id: String,
+            results: Vec<String>,
+        }
+        if let Ok(ids) = serde_json::from_slice::<Ids>(line) {
+            self.pending.entry(crate::event::query_key(&ids.query_id)).or_insert((ids.query_id, ids.results));
+        }
+    }
+
+    fn finalized(&mut self, query: crate::event::QueryKey, gains: &[u8]) {
+        use std::io::Write;
+        let Some((query_id, results)) = self.pending.remove(&query) else { return };
+        let clean = |id: &str| id.replace(char::is_whitespace, "_");
+        let query_id = clean(&query_id);
+        let mut seen = std::collections::HashSet::new();
+        let n = results.len();
+        for (i, (doc, gain)) in results.iter().zip(gains).enumerate() {
+            let rank = i + 1;
+            let doc = if seen.insert(doc.as_str()) { clean(doc) } else { format!("{}#dup{rank}", clean(doc)) };
+            let written = writeln!(self.qrels, "{query_id} 0 {doc} {gain}")
+                .and_then(|_| writeln!(self.run, "{query_id} Q0 {doc} {rank} {} rankpulse", n - i));
+            if let Err(e) = written {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), ReplayError> {
+        use std::io::Write;
+        let flushed = self.qrels.flush().and_then(|_| self.run.flush());
+        match self.error.take().map_or(flushed, Err) {
+            Ok(()) => Ok(()),
+            Err(source) => Err(ReplayError::Write { path: self.dir.clone(), source }),
+        }
+    }
 }
 
 /// The replay document of the contract (`--format json`); extra keys are allowed.
@@ -169,20 +250,12 @@ pub struct EventCounts {
 }
 
 fn group_reports(layout: &MetricLayout, groups: &Groups, table: &GroupTable) -> Vec<GroupReport> {
-    let mut out: Vec<GroupReport> = table
-        .iter()
-        .map(|(id, stats)| group_report(layout, groups, id, stats))
-        .collect();
+    let mut out: Vec<GroupReport> = table.iter().map(|(id, stats)| group_report(layout, groups, id, stats)).collect();
     out.sort_by(|a, b| (&a.experiment, &a.variant).cmp(&(&b.experiment, &b.variant)));
     out
 }
 
-fn group_report(
-    layout: &MetricLayout,
-    groups: &Groups,
-    id: u32,
-    stats: &GroupStats,
-) -> GroupReport {
+fn group_report(layout: &MetricLayout, groups: &Groups, id: u32, stats: &GroupStats) -> GroupReport {
     let (experiment, variant) = groups.name(id);
     GroupReport {
         experiment: experiment.to_string(),
@@ -241,8 +314,7 @@ impl Report {
         let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
         sizes.dedup();
         for size in sizes {
-            let windows: Vec<&WindowReport> =
-                self.windows.iter().filter(|w| w.size == size).collect();
+            let windows: Vec<&WindowReport> = self.windows.iter().filter(|w| w.size == size).collect();
             out.push_str(&format!(
                 "\n== {} windows of {size} (newest shown: {}) ==\n",
                 windows.len(),
@@ -266,10 +338,7 @@ fn table(groups: &[GroupReport]) -> String {
     if groups.is_empty() {
         return "(no finalized impressions)\n".to_string();
     }
-    let headers: Vec<String> = groups
-        .iter()
-        .map(|g| format!("{}/{}", g.experiment, g.variant))
-        .collect();
+    let headers: Vec<String> = groups.iter().map(|g| format!("{}/{}", g.experiment, g.variant)).collect();
     let width = headers.iter().map(String::len).max().unwrap_or(0).max(10);
     let mut out = format!("{:<18}", "metric");
     for h in &headers {
@@ -288,10 +357,7 @@ fn table(groups: &[GroupReport]) -> String {
     out.push_str(&row("engaged", &|g| g.engaged.to_string()));
     for key in groups[0].metrics.keys() {
         out.push_str(&row(key, &|g| {
-            g.metrics
-                .get(key)
-                .and_then(|v| v.as_f64())
-                .map_or("-".into(), |v| format!("{v:.4}"))
+            g.metrics.get(key).and_then(|v| v.as_f64()).map_or("-".into(), |v| format!("{v:.4}"))
         }));
     }
     out

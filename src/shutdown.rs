@@ -46,9 +46,8 @@ impl Shutdown {
             let ctrl_c = tokio::signal::ctrl_c();
             #[cfg(unix)]
             {
-                let mut term =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                        .expect("installing a SIGTERM handler");
+                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing a SIGTERM handler");
                 tokio::select! {
                     _ = ctrl_c => tracing::info!("SIGINT received, shutting down"),
                     _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),

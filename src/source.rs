@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{
-    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
-};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::ClientContext;
@@ -31,10 +29,7 @@ pub enum SourceError {
     #[error("creating the Kafka consumer: {0}")]
     Create(#[source] KafkaError),
     #[error("subscribing to {topics:?}: {source}")]
-    Subscribe {
-        topics: [String; 2],
-        source: KafkaError,
-    },
+    Subscribe { topics: [String; 2], source: KafkaError },
 }
 
 /// Consumer callbacks: commits on revoke, readiness from assignment and broker state.
@@ -45,10 +40,7 @@ struct SourceContext {
 
 impl ClientContext for SourceContext {
     fn error(&self, error: KafkaError, reason: &str) {
-        if matches!(
-            error.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::AllBrokersDown)
-        ) {
+        if matches!(error.rdkafka_error_code(), Some(RDKafkaErrorCode::AllBrokersDown)) {
             self.health.set_ready(false);
         }
         tracing::warn!(%error, reason, "kafka client error");
@@ -58,10 +50,7 @@ impl ClientContext for SourceContext {
 impl ConsumerContext for SourceContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(partitions) = rebalance {
-            tracing::info!(
-                partitions = partitions.count(),
-                "partitions revoked; committing processed offsets"
-            );
+            tracing::info!(partitions = partitions.count(), "partitions revoked; committing processed offsets");
             commit(consumer, CommitMode::Sync);
         }
     }
@@ -71,11 +60,7 @@ impl ConsumerContext for SourceContext {
             Rebalance::Assign(partitions) => {
                 let now = tokio::time::Instant::now().into_std();
                 let mut engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
-                let mut numbers: Vec<i32> = partitions
-                    .elements()
-                    .iter()
-                    .map(|e| e.partition())
-                    .collect();
+                let mut numbers: Vec<i32> = partitions.elements().iter().map(|e| e.partition()).collect();
                 numbers.sort_unstable();
                 numbers.dedup();
                 for &p in &numbers {
@@ -123,20 +108,13 @@ pub async fn run(
     health: Arc<Health>,
     shutdown: Shutdown,
 ) -> Result<(), SourceError> {
-    let context = SourceContext {
-        engine: engine.clone(),
-        health: health.clone(),
-    };
-    let consumer: StreamConsumer<SourceContext> = client_config(cfg)
-        .create_with_context(context)
-        .map_err(SourceError::Create)?;
+    let context = SourceContext { engine: engine.clone(), health: health.clone() };
+    let consumer: StreamConsumer<SourceContext> =
+        client_config(cfg).create_with_context(context).map_err(SourceError::Create)?;
     let topics = [cfg.impressions_topic.clone(), cfg.engagements_topic.clone()];
     consumer
         .subscribe(&[topics[0].as_str(), topics[1].as_str()])
-        .map_err(|source| SourceError::Subscribe {
-            topics: topics.clone(),
-            source,
-        })?;
+        .map_err(|source| SourceError::Subscribe { topics: topics.clone(), source })?;
     tracing::info!(brokers = %cfg.brokers, group = %cfg.group_id, ?topics, "consuming");
 
     let mut idle_tick = tokio::time::interval(IDLE_TICK);

@@ -58,13 +58,9 @@ pub struct DurationParseError {
 impl FromStr for HumanDuration {
     type Err = DurationParseError;
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let err = || DurationParseError {
-            text: text.to_string(),
-        };
+        let err = || DurationParseError { text: text.to_string() };
         let trimmed = text.trim();
-        let digits_end = trimmed
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(trimmed.len());
+        let digits_end = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
         let (number, unit) = trimmed.split_at(digits_end);
         let value: u64 = number.parse().map_err(|_| err())?;
         let unit_ms: u64 = match unit.trim() {
@@ -75,22 +71,14 @@ impl FromStr for HumanDuration {
             "d" => 86_400_000,
             _ => return Err(err()),
         };
-        value
-            .checked_mul(unit_ms)
-            .map(HumanDuration::from_millis)
-            .ok_or_else(err)
+        value.checked_mul(unit_ms).map(HumanDuration::from_millis).ok_or_else(err)
     }
 }
 
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        for (unit, size) in [
-            ("d", 86_400_000u128),
-            ("h", 3_600_000),
-            ("m", 60_000),
-            ("s", 1_000),
-        ] {
+        for (unit, size) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
             if ms >= size && ms % size == 0 {
                 return write!(f, "{}{unit}", ms / size);
             }
@@ -124,52 +112,24 @@ mod tests {
 
     #[test]
     fn durations_parse_and_print_back() {
-        for (text, ms) in [
-            ("250ms", 250),
-            ("10s", 10_000),
-            ("30m", 1_800_000),
-            ("1h", 3_600_000),
-            ("2d", 172_800_000),
-        ] {
+        for (text, ms) in [("250ms", 250), ("10s", 10_000), ("30m", 1_800_000), ("1h", 3_600_000), ("2d", 172_800_000)]
+        {
             let d: HumanDuration = text.parse().unwrap();
             assert_eq!(d.as_millis_i64(), ms);
             assert_eq!(d.to_string(), text);
         }
         assert_eq!("90s".parse::<HumanDuration>().unwrap().to_string(), "90s");
-        assert_eq!(
-            "1500ms".parse::<HumanDuration>().unwrap().to_string(),
-            "1500ms"
-        );
-        for bad in [
-            "",
-            "10",
-            "s",
-            "1.5s",
-            "-1s",
-            "10 parsecs",
-            "99999999999999999999d",
-        ] {
-            assert!(
-                bad.parse::<HumanDuration>().is_err(),
-                "{bad} should be refused"
-            );
+        assert_eq!("1500ms".parse::<HumanDuration>().unwrap().to_string(), "1500ms");
+        for bad in ["", "10", "s", "1.5s", "-1s", "10 parsecs", "99999999999999999999d"] {
+            assert!(bad.parse::<HumanDuration>().is_err(), "{bad} should be refused");
         }
     }
 
     #[test]
     fn rfc3339_with_offsets_and_fractions() {
-        assert_eq!(
-            parse_rfc3339_ms("2026-11-22T10:05:00Z"),
-            Some(1_795_341_900_000)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2026-11-22T11:05:00+01:00"),
-            Some(1_795_341_900_000)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2026-11-22T10:05:00.1239Z"),
-            Some(1_795_341_900_123)
-        );
+        assert_eq!(parse_rfc3339_ms("2026-11-22T10:05:00Z"), Some(1_795_341_900_000));
+        assert_eq!(parse_rfc3339_ms("2026-11-22T11:05:00+01:00"), Some(1_795_341_900_000));
+        assert_eq!(parse_rfc3339_ms("2026-11-22T10:05:00.1239Z"), Some(1_795_341_900_123));
         assert_eq!(parse_rfc3339_ms("2026-11-22 10:05"), None);
         assert_eq!(format_rfc3339_ms(1_795_341_900_000), "2026-11-22T10:05:00Z");
     }

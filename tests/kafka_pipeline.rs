@@ -36,10 +36,7 @@ fn events() -> (Messages, Messages) {
         (0, "{not json".to_string()),
         (1, imp("q2", 1000, &["a", "b", "c"], "control")),
         (0, imp("q3", 2000, &["a", "b", "c"], "treatment")),
-        (
-            1,
-            json!({"query_id": "qx", "timestamp": "soon", "results": []}).to_string(),
-        ),
+        (1, json!({"query_id": "qx", "timestamp": "soon", "results": []}).to_string()),
         (1, imp("q4", 3000, &["a", "b"], "treatment")),
         (0, imp("q5", 4000, &["a", "b", "c"], "treatment")),
     ];
@@ -49,10 +46,7 @@ fn events() -> (Messages, Messages) {
         (1, eng("q2", 1500, "b", "click")),
         (1, eng("q2", 1600, "b", "click")),
         (0, eng("q3", 2100, "a", "click")),
-        (
-            1,
-            json!({"query_id": "q2", "timestamp": T0, "doc_id": 5}).to_string(),
-        ),
+        (1, json!({"query_id": "q2", "timestamp": T0, "doc_id": 5}).to_string()),
         (1, eng("q4", 3100, "zzz", "click")),
         (1, eng("q-missing", 3500, "a", "click")),
         (0, eng("q5", 4100, "a", "click")),
@@ -104,20 +98,11 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
     cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
     let brokers = cluster.bootstrap_servers();
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
-        .create()
-        .unwrap();
+    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
     let (impressions, engagements) = events();
     for (topic, list) in [(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)] {
         for (partition, payload) in list {
-            producer
-                .send(
-                    BaseRecord::<(), str>::to(topic)
-                        .partition(*partition)
-                        .payload(payload.as_str()),
-                )
-                .unwrap();
+            producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())).unwrap();
         }
     }
     producer.flush(Duration::from_secs(10)).unwrap();
@@ -134,12 +119,7 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     };
     let window_mrr = series(
         "rankpulse_window_mean",
-        &[
-            ("window", "5s"),
-            ("metric", "mrr"),
-            ("experiment", "e1"),
-            ("variant", "control"),
-        ],
+        &[("window", "5s"), ("metric", "mrr"), ("experiment", "e1"), ("variant", "control")],
     );
     let (exposition, m) = scrape_until(port, Duration::from_secs(60), |m| {
         m.get(&key("rankpulse_impressions_total", "control", &[])) == Some(&2.0)
@@ -154,159 +134,54 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     let k1 = [("k", "1")];
     let k3 = [("k", "3")];
     let expected: Vec<(String, f64)> = vec![
-        (
-            key("rankpulse_reciprocal_rank_sum", "control", &[]),
-            1.0 / 3.0 + 0.5,
-        ),
+        (key("rankpulse_reciprocal_rank_sum", "control", &[]), 1.0 / 3.0 + 0.5),
         (key("rankpulse_reciprocal_rank_count", "control", &[]), 2.0),
         (key("rankpulse_reciprocal_rank_sum", "treatment", &[]), 2.0),
-        (
-            key("rankpulse_reciprocal_rank_count", "treatment", &[]),
-            3.0,
-        ),
+        (key("rankpulse_reciprocal_rank_count", "treatment", &[]), 3.0),
         (key("rankpulse_hit_sum", "control", &k1), 0.0),
         (key("rankpulse_hit_sum", "control", &k3), 2.0),
         (key("rankpulse_hit_sum", "treatment", &k1), 2.0),
         (key("rankpulse_precision_sum", "control", &k3), 2.0 / 3.0),
-        (
-            key("rankpulse_precision_sum", "treatment", &k3),
-            1.0 / 3.0 + 2.0 / 3.0,
-        ),
+        (key("rankpulse_precision_sum", "treatment", &k3), 1.0 / 3.0 + 2.0 / 3.0),
         (key("rankpulse_precision_sum", "treatment", &k1), 2.0),
         (key("rankpulse_recall_sum", "treatment", &k3), 2.0),
+        (key("rankpulse_average_precision_sum", "control", &k3), 1.0 / 3.0 + 0.5),
+        (key("rankpulse_average_precision_sum", "treatment", &k3), 2.0),
+        (key("rankpulse_average_precision_count", "treatment", &k3), 3.0),
+        (key("rankpulse_ndcg_sum", "control", &[("k", "3"), ("gain", "linear")]), 0.5 + 1.0 / l3),
         (
-            key("rankpulse_average_precision_sum", "control", &k3),
-            1.0 / 3.0 + 0.5,
-        ),
-        (
-            key("rankpulse_average_precision_sum", "treatment", &k3),
-            2.0,
-        ),
-        (
-            key("rankpulse_average_precision_count", "treatment", &k3),
-            3.0,
-        ),
-        (
-            key(
-                "rankpulse_ndcg_sum",
-                "control",
-                &[("k", "3"), ("gain", "linear")],
-            ),
-            0.5 + 1.0 / l3,
-        ),
-        (
-            key(
-                "rankpulse_ndcg_sum",
-                "treatment",
-                &[("k", "3"), ("gain", "linear")],
-            ),
+            key("rankpulse_ndcg_sum", "treatment", &[("k", "3"), ("gain", "linear")]),
             1.0 + (1.0 + 3.0 / l3) / (3.0 + 1.0 / l3),
         ),
         (
-            key(
-                "rankpulse_ndcg_sum",
-                "treatment",
-                &[("k", "3"), ("gain", "exponential")],
-            ),
+            key("rankpulse_ndcg_sum", "treatment", &[("k", "3"), ("gain", "exponential")]),
             1.0 + (1.0 + 7.0 / l3) / (7.0 + 1.0 / l3),
         ),
-        (
-            key(
-                "rankpulse_ndcg_count",
-                "treatment",
-                &[("k", "3"), ("gain", "exponential")],
-            ),
-            3.0,
-        ),
-        (
-            key("rankpulse_impressions_engaged_total", "control", &[]),
-            2.0,
-        ),
-        (
-            key("rankpulse_impressions_engaged_total", "treatment", &[]),
-            2.0,
-        ),
-        (
-            series("rankpulse_events_consumed_total", &[("topic", IMPRESSIONS)]),
-            7.0,
-        ),
-        (
-            series("rankpulse_events_consumed_total", &[("topic", ENGAGEMENTS)]),
-            11.0,
-        ),
-        (
-            series(
-                "rankpulse_events_rejected_total",
-                &[("topic", IMPRESSIONS), ("reason", "invalid_json")],
-            ),
-            1.0,
-        ),
-        (
-            series(
-                "rankpulse_events_rejected_total",
-                &[("topic", IMPRESSIONS), ("reason", "invalid_timestamp")],
-            ),
-            1.0,
-        ),
-        (
-            series(
-                "rankpulse_events_rejected_total",
-                &[("topic", ENGAGEMENTS), ("reason", "missing_field")],
-            ),
-            1.0,
-        ),
-        (
-            series(
-                "rankpulse_events_rejected_total",
-                &[("topic", ENGAGEMENTS), ("reason", "wrong_type")],
-            ),
-            1.0,
-        ),
-        (
-            series(
-                "rankpulse_events_rejected_total",
-                &[("topic", ENGAGEMENTS), ("reason", "invalid_json")],
-            ),
-            0.0,
-        ),
+        (key("rankpulse_ndcg_count", "treatment", &[("k", "3"), ("gain", "exponential")]), 3.0),
+        (key("rankpulse_impressions_engaged_total", "control", &[]), 2.0),
+        (key("rankpulse_impressions_engaged_total", "treatment", &[]), 2.0),
+        (series("rankpulse_events_consumed_total", &[("topic", IMPRESSIONS)]), 7.0),
+        (series("rankpulse_events_consumed_total", &[("topic", ENGAGEMENTS)]), 11.0),
+        (series("rankpulse_events_rejected_total", &[("topic", IMPRESSIONS), ("reason", "invalid_json")]), 1.0),
+        (series("rankpulse_events_rejected_total", &[("topic", IMPRESSIONS), ("reason", "invalid_timestamp")]), 1.0),
+        (series("rankpulse_events_rejected_total", &[("topic", ENGAGEMENTS), ("reason", "missing_field")]), 1.0),
+        (series("rankpulse_events_rejected_total", &[("topic", ENGAGEMENTS), ("reason", "wrong_type")]), 1.0),
+        (series("rankpulse_events_rejected_total", &[("topic", ENGAGEMENTS), ("reason", "invalid_json")]), 0.0),
         ("rankpulse_engagements_attributed_total".into(), 6.0),
         ("rankpulse_engagements_late_total".into(), 0.0),
         ("rankpulse_engagements_orphaned_total".into(), 1.0),
-        (
-            series(
-                "rankpulse_engagements_unattributed_total",
-                &[("reason", "not_shown")],
-            ),
-            1.0,
-        ),
-        (
-            series(
-                "rankpulse_engagements_unattributed_total",
-                &[("reason", "outside_window")],
-            ),
-            1.0,
-        ),
+        (series("rankpulse_engagements_unattributed_total", &[("reason", "not_shown")]), 1.0),
+        (series("rankpulse_engagements_unattributed_total", &[("reason", "outside_window")]), 1.0),
         ("rankpulse_pending_impressions".into(), 0.0),
         ("rankpulse_held_engagements".into(), 0.0),
         (window_mrr.clone(), (1.0 / 3.0 + 0.5) / 2.0),
-        (
-            series(
-                "rankpulse_window_start_timestamp_seconds",
-                &[("window", "5s")],
-            ),
-            (T0 / 1000) as f64,
-        ),
+        (series("rankpulse_window_start_timestamp_seconds", &[("window", "5s")]), (T0 / 1000) as f64),
     ];
     for (series, want) in &expected {
-        let got = *m
-            .get(series)
-            .unwrap_or_else(|| panic!("series {series} missing from:\n{exposition}"));
+        let got = *m.get(series).unwrap_or_else(|| panic!("series {series} missing from:\n{exposition}"));
         close(got, *want, series);
     }
-    assert!(
-        m["rankpulse_first_engagement_delay_seconds_count"] == 4.0,
-        "q1, q2, q3, q5 had a first engagement"
-    );
+    assert!(m["rankpulse_first_engagement_delay_seconds_count"] == 4.0, "q1, q2, q3, q5 had a first engagement");
     promtool_check(&exposition);
 
     // SIGTERM: a clean exit within a few seconds, with every processed offset committed.
@@ -314,91 +189,40 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     assert!(status.success(), "exit status {status:?}");
     assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
     let committed = committed_offsets(&brokers, "it-group");
-    let expected_offsets: BTreeMap<(String, i32), i64> =
-        [(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]
-            .iter()
-            .flat_map(|(t, list)| {
-                (0..2).map(move |p| {
-                    (
-                        (t.to_string(), p),
-                        list.iter().filter(|(q, _)| *q == p).count() as i64,
-                    )
-                })
-            })
-            .collect();
+    let expected_offsets: BTreeMap<(String, i32), i64> = [(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]
+        .iter()
+        .flat_map(|(t, list)| {
+            (0..2).map(move |p| ((t.to_string(), p), list.iter().filter(|(q, _)| *q == p).count() as i64))
+        })
+        .collect();
     assert_eq!(committed, expected_offsets);
 
     // The same events through `replay` give the same means as the online path.
     let imp_file = dir.path().join("impressions.jsonl");
     let eng_file = dir.path().join("engagements.jsonl");
-    std::fs::write(
-        &imp_file,
-        impressions
-            .iter()
-            .map(|(_, p)| format!("{p}\n"))
-            .collect::<String>(),
-    )
-    .unwrap();
-    std::fs::write(
-        &eng_file,
-        engagements
-            .iter()
-            .map(|(_, p)| format!("{p}\n"))
-            .collect::<String>(),
-    )
-    .unwrap();
+    std::fs::write(&imp_file, impressions.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
+    std::fs::write(&eng_file, engagements.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
     let out = std::process::Command::new(BIN)
-        .args([
-            "replay",
-            "--impressions",
-            imp_file.to_str().unwrap(),
-            "--engagements",
-            eng_file.to_str().unwrap(),
-        ])
+        .args(["replay", "--impressions", imp_file.to_str().unwrap(), "--engagements", eng_file.to_str().unwrap()])
         .args(["--config", cfg.to_str().unwrap(), "--format", "json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut compared = 0;
     for group in report["groups"].as_array().unwrap() {
         let variant = group["variant"].as_str().unwrap();
         let online = |name: &str, extra: &[(&str, &str)]| {
-            m[&key(&format!("{name}_sum"), variant, extra)]
-                / m[&key(&format!("{name}_count"), variant, extra)]
+            m[&key(&format!("{name}_sum"), variant, extra)] / m[&key(&format!("{name}_count"), variant, extra)]
         };
         let metrics = &group["metrics"];
-        close(
-            metrics["mrr"].as_f64().unwrap(),
-            online("rankpulse_reciprocal_rank", &[]),
-            "replay mrr",
-        );
+        close(metrics["mrr"].as_f64().unwrap(), online("rankpulse_reciprocal_rank", &[]), "replay mrr");
         for k in ["1", "3"] {
             let kk = [("k", k)];
-            close(
-                metrics[format!("hit_rate@{k}")].as_f64().unwrap(),
-                online("rankpulse_hit", &kk),
-                "hit",
-            );
-            close(
-                metrics[format!("precision@{k}")].as_f64().unwrap(),
-                online("rankpulse_precision", &kk),
-                "precision",
-            );
-            close(
-                metrics[format!("recall@{k}")].as_f64().unwrap(),
-                online("rankpulse_recall", &kk),
-                "recall",
-            );
-            close(
-                metrics[format!("map@{k}")].as_f64().unwrap(),
-                online("rankpulse_average_precision", &kk),
-                "map",
-            );
+            close(metrics[format!("hit_rate@{k}")].as_f64().unwrap(), online("rankpulse_hit", &kk), "hit");
+            close(metrics[format!("precision@{k}")].as_f64().unwrap(), online("rankpulse_precision", &kk), "precision");
+            close(metrics[format!("recall@{k}")].as_f64().unwrap(), online("rankpulse_recall", &kk), "recall");
+            close(metrics[format!("map@{k}")].as_f64().unwrap(), online("rankpulse_average_precision", &kk), "map");
             close(
                 metrics[format!("ndcg@{k}")].as_f64().unwrap(),
                 online("rankpulse_ndcg", &[("k", k), ("gain", "linear")]),
@@ -411,14 +235,8 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
             );
             compared += 6;
         }
-        assert_eq!(
-            group["impressions"].as_f64().unwrap(),
-            m[&key("rankpulse_impressions_total", variant, &[])]
-        );
-        assert_eq!(
-            group["engaged"].as_f64().unwrap(),
-            m[&key("rankpulse_impressions_engaged_total", variant, &[])]
-        );
+        assert_eq!(group["impressions"].as_f64().unwrap(), m[&key("rankpulse_impressions_total", variant, &[])]);
+        assert_eq!(group["engaged"].as_f64().unwrap(), m[&key("rankpulse_impressions_engaged_total", variant, &[])]);
     }
     assert_eq!(compared, 24);
     assert_eq!(report["events"]["rejected"], 4);
@@ -428,31 +246,22 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
 }
 
 fn committed_offsets(brokers: &str, group: &str) -> BTreeMap<(String, i32), i64> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", group)
-        .create()
-        .unwrap();
+    let consumer: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", brokers).set("group.id", group).create().unwrap();
     let mut tpl = TopicPartitionList::new();
     for topic in [IMPRESSIONS, ENGAGEMENTS] {
         for p in 0..2 {
             tpl.add_partition(topic, p);
         }
     }
-    let committed = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap();
+    let committed = consumer.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
     let out = committed
         .elements()
         .iter()
         .map(|e| {
             let offset = match e.offset() {
                 Offset::Offset(o) => o,
-                other => panic!(
-                    "no committed offset for {}/{}: {other:?}",
-                    e.topic(),
-                    e.partition()
-                ),
+                other => panic!("no committed offset for {}/{}: {other:?}", e.topic(), e.partition()),
             };
             ((e.topic().to_string(), e.partition()), offset)
         })

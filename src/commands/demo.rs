@@ -20,22 +20,14 @@ pub fn demo_config(bootstrap_servers: &str, listen: SocketAddr) -> Config {
     cfg.join.attribution_window = HumanDuration::from_millis(30_000);
     cfg.join.max_out_of_orderness = HumanDuration::from_millis(2_000);
     cfg.join.idle_timeout = HumanDuration::from_millis(10_000);
-    cfg.metrics.windows = vec![
-        HumanDuration::from_millis(60_000),
-        HumanDuration::from_millis(300_000),
-    ];
+    cfg.metrics.windows = vec![HumanDuration::from_millis(60_000), HumanDuration::from_millis(300_000)];
     cfg.http.listen = listen.to_string();
     cfg
 }
 
 pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32) -> anyhow::Result<()> {
     let defaults = Config::default();
-    let cluster = DemoCluster::start(
-        &defaults.kafka.impressions_topic,
-        &defaults.kafka.engagements_topic,
-        rate,
-        2026,
-    )?;
+    let cluster = DemoCluster::start(&defaults.kafka.impressions_topic, &defaults.kafka.engagements_topic, rate, 2026)?;
     let cfg = demo_config(&cluster.bootstrap_servers, listen);
     cfg.validate()?;
     let result = super::runtime()?.block_on(async {
@@ -67,10 +59,9 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
         tokio::select! { _ = tick.tick() => {}, _ = shutdown.wait() => return }
         let engine = engine.lock().unwrap_or_else(|p| p.into_inner());
         let layout = engine.layout();
-        let (Some(mrr), Some(ndcg)) = (
-            layout.slot(MetricKind::ReciprocalRank, None),
-            layout.slot(MetricKind::Ndcg, Some(10)),
-        ) else {
+        let (Some(mrr), Some(ndcg)) =
+            (layout.slot(MetricKind::ReciprocalRank, None), layout.slot(MetricKind::Ndcg, Some(10)))
+        else {
             return;
         };
         let mut line = format!("pending {:>5} |", engine.pending_impressions());

@@ -54,6 +54,10 @@ pub enum Command {
         config: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
         format: ReplayFormat,
+        /// Also write qrels.txt and run.txt (TREC format) of every finalized impression into
+        /// this directory, to run trec_eval or ranx on exactly what rankpulse measured.
+        #[arg(long)]
+        trec_out: Option<PathBuf>,
     },
     /// Validate a configuration file: prints the effective configuration, or names the key at fault.
     CheckConfig {
@@ -71,26 +75,18 @@ pub enum ReplayFormat {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Demo {
-            listen,
-            duration,
-            rate,
-        } => demo::run(listen, duration.map(std::time::Duration::from_secs), rate),
+        Command::Demo { listen, duration, rate } => {
+            demo::run(listen, duration.map(std::time::Duration::from_secs), rate)
+        }
         Command::Serve { config } => serve::run(&config),
-        Command::Replay {
-            impressions,
-            engagements,
-            config,
-            format,
-        } => replay::run(&impressions, &engagements, config.as_deref(), format),
+        Command::Replay { impressions, engagements, config, format, trec_out } => {
+            replay::run(&impressions, &engagements, config.as_deref(), format, trec_out.as_deref())
+        }
         Command::CheckConfig { config } => check_config::run(&config),
     }
 }
 
 /// A tokio runtime for the long-running commands.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }

@@ -12,11 +12,11 @@ pub fn run(
     engagements: &Path,
     config: Option<&Path>,
     format: ReplayFormat,
+    trec_out: Option<&Path>,
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config)?;
-    let engine =
-        Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
-    let mut engine = replay::run(impressions, engagements, engine)?;
+    let engine = Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
+    let mut engine = replay::run_with_trec(impressions, engagements, engine, trec_out)?;
     let report = Report::from_engine(&mut engine);
     match format {
         ReplayFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),

@@ -26,11 +26,7 @@ pub fn run(config: &Path) -> anyhow::Result<()> {
 }
 
 /// Serves HTTP and consumes until `shutdown` fires (or the source fails), then drains.
-pub async fn run_pipeline(
-    cfg: &Config,
-    engine: SharedEngine,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
+pub async fn run_pipeline(cfg: &Config, engine: SharedEngine, shutdown: Shutdown) -> anyhow::Result<()> {
     let health = Arc::new(Health::default());
     let addr = cfg.listen_addr()?;
     let http = HttpServer::start(addr, engine.clone(), health.clone(), shutdown.clone())

@@ -11,48 +11,29 @@ use std::time::{Duration, Instant};
 pub const BIN: &str = env!("CARGO_BIN_EXE_rankpulse");
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// GET `path` on 127.0.0.1:port; (status code, body), or None if not reachable.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
     Some((status, body))
 }
 
 /// Series in a Prometheus text exposition: `name{a="x",b="y"}` (labels sorted) → value.
 pub fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-    {
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
         let (series, value) = line.rsplit_once(' ').expect("series and value");
         let key = match series.split_once('{') {
             Some((name, labels)) => {
-                let mut pairs: Vec<&str> = labels
-                    .trim_end_matches('}')
-                    .split(',')
-                    .filter(|p| !p.is_empty())
-                    .collect();
+                let mut pairs: Vec<&str> = labels.trim_end_matches('}').split(',').filter(|p| !p.is_empty()).collect();
                 pairs.sort_unstable();
                 format!("{name}{{{}}}", pairs.join(","))
             }
@@ -114,19 +95,12 @@ impl Daemon {
     /// Sends SIGTERM and waits up to `within` for a clean exit.
     pub fn terminate(mut self, within: Duration) -> (ExitStatus, Duration) {
         let started = Instant::now();
-        Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
+        Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status().unwrap();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return (status, started.elapsed());
             }
-            assert!(
-                started.elapsed() < within,
-                "rankpulse did not stop within {within:?} of SIGTERM"
-            );
+            assert!(started.elapsed() < within, "rankpulse did not stop within {within:?} of SIGTERM");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -137,10 +111,7 @@ impl Daemon {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(
-                started.elapsed() < within,
-                "rankpulse did not exit within {within:?}"
-            );
+            assert!(started.elapsed() < within, "rankpulse did not exit within {within:?}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -158,10 +129,7 @@ impl Drop for Daemon {
 pub fn promtool_check(exposition: &str) {
     let promtool = Command::new("promtool").arg("--version").output();
     if promtool.is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "promtool is required in CI (apt-get install prometheus)"
-        );
+        assert!(std::env::var_os("CI").is_none(), "promtool is required in CI (apt-get install prometheus)");
         eprintln!("SKIPPED promtool check: promtool not installed");
         return;
     }
@@ -172,20 +140,8 @@ pub fn promtool_check(exposition: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(exposition.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(exposition.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.trim().is_empty(),
-        "promtool check metrics complained:\n{text}"
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.trim().is_empty(), "promtool check metrics complained:\n{text}");
 }
