@@ -29,7 +29,7 @@ use crate::config::Config;
 use crate::event::{
     decode_engagement, decode_impression, doc_key, query_key, DocKey, EventKind, QueryKey, RejectReason, Rejection,
 };
-use crate::join::{EngagementTally, ImpressionOutcome, JoinSettings, Shard};
+use crate::join::{EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
 
@@ -110,7 +110,6 @@ pub type FinalizedObserver = Box<dyn FnMut(&FinalizedView<'_>) + Send>;
 /// The evaluation engine. See the module documentation.
 pub struct Engine {
     join: JoinSettings,
-    layout: MetricLayout,
     action_gains: HashMap<Box<str>, u8>,
     /// The `topic` label of each input kind.
     topics: [String; 2],
@@ -119,20 +118,16 @@ pub struct Engine {
     /// Join state per partition number; partitions are small dense integers.
     shards: Vec<Option<Box<Shard>>>,
     groups: Groups,
-    accumulators: Accumulators,
+    /// Everything that turns a finalized impression into numbers.
+    aggregation: Aggregation,
     counters: Counters,
     /// Least progress of all active inputs; see the module documentation.
     frontier: Option<EventTime>,
-    /// Impression timestamp to first attributed engagement, in milliseconds.
-    first_engagement_delay: Distribution,
     /// Time to process one message, in nanoseconds.
     processing_time: Distribution,
     /// Reused buffer for decoded result ids: decoding allocates nothing per event.
     scratch_docs: Vec<DocKey>,
-    /// Reused buffer for one impression's metric values.
-    scratch_values: Vec<f64>,
     reject_log: RejectLog,
-    observer: Option<FinalizedObserver>,
 }
 
 impl Engine {
@@ -151,9 +146,13 @@ impl Engine {
                 max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
                 idle_timeout: cfg.join.idle_timeout.as_duration(),
             },
-            accumulators: Accumulators::new(layout.len(), &window_sizes, attribution_window),
-            scratch_values: vec![0.0; layout.len()],
-            layout,
+            aggregation: Aggregation {
+                accumulators: Accumulators::new(layout.len(), &window_sizes, attribution_window),
+                values: vec![0.0; layout.len()],
+                layout,
+                first_engagement_delay: Distribution::new(86_400_000 * 7),
+                observer: None,
+            },
             action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
@@ -161,22 +160,20 @@ impl Engine {
             groups: Groups::default(),
             counters: Counters::default(),
             frontier: None,
-            first_engagement_delay: Distribution::new(86_400_000 * 7),
             processing_time: Distribution::new(60_000_000_000),
             scratch_docs: Vec::with_capacity(256),
             reject_log: RejectLog::default(),
-            observer: None,
         }
     }
 
     /// Registers a callback for every finalized impression.
     pub fn set_observer(&mut self, observer: FinalizedObserver) {
-        self.observer = Some(observer);
+        self.aggregation.observer = Some(observer);
     }
 
     /// Keeps every closed window for [`Engine::take_closed_windows`].
     pub fn keep_closed_windows(&mut self) {
-        self.accumulators.keep_closed_windows(true);
+        self.aggregation.accumulators.keep_closed_windows(true);
     }
 
     fn shard(shards: &mut Vec<Option<Box<Shard>>>, partition: i32) -> &mut Shard {
@@ -285,10 +282,7 @@ impl Engine {
             self.frontier = Some(self.frontier.map_or(c, |f| f.max(c)));
         }
 
-        let Engine { shards, layout, accumulators, scratch_values, first_engagement_delay, observer, frontier, .. } =
-            self;
-        let mut least_watermark: Option<EventTime> = None;
-        let mut every_shard_has_one = true;
+        let Engine { shards, aggregation, frontier, .. } = self;
         for shard in shards.iter_mut().flatten() {
             let own = shard.inputs.iter().fold(Progress::Idle, |acc, c| acc.meet(progress(c)));
             let target = match own {
@@ -297,66 +291,36 @@ impl Engine {
                 Progress::Idle => *frontier,
             };
             if let Some(w) = target {
-                shard.advance(w, |f| {
-                    finalize(
-                        layout,
-                        accumulators,
-                        scratch_values,
-                        first_engagement_delay,
-                        observer,
-                        f.group,
-                        f.timestamp,
-                        f.query,
-                        f.gains,
-                        f.first_engagement_delay_ms,
-                    )
-                });
-            }
-            match shard.watermark() {
-                Some(w) => least_watermark = Some(least_watermark.map_or(w, |l| l.min(w))),
-                None => every_shard_has_one = false,
+                shard.advance(w, |f| aggregation.finalize(f));
             }
         }
-        if let (true, Some(w)) = (every_shard_has_one, least_watermark) {
-            accumulators.close_windows(w);
+        if let Some(w) = self.watermark() {
+            self.aggregation.accumulators.close_windows(w);
         }
     }
 
     /// The input has ended: finalizes every pending impression and closes every window.
     pub fn finish(&mut self) {
-        let Engine { shards, layout, accumulators, scratch_values, first_engagement_delay, observer, .. } = self;
+        let Engine { shards, aggregation, .. } = self;
         for shard in shards.iter_mut().flatten() {
-            shard.drain(|f| {
-                finalize(
-                    layout,
-                    accumulators,
-                    scratch_values,
-                    first_engagement_delay,
-                    observer,
-                    f.group,
-                    f.timestamp,
-                    f.query,
-                    f.gains,
-                    f.first_engagement_delay_ms,
-                )
-            });
+            shard.drain(|f| aggregation.finalize(f));
         }
-        accumulators.close_all();
+        aggregation.accumulators.close_all();
     }
 
     // ---- read access for exporters and reports ----
 
     pub fn layout(&self) -> &MetricLayout {
-        &self.layout
+        &self.aggregation.layout
     }
     pub fn groups(&self) -> &Groups {
         &self.groups
     }
     pub fn accumulators(&self) -> &Accumulators {
-        &self.accumulators
+        &self.aggregation.accumulators
     }
     pub fn take_closed_windows(&mut self) -> Vec<crate::accumulate::ClosedWindow> {
-        self.accumulators.take_closed()
+        self.aggregation.accumulators.take_closed()
     }
     pub fn counters(&self) -> &Counters {
         &self.counters
@@ -398,7 +362,7 @@ impl Engine {
         self.shards.iter().enumerate().filter_map(|(p, s)| Some((p as i32, s.as_ref()?.watermark()?)))
     }
     pub fn first_engagement_delay(&self) -> &Distribution {
-        &self.first_engagement_delay
+        &self.aggregation.first_engagement_delay
     }
     pub fn processing_time(&self) -> &Distribution {
         &self.processing_time
@@ -425,29 +389,33 @@ impl Progress {
     }
 }
 
-/// Computes a finalized impression's metrics and adds them to the accumulators: the one place
-/// where an impression becomes numbers.
-#[allow(clippy::too_many_arguments)]
-fn finalize(
-    layout: &MetricLayout,
-    accumulators: &mut Accumulators,
-    values: &mut [f64],
-    delays: &mut Distribution,
-    observer: &mut Option<FinalizedObserver>,
-    group: GroupId,
-    timestamp: EventTime,
-    query: QueryKey,
-    gains: &[u8],
-    first_engagement_delay_ms: Option<i64>,
-) {
-    layout.evaluate(gains, &[], values);
-    let abandoned = values[layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout")];
-    accumulators.add(group, timestamp, values, abandoned == 0.0);
-    if let Some(delay) = first_engagement_delay_ms {
-        delays.record(u64::try_from(delay).unwrap_or(0));
-    }
-    if let Some(observe) = observer {
-        observe(&FinalizedView { query, group, timestamp, gains, values });
+/// What turns finalized impressions into numbers: split from [`Engine`] so that the join's
+/// finalization callback can borrow it while the shards are borrowed.
+struct Aggregation {
+    layout: MetricLayout,
+    accumulators: Accumulators,
+    /// Reused buffer for one impression's metric values.
+    values: Vec<f64>,
+    /// Impression timestamp to first attributed engagement, in milliseconds.
+    first_engagement_delay: Distribution,
+    observer: Option<FinalizedObserver>,
+}
+
+impl Aggregation {
+    /// Computes a finalized impression's metrics and adds them to the accumulators: the one
+    /// place where an impression becomes numbers.
+    fn finalize(&mut self, f: Finalized<'_>) {
+        let values = &mut self.values;
+        self.layout.evaluate(f.gains, &[], values);
+        let abandoned =
+            values[self.layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout")];
+        self.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0);
+        if let Some(delay) = f.first_engagement_delay_ms {
+            self.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
+        }
+        if let Some(observe) = &mut self.observer {
+            observe(&FinalizedView { query: f.query, group: f.group, timestamp: f.timestamp, gains: f.gains, values });
+        }
     }
 }
 
