@@ -169,6 +169,39 @@ impl TrafficGenerator {
     }
 }
 
+/// Writes `count` impressions of generated traffic, and their engagements, as JSON lines: the
+/// demo's traffic for `replay`, starting at `start_ms` with `impressions_per_second`. Engagement
+/// lines are in delivery order (event time plus a small pipeline lag), as a topic would hold them.
+pub fn write_traffic(
+    impressions: &mut impl std::io::Write,
+    engagements: &mut impl std::io::Write,
+    count: u64,
+    impressions_per_second: u32,
+    seed: u64,
+    start_ms: i64,
+) -> std::io::Result<()> {
+    let mut generator = TrafficGenerator::new(seed);
+    let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
+    let spacing_ms = 1000.0 / f64::from(impressions_per_second.max(1));
+    for i in 0..count {
+        let now = start_ms + (i as f64 * spacing_ms) as i64;
+        while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {
+            let Reverse(e) = scheduled.pop().expect("peeked");
+            writeln!(engagements, "{}", e.payload)?;
+        }
+        let (_, impression, due) = generator.impression(now);
+        writeln!(impressions, "{impression}")?;
+        scheduled.extend(due.into_iter().map(Reverse));
+        if let Some(bad) = generator.maybe_malformed() {
+            writeln!(impressions, "{bad}")?;
+        }
+    }
+    while let Some(Reverse(e)) = scheduled.pop() {
+        writeln!(engagements, "{}", e.payload)?;
+    }
+    Ok(())
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }

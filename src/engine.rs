@@ -137,7 +137,8 @@ impl Engine {
     }
 
     pub fn with_topic_labels(cfg: &Config, topics: [String; 2]) -> Engine {
-        let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold);
+        let max_gain = cfg.metrics.action_gains.values().copied().max().unwrap_or(cfg.metrics.relevance_threshold);
+        let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold, max_gain);
         let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();
         Engine {

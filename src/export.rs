@@ -21,7 +21,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use crate::accumulate::GroupStats;
 use crate::engine::{Distribution, Engine};
 use crate::event::{EventKind, RejectReason};
-use crate::metrics::MetricKind;
+use crate::metrics::{recall_level_label, MetricKind};
 use crate::shutdown::Shutdown;
 
 /// Shared handle on the engine: the source mutates it, scrapes read it.
@@ -52,6 +52,16 @@ fn summary_family(kind: MetricKind) -> Option<(&'static str, &'static str)> {
         MetricKind::Recall => ("rankpulse_recall", "Relevant results in the top k divided by all relevant results (trec_eval recall.k)."),
         MetricKind::AveragePrecision => ("rankpulse_average_precision", "Average precision cut at k (trec_eval map_cut.k); _sum/_count is MAP@k."),
         MetricKind::Ndcg | MetricKind::NdcgExp => ("rankpulse_ndcg", "Normalized discounted cumulative gain at k (trec_eval ndcg_cut.k); gain linear (g) or exponential (2^g - 1)."),
+        MetricKind::F1 => ("rankpulse_f1", "Harmonic mean of precision@k and recall@k (0 when both are 0)."),
+        MetricKind::Err => (
+            "rankpulse_err",
+            "Expected reciprocal rank at k, stopping probability (2^g - 1) / 2^g_max with g_max the largest action gain.",
+        ),
+        MetricKind::RPrecision => ("rankpulse_r_precision", "Relevant results in the top |R| divided by |R| (trec_eval Rprec)."),
+        MetricKind::InterpolatedPrecision => (
+            "rankpulse_interpolated_precision",
+            "Largest precision at any rank whose recall reaches the recall label (trec_eval iprec_at_recall): the 11-point curve.",
+        ),
         MetricKind::Abandonment => return None,
     })
 }
@@ -140,8 +150,12 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         };
         for &(group, stats) in &cumulative {
             let mut labels = group_labels(group);
-            if let Some(k) = key.k {
-                labels.push(label("k", &k.to_string()));
+            match (key.kind, key.k) {
+                (MetricKind::InterpolatedPrecision, Some(level)) => {
+                    labels.push(label("recall", &recall_level_label(level)))
+                }
+                (_, Some(k)) => labels.push(label("k", &k.to_string())),
+                (_, None) => {}
             }
             match key.kind {
                 MetricKind::Ndcg => labels.push(label("gain", "linear")),

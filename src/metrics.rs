@@ -12,6 +12,12 @@
 //! * `recall@k` = relevant in top k / |R|, 0 when R is empty [recall.k]
 //! * `ap@k` = sum over relevant ranks i <= k of precision@i, / |R| [map_cut.k]
 //! * `ndcg@k` = DCG@k / IDCG@k with gain g_i / log2(i + 1); `ndcg_exp@k` with 2^g_i - 1 [ndcg_cut.k]
+//! * `f1@k` = 2 P@k R@k / (P@k + R@k), 0 when both are 0
+//! * `r_precision` = relevant in the top |R| / |R| [Rprec]
+//! * `iprec@r` for r = 0.0, 0.1, ..., 1.0 = the largest precision@i over ranks i with
+//!   recall@i >= r, 0 when R is empty [iprec_at_recall_r]: the 11-point curve
+//! * `err@k` = sum over i <= k of p_i / i x prod over j < i of (1 - p_j), with
+//!   p_i = (2^g_i - 1) / 2^g_max and g_max the largest configured gain (expected reciprocal rank)
 //!
 //! A result is relevant when its gain is at least the relevance threshold; nDCG uses every
 //! positive gain whatever the threshold, as trec_eval does.
@@ -30,17 +36,28 @@ pub enum MetricKind {
     AveragePrecision,
     Ndcg,
     NdcgExp,
+    F1,
+    Err,
+    RPrecision,
+    /// One point of the 11-point interpolated precision-recall curve; its [`MetricKey::k`] is
+    /// the recall level in tenths (0 to 10).
+    InterpolatedPrecision,
 }
+
+/// Recall levels of the interpolated precision-recall curve, in tenths.
+pub const RECALL_LEVELS: u32 = 11;
 
 impl MetricKind {
     /// The kinds that take a cutoff, in layout order.
-    pub const AT_K: [MetricKind; 6] = [
+    pub const AT_K: [MetricKind; 8] = [
         MetricKind::Hit,
         MetricKind::Precision,
         MetricKind::Recall,
         MetricKind::AveragePrecision,
         MetricKind::Ndcg,
         MetricKind::NdcgExp,
+        MetricKind::F1,
+        MetricKind::Err,
     ];
 
     /// The contract's key for a group mean of this metric (`mrr`, `map@k`, ...), without the `@k`.
@@ -54,11 +71,16 @@ impl MetricKind {
             MetricKind::AveragePrecision => "map",
             MetricKind::Ndcg => "ndcg",
             MetricKind::NdcgExp => "ndcg_exp",
+            MetricKind::F1 => "f1",
+            MetricKind::Err => "err",
+            MetricKind::RPrecision => "r_precision",
+            MetricKind::InterpolatedPrecision => "iprec",
         }
     }
 }
 
-/// A metric and its cutoff, if it takes one.
+/// A metric and its cutoff, if it takes one (for the interpolated precision: its recall level
+/// in tenths).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MetricKey {
     pub kind: MetricKind,
@@ -66,13 +88,19 @@ pub struct MetricKey {
 }
 
 impl MetricKey {
-    /// The contract's key for the group mean: `mrr`, `ndcg@10`, `abandonment_rate`, ...
+    /// The contract's key for the group mean: `mrr`, `ndcg@10`, `iprec@0.3`, `abandonment_rate`, ...
     pub fn name(&self) -> String {
-        match self.k {
-            Some(k) => format!("{}@{k}", self.kind.mean_key()),
-            None => self.kind.mean_key().to_string(),
+        match (self.kind, self.k) {
+            (MetricKind::InterpolatedPrecision, Some(level)) => format!("iprec@{}", recall_level_label(level)),
+            (_, Some(k)) => format!("{}@{k}", self.kind.mean_key()),
+            (_, None) => self.kind.mean_key().to_string(),
         }
     }
+}
+
+/// A recall level in tenths as the contract writes it: `0.0`, `0.1`, ..., `1.0`.
+pub fn recall_level_label(tenths: u32) -> String {
+    format!("{}.{}", tenths / 10, tenths % 10)
 }
 
 /// The fixed order of the per-impression metric vector, derived once from the configuration.
@@ -83,26 +111,35 @@ pub struct MetricLayout {
     /// Cutoffs in ascending order: the evaluation pass emits each as the rank reaches it.
     cutoffs: Vec<u32>,
     relevance_threshold: u8,
+    /// The largest configured gain: ERR's stopping probability of a result is (2^g - 1) / 2^max.
+    max_gain: u8,
     keys: Vec<MetricKey>,
 }
 
 const RR_SLOT: usize = 0;
 const ABANDONMENT_SLOT: usize = 1;
-const FIXED_SLOTS: usize = 2;
+const R_PRECISION_SLOT: usize = 2;
+const IPREC_FIRST_SLOT: usize = 3;
+const FIXED_SLOTS: usize = IPREC_FIRST_SLOT + RECALL_LEVELS as usize;
 
 impl MetricLayout {
-    pub fn new(cutoffs: &[u32], relevance_threshold: u8) -> MetricLayout {
+    /// The layout for these cutoffs, relevance threshold and largest action gain (for ERR).
+    pub fn new(cutoffs: &[u32], relevance_threshold: u8, max_gain: u8) -> MetricLayout {
         let mut sorted = cutoffs.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
         let mut keys = vec![
             MetricKey { kind: MetricKind::ReciprocalRank, k: None },
             MetricKey { kind: MetricKind::Abandonment, k: None },
+            MetricKey { kind: MetricKind::RPrecision, k: None },
         ];
+        keys.extend(
+            (0..RECALL_LEVELS).map(|level| MetricKey { kind: MetricKind::InterpolatedPrecision, k: Some(level) }),
+        );
         for &k in &sorted {
             keys.extend(MetricKind::AT_K.iter().map(|&kind| MetricKey { kind, k: Some(k) }));
         }
-        MetricLayout { cutoffs: sorted, relevance_threshold, keys }
+        MetricLayout { cutoffs: sorted, relevance_threshold, max_gain: max_gain.min(MAX_GAIN), keys }
     }
 
     pub fn keys(&self) -> &[MetricKey] {
@@ -127,72 +164,129 @@ impl MetricLayout {
     }
 
     /// Computes every configured metric of one impression into `out` (length [`Self::len`]).
-    /// One pass over the ranked list serves every cutoff; the ideal ordering comes from a
-    /// counting pass over gain levels instead of a sort.
+    /// One pass over the ranked list serves every cutoff and every recall level; the ideal
+    /// ordering comes from a counting pass over gain levels instead of a sort.
     pub fn evaluate(&self, ranked: &[u8], unretrieved: &[u8], out: &mut [f64]) {
         assert_eq!(out.len(), self.keys.len(), "output vector does not match the layout");
         let threshold = self.relevance_threshold;
         let mut level_counts = [0u32; MAX_GAIN as usize + 1];
-        let mut num_relevant = 0u32;
-        for &g in ranked.iter().chain(unretrieved) {
+        let mut relevant_shown = 0u32;
+        for &g in ranked {
+            level_counts[usize::from(g.min(MAX_GAIN))] += 1;
+            relevant_shown += u32::from(g >= threshold);
+        }
+        let mut num_relevant = relevant_shown;
+        for &g in unretrieved {
             level_counts[usize::from(g.min(MAX_GAIN))] += 1;
             num_relevant += u32::from(g >= threshold);
         }
         let ideal = IdealDcg::new(&level_counts);
+        let level_reached_at: [u32; RECALL_LEVELS as usize] =
+            std::array::from_fn(|l| recall_level_count(l as u32, num_relevant).max(1));
+        let mut interpolated = [0.0f64; RECALL_LEVELS as usize];
+        let err_scale = 2f64.powi(i32::from(self.max_gain));
 
-        out[ABANDONMENT_SLOT] = if num_relevant == 0 { 1.0 } else { 0.0 };
         let mut first_relevant_rank = None::<usize>;
-        let mut relevant_so_far = 0u32;
-        let mut precision_sum = 0.0f64;
-        let mut dcg = 0.0f64;
-        let mut dcg_exp = 0.0f64;
+        let mut relevant_at_r = None::<u32>;
+        let mut prefix = Prefix::default();
         let mut next_cutoff = 0usize;
         let mut slot = FIXED_SLOTS;
-        let mut emit = |k: u32, relevant: u32, precision_sum: f64, dcg: f64, dcg_exp: f64, slot: &mut usize| {
+        let mut emit = |k: u32, p: &Prefix, slot: &mut usize| {
             let (idcg, idcg_exp) = ideal.at(k);
-            let rel = f64::from(relevant);
+            let rel = f64::from(p.relevant);
+            let precision = rel / f64::from(k);
             let (recall, ap) = if num_relevant == 0 {
                 (0.0, 0.0)
             } else {
-                (rel / f64::from(num_relevant), precision_sum / f64::from(num_relevant))
+                (rel / f64::from(num_relevant), p.precision_sum / f64::from(num_relevant))
             };
             let values = [
-                if relevant > 0 { 1.0 } else { 0.0 },
-                rel / f64::from(k),
+                if p.relevant > 0 { 1.0 } else { 0.0 },
+                precision,
                 recall,
                 ap,
-                if idcg > 0.0 { dcg / idcg } else { 0.0 },
-                if idcg_exp > 0.0 { dcg_exp / idcg_exp } else { 0.0 },
+                if idcg > 0.0 { p.dcg / idcg } else { 0.0 },
+                if idcg_exp > 0.0 { p.dcg_exp / idcg_exp } else { 0.0 },
+                if precision + recall > 0.0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 },
+                p.err,
             ];
             out[*slot..*slot + values.len()].copy_from_slice(&values);
             *slot += values.len();
         };
         for (i, &g) in ranked.iter().enumerate() {
-            if next_cutoff == self.cutoffs.len() && relevant_so_far > 0 {
-                break; // every cutoff emitted and rr known: the rest of the list changes nothing
+            if next_cutoff == self.cutoffs.len() && prefix.relevant == relevant_shown {
+                break; // every cutoff emitted and every relevant rank seen: the rest changes nothing
             }
             let rank = i + 1;
             if g >= threshold {
-                relevant_so_far += 1;
-                precision_sum += f64::from(relevant_so_far) / rank as f64;
+                prefix.relevant += 1;
+                let precision = f64::from(prefix.relevant) / rank as f64;
+                prefix.precision_sum += precision;
                 first_relevant_rank.get_or_insert(rank);
+                for (value, &reached_at) in interpolated.iter_mut().zip(&level_reached_at) {
+                    if prefix.relevant >= reached_at && precision > *value {
+                        *value = precision;
+                    }
+                }
             }
             if g > 0 {
                 let discount = discount(rank);
-                dcg += f64::from(g) / discount;
-                dcg_exp += exp_gain(g) / discount;
+                prefix.dcg += f64::from(g) / discount;
+                prefix.dcg_exp += exp_gain(g) / discount;
+                let stop = exp_gain(g.min(self.max_gain)) / err_scale;
+                prefix.err += prefix.continue_probability * stop / rank as f64;
+                prefix.continue_probability *= 1.0 - stop;
+            }
+            if rank == num_relevant as usize {
+                relevant_at_r = Some(prefix.relevant);
             }
             while next_cutoff < self.cutoffs.len() && self.cutoffs[next_cutoff] as usize == rank {
-                emit(self.cutoffs[next_cutoff], relevant_so_far, precision_sum, dcg, dcg_exp, &mut slot);
+                emit(self.cutoffs[next_cutoff], &prefix, &mut slot);
                 next_cutoff += 1;
             }
         }
         // Cutoffs beyond the list: the totals stand, precision keeps dividing by k (padding).
         for &k in &self.cutoffs[next_cutoff..] {
-            emit(k, relevant_so_far, precision_sum, dcg, dcg_exp, &mut slot);
+            emit(k, &prefix, &mut slot);
         }
         out[RR_SLOT] = first_relevant_rank.map_or(0.0, |r| 1.0 / r as f64);
+        out[ABANDONMENT_SLOT] = if num_relevant == 0 { 1.0 } else { 0.0 };
+        // Stopped before rank |R| (list shorter, or every relevant result seen): all of them count.
+        out[R_PRECISION_SLOT] = if num_relevant == 0 {
+            0.0
+        } else {
+            f64::from(relevant_at_r.unwrap_or(prefix.relevant)) / f64::from(num_relevant)
+        };
+        out[IPREC_FIRST_SLOT..FIXED_SLOTS].copy_from_slice(&interpolated);
     }
+}
+
+/// Running totals of the evaluation pass up to the current rank.
+#[derive(Debug, Clone, Copy)]
+struct Prefix {
+    relevant: u32,
+    precision_sum: f64,
+    dcg: f64,
+    dcg_exp: f64,
+    /// Expected reciprocal rank so far, and the probability that the user reads on.
+    err: f64,
+    continue_probability: f64,
+}
+
+impl Default for Prefix {
+    fn default() -> Self {
+        Prefix { relevant: 0, precision_sum: 0.0, dcg: 0.0, dcg_exp: 0.0, err: 0.0, continue_probability: 1.0 }
+    }
+}
+
+/// The number of relevant results at which recall level `tenths / 10` counts as reached,
+/// computed exactly as trec_eval 9.0.8 does (`(long) (level * num_rel + 0.9)` in double
+/// precision). That is the ceiling of level x |R| except where the product rounds just below a
+/// tenth: for 0.7 x 3 = 2.0999999999999996 the count is 2, so recall 2/3 reaches level 0.7. Up to
+/// |R| = 200 this happens for 14 (level, |R|) pairs (levels 0.3 and 0.7 only); matching trec_eval
+/// there keeps rankpulse's curve identical to the reference tools.
+pub fn recall_level_count(tenths: u32, num_relevant: u32) -> u32 {
+    ((f64::from(tenths) / 10.0) * f64::from(num_relevant) + 0.9) as u32
 }
 
 /// log2(rank + 1): the DCG discount of a rank counted from 1.
@@ -287,6 +381,53 @@ pub mod reference {
         sum / r as f64
     }
 
+    pub fn f1(ranked: &[u8], unretrieved: &[u8], threshold: u8, k: usize) -> f64 {
+        let (p, r) = (precision(ranked, threshold, k), recall(ranked, unretrieved, threshold, k));
+        if p + r > 0.0 {
+            2.0 * p * r / (p + r)
+        } else {
+            0.0
+        }
+    }
+
+    pub fn r_precision(ranked: &[u8], unretrieved: &[u8], threshold: u8) -> f64 {
+        let r = num_relevant(ranked, unretrieved, threshold);
+        if r == 0 {
+            return 0.0;
+        }
+        ranked.iter().take(r).filter(|&&g| relevant(g, threshold)).count() as f64 / r as f64
+    }
+
+    /// Interpolated precision at recall `tenths / 10`: the largest precision@i over ranks i
+    /// that reached the level (see [`super::recall_level_count`]).
+    pub fn interpolated_precision(ranked: &[u8], unretrieved: &[u8], threshold: u8, tenths: u32) -> f64 {
+        let r = num_relevant(ranked, unretrieved, threshold);
+        if r == 0 {
+            return 0.0;
+        }
+        let needed = super::recall_level_count(tenths, r as u32) as usize;
+        let mut best = 0.0f64;
+        let mut hits = 0usize;
+        for (i, &g) in ranked.iter().enumerate() {
+            hits += usize::from(relevant(g, threshold));
+            if hits >= needed {
+                best = best.max(hits as f64 / (i + 1) as f64);
+            }
+        }
+        best
+    }
+
+    /// ERR@k as the cascade model reads it: the user stops at rank i with probability p_i.
+    pub fn err(ranked: &[u8], k: usize, max_gain: u8) -> f64 {
+        let p = |g: u8| exp_gain(g.min(max_gain)) / 2f64.powi(i32::from(max_gain));
+        let mut total = 0.0;
+        for (i, &g) in ranked.iter().take(k).enumerate() {
+            let reach: f64 = ranked[..i].iter().map(|&h| 1.0 - p(h)).product();
+            total += reach * p(g) / (i + 1) as f64;
+        }
+        total
+    }
+
     /// nDCG@k; `exponential` selects 2^g - 1 over g.
     pub fn ndcg(ranked: &[u8], unretrieved: &[u8], k: usize, exponential: bool) -> f64 {
         let gain = |g: u8| {
@@ -338,7 +479,7 @@ mod tests {
 
     #[test]
     fn average_precision_of_relevance_00110_is_five_twelfths() {
-        let layout = MetricLayout::new(&[5], 1);
+        let layout = MetricLayout::new(&[5], 1, 3);
         let v = eval(&layout, &[0, 0, 1, 1, 0], &[]);
         assert!(close(get(&layout, &v, MetricKind::AveragePrecision, Some(5)), 5.0 / 12.0));
         assert!(close(average_precision(&[0, 0, 1, 1, 0], &[], 1, 5), (1.0 / 3.0 + 2.0 / 4.0) / 2.0));
@@ -347,7 +488,7 @@ mod tests {
     #[test]
     fn graded_ndcg_with_an_unshown_relevant_document() {
         // gains [1,0,3,3,0] shown, one more relevant document of gain 3 not shown.
-        let layout = MetricLayout::new(&[5], 1);
+        let layout = MetricLayout::new(&[5], 1, 3);
         let v = eval(&layout, &[1, 0, 3, 3, 0], &[3]);
         let dcg = 1.0 + 3.0 / 4f64.log2() + 3.0 / 5f64.log2();
         let idcg = 3.0 + 3.0 / 3f64.log2() + 3.0 / 4f64.log2() + 1.0 / 5f64.log2();
@@ -368,7 +509,7 @@ mod tests {
 
     #[test]
     fn empty_relevant_set_gives_zero_everywhere_and_abandonment_one() {
-        let layout = MetricLayout::new(&[1, 3, 10], 1);
+        let layout = MetricLayout::new(&[1, 3, 10], 1, 3);
         for ranked in [&[][..], &[0][..], &[0, 0, 0, 0][..]] {
             let v = eval(&layout, ranked, &[]);
             for (key, value) in layout.keys().iter().zip(&v) {
@@ -380,7 +521,7 @@ mod tests {
 
     #[test]
     fn cutoff_larger_than_the_list_pads_precision_only() {
-        let layout = MetricLayout::new(&[2, 10], 1);
+        let layout = MetricLayout::new(&[2, 10], 1, 3);
         let v = eval(&layout, &[0, 1], &[]);
         assert!(close(get(&layout, &v, MetricKind::Precision, Some(10)), 0.1));
         assert!(close(get(&layout, &v, MetricKind::Recall, Some(10)), 1.0));
@@ -392,7 +533,7 @@ mod tests {
 
     #[test]
     fn list_of_one() {
-        let layout = MetricLayout::new(&[1, 5], 1);
+        let layout = MetricLayout::new(&[1, 5], 1, 3);
         let v = eval(&layout, &[2], &[]);
         assert_eq!(get(&layout, &v, MetricKind::ReciprocalRank, None), 1.0);
         assert_eq!(get(&layout, &v, MetricKind::Precision, Some(1)), 1.0);
@@ -404,7 +545,7 @@ mod tests {
 
     #[test]
     fn threshold_two_ignores_clicks_for_binary_metrics_but_not_for_ndcg() {
-        let layout = MetricLayout::new(&[3], 2);
+        let layout = MetricLayout::new(&[3], 2, 3);
         let v = eval(&layout, &[1, 3, 0], &[]);
         assert!(close(get(&layout, &v, MetricKind::ReciprocalRank, None), 0.5));
         assert!(close(get(&layout, &v, MetricKind::Precision, Some(3)), 1.0 / 3.0));
@@ -416,7 +557,7 @@ mod tests {
     #[test]
     fn one_pass_evaluation_matches_the_reference_definitions() {
         // A deterministic sweep of lists; property tests over random inputs live in tests/.
-        let layout = MetricLayout::new(&[1, 2, 3, 5, 10, 20], 2);
+        let layout = MetricLayout::new(&[1, 2, 3, 5, 10, 20], 2, 3);
         let mut seed = 0x2545F4914F6CDD1Du64;
         for case in 0..2000 {
             seed ^= seed << 13;
@@ -440,31 +581,105 @@ mod tests {
                 );
                 assert!(close(g(MetricKind::Ndcg), ndcg(&ranked, &unretrieved, ku, false)), "nDCG {case}");
                 assert!(close(g(MetricKind::NdcgExp), ndcg(&ranked, &unretrieved, ku, true)), "nDCGexp {case}");
+                assert!(close(g(MetricKind::F1), f1(&ranked, &unretrieved, t, ku)), "F1 {case}");
+                assert!(close(g(MetricKind::Err), err(&ranked, ku, 3)), "ERR {case}");
+            }
+            assert!(close(get(&layout, &v, MetricKind::RPrecision, None), r_precision(&ranked, &unretrieved, t)));
+            for level in 0..RECALL_LEVELS {
+                let want = interpolated_precision(&ranked, &unretrieved, t, level);
+                let got = get(&layout, &v, MetricKind::InterpolatedPrecision, Some(level));
+                assert!(close(got, want), "iprec@{level} case {case}: {got} vs {want} on {ranked:?} + {unretrieved:?}");
             }
         }
     }
 
     #[test]
+    fn interpolated_curve_r_precision_and_f1_of_relevant_at_ranks_one_five_six() {
+        // The case checked against trec_eval 9.0.8 (pytrec-eval-terrier): iprec_at_recall_0.30 = 1.0,
+        // iprec_at_recall_0.40 = 0.5 (recall 1/3 < 0.4, so level 0.4 needs the second relevant).
+        let layout = MetricLayout::new(&[5], 1, 3);
+        let ranked = [1, 0, 0, 0, 1, 1, 0, 0, 0, 0];
+        let v = eval(&layout, &ranked, &[]);
+        let curve: Vec<f64> =
+            (0..RECALL_LEVELS).map(|l| get(&layout, &v, MetricKind::InterpolatedPrecision, Some(l))).collect();
+        assert_eq!(curve, [1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]);
+        assert!(close(get(&layout, &v, MetricKind::RPrecision, None), 1.0 / 3.0));
+        // P@5 = 2/5, R@5 = 2/3: F1 = 2 * (2/5)(2/3) / (2/5 + 2/3) = 1/2.
+        assert!(close(get(&layout, &v, MetricKind::F1, Some(5)), 0.5));
+    }
+
+    #[test]
+    fn recall_levels_round_as_trec_eval_does() {
+        // trec_eval 9.0.8 (pytrec-eval-terrier) on relevant results at ranks 1, 2, 10 of 10:
+        // iprec_at_recall_0.70 = 1.0 although recall 2/3 < 0.7; 0.80 = 0.3.
+        let layout = MetricLayout::new(&[1], 1, 3);
+        let v = eval(&layout, &[1, 1, 0, 0, 0, 0, 0, 0, 0, 1], &[]);
+        assert_eq!(get(&layout, &v, MetricKind::InterpolatedPrecision, Some(7)), 1.0);
+        assert_eq!(get(&layout, &v, MetricKind::InterpolatedPrecision, Some(8)), 0.3);
+        let quirks = (1..=200).flat_map(|r| (0..RECALL_LEVELS).map(move |l| (l, r)));
+        let differing: Vec<(u32, u32)> =
+            quirks.filter(|&(l, r)| recall_level_count(l, r) != (l * r).div_ceil(10)).collect();
+        assert_eq!(differing.len(), 14, "{differing:?}");
+        assert!(differing.iter().all(|&(l, _)| l == 3 || l == 7));
+    }
+
+    #[test]
+    fn recall_levels_hit_exactly_at_tenths() {
+        // Ten relevant results: recall 3/10 must reach level 0.3 although 0.3 * 10 > 3 in floating point.
+        let layout = MetricLayout::new(&[1], 1, 3);
+        let mut ranked = vec![1u8; 3];
+        ranked.extend([0; 7]);
+        let v = eval(&layout, &ranked, &[1; 7]);
+        assert_eq!(get(&layout, &v, MetricKind::InterpolatedPrecision, Some(3)), 1.0);
+        assert_eq!(get(&layout, &v, MetricKind::InterpolatedPrecision, Some(4)), 0.0);
+    }
+
+    #[test]
+    fn expected_reciprocal_rank_follows_the_cascade() {
+        // g_max 3: p = 7/8 at rank 1, 0 at rank 2, 1/8 at rank 3.
+        let layout = MetricLayout::new(&[1, 3], 1, 3);
+        let v = eval(&layout, &[3, 0, 1], &[]);
+        assert!(close(get(&layout, &v, MetricKind::Err, Some(1)), 7.0 / 8.0));
+        assert!(close(get(&layout, &v, MetricKind::Err, Some(3)), 7.0 / 8.0 + (1.0 / 8.0) * (1.0 / 8.0) / 3.0));
+    }
+
+    #[test]
     fn keys_follow_the_contract() {
-        let layout = MetricLayout::new(&[10, 1], 1);
+        let layout = MetricLayout::new(&[10, 1], 1, 3);
         let names: Vec<String> = layout.keys().iter().map(|k| k.name()).collect();
         assert_eq!(
             names,
             [
                 "mrr",
                 "abandonment_rate",
+                "r_precision",
+                "iprec@0.0",
+                "iprec@0.1",
+                "iprec@0.2",
+                "iprec@0.3",
+                "iprec@0.4",
+                "iprec@0.5",
+                "iprec@0.6",
+                "iprec@0.7",
+                "iprec@0.8",
+                "iprec@0.9",
+                "iprec@1.0",
                 "hit_rate@1",
                 "precision@1",
                 "recall@1",
                 "map@1",
                 "ndcg@1",
                 "ndcg_exp@1",
+                "f1@1",
+                "err@1",
                 "hit_rate@10",
                 "precision@10",
                 "recall@10",
                 "map@10",
                 "ndcg@10",
-                "ndcg_exp@10"
+                "ndcg_exp@10",
+                "f1@10",
+                "err@10"
             ]
         );
     }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::accumulate::{GroupStats, GroupTable, Groups};
 use crate::engine::Engine;
 use crate::event::{decode_engagement, decode_impression, EventKind};
-use crate::metrics::MetricLayout;
+use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
 use crate::time::{format_rfc3339_ms, EventTime};
 
 #[derive(Debug, thiserror::Error)]
@@ -311,6 +311,8 @@ impl Report {
         let mut out = String::new();
         out.push_str("== cumulative ==\n");
         out.push_str(&table(&self.groups));
+        out.push_str("\n== interpolated precision-recall curve (11 points, cumulative) ==\n");
+        out.push_str(&precision_recall_curve(&self.groups));
         let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
         sizes.dedup();
         for size in sizes {
@@ -332,6 +334,31 @@ impl Report {
         ));
         out
     }
+}
+
+/// The 11-point interpolated precision-recall curve of each group: one row per recall level,
+/// each value with a bar (one `#` per 0.05), so control and treatment can be compared by eye.
+fn precision_recall_curve(groups: &[GroupReport]) -> String {
+    const BAR: usize = 20;
+    let width = groups.iter().map(|g| g.experiment.len() + g.variant.len() + 1).max().unwrap_or(0).max(BAR + 7);
+    let mut out = format!("{:<8}", "recall");
+    for g in groups {
+        out.push_str(&format!(" {:<width$}", format!("{}/{}", g.experiment, g.variant)));
+    }
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    for level in 0..RECALL_LEVELS {
+        let label = recall_level_label(level);
+        out.push_str(&format!("{label:<8}"));
+        for g in groups {
+            let v = g.metrics.get(&format!("iprec@{label}")).and_then(|v| v.as_f64()).unwrap_or(0.0);
+            let bar = "#".repeat((v * BAR as f64).round() as usize);
+            out.push_str(&format!(" {:<width$}", format!("{v:.3} {bar}")));
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+    }
+    out
 }
 
 fn table(groups: &[GroupReport]) -> String {

@@ -104,7 +104,7 @@ proptest! {
         threshold in threshold(),
         cutoffs in cutoffs(),
     ) {
-        let layout = MetricLayout::new(&cutoffs, threshold);
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
         let out = evaluate(&layout, &ranked, &unretrieved);
         for (key, &v) in layout.keys().iter().zip(&out) {
             prop_assert!(
@@ -122,7 +122,7 @@ proptest! {
         threshold in threshold(),
         cutoffs in cutoffs(),
     ) {
-        let layout = MetricLayout::new(&cutoffs, threshold);
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
         prop_assert_eq!(layout.cutoffs(), &cutoffs[..]);
         let out = evaluate(&layout, &ranked, &unretrieved);
         let no_relevant = num_relevant(&ranked, &unretrieved, threshold) == 0;
@@ -138,6 +138,10 @@ proptest! {
                 MetricKind::AveragePrecision => reference::average_precision(r, u, t, k),
                 MetricKind::Ndcg => reference::ndcg(r, u, k, false),
                 MetricKind::NdcgExp => reference::ndcg(r, u, k, true),
+                MetricKind::F1 => reference::f1(r, u, t, k),
+                MetricKind::Err => reference::err(r, k, MAX_GAIN),
+                MetricKind::RPrecision => reference::r_precision(r, u, t),
+                MetricKind::InterpolatedPrecision => reference::interpolated_precision(r, u, t, k as u32),
             };
             prop_assert!(
                 (v - expected).abs() <= EPS,
@@ -157,7 +161,7 @@ proptest! {
         threshold in threshold(),
         cutoffs in cutoffs(),
     ) {
-        let layout = MetricLayout::new(&cutoffs, threshold);
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
         let out = evaluate(&layout, &ranked, &[]);
         let at = |kind, k| value(&layout, &out, kind, Some(k));
         for pair in layout.cutoffs().windows(2) {
@@ -202,7 +206,7 @@ proptest! {
         if ranked[0] == 0 {
             ranked[0] = 1; // at least one positive gain; the order stays descending
         }
-        let layout = MetricLayout::new(&cutoffs, threshold);
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
         let out = evaluate(&layout, &ranked, &[]);
         for &k in layout.cutoffs() {
             for kind in [MetricKind::Ndcg, MetricKind::NdcgExp] {
@@ -226,7 +230,7 @@ proptest! {
             unretrieved.push(threshold); // |R| > 0
         }
         let num_relevant = num_relevant(&ranked, &unretrieved, threshold) as f64;
-        let layout = MetricLayout::new(&cutoffs, threshold);
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
         let out = evaluate(&layout, &ranked, &unretrieved);
         for &k in layout.cutoffs() {
             let p = value(&layout, &out, MetricKind::Precision, Some(k));
@@ -246,7 +250,7 @@ proptest! {
         extra in 0u32..=50,
     ) {
         let len = (ranked.len() as u32).max(1);
-        let layout = MetricLayout::new(&[len, len + extra, HUGE_K], threshold);
+        let layout = MetricLayout::new(&[len, len + extra, HUGE_K], threshold, MAX_GAIN);
         let out = evaluate(&layout, &ranked, &unretrieved);
         let ap = |k| value(&layout, &out, MetricKind::AveragePrecision, Some(k));
         let uncut = ap(HUGE_K);
@@ -271,7 +275,7 @@ proptest! {
         zeros in 1usize..=50,
         threshold in threshold(),
     ) {
-        let layout = MetricLayout::new(&cutoffs, threshold);
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
         let before = evaluate(&layout, &ranked, &[]);
         let mut longer = ranked.clone();
         longer.resize(ranked.len() + zeros, 0);
@@ -299,7 +303,7 @@ proptest! {
         ),
         cutoffs in cutoffs(),
     ) {
-        let layout = MetricLayout::new(&cutoffs, threshold);
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
         let out = evaluate(&layout, &ranked, &[]);
         let abandonment = value(&layout, &out, MetricKind::Abandonment, None);
         let rr = value(&layout, &out, MetricKind::ReciprocalRank, None);
@@ -325,6 +329,31 @@ proptest! {
             }
         } else {
             prop_assert!(rr > 0.0, "rr = 0 with a relevant result shown");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The interpolated precision-recall curve never rises with recall, and expected
+    /// reciprocal rank never falls as the cutoff grows.
+    #[test]
+    fn interpolated_curve_falls_and_err_grows(
+        ranked in ranked_gains(0),
+        unretrieved in unretrieved_gains(),
+        threshold in threshold(),
+        cutoffs in cutoffs(),
+    ) {
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
+        let out = evaluate(&layout, &ranked, &unretrieved);
+        let value = |kind, k| out[layout.slot(kind, Some(k)).unwrap()];
+        for level in 1..rankpulse::metrics::RECALL_LEVELS {
+            let (before, here) = (value(MetricKind::InterpolatedPrecision, level - 1), value(MetricKind::InterpolatedPrecision, level));
+            prop_assert!(here <= before, "iprec rises from level {} ({before}) to {level} ({here})", level - 1);
+        }
+        for pair in layout.cutoffs().windows(2) {
+            prop_assert!(value(MetricKind::Err, pair[1]) >= value(MetricKind::Err, pair[0]));
         }
     }
 }

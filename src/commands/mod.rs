@@ -6,7 +6,7 @@ pub mod replay;
 pub mod serve;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -59,6 +59,24 @@ pub enum Command {
         #[arg(long)]
         trec_out: Option<PathBuf>,
     },
+    /// Write the demo's generated A/B traffic as JSON-lines files, to try `replay` without Kafka.
+    Generate {
+        #[arg(long)]
+        impressions: PathBuf,
+        #[arg(long)]
+        engagements: PathBuf,
+        /// Number of impressions.
+        #[arg(long, default_value_t = 100_000)]
+        count: u64,
+        /// Impressions per second of event time.
+        #[arg(long, default_value_t = 200)]
+        rate: u32,
+        #[arg(long, default_value_t = 2026)]
+        seed: u64,
+        /// Event time of the first impression (RFC 3339).
+        #[arg(long, default_value = "2026-11-22T10:00:00Z")]
+        start: String,
+    },
     /// Validate a configuration file: prints the effective configuration, or names the key at fault.
     CheckConfig {
         #[arg(long)]
@@ -82,8 +100,37 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Replay { impressions, engagements, config, format, trec_out } => {
             replay::run(&impressions, &engagements, config.as_deref(), format, trec_out.as_deref())
         }
+        Command::Generate { impressions, engagements, count, rate, seed, start } => {
+            generate(&impressions, &engagements, count, rate, seed, &start)
+        }
         Command::CheckConfig { config } => check_config::run(&config),
     }
+}
+
+fn generate(
+    impressions: &Path,
+    engagements: &Path,
+    count: u64,
+    rate: u32,
+    seed: u64,
+    start: &str,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let start_ms =
+        crate::time::parse_rfc3339_ms(start).with_context(|| format!("--start {start:?} is not RFC 3339"))?;
+    let open = |p: &Path| {
+        std::fs::File::create(p).map(std::io::BufWriter::new).with_context(|| format!("creating {}", p.display()))
+    };
+    let (mut imp, mut eng) = (open(impressions)?, open(engagements)?);
+    crate::demo::write_traffic(&mut imp, &mut eng, count, rate, seed, start_ms)?;
+    std::io::Write::flush(&mut imp)?;
+    std::io::Write::flush(&mut eng)?;
+    eprintln!(
+        "wrote {count} impressions to {} and their engagements to {}",
+        impressions.display(),
+        engagements.display()
+    );
+    Ok(())
 }
 
 /// A tokio runtime for the long-running commands.

@@ -37,8 +37,12 @@ MAX_LEN = 200
 CATALOG = 100_000  # doc ids are drawn from doc-00000 .. doc-99999
 TOLERANCE = 1e-12
 
-METRIC_NAMES = ["hit_rate", "precision", "recall", "map", "ndcg", "ndcg_exp"]
-METRIC_KEYS = (["mrr", "abandonment_rate"]
+MAX_GAIN = max(ACTION_GAINS.values())  # ERR's g_max: the largest configured action gain
+RECALL_LEVELS = [f"{tenths / 10:.1f}" for tenths in range(11)]  # "0.0" .. "1.0"
+
+METRIC_NAMES = ["hit_rate", "precision", "recall", "map", "ndcg", "ndcg_exp", "f1", "err"]
+METRIC_KEYS = (["mrr", "abandonment_rate", "r_precision"]
+               + [f"iprec@{r}" for r in RECALL_LEVELS]
                + [f"{m}@{k}" for m in METRIC_NAMES for k in CUTOFFS])
 
 CONFIG_TOML = """\
@@ -190,12 +194,42 @@ def ndcg_at(gains, k):
     return dcg(gains[:k]) / dcg(ideal[:k])
 
 
+def err_cascade(gains, k):
+    """ERR@k as the contract writes it: sum of p_i / i x prod_{j<i} (1 - p_j)."""
+    p = [(2 ** g - 1) / 2 ** MAX_GAIN for g in gains]
+    return sum(p[i] / (i + 1) * math.prod(1 - q for q in p[:i]) for i in range(min(k, len(p))))
+
+
+def err_elasticsearch(gains, k):
+    """ERR@k as Elasticsearch's rank evaluation computes it (maximum_relevance = g_max):
+    an independent formulation (running probability of reaching the rank)."""
+    err, reached = 0.0, 1.0
+    for rank, g in enumerate(gains[:k], start=1):
+        stop = (2 ** g - 1) / 2 ** MAX_GAIN
+        err += reached * stop / rank
+        reached *= 1 - stop
+    return err
+
+
 def contract_metrics(gains, threshold):
     relevant = [g >= threshold for g in gains]
     num_rel = sum(relevant)
     first = next((i + 1 for i, r in enumerate(relevant) if r), None)
     m = {"mrr": 1.0 / first if first else 0.0,
-         "abandonment_rate": 0.0 if num_rel else 1.0}
+         "abandonment_rate": 0.0 if num_rel else 1.0,
+         "r_precision": sum(relevant[:num_rel]) / num_rel if num_rel else 0.0}
+    for tenths, label in enumerate(RECALL_LEVELS):
+        # Largest precision@i over ranks that reached the level. trec_eval 9.0.8 counts the
+        # level as reached at int(level * |R| + 0.9) relevant results in double precision: the
+        # ceiling, except where the product rounds below a tenth (0.7 * 3 = 2.0999999999999996
+        # gives 2). The contract follows trec_eval there; see README "iprec".
+        needed = max(1, int(tenths / 10 * num_rel + 0.9))
+        best = 0.0
+        for i in range(len(gains)):
+            hits = sum(relevant[:i + 1])
+            if num_rel and hits >= needed:
+                best = max(best, hits / (i + 1))
+        m[f"iprec@{label}"] = best
     exp_gains = [2 ** g - 1 for g in gains]
     for k in CUTOFFS:
         hits = sum(relevant[:k])
@@ -207,6 +241,9 @@ def contract_metrics(gains, threshold):
         m[f"map@{k}"] = ap / num_rel if num_rel else 0.0
         m[f"ndcg@{k}"] = ndcg_at(gains, k)
         m[f"ndcg_exp@{k}"] = ndcg_at(exp_gains, k)
+        p, r = m[f"precision@{k}"], m[f"recall@{k}"]
+        m[f"f1@{k}"] = 2 * p * r / (p + r) if p + r else 0.0
+        m[f"err@{k}"] = err_cascade(gains, k)
     return m
 
 
@@ -218,7 +255,7 @@ def trec_eval_metrics(impressions, gains_by_qid, threshold):
     """Per-impression metrics as computed by trec_eval."""
     cut = ",".join(str(k) for k in CUTOFFS)
     measures = {"recip_rank", f"success.{cut}", f"P.{cut}", f"recall.{cut}",
-                f"map_cut.{cut}", f"ndcg_cut.{cut}"}
+                f"map_cut.{cut}", f"ndcg_cut.{cut}", "Rprec", "iprec_at_recall"}
     qrels, qrels_exp, run = {}, {}, {}
     for imp in impressions:
         qid, results = imp["query_id"], imp["results"]
@@ -243,12 +280,18 @@ def trec_eval_metrics(impressions, gains_by_qid, threshold):
         if qid not in raw:
             out[qid] = {key: 0.0 for key in METRIC_KEYS}
             out[qid]["abandonment_rate"] = 1.0
+            # ERR is no trec_eval measure: Elasticsearch's formula, which is 0 here too.
+            for k in CUTOFFS:
+                out[qid][f"err@{k}"] = err_elasticsearch(gains_by_qid[qid], k)
             continue
         r, e = raw[qid], exp[qid]
         # abandonment is not a trec_eval measure; success at the largest
         # cutoff (longer than any list) says whether R is non-empty.
         m = {"mrr": r["recip_rank"],
-             "abandonment_rate": 1.0 - r[f"success_{CUTOFFS[-1]}"]}
+             "abandonment_rate": 1.0 - r[f"success_{CUTOFFS[-1]}"],
+             "r_precision": r["Rprec"]}
+        for label in RECALL_LEVELS:
+            m[f"iprec@{label}"] = r[f"iprec_at_recall_{label}0"]
         for k in CUTOFFS:
             m[f"hit_rate@{k}"] = r[f"success_{k}"]
             m[f"precision@{k}"] = r[f"P_{k}"]
@@ -256,6 +299,10 @@ def trec_eval_metrics(impressions, gains_by_qid, threshold):
             m[f"map@{k}"] = r[f"map_cut_{k}"]
             m[f"ndcg@{k}"] = r[f"ndcg_cut_{k}"]
             m[f"ndcg_exp@{k}"] = e[f"ndcg_cut_{k}"]
+            # F1 is no trec_eval measure: the harmonic mean of trec_eval's own P.k and recall.k.
+            p, rec = r[f"P_{k}"], r[f"recall_{k}"]
+            m[f"f1@{k}"] = 2 * p * rec / (p + rec) if p + rec else 0.0
+            m[f"err@{k}"] = err_elasticsearch(gains_by_qid[qid], k)
         out[qid] = m
     return out
 
