@@ -30,6 +30,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub http: HttpConfig,
     pub state: StateConfig,
+    pub limits: LimitsConfig,
+    pub labels: LabelsConfig,
 }
 
 /// `[kafka]`: where events come from.
@@ -78,6 +80,15 @@ pub struct JoinConfig {
     /// watermark back; when every input is idle, the watermark advances with the wall clock.
     /// Default `30s`.
     pub idle_timeout: HumanDuration,
+    /// At most this many impressions wait for their window; beyond it the one with the earliest
+    /// deadline is finalized early (counted as evicted). Default 2,000,000.
+    pub max_pending_impressions: usize,
+    /// At most this many engagements wait for their impression; beyond it the oldest is dropped
+    /// (counted as evicted). Default 500,000.
+    pub max_held_engagements: usize,
+    /// At most this many keys are remembered for de-duplication (engagement identities and
+    /// recently finalized queries); beyond it the oldest is forgotten. Default 8,000,000.
+    pub max_dedup_keys: usize,
 }
 
 impl Default for JoinConfig {
@@ -86,6 +97,63 @@ impl Default for JoinConfig {
             attribution_window: HumanDuration::from_millis(30 * 60_000),
             max_out_of_orderness: HumanDuration::from_millis(10_000),
             idle_timeout: HumanDuration::from_millis(30_000),
+            max_pending_impressions: 2_000_000,
+            max_held_engagements: 500_000,
+            max_dedup_keys: 8_000_000,
+        }
+    }
+}
+
+/// `[limits]`: what a message may look like before it is rejected.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Larger messages are rejected as `too_large` without being parsed. Default 1048576 (1 MiB).
+    pub max_message_bytes: usize,
+    /// Impressions with more results are rejected as `too_many_results`. Default 1000.
+    pub max_results: usize,
+    /// Events stamped further than this ahead of the wall clock are rejected as
+    /// `timestamp_in_future` (they would drag the watermark ahead). Default `1h`.
+    pub max_future: HumanDuration,
+    /// Events stamped further than this behind the wall clock are rejected as
+    /// `timestamp_too_old` by `serve` (`replay` of old files has no such limit). Default `7d`.
+    pub max_past: HumanDuration,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_message_bytes: 1 << 20,
+            max_results: 1000,
+            max_future: HumanDuration::from_millis(3_600_000),
+            max_past: HumanDuration::from_millis(7 * 86_400_000),
+        }
+    }
+}
+
+/// `[labels]`: the cardinality guard on `experiment` and `variant` label values.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LabelsConfig {
+    /// Distinct active experiments; further ones are folded into `other`. Default 20.
+    pub max_experiments: usize,
+    /// Distinct active variants per experiment; further ones are folded into `other`. Default 10.
+    pub max_variants: usize,
+    /// If not empty, only these experiments get their own series; others are folded into `other`.
+    /// Default empty (any experiment, up to `max_experiments`).
+    pub allowed_experiments: Vec<String>,
+    /// An experiment/variant with no impression for this long (event time) is retired: its
+    /// series leave `/metrics` and its slot is free for a new value. Default `24h`.
+    pub idle_expiry: HumanDuration,
+}
+
+impl Default for LabelsConfig {
+    fn default() -> Self {
+        LabelsConfig {
+            max_experiments: 20,
+            max_variants: 10,
+            allowed_experiments: Vec::new(),
+            idle_expiry: HumanDuration::from_millis(86_400_000),
         }
     }
 }
@@ -250,6 +318,21 @@ impl Config {
         if j.idle_timeout.as_millis_i64() == 0 {
             return Err(invalid("join.idle_timeout", "must be positive"));
         }
+        for (key, value) in [
+            ("join.max_pending_impressions", j.max_pending_impressions),
+            ("join.max_held_engagements", j.max_held_engagements),
+            ("join.max_dedup_keys", j.max_dedup_keys),
+            ("limits.max_results", self.limits.max_results),
+            ("labels.max_experiments", self.labels.max_experiments),
+            ("labels.max_variants", self.labels.max_variants),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        if self.limits.max_message_bytes < 64 {
+            return Err(invalid("limits.max_message_bytes", "must be at least 64: no valid event is smaller"));
+        }
         let m = &self.metrics;
         if m.cutoffs.is_empty() {
             return Err(invalid("metrics.cutoffs", "must list at least one k"));
@@ -294,6 +377,20 @@ impl Config {
             return Err(invalid(
                 "metrics.relevance_threshold",
                 format!("is {} but the largest gain in metrics.action_gains is {max_gain}: no result could ever be relevant", m.relevance_threshold),
+            ));
+        }
+        // A retired label group must have nothing left open: no pending impression (attribution
+        // window plus disorder) and no open window (largest window size).
+        let largest_window = m.windows.iter().map(|w| w.as_millis_i64()).max().unwrap_or(0);
+        let needed = j.attribution_window.as_millis_i64() + j.max_out_of_orderness.as_millis_i64() + largest_window;
+        if self.labels.idle_expiry.as_millis_i64() <= needed {
+            return Err(invalid(
+                "labels.idle_expiry",
+                format!(
+                    "is {} but must exceed join.attribution_window + join.max_out_of_orderness + the largest of metrics.windows ({}), so that a retired experiment has nothing left open",
+                    self.labels.idle_expiry,
+                    crate::time::HumanDuration::from_millis(needed as u64)
+                ),
             ));
         }
         self.listen_addr()?;
@@ -365,6 +462,10 @@ mod tests {
             ("[kafka.properties]\n\"enable.auto.commit\" = \"true\"", "enable.auto.commit"),
             ("[http]\nlisten = \"nowhere\"", "http.listen"),
             ("[metrics]\nwindows = [\"1m\", \"60s\"]", "metrics.windows"),
+            ("[join]\nmax_pending_impressions = 0", "join.max_pending_impressions"),
+            ("[limits]\nmax_message_bytes = 10", "limits.max_message_bytes"),
+            ("[labels]\nidle_expiry = \"1h\"", "labels.idle_expiry"),
+            ("[labels]\nmax_variants = 0", "labels.max_variants"),
         ];
         for (text, needle) in cases {
             let err = parse(text).expect_err(text).to_string();

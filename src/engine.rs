@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::accumulate::{Accumulators, GroupId, Groups};
+use crate::accumulate::{Accumulators, GroupId, Groups, LabelLimits};
 use crate::config::Config;
 use crate::event::{
-    decode_engagement, decode_impression, doc_key, query_key, DocKey, EventKind, QueryKey, RejectReason, Rejection,
+    decode_engagement, decode_impression, doc_key, query_key, DocKey, Engagement, EventKind, QueryKey, RejectReason,
+    Rejection,
 };
-use crate::join::{EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
+use crate::join::{EngagementId, EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
 
@@ -44,6 +45,87 @@ pub struct Counters {
     pub impressions_duplicate: u64,
     /// Impressions whose attribution window had already closed when they arrived.
     pub impressions_late: u64,
+    /// Impressions finalized before their deadline because `join.max_pending_impressions` was reached.
+    pub impressions_evicted: u64,
+    /// De-duplication keys forgotten early because `join.max_dedup_keys` was reached.
+    pub dedup_keys_evicted: u64,
+}
+
+/// The `[limits]` on a single message, checked before it can touch any state.
+#[derive(Debug, Clone, Copy)]
+pub struct InputLimits {
+    pub max_message_bytes: usize,
+    pub max_results: usize,
+    pub max_future_ms: i64,
+    /// `None` in replay, where old files are the point.
+    pub max_past_ms: Option<i64>,
+}
+
+impl InputLimits {
+    fn check_size(&self, payload: &[u8]) -> Result<(), Rejection> {
+        if payload.len() > self.max_message_bytes {
+            return Err(Rejection::new(
+                RejectReason::TooLarge,
+                format!("{} bytes, limits.max_message_bytes is {}", payload.len(), self.max_message_bytes),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_timestamp(&self, timestamp: EventTime, wall_clock: EventTime) -> Result<(), Rejection> {
+        if timestamp > wall_clock.saturating_add(self.max_future_ms) {
+            return Err(Rejection::new(
+                RejectReason::TimestampInFuture,
+                format!(
+                    "{} is more than limits.max_future ahead of the wall clock",
+                    crate::time::format_rfc3339_ms(timestamp)
+                ),
+            ));
+        }
+        if self.max_past_ms.is_some_and(|past| timestamp < wall_clock.saturating_sub(past)) {
+            return Err(Rejection::new(
+                RejectReason::TimestampTooOld,
+                format!(
+                    "{} is more than limits.max_past behind the wall clock",
+                    crate::time::format_rfc3339_ms(timestamp)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Limits on the join's state, from `[join]`.
+#[derive(Debug, Clone, Copy)]
+struct StateLimits {
+    max_pending: usize,
+    max_held: usize,
+    max_dedup: usize,
+}
+
+/// Sizes of the join's state, summed over shards and kept exact by accounting each change.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StateSize {
+    pub pending: usize,
+    pub held: usize,
+    pub dedup: usize,
+}
+
+impl StateSize {
+    fn of(shard: &Shard) -> Self {
+        StateSize { pending: shard.pending_len(), held: shard.held_len(), dedup: shard.dedup_len() }
+    }
+
+    /// Runs `change` on a shard and applies its effect on the shard's size to the totals.
+    fn track<R>(&mut self, shard: &mut Shard, change: impl FnOnce(&mut Shard) -> R) -> R {
+        let before = Self::of(shard);
+        let result = change(shard);
+        let after = Self::of(shard);
+        self.pending = self.pending + after.pending - before.pending;
+        self.held = self.held + after.held - before.held;
+        self.dedup = self.dedup + after.dedup - before.dedup;
+        result
+    }
 }
 
 /// A latency distribution: hdrhistogram for quantiles plus an exact sum for the `_sum` series.
@@ -110,6 +192,13 @@ pub type FinalizedObserver = Box<dyn FnMut(&FinalizedView<'_>) + Send>;
 /// The evaluation engine. See the module documentation.
 pub struct Engine {
     join: JoinSettings,
+    input_limits: InputLimits,
+    state_limits: StateLimits,
+    /// Current state sizes, for the limits and the gauges.
+    state: StateSize,
+    /// Maps the monotonic `now` every caller passes to wall-clock milliseconds, for the
+    /// timestamp limits: (instant, epoch milliseconds) at construction.
+    wall_clock_origin: (Instant, EventTime),
     action_gains: HashMap<Box<str>, u8>,
     /// The `topic` label of each input kind.
     topics: [String; 2],
@@ -147,6 +236,19 @@ impl Engine {
                 max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
                 idle_timeout: cfg.join.idle_timeout.as_duration(),
             },
+            input_limits: InputLimits {
+                max_message_bytes: cfg.limits.max_message_bytes,
+                max_results: cfg.limits.max_results,
+                max_future_ms: cfg.limits.max_future.as_millis_i64(),
+                max_past_ms: Some(cfg.limits.max_past.as_millis_i64()),
+            },
+            state_limits: StateLimits {
+                max_pending: cfg.join.max_pending_impressions,
+                max_held: cfg.join.max_held_engagements,
+                max_dedup: cfg.join.max_dedup_keys,
+            },
+            state: StateSize::default(),
+            wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
             aggregation: Aggregation {
                 accumulators: Accumulators::new(layout.len(), &window_sizes, attribution_window),
                 values: vec![0.0; layout.len()],
@@ -158,7 +260,13 @@ impl Engine {
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
             shards: Vec::new(),
-            groups: Groups::default(),
+            groups: Groups::new(LabelLimits {
+                max_experiments: cfg.labels.max_experiments,
+                max_variants: cfg.labels.max_variants,
+                allowed_experiments: (!cfg.labels.allowed_experiments.is_empty())
+                    .then(|| cfg.labels.allowed_experiments.iter().map(|e| e.as_str().into()).collect()),
+                idle_expiry_ms: cfg.labels.idle_expiry.as_millis_i64(),
+            }),
             counters: Counters::default(),
             frontier: None,
             processing_time: Distribution::new(60_000_000_000),
@@ -194,15 +302,29 @@ impl Engine {
         }
     }
 
+    /// Replay reads old files: no event is too old for it.
+    pub fn without_past_limit(mut self) -> Self {
+        self.input_limits.max_past_ms = None;
+        self
+    }
+
+    /// Wall-clock milliseconds at the monotonic instant `now`.
+    fn wall_clock_ms(&self, now: Instant) -> EventTime {
+        let (origin, origin_ms) = self.wall_clock_origin;
+        let since = i64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(i64::MAX);
+        origin_ms.saturating_add(since)
+    }
+
     /// Processes one message. Rejections are counted and logged here; the result tells the
     /// caller only for its own bookkeeping.
     pub fn process(&mut self, kind: EventKind, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         self.counters.consumed[kind.index()] += 1;
-        let result = match kind {
+        let result = self.input_limits.check_size(payload).and_then(|()| match kind {
             EventKind::Impression => self.process_impression(partition, payload, now),
             EventKind::Engagement => self.process_engagement(partition, payload, now),
-        };
+        });
         if let Err(rejection) = &result {
+            // A rejected message proves the input alive, but its timestamp must not move anything.
             Self::shard(&mut self.shards, partition).observe(kind, None, now);
             self.counters.rejected[kind.index()][rejection.reason.index()] += 1;
             self.reject_log.log(now, &self.topics[kind.index()], partition, rejection);
@@ -212,12 +334,26 @@ impl Engine {
 
     fn process_impression(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         let impression = decode_impression(payload, &mut self.scratch_docs)?;
-        let group = self.groups.intern(&impression.experiment, &impression.variant);
+        if self.scratch_docs.len() > self.input_limits.max_results {
+            return Err(Rejection::new(
+                RejectReason::TooManyResults,
+                format!("{} results, limits.max_results is {}", self.scratch_docs.len(), self.input_limits.max_results),
+            ));
+        }
+        self.input_limits.check_timestamp(impression.timestamp, self.wall_clock_ms(now))?;
+        let watermark = self.watermark();
+        let group = self.groups.intern(&impression.experiment, &impression.variant, impression.timestamp, watermark);
+        for retired in self.groups.take_retired() {
+            self.aggregation.accumulators.cumulative.remove(retired);
+        }
+        let key = query_key(&impression.query_id);
         let shard = Self::shard(&mut self.shards, partition);
         shard.observe(EventKind::Impression, Some(impression.timestamp), now);
-        let key = query_key(&impression.query_id);
-        match shard.offer_impression(key, impression.timestamp, group, &self.scratch_docs, &self.join) {
-            ImpressionOutcome::Pending => {}
+        let outcome = self
+            .state
+            .track(shard, |s| s.offer_impression(key, impression.timestamp, group, &self.scratch_docs, &self.join));
+        match outcome {
+            ImpressionOutcome::Pending => self.enforce_state_limits(partition),
             ImpressionOutcome::Duplicate => self.counters.impressions_duplicate += 1,
             ImpressionOutcome::Late => self.counters.impressions_late += 1,
         }
@@ -226,17 +362,32 @@ impl Engine {
 
     fn process_engagement(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         let engagement = decode_engagement(payload)?;
+        self.input_limits.check_timestamp(engagement.timestamp, self.wall_clock_ms(now))?;
         let gain = self.action_gains.get(engagement.action.as_ref()).copied().unwrap_or(0);
+        let identity = engagement_identity(&engagement);
         let shard = Self::shard(&mut self.shards, partition);
         shard.observe(EventKind::Engagement, Some(engagement.timestamp), now);
-        shard.offer_engagement(
-            query_key(&engagement.query_id),
-            engagement.timestamp,
-            doc_key(&engagement.doc_id),
-            gain,
-            &self.join,
-        );
+        let (query, doc) = (query_key(&engagement.query_id), doc_key(&engagement.doc_id));
+        self.state.track(shard, |s| s.offer_engagement(query, identity, engagement.timestamp, doc, gain, &self.join));
+        self.enforce_state_limits(partition);
         Ok(())
+    }
+
+    /// Brings the state back within `[join]`'s limits by evicting from the shard that grew:
+    /// the impression with the earliest deadline is finalized early, the oldest held engagement
+    /// dropped, the oldest de-duplication key forgotten. Each is counted.
+    fn enforce_state_limits(&mut self, partition: i32) {
+        let Engine { shards, state, state_limits: limits, join, aggregation, counters, .. } = self;
+        let shard = Self::shard(shards, partition);
+        while state.pending > limits.max_pending
+            && state.track(shard, |s| s.evict_oldest_pending(join, |f| aggregation.finalize(f)))
+        {
+            counters.impressions_evicted += 1;
+        }
+        while state.held > limits.max_held && state.track(shard, Shard::evict_oldest_held) {}
+        while state.dedup > limits.max_dedup && state.track(shard, Shard::evict_oldest_dedup_key) {
+            counters.dedup_keys_evicted += 1;
+        }
     }
 
     /// Records the wall time one message took, for the processing-time distribution.
@@ -283,7 +434,7 @@ impl Engine {
             self.frontier = Some(self.frontier.map_or(c, |f| f.max(c)));
         }
 
-        let Engine { shards, aggregation, frontier, .. } = self;
+        let Engine { shards, aggregation, frontier, state, join, .. } = self;
         for shard in shards.iter_mut().flatten() {
             let own = shard.inputs.iter().fold(Progress::Idle, |acc, c| acc.meet(progress(c)));
             let target = match own {
@@ -292,7 +443,7 @@ impl Engine {
                 Progress::Idle => *frontier,
             };
             if let Some(w) = target {
-                shard.advance(w, |f| aggregation.finalize(f));
+                state.track(shard, |s| s.advance(w, join, |f| aggregation.finalize(f)));
             }
         }
         if let Some(w) = self.watermark() {
@@ -302,9 +453,9 @@ impl Engine {
 
     /// The input has ended: finalizes every pending impression and closes every window.
     pub fn finish(&mut self) {
-        let Engine { shards, aggregation, .. } = self;
+        let Engine { shards, aggregation, state, join, .. } = self;
         for shard in shards.iter_mut().flatten() {
-            shard.drain(|f| aggregation.finalize(f));
+            state.track(shard, |s| s.drain(join, |f| aggregation.finalize(f)));
         }
         aggregation.accumulators.close_all();
     }
@@ -335,19 +486,22 @@ impl Engine {
     /// Engagement outcomes summed over every shard.
     pub fn engagement_tally(&self) -> EngagementTally {
         self.shards.iter().flatten().fold(EngagementTally::default(), |mut t, s| {
-            t.attributed += s.tally.attributed;
-            t.not_shown += s.tally.not_shown;
-            t.outside_window += s.tally.outside_window;
-            t.late += s.tally.late;
-            t.orphaned += s.tally.orphaned;
+            t.merge(&s.tally);
             t
         })
     }
     pub fn pending_impressions(&self) -> usize {
-        self.shards.iter().flatten().map(|s| s.pending_len()).sum()
+        self.state.pending
     }
     pub fn held_engagements(&self) -> usize {
-        self.shards.iter().flatten().map(|s| s.held_len()).sum()
+        self.state.held
+    }
+    pub fn state_size(&self) -> StateSize {
+        self.state
+    }
+    /// How far the watermark trails the wall clock at `now`, in milliseconds.
+    pub fn watermark_lag_ms(&self, now: Instant) -> Option<i64> {
+        self.watermark().map(|w| self.wall_clock_ms(now).saturating_sub(w))
     }
     /// The least shard watermark, if every shard has one: everything before it is final.
     pub fn watermark(&self) -> Option<EventTime> {
@@ -367,6 +521,25 @@ impl Engine {
     }
     pub fn processing_time(&self) -> &Distribution {
         &self.processing_time
+    }
+}
+
+/// The de-duplication identity of an engagement: its `event_id` when it has one, else what
+/// makes a redelivered copy identical (query, document, action, timestamp). The two forms are
+/// hashed with different seeds so they never collide with each other.
+fn engagement_identity(e: &Engagement<'_>) -> EngagementId {
+    use xxhash_rust::xxh3::{xxh3_128_with_seed, Xxh3};
+    match &e.event_id {
+        Some(id) => xxh3_128_with_seed(id.as_bytes(), 1),
+        None => {
+            let mut h = Xxh3::with_seed(2);
+            for part in [e.query_id.as_bytes(), e.doc_id.as_bytes(), e.action.as_bytes()] {
+                h.update(&(part.len() as u64).to_le_bytes());
+                h.update(part);
+            }
+            h.update(&e.timestamp.to_le_bytes());
+            h.digest128()
+        }
     }
 }
 
@@ -428,7 +601,7 @@ mod tests {
         let toml = format!(
             "[join]\nattribution_window = \"{window}\"\nmax_out_of_orderness = \"{bound}\"\nidle_timeout = \"{idle}\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n"
         );
-        Engine::new(&Config::from_toml_with_env(&toml, "test", std::iter::empty()).unwrap())
+        Engine::new(&Config::from_toml_with_env(&toml, "test", std::iter::empty()).unwrap()).without_past_limit()
     }
 
     fn imp(q: &str, ts: i64, results: &[&str]) -> Vec<u8> {
@@ -521,5 +694,61 @@ mod tests {
         assert_eq!(c.rejected[0][RejectReason::InvalidJson.index()], 1);
         assert_eq!(c.rejected[1][RejectReason::MissingField.index()], 1);
         assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 1);
+    }
+
+    #[test]
+    fn input_limits_reject_before_any_state_changes() {
+        let toml = "[limits]\nmax_message_bytes = 200\nmax_results = 3\nmax_future = \"1h\"\nmax_past = \"1d\"\n";
+        let mut e = Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap());
+        let t0 = Instant::now();
+        let now_ms = e.wall_clock_ms(t0);
+        let reason = |e: &mut Engine, payload: &[u8]| e.process(EventKind::Impression, 0, payload, t0).unwrap_err().reason;
+        assert_eq!(reason(&mut e, &imp("q", now_ms, &["a"; 60])), RejectReason::TooLarge);
+        assert_eq!(reason(&mut e, &imp("q", now_ms, &["a", "b", "c", "d"])), RejectReason::TooManyResults);
+        assert_eq!(reason(&mut e, &imp("q", now_ms + 3_600_001, &["a"])), RejectReason::TimestampInFuture);
+        assert_eq!(reason(&mut e, &imp("q", now_ms - 86_400_001, &["a"])), RejectReason::TimestampTooOld);
+        let far_future_click = eng("q", now_ms + 86_400_000, "a");
+        assert_eq!(e.process(EventKind::Engagement, 0, &far_future_click, t0).unwrap_err().reason, RejectReason::TimestampInFuture);
+        e.process(EventKind::Impression, 0, &imp("q", now_ms, &["a", "b", "c"]), t0).unwrap();
+        // The rejected future timestamps did not move the input clocks.
+        assert_eq!(e.shards[0].as_ref().unwrap().inputs[0].max_event_time, Some(now_ms));
+        assert_eq!(e.shards[0].as_ref().unwrap().inputs[1].max_event_time, None);
+    }
+
+    #[test]
+    fn state_limits_evict_oldest_first_and_count_it() {
+        let toml = "[join]\nattribution_window = \"10s\"\nmax_pending_impressions = 3\nmax_held_engagements = 2\n";
+        let mut e = Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap()).without_past_limit();
+        let t0 = Instant::now();
+        for i in 0..10 {
+            e.process(EventKind::Impression, 0, &imp(&format!("q{i}"), 1000 + i, &["a"]), t0).unwrap();
+        }
+        assert_eq!((e.pending_impressions(), e.counters().impressions_evicted), (3, 7));
+        assert_eq!(impressions(&e), 7, "evicted impressions are finalized, not lost");
+        for i in 0..5 {
+            e.process(EventKind::Engagement, 0, &eng(&format!("orphan{i}"), 5000 + i, "a"), t0).unwrap();
+        }
+        assert_eq!((e.held_engagements(), e.engagement_tally().evicted), (2, 3));
+        e.finish();
+        assert_eq!((e.pending_impressions(), e.held_engagements(), impressions(&e)), (0, 0, 10));
+        assert_eq!(e.engagement_tally().orphaned, 2);
+    }
+
+    #[test]
+    fn duplicates_count_once_everywhere() {
+        let mut e = engine("10s", "0s", "5s");
+        let t0 = Instant::now();
+        let click = serde_json::json!({"query_id": "q", "timestamp": 1500, "doc_id": "a", "event_id": "e1"}).to_string();
+        let same_click_no_id = eng("q", 1600, "b");
+        e.process(EventKind::Impression, 0, &imp("q", 1000, &["a", "b"]), t0).unwrap();
+        e.process(EventKind::Impression, 0, &imp("q", 1000, &["a", "b"]), t0).unwrap();
+        for _ in 0..3 {
+            e.process(EventKind::Engagement, 0, click.as_bytes(), t0).unwrap();
+            e.process(EventKind::Engagement, 0, &same_click_no_id, t0).unwrap();
+        }
+        e.finish();
+        let t = e.engagement_tally();
+        assert_eq!((t.attributed, t.duplicate, e.counters().impressions_duplicate), (2, 4, 1));
+        assert_eq!(impressions(&e), 1);
     }
 }

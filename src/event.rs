@@ -59,10 +59,18 @@ pub enum RejectReason {
     InvalidTimestamp,
     /// A field has the right type but an unusable value (for example an empty id).
     InvalidValue,
+    /// Larger than `limits.max_message_bytes`; not parsed.
+    TooLarge,
+    /// An impression with more results than `limits.max_results`.
+    TooManyResults,
+    /// Stamped more than `limits.max_future` ahead of the wall clock.
+    TimestampInFuture,
+    /// Stamped more than `limits.max_past` behind the wall clock (serve only).
+    TimestampTooOld,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 7] = [
+    pub const ALL: [RejectReason; 11] = [
         RejectReason::EmptyMessage,
         RejectReason::InvalidJson,
         RejectReason::NotAnObject,
@@ -70,6 +78,10 @@ impl RejectReason {
         RejectReason::WrongType,
         RejectReason::InvalidTimestamp,
         RejectReason::InvalidValue,
+        RejectReason::TooLarge,
+        RejectReason::TooManyResults,
+        RejectReason::TimestampInFuture,
+        RejectReason::TimestampTooOld,
     ];
     pub fn label(self) -> &'static str {
         match self {
@@ -80,6 +92,10 @@ impl RejectReason {
             RejectReason::WrongType => "wrong_type",
             RejectReason::InvalidTimestamp => "invalid_timestamp",
             RejectReason::InvalidValue => "invalid_value",
+            RejectReason::TooLarge => "too_large",
+            RejectReason::TooManyResults => "too_many_results",
+            RejectReason::TimestampInFuture => "timestamp_in_future",
+            RejectReason::TimestampTooOld => "timestamp_too_old",
         }
     }
     pub fn index(self) -> usize {
@@ -96,7 +112,7 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    fn new(reason: RejectReason, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(reason: RejectReason, detail: impl Into<String>) -> Self {
         Rejection { reason, detail: detail.into() }
     }
     fn missing(field: &str) -> Self {

@@ -18,7 +18,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary};
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use crate::accumulate::GroupStats;
+use crate::accumulate::{FoldedLabel, GroupStats};
 use crate::engine::{Distribution, Engine};
 use crate::event::{EventKind, RejectReason};
 use crate::metrics::{recall_level_label, MetricKind};
@@ -209,7 +209,11 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     ));
 
     let tally = engine.engagement_tally();
-    let plain_counters: [(&str, &str, u64); 6] = [
+    let plain_counters: [(&str, &str, u64); 10] = [
+        ("rankpulse_engagements_duplicate_total", "Engagements seen before (same event_id, or same query, document, action and timestamp); counted once, then ignored.", tally.duplicate),
+        ("rankpulse_engagements_evicted_total", "Held engagements dropped because join.max_held_engagements was reached.", tally.evicted),
+        ("rankpulse_impressions_evicted_total", "Impressions finalized before their attribution window closed because join.max_pending_impressions was reached.", counters.impressions_evicted),
+        ("rankpulse_dedup_keys_evicted_total", "De-duplication keys forgotten early because join.max_dedup_keys was reached.", counters.dedup_keys_evicted),
         ("rankpulse_engagements_late_total", "Engagements that arrived after the watermark passed them with no open impression (their impression was final or never came in time); dropped.", tally.late),
         ("rankpulse_engagements_orphaned_total", "Engagements held for an impression that did not arrive before the watermark passed them; dropped.", tally.orphaned),
         ("rankpulse_engagements_attributed_total", "Engagements attributed to a shown result of an open impression.", tally.attributed),
@@ -230,6 +234,35 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         ],
     ));
 
+    families.push(family(
+        "rankpulse_labels_folded_total",
+        "Impressions whose experiment or variant value was folded into \"other\" by the [labels] cardinality guard.",
+        MetricType::COUNTER,
+        vec![
+            counter(vec![label("label", "experiment")], groups.folded(FoldedLabel::Experiment) as f64),
+            counter(vec![label("label", "variant")], groups.folded(FoldedLabel::Variant) as f64),
+        ],
+    ));
+    families.push(family(
+        "rankpulse_label_groups",
+        "(experiment, variant) pairs with their own series right now (bounded by the [labels] limits).",
+        MetricType::GAUGE,
+        vec![gauge(vec![], groups.active() as f64)],
+    ));
+    families.push(family(
+        "rankpulse_dedup_keys",
+        "Keys remembered for de-duplication (engagement identities and recently finalized queries).",
+        MetricType::GAUGE,
+        vec![gauge(vec![], engine.state_size().dedup as f64)],
+    ));
+    if let Some(lag) = engine.watermark_lag_ms(std::time::Instant::now()) {
+        families.push(family(
+            "rankpulse_watermark_lag_seconds",
+            "How far the event-time watermark trails the wall clock.",
+            MetricType::GAUGE,
+            vec![gauge(vec![], lag as f64 / 1000.0)],
+        ));
+    }
     families.push(family(
         "rankpulse_pending_impressions",
         "Impressions waiting for their attribution window to pass.",

@@ -5,27 +5,37 @@
 //! deadline-ordered heap until the watermark passes `timestamp + attribution_window`;
 //! engagements that arrive before their impression wait in a second heap until the watermark
 //! passes their own timestamp, after which no impression they could belong to can still be
-//! accepted, and they are orphaned. The watermark itself is computed by the engine (it needs
-//! every shard to handle idleness); a shard only records what its inputs have seen.
+//! accepted, and they are orphaned. De-duplication memory is expired the same way. The watermark
+//! itself is computed by the engine (it needs every shard to handle idleness); a shard only
+//! records what its inputs have seen.
 //!
 //! The rules, each in one place:
+//! * an impression whose query is pending, or was finalized within the last attribution window,
+//!   is a *duplicate* (the first counts);
 //! * an impression is *late* (dropped, counted) when the watermark already passed its deadline;
-//! * an impression whose query is already pending is a *duplicate* (the first counts);
+//! * an engagement whose identity (`event_id`, else query, document, action and timestamp) was
+//!   seen within its attribution window is a *duplicate* and changes nothing;
 //! * an engagement with a pending impression is attributed when its timestamp lies in
 //!   [impression, impression + window], else it is *outside the window*; when its document is not
 //!   in the result list it is *not shown*; neither changes any gain;
 //! * an engagement without a pending impression is *late* when the watermark passed its
-//!   timestamp, else it is *held* until its impression arrives or the watermark passes it
-//!   (*orphaned*).
+//!   timestamp or its impression was already finalized, else it is *held* until its impression
+//!   arrives or the watermark passes it (*orphaned*);
+//! * when the engine's state limits are reached, the impression with the earliest deadline is
+//!   finalized early (*evicted*) and the oldest held engagement is dropped (*evicted*).
 
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::accumulate::GroupId;
 use crate::event::{DocKey, EventKind, QueryKey};
 use crate::time::EventTime;
+
+/// The identity of an engagement for de-duplication: a 128-bit hash of its `event_id`, or of
+/// its query, document, action and timestamp when it has none.
+pub type EngagementId = u128;
 
 /// Event-time rules of the join, in milliseconds.
 #[derive(Debug, Clone, Copy)]
@@ -52,17 +62,46 @@ impl InputClock {
     }
 }
 
+/// One shown result: the low 56 bits of its id hash and, in the high byte, its gain so far.
+/// Packing both keeps a pending impression to a single allocation of 8 bytes per result; a
+/// collision of 56-bit hashes within one result list is out of reach (about 2^-50 for 200
+/// results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot(u64);
+
+impl Slot {
+    const DOC_BITS: u32 = 56;
+    const DOC_MASK: u64 = (1 << Self::DOC_BITS) - 1;
+
+    fn new(doc: DocKey) -> Self {
+        Slot(doc & Self::DOC_MASK)
+    }
+    fn is(self, doc: DocKey) -> bool {
+        self.0 & Self::DOC_MASK == doc & Self::DOC_MASK
+    }
+    fn gain(self) -> u8 {
+        (self.0 >> Self::DOC_BITS) as u8
+    }
+    fn raise_gain(&mut self, gain: u8) {
+        if gain > self.gain() {
+            self.0 = (self.0 & Self::DOC_MASK) | (u64::from(gain) << Self::DOC_BITS);
+        }
+    }
+}
+
+/// No engagement attributed yet.
+const NO_ENGAGEMENT: EventTime = EventTime::MAX;
+
 /// An impression waiting for its attribution window to close.
 #[derive(Debug)]
 struct PendingImpression {
     timestamp: EventTime,
+    /// Timestamp of the earliest attributed engagement on a shown result (or [`NO_ENGAGEMENT`]),
+    /// for the delay histogram.
+    first_engagement: EventTime,
     group: GroupId,
-    /// Result ids in rank order.
-    docs: Box<[DocKey]>,
-    /// Gain per rank: the largest gain of any attributed engagement on that result.
-    gains: Box<[u8]>,
-    /// Timestamp of the earliest attributed engagement on a shown result, for the delay histogram.
-    first_engagement: Option<EventTime>,
+    /// Results in rank order with their gains.
+    slots: Box<[Slot]>,
 }
 
 /// An engagement that arrived before its impression.
@@ -89,6 +128,7 @@ pub enum EngagementOutcome {
     OutsideWindow,
     Held,
     Late,
+    Duplicate,
 }
 
 /// Per-outcome counts of engagements, so that held engagements released by an arriving
@@ -100,6 +140,9 @@ pub struct EngagementTally {
     pub outside_window: u64,
     pub late: u64,
     pub orphaned: u64,
+    pub duplicate: u64,
+    /// Held engagements dropped because the held-engagement limit was reached.
+    pub evicted: u64,
 }
 
 impl EngagementTally {
@@ -109,8 +152,20 @@ impl EngagementTally {
             EngagementOutcome::NotShown => self.not_shown += 1,
             EngagementOutcome::OutsideWindow => self.outside_window += 1,
             EngagementOutcome::Late => self.late += 1,
+            EngagementOutcome::Duplicate => self.duplicate += 1,
             EngagementOutcome::Held => {}
         }
+    }
+
+    /// Adds another shard's counts.
+    pub fn merge(&mut self, other: &EngagementTally) {
+        self.attributed += other.attributed;
+        self.not_shown += other.not_shown;
+        self.outside_window += other.outside_window;
+        self.late += other.late;
+        self.orphaned += other.orphaned;
+        self.duplicate += other.duplicate;
+        self.evicted += other.evicted;
     }
 }
 
@@ -124,21 +179,76 @@ pub struct Finalized<'a> {
     pub first_engagement_delay_ms: Option<i64>,
 }
 
+/// A set of keys that forgets each one once the watermark passes its expiry time.
+#[derive(Debug)]
+struct ExpiringSet<K> {
+    keys: HashSet<K>,
+    /// (expiry, key) for every key, earliest first.
+    expiry: BinaryHeap<Reverse<(EventTime, K)>>,
+}
+
+impl<K> Default for ExpiringSet<K> {
+    fn default() -> Self {
+        ExpiringSet { keys: HashSet::new(), expiry: BinaryHeap::new() }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
+    /// Inserts; false if the key was already there.
+    fn insert(&mut self, key: K, expires: EventTime) -> bool {
+        let fresh = self.keys.insert(key);
+        if fresh {
+            self.expiry.push(Reverse((expires, key)));
+        }
+        fresh
+    }
+    fn contains(&self, key: &K) -> bool {
+        self.keys.contains(key)
+    }
+    fn expire(&mut self, watermark: EventTime) {
+        while let Some(&Reverse((expires, key))) = self.expiry.peek() {
+            if expires >= watermark {
+                break;
+            }
+            self.expiry.pop();
+            self.keys.remove(&key);
+        }
+    }
+    /// Forgets the key that would expire first.
+    fn forget_oldest(&mut self) -> bool {
+        match self.expiry.pop() {
+            Some(Reverse((_, key))) => self.keys.remove(&key),
+            None => false,
+        }
+    }
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
 /// Join state of one shard.
 #[derive(Debug, Default)]
 pub struct Shard {
     pending: HashMap<QueryKey, PendingImpression>,
-    /// (deadline, query) of every pending impression, earliest deadline first.
+    /// (deadline, query) of every pending impression, earliest deadline first; entries of
+    /// impressions evicted early are skipped when they surface.
     deadlines: BinaryHeap<Reverse<(EventTime, QueryKey)>>,
     held: HashMap<QueryKey, Vec<HeldEngagement>>,
     /// (timestamp, query) of every held engagement, earliest first.
     held_expiry: BinaryHeap<Reverse<(EventTime, QueryKey)>>,
     held_count: usize,
+    /// Engagements seen within their attribution window, for de-duplication.
+    seen_engagements: ExpiringSet<EngagementId>,
+    /// Queries finalized within the last attribution window: a redelivered impression is a
+    /// duplicate, and an engagement for it is late rather than held.
+    finalized_recently: ExpiringSet<QueryKey>,
     /// One clock per input kind (impressions, engagements).
     pub inputs: [InputClock; 2],
     /// This shard's watermark: no event behind it can still change an open impression.
     watermark: Option<EventTime>,
     pub tally: EngagementTally,
+    /// Reused buffer handing a finalized impression's gains to the accumulators.
+    gains_scratch: Vec<u8>,
 }
 
 impl Shard {
@@ -147,6 +257,10 @@ impl Shard {
     }
     pub fn held_len(&self) -> usize {
         self.held_count
+    }
+    /// Keys held for de-duplication (engagement identities and recently finalized queries).
+    pub fn dedup_len(&self) -> usize {
+        self.seen_engagements.len() + self.finalized_recently.len()
     }
     pub fn watermark(&self) -> Option<EventTime> {
         self.watermark
@@ -174,6 +288,9 @@ impl Shard {
         docs: &[DocKey],
         settings: &JoinSettings,
     ) -> ImpressionOutcome {
+        if self.finalized_recently.contains(&query) {
+            return ImpressionOutcome::Duplicate;
+        }
         let deadline = timestamp.saturating_add(settings.attribution_window);
         if self.passed(deadline) {
             return ImpressionOutcome::Late;
@@ -182,10 +299,9 @@ impl Shard {
             Entry::Occupied(_) => return ImpressionOutcome::Duplicate,
             Entry::Vacant(slot) => slot.insert(PendingImpression {
                 timestamp,
+                first_engagement: NO_ENGAGEMENT,
                 group,
-                docs: docs.into(),
-                gains: vec![0; docs.len()].into_boxed_slice(),
-                first_engagement: None,
+                slots: docs.iter().map(|&d| Slot::new(d)).collect(),
             }),
         };
         self.deadlines.push(Reverse((deadline, query)));
@@ -204,14 +320,18 @@ impl Shard {
     pub fn offer_engagement(
         &mut self,
         query: QueryKey,
+        identity: EngagementId,
         timestamp: EventTime,
         doc: DocKey,
         gain: u8,
         settings: &JoinSettings,
     ) -> EngagementOutcome {
-        let outcome = if let Some(impression) = self.pending.get_mut(&query) {
+        let outcome = if !self.seen_engagements.insert(identity, timestamp.saturating_add(settings.attribution_window))
+        {
+            EngagementOutcome::Duplicate
+        } else if let Some(impression) = self.pending.get_mut(&query) {
             attribute(impression, timestamp, doc, gain, settings)
-        } else if self.passed(timestamp) {
+        } else if self.passed(timestamp) || self.finalized_recently.contains(&query) {
             EngagementOutcome::Late
         } else {
             self.held.entry(query).or_default().push(HeldEngagement { timestamp, doc, gain });
@@ -225,7 +345,7 @@ impl Shard {
 
     /// Raises the watermark (never lowers it) and finalizes every impression whose deadline it
     /// passed, in deadline order; held engagements it passed become orphans.
-    pub fn advance(&mut self, watermark: EventTime, mut on_final: impl FnMut(Finalized<'_>)) {
+    pub fn advance(&mut self, watermark: EventTime, settings: &JoinSettings, mut on_final: impl FnMut(Finalized<'_>)) {
         if self.watermark.is_some_and(|w| w >= watermark) {
             return;
         }
@@ -235,15 +355,7 @@ impl Shard {
                 break;
             }
             self.deadlines.pop();
-            if let Some(p) = self.pending.remove(&query) {
-                on_final(Finalized {
-                    query,
-                    timestamp: p.timestamp,
-                    group: p.group,
-                    gains: &p.gains,
-                    first_engagement_delay_ms: p.first_engagement.map(|t| t - p.timestamp),
-                });
-            }
+            self.finalize(query, settings, &mut on_final);
         }
         while let Some(&Reverse((timestamp, query))) = self.held_expiry.peek() {
             if timestamp >= watermark {
@@ -263,11 +375,64 @@ impl Shard {
                 }
             }
         }
+        self.seen_engagements.expire(watermark);
+        self.finalized_recently.expire(watermark);
+    }
+
+    /// Finalizes one pending impression (if it still is) and remembers its query.
+    fn finalize(&mut self, query: QueryKey, settings: &JoinSettings, on_final: &mut impl FnMut(Finalized<'_>)) -> bool {
+        let Some(p) = self.pending.remove(&query) else { return false };
+        self.gains_scratch.clear();
+        self.gains_scratch.extend(p.slots.iter().map(|s| s.gain()));
+        let deadline = p.timestamp.saturating_add(settings.attribution_window);
+        self.finalized_recently.insert(query, deadline.saturating_add(settings.attribution_window));
+        on_final(Finalized {
+            query,
+            timestamp: p.timestamp,
+            group: p.group,
+            gains: &self.gains_scratch,
+            first_engagement_delay_ms: (p.first_engagement != NO_ENGAGEMENT).then(|| p.first_engagement - p.timestamp),
+        });
+        true
+    }
+
+    /// Finalizes the pending impression with the earliest deadline before its time, to bound
+    /// memory. False if nothing is pending.
+    pub fn evict_oldest_pending(&mut self, settings: &JoinSettings, mut on_final: impl FnMut(Finalized<'_>)) -> bool {
+        while let Some(Reverse((_, query))) = self.deadlines.pop() {
+            if self.finalize(query, settings, &mut on_final) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drops the held engagement with the earliest timestamp, to bound memory.
+    pub fn evict_oldest_held(&mut self) -> bool {
+        while let Some(Reverse((timestamp, query))) = self.held_expiry.pop() {
+            let Entry::Occupied(mut slot) = self.held.entry(query) else { continue };
+            let list = slot.get_mut();
+            let Some(i) = list.iter().position(|e| e.timestamp == timestamp) else { continue };
+            list.swap_remove(i);
+            if list.is_empty() {
+                slot.remove();
+            }
+            self.held_count -= 1;
+            self.tally.evicted += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Forgets the de-duplication key that would expire first, to bound memory.
+    pub fn evict_oldest_dedup_key(&mut self) -> bool {
+        // Engagement identities are the bulk; recently finalized queries go second.
+        self.seen_engagements.forget_oldest() || self.finalized_recently.forget_oldest()
     }
 
     /// Finalizes everything pending and orphans everything held, as when the stream has ended.
-    pub fn drain(&mut self, on_final: impl FnMut(Finalized<'_>)) {
-        self.advance(EventTime::MAX, on_final);
+    pub fn drain(&mut self, settings: &JoinSettings, on_final: impl FnMut(Finalized<'_>)) {
+        self.advance(EventTime::MAX, settings, on_final);
     }
 }
 
@@ -283,11 +448,11 @@ fn attribute(
         return EngagementOutcome::OutsideWindow;
     }
     // The first occurrence of a repeated result id is the one engaged with.
-    let Some(rank) = p.docs.iter().position(|&d| d == doc) else {
+    let Some(slot) = p.slots.iter_mut().find(|s| s.is(doc)) else {
         return EngagementOutcome::NotShown;
     };
-    p.gains[rank] = p.gains[rank].max(gain);
-    p.first_engagement = Some(p.first_engagement.map_or(timestamp, |f| f.min(timestamp)));
+    slot.raise_gain(gain);
+    p.first_engagement = p.first_engagement.min(timestamp);
     EngagementOutcome::Attributed
 }
 
@@ -300,20 +465,27 @@ mod tests {
 
     fn finalize(shard: &mut Shard, watermark: EventTime) -> Vec<(QueryKey, Vec<u8>)> {
         let mut out = Vec::new();
-        shard.advance(watermark, |f| out.push((f.query, f.gains.to_vec())));
+        shard.advance(watermark, &SETTINGS, |f| out.push((f.query, f.gains.to_vec())));
         out
+    }
+
+    /// Offers an engagement with an identity of its own (no redelivery).
+    fn engage(s: &mut Shard, query: QueryKey, ts: EventTime, doc: DocKey, gain: u8) -> EngagementOutcome {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let identity = u128::from(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        s.offer_engagement(query, identity, ts, doc, gain, &SETTINGS)
     }
 
     #[test]
     fn engagements_within_the_window_set_the_largest_gain() {
         let mut s = Shard::default();
         assert_eq!(s.offer_impression(1, 1000, 0, &[10, 20, 30], &SETTINGS), ImpressionOutcome::Pending);
-        assert_eq!(s.offer_engagement(1, 1000, 20, 1, &SETTINGS), EngagementOutcome::Attributed);
-        assert_eq!(s.offer_engagement(1, 1100, 20, 3, &SETTINGS), EngagementOutcome::Attributed);
-        assert_eq!(s.offer_engagement(1, 1050, 20, 2, &SETTINGS), EngagementOutcome::Attributed);
-        assert_eq!(s.offer_engagement(1, 1101, 30, 1, &SETTINGS), EngagementOutcome::OutsideWindow);
-        assert_eq!(s.offer_engagement(1, 999, 30, 1, &SETTINGS), EngagementOutcome::OutsideWindow);
-        assert_eq!(s.offer_engagement(1, 1010, 99, 1, &SETTINGS), EngagementOutcome::NotShown);
+        assert_eq!(engage(&mut s, 1, 1000, 20, 1), EngagementOutcome::Attributed);
+        assert_eq!(engage(&mut s, 1, 1100, 20, 3), EngagementOutcome::Attributed);
+        assert_eq!(engage(&mut s, 1, 1050, 20, 2), EngagementOutcome::Attributed);
+        assert_eq!(engage(&mut s, 1, 1101, 30, 1), EngagementOutcome::OutsideWindow);
+        assert_eq!(engage(&mut s, 1, 999, 30, 1), EngagementOutcome::OutsideWindow);
+        assert_eq!(engage(&mut s, 1, 1010, 99, 1), EngagementOutcome::NotShown);
         assert!(finalize(&mut s, 1100).is_empty(), "deadline 1100 not yet passed");
         assert_eq!(finalize(&mut s, 1101), vec![(1, vec![0, 3, 0])]);
     }
@@ -321,7 +493,7 @@ mod tests {
     #[test]
     fn engagement_before_its_impression_is_held_then_attributed() {
         let mut s = Shard::default();
-        assert_eq!(s.offer_engagement(7, 1020, 20, 2, &SETTINGS), EngagementOutcome::Held);
+        assert_eq!(engage(&mut s, 7, 1020, 20, 2), EngagementOutcome::Held);
         assert_eq!(s.held_len(), 1);
         s.offer_impression(7, 1000, 0, &[10, 20], &SETTINGS);
         assert_eq!((s.held_len(), s.tally.attributed), (0, 1));
@@ -332,13 +504,13 @@ mod tests {
     #[test]
     fn held_engagement_without_impression_is_orphaned_once_the_watermark_passes_it() {
         let mut s = Shard::default();
-        s.offer_engagement(7, 1020, 20, 1, &SETTINGS);
-        s.offer_engagement(7, 1500, 20, 1, &SETTINGS);
+        engage(&mut s, 7, 1020, 20, 1);
+        engage(&mut s, 7, 1500, 20, 1);
         finalize(&mut s, 1020);
         assert_eq!((s.tally.orphaned, s.held_len()), (0, 2));
         finalize(&mut s, 1021);
         assert_eq!((s.tally.orphaned, s.held_len()), (1, 1));
-        s.drain(|_| {});
+        s.drain(&SETTINGS, |_| {});
         assert_eq!((s.tally.orphaned, s.held_len()), (2, 0));
     }
 
@@ -349,7 +521,7 @@ mod tests {
         assert_eq!(s.offer_impression(1, 1001, 0, &[11], &SETTINGS), ImpressionOutcome::Duplicate);
         assert_eq!(finalize(&mut s, 1101).len(), 1);
         // The watermark is past 1100: an engagement for the finalized impression is late.
-        assert_eq!(s.offer_engagement(1, 1050, 10, 1, &SETTINGS), EngagementOutcome::Late);
+        assert_eq!(engage(&mut s, 1, 1050, 10, 1), EngagementOutcome::Late);
         // An impression whose deadline the watermark passed is late; one that can still close is not.
         assert_eq!(s.offer_impression(2, 1000, 0, &[10], &SETTINGS), ImpressionOutcome::Late);
         assert_eq!(s.offer_impression(3, 1001, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
@@ -363,14 +535,63 @@ mod tests {
         finalize(&mut s, 1050);
         finalize(&mut s, 10);
         assert_eq!(s.watermark(), Some(1050));
-        assert_eq!(s.offer_engagement(1, 1060, 10, 1, &SETTINGS), EngagementOutcome::Attributed);
+        assert_eq!(engage(&mut s, 1, 1060, 10, 1), EngagementOutcome::Attributed);
     }
 
     #[test]
     fn repeated_result_ids_take_gain_at_their_first_rank() {
         let mut s = Shard::default();
         s.offer_impression(1, 0, 0, &[10, 20, 10], &SETTINGS);
-        s.offer_engagement(1, 5, 10, 1, &SETTINGS);
+        engage(&mut s, 1, 5, 10, 1);
         assert_eq!(finalize(&mut s, 1000), vec![(1, vec![1, 0, 0])]);
+    }
+
+    #[test]
+    fn redelivered_engagements_and_impressions_count_once() {
+        let mut s = Shard::default();
+        s.offer_impression(1, 1000, 0, &[10, 20], &SETTINGS);
+        assert_eq!(s.offer_engagement(1, 77, 1010, 20, 1, &SETTINGS), EngagementOutcome::Attributed);
+        assert_eq!(s.offer_engagement(1, 77, 1010, 20, 1, &SETTINGS), EngagementOutcome::Duplicate);
+        // Held engagements are de-duplicated too.
+        assert_eq!(s.offer_engagement(2, 88, 1500, 20, 1, &SETTINGS), EngagementOutcome::Held);
+        assert_eq!(s.offer_engagement(2, 88, 1500, 20, 1, &SETTINGS), EngagementOutcome::Duplicate);
+        assert_eq!(s.held_len(), 1);
+        assert_eq!(finalize(&mut s, 1101), vec![(1, vec![0, 1])]);
+        // After finalization the query is remembered for one more window: a redelivered
+        // impression is a duplicate, not a new search, and its engagements are late, not held.
+        assert_eq!(s.offer_impression(1, 1000, 0, &[10, 20], &SETTINGS), ImpressionOutcome::Duplicate);
+        assert_eq!(engage(&mut s, 1, 1200, 20, 1), EngagementOutcome::Late);
+        assert_eq!((s.tally.duplicate, s.tally.attributed), (2, 1));
+        // Both memories expire once the watermark passes another attribution window.
+        finalize(&mut s, 1201 + 100);
+        assert_eq!(s.offer_impression(1, 1400, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
+    }
+
+    #[test]
+    fn eviction_finalizes_the_earliest_deadline_and_drops_the_oldest_held() {
+        let mut s = Shard::default();
+        s.offer_impression(2, 2000, 0, &[10], &SETTINGS);
+        s.offer_impression(1, 1000, 0, &[10], &SETTINGS);
+        engage(&mut s, 1, 1001, 10, 3);
+        let mut evicted = Vec::new();
+        assert!(s.evict_oldest_pending(&SETTINGS, |f| evicted.push((f.query, f.gains.to_vec()))));
+        assert_eq!((evicted, s.pending_len()), (vec![(1, vec![3])], 1));
+        engage(&mut s, 9, 5000, 10, 1);
+        engage(&mut s, 8, 4000, 10, 1);
+        assert!(s.evict_oldest_held());
+        assert_eq!((s.held_len(), s.tally.evicted), (1, 1));
+        // The survivor is the later one: an impression for query 9 still finds it.
+        s.offer_impression(9, 4990, 0, &[10], &SETTINGS);
+        assert_eq!(s.tally.attributed, 2);
+    }
+
+    #[test]
+    fn gains_pack_with_the_document() {
+        let mut slot = Slot::new(u64::MAX);
+        assert!(slot.is(u64::MAX) && slot.gain() == 0);
+        slot.raise_gain(3);
+        slot.raise_gain(1);
+        assert!(slot.is(u64::MAX) && slot.gain() == 3);
+        assert!(!slot.is(7));
     }
 }

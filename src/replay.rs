@@ -89,9 +89,11 @@ pub fn run(impressions: &Path, engagements: &Path, engine: Engine) -> Result<Eng
 pub fn run_with_trec(
     impressions: &Path,
     engagements: &Path,
-    mut engine: Engine,
+    engine: Engine,
     trec_dir: Option<&Path>,
 ) -> Result<Engine, ReplayError> {
+    // Backfills are old by definition: only the future limit applies.
+    let mut engine = engine.without_past_limit();
     engine.keep_closed_windows();
     let trec = trec_dir.map(TrecWriter::create).transpose()?;
     if let Some(writer) = &trec {

@@ -75,6 +75,8 @@ idle_timeout = "1s"
 [metrics]
 cutoffs = [1, 3]
 windows = ["5s"]
+[limits]
+max_past = "3650d"   # the events are stamped 2026-01-01
 [http]
 listen = "127.0.0.1:{port}"
 [state]
