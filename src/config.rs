@@ -87,7 +87,7 @@ pub struct JoinConfig {
     /// (counted as evicted). Default 500,000.
     pub max_held_engagements: usize,
     /// At most this many keys are remembered for de-duplication (engagement identities and
-    /// recently finalized queries); beyond it the oldest is forgotten. Default 8,000,000.
+    /// recently finalized queries); beyond it the oldest is forgotten. Default 4,000,000.
     pub max_dedup_keys: usize,
 }
 
@@ -99,7 +99,7 @@ impl Default for JoinConfig {
             idle_timeout: HumanDuration::from_millis(30_000),
             max_pending_impressions: 2_000_000,
             max_held_engagements: 500_000,
-            max_dedup_keys: 8_000_000,
+            max_dedup_keys: 4_000_000,
         }
     }
 }

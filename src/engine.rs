@@ -702,13 +702,17 @@ mod tests {
         let mut e = Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap());
         let t0 = Instant::now();
         let now_ms = e.wall_clock_ms(t0);
-        let reason = |e: &mut Engine, payload: &[u8]| e.process(EventKind::Impression, 0, payload, t0).unwrap_err().reason;
+        let reason =
+            |e: &mut Engine, payload: &[u8]| e.process(EventKind::Impression, 0, payload, t0).unwrap_err().reason;
         assert_eq!(reason(&mut e, &imp("q", now_ms, &["a"; 60])), RejectReason::TooLarge);
         assert_eq!(reason(&mut e, &imp("q", now_ms, &["a", "b", "c", "d"])), RejectReason::TooManyResults);
         assert_eq!(reason(&mut e, &imp("q", now_ms + 3_600_001, &["a"])), RejectReason::TimestampInFuture);
         assert_eq!(reason(&mut e, &imp("q", now_ms - 86_400_001, &["a"])), RejectReason::TimestampTooOld);
         let far_future_click = eng("q", now_ms + 86_400_000, "a");
-        assert_eq!(e.process(EventKind::Engagement, 0, &far_future_click, t0).unwrap_err().reason, RejectReason::TimestampInFuture);
+        assert_eq!(
+            e.process(EventKind::Engagement, 0, &far_future_click, t0).unwrap_err().reason,
+            RejectReason::TimestampInFuture
+        );
         e.process(EventKind::Impression, 0, &imp("q", now_ms, &["a", "b", "c"]), t0).unwrap();
         // The rejected future timestamps did not move the input clocks.
         assert_eq!(e.shards[0].as_ref().unwrap().inputs[0].max_event_time, Some(now_ms));
@@ -718,7 +722,8 @@ mod tests {
     #[test]
     fn state_limits_evict_oldest_first_and_count_it() {
         let toml = "[join]\nattribution_window = \"10s\"\nmax_pending_impressions = 3\nmax_held_engagements = 2\n";
-        let mut e = Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap()).without_past_limit();
+        let mut e =
+            Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap()).without_past_limit();
         let t0 = Instant::now();
         for i in 0..10 {
             e.process(EventKind::Impression, 0, &imp(&format!("q{i}"), 1000 + i, &["a"]), t0).unwrap();
@@ -738,7 +743,8 @@ mod tests {
     fn duplicates_count_once_everywhere() {
         let mut e = engine("10s", "0s", "5s");
         let t0 = Instant::now();
-        let click = serde_json::json!({"query_id": "q", "timestamp": 1500, "doc_id": "a", "event_id": "e1"}).to_string();
+        let click =
+            serde_json::json!({"query_id": "q", "timestamp": 1500, "doc_id": "a", "event_id": "e1"}).to_string();
         let same_click_no_id = eng("q", 1600, "b");
         e.process(EventKind::Impression, 0, &imp("q", 1000, &["a", "b"]), t0).unwrap();
         e.process(EventKind::Impression, 0, &imp("q", 1000, &["a", "b"]), t0).unwrap();
