@@ -252,7 +252,7 @@ fn messy_stream_gives_exact_ground_truth_and_counts_every_fault_once() {
         for (slot, metric) in layout.keys().iter().enumerate() {
             let Some((family, extra)) = series_of(metric.kind, metric.k) else { continue };
             let mut l = labels.clone();
-            l.extend(extra.into_iter());
+            l.extend(extra);
             let sum = m[&key(&format!("{family}_sum"), &l)];
             let count = m[&key(&format!("{family}_count"), &l)];
             assert_eq!(sum, stats.sum(slot), "{variant} {} sum", metric.name());
