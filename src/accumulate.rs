@@ -9,6 +9,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use serde::{Deserialize, Serialize};
+
 use crate::time::EventTime;
 
 /// Dense id of an (experiment, variant) pair, assigned in order of first appearance.
@@ -70,7 +72,7 @@ pub enum FoldedLabel {
 /// Interns (experiment, variant) names so that the hot path carries a `u32`, and guards their
 /// cardinality: beyond the configured number of active values, new ones are folded into
 /// [`FOLDED`] and counted; values idle for `idle_expiry` are retired to make room.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Groups {
     /// Names by id. Kept after retirement, because closed windows may still name the group;
     /// ids are never reused.
@@ -79,6 +81,8 @@ pub struct Groups {
     last_seen: Vec<EventTime>,
     /// Active groups: experiment → variant → id; two levels so a lookup borrows both strings.
     index: HashMap<Box<str>, HashMap<Box<str>, GroupId>>,
+    /// From the configuration, not the checkpoint: limits may change across a restart.
+    #[serde(skip, default = "LabelLimits::unlimited")]
     limits: LabelLimits,
     /// Impressions whose experiment / variant value was folded, by [`FoldedLabel`].
     folded: [u64; 2],
@@ -214,6 +218,16 @@ impl Groups {
         });
     }
 
+    /// Takes the limits out (to carry them over to a restored table).
+    pub fn into_limits(self) -> LabelLimits {
+        self.limits
+    }
+
+    /// Applies the configured limits (after restoring from a checkpoint).
+    pub fn set_limits(&mut self, limits: LabelLimits) {
+        self.limits = limits;
+    }
+
     /// Groups retired since the last call.
     pub fn take_retired(&mut self) -> Vec<GroupId> {
         std::mem::take(&mut self.retired)
@@ -242,7 +256,7 @@ impl Groups {
 }
 
 /// Sums over the finalized impressions of one group (in one window, or ever).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupStats {
     pub impressions: u64,
     /// Impressions with at least one relevant result.
@@ -288,7 +302,7 @@ impl GroupStats {
 }
 
 /// Stats per group, indexed by [`GroupId`]; a group with no impression here has none.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupTable {
     by_group: Vec<Option<GroupStats>>,
 }
@@ -316,7 +330,7 @@ impl GroupTable {
 }
 
 /// A window whose every impression is final: its figures never change again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClosedWindow {
     /// Index into the configured window sizes.
     pub size_index: usize,
@@ -325,7 +339,7 @@ pub struct ClosedWindow {
 }
 
 /// Open windows of one size, keyed by start time.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct WindowSeries {
     size_ms: i64,
     open: BTreeMap<EventTime, GroupTable>,
@@ -335,7 +349,7 @@ struct WindowSeries {
 }
 
 /// Cumulative and windowed accumulators.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Accumulators {
     metric_count: usize,
     /// How long after a window's end its last impression can still be open.
@@ -345,8 +359,10 @@ pub struct Accumulators {
     /// Newest closed window per size, for the `rankpulse_window_mean` gauges.
     newest_closed: Vec<Option<ClosedWindow>>,
     /// Closed windows not yet taken by [`Accumulators::take_closed`] (replay output).
+    #[serde(skip)]
     recently_closed: Vec<ClosedWindow>,
     /// Whether closed windows are kept for `take_closed`; the daemon needs only the newest.
+    #[serde(skip)]
     keep_closed: bool,
     /// Impressions finalized after their window had closed.
     pub window_late_impressions: u64,
@@ -372,6 +388,10 @@ impl Accumulators {
     /// Keep every closed window for [`Accumulators::take_closed`] (replay prints them all).
     pub fn keep_closed_windows(&mut self, keep: bool) {
         self.keep_closed = keep;
+    }
+
+    pub fn keeps_closed(&self) -> bool {
+        self.keep_closed
     }
 
     pub fn window_size_ms(&self, size_index: usize) -> i64 {

@@ -47,8 +47,6 @@ pub struct KafkaConfig {
     /// Topic of engagement events, co-partitioned with impressions by `query_id`.
     /// Default `search-engagements`.
     pub engagements_topic: String,
-    /// How often stored offsets are committed to the group. Default `5s`.
-    pub commit_interval: HumanDuration,
     /// Extra librdkafka properties passed as they are (security.protocol, sasl.*, ...).
     pub properties: BTreeMap<String, String>,
 }
@@ -60,7 +58,6 @@ impl Default for KafkaConfig {
             group_id: "rankpulse".into(),
             impressions_topic: "search-impressions".into(),
             engagements_topic: "search-engagements".into(),
-            commit_interval: HumanDuration::from_millis(5_000),
             properties: BTreeMap::new(),
         }
     }
@@ -204,17 +201,33 @@ impl Default for HttpConfig {
     }
 }
 
-/// `[state]`: local state.
+/// `[state]`: checkpoints.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
-    /// Directory for local state. Default `./rankpulse-state`.
+    /// Directory of the checkpoints. Default `./rankpulse-state`.
     pub dir: PathBuf,
+    /// How often the whole state is checkpointed; Kafka offsets are committed right after each
+    /// checkpoint. Default `5s`.
+    pub checkpoint_interval: HumanDuration,
+    /// How many of the newest checkpoints are kept (a damaged newest one falls back to the
+    /// previous). Default 3.
+    pub keep_checkpoints: usize,
+    /// A partition revoked from this consumer, or restored from a checkpoint and not assigned
+    /// yet, keeps holding back window closing for this long, so its impressions still land in
+    /// their windows if it comes back (after a restart, the old member's session must expire
+    /// first: keep this above `session.timeout.ms`). Default `60s`.
+    pub rebalance_grace: HumanDuration,
 }
 
 impl Default for StateConfig {
     fn default() -> Self {
-        StateConfig { dir: PathBuf::from("./rankpulse-state") }
+        StateConfig {
+            dir: PathBuf::from("./rankpulse-state"),
+            checkpoint_interval: HumanDuration::from_millis(5_000),
+            keep_checkpoints: 3,
+            rebalance_grace: HumanDuration::from_millis(60_000),
+        }
     }
 }
 
@@ -300,9 +313,6 @@ impl Config {
                 "must differ from kafka.impressions_topic: the topic tells an impression from an engagement",
             ));
         }
-        if k.commit_interval.as_millis_i64() == 0 {
-            return Err(invalid("kafka.commit_interval", "must be positive"));
-        }
         for managed in MANAGED_KAFKA_PROPERTIES {
             if k.properties.contains_key(*managed) {
                 return Err(invalid(
@@ -310,6 +320,12 @@ impl Config {
                     "is set by rankpulse itself (offsets are stored only after processing); use kafka.brokers / kafka.group_id instead",
                 ));
             }
+        }
+        if self.state.checkpoint_interval.as_millis_i64() == 0 {
+            return Err(invalid("state.checkpoint_interval", "must be positive"));
+        }
+        if self.state.dir.as_os_str().is_empty() {
+            return Err(invalid("state.dir", "must name a directory"));
         }
         let j = &self.join;
         if j.attribution_window.as_millis_i64() == 0 {
@@ -325,6 +341,7 @@ impl Config {
             ("limits.max_results", self.limits.max_results),
             ("labels.max_experiments", self.labels.max_experiments),
             ("labels.max_variants", self.labels.max_variants),
+            ("state.keep_checkpoints", self.state.keep_checkpoints),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));

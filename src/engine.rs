@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use serde::{Deserialize, Serialize};
+
 use crate::accumulate::{Accumulators, GroupId, Groups, LabelLimits};
 use crate::config::Config;
 use crate::event::{
@@ -35,7 +37,7 @@ use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
 
 /// Counts of everything the engine saw that is not a metric value.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Counters {
     /// Messages consumed, per input kind.
     pub consumed: [u64; 2],
@@ -104,7 +106,7 @@ struct StateLimits {
 }
 
 /// Sizes of the join's state, summed over shards and kept exact by accounting each change.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateSize {
     pub pending: usize,
     pub held: usize,
@@ -144,6 +146,29 @@ impl Distribution {
         self.histogram.saturating_record(value.max(1));
         self.sum += u128::from(value);
     }
+
+    /// (value, count) of every recorded bucket: what a checkpoint keeps of the histogram.
+    fn recorded(&self) -> Vec<(u64, u64)> {
+        self.histogram.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect()
+    }
+
+    fn restore(&mut self, recorded: &[(u64, u64)], sum: u128) {
+        for &(value, count) in recorded {
+            let _ = self.histogram.record_n(value, count);
+        }
+        self.sum = sum;
+    }
+}
+
+/// Checkpoint health, exported next to the evaluation state.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CheckpointStats {
+    pub written: u64,
+    pub failed: u64,
+    pub last_bytes: u64,
+    pub last_duration: Duration,
+    /// Wall-clock milliseconds of the last successful checkpoint.
+    pub last_success_ms: Option<EventTime>,
 }
 
 /// Logs rejected messages at a bounded rate: a flood of bad input must not become a flood of logs.
@@ -217,6 +242,53 @@ pub struct Engine {
     /// Reused buffer for decoded result ids: decoding allocates nothing per event.
     scratch_docs: Vec<DocKey>,
     reject_log: RejectLog,
+    checkpoint_stats: CheckpointStats,
+    /// How long a parked partition still holds back window closing (`state.rebalance_grace`).
+    rebalance_grace: Duration,
+}
+
+/// What a checkpoint must agree on with the running configuration for its state to mean the
+/// same thing: the metric vector, the windows and the attribution window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFingerprint {
+    pub metric_keys: Vec<String>,
+    pub window_sizes_ms: Vec<i64>,
+    pub attribution_window_ms: i64,
+}
+
+/// The engine's state as a checkpoint writes it (borrowed, no copy).
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    fingerprint: StateFingerprint,
+    shards: &'a [Option<Box<Shard>>],
+    groups: &'a Groups,
+    accumulators: &'a Accumulators,
+    counters: &'a Counters,
+    frontier: Option<EventTime>,
+    first_engagement_delay: Vec<(u64, u64)>,
+    first_engagement_delay_sum: u128,
+}
+
+/// The engine's state as a checkpoint reads it back: [`SnapshotRef`]'s fields, owned.
+#[derive(Deserialize)]
+pub struct EngineSnapshot {
+    fingerprint: StateFingerprint,
+    shards: Vec<Option<Box<Shard>>>,
+    groups: Groups,
+    accumulators: Accumulators,
+    counters: Counters,
+    frontier: Option<EventTime>,
+    first_engagement_delay: Vec<(u64, u64)>,
+    first_engagement_delay_sum: u128,
+}
+
+/// A checkpoint that cannot be restored into this configuration.
+#[derive(Debug, thiserror::Error)]
+#[error("the checkpoint was written with a different configuration ({what} differs: checkpoint {checkpoint}, configuration {configured}); start with the configuration it was written with, or move the state directory away to start afresh")]
+pub struct RestoreError {
+    what: &'static str,
+    checkpoint: String,
+    configured: String,
 }
 
 impl Engine {
@@ -272,7 +344,150 @@ impl Engine {
             processing_time: Distribution::new(60_000_000_000),
             scratch_docs: Vec::with_capacity(256),
             reject_log: RejectLog::default(),
+            checkpoint_stats: CheckpointStats::default(),
+            rebalance_grace: cfg.state.rebalance_grace.as_duration(),
         }
+    }
+
+    fn fingerprint(&self) -> StateFingerprint {
+        let acc = &self.aggregation.accumulators;
+        StateFingerprint {
+            metric_keys: self.aggregation.layout.keys().iter().map(|k| k.name()).collect(),
+            window_sizes_ms: (0..acc.window_count()).map(|i| acc.window_size_ms(i)).collect(),
+            attribution_window_ms: self.join.attribution_window,
+        }
+    }
+
+    /// The state to checkpoint: everything that determines future output, nothing wall-clock.
+    pub fn snapshot(&self) -> impl Serialize + '_ {
+        let delays = &self.aggregation.first_engagement_delay;
+        SnapshotRef {
+            fingerprint: self.fingerprint(),
+            shards: &self.shards,
+            groups: &self.groups,
+            accumulators: &self.aggregation.accumulators,
+            counters: &self.counters,
+            frontier: self.frontier,
+            first_engagement_delay: delays.recorded(),
+            first_engagement_delay_sum: delays.sum,
+        }
+    }
+
+    /// An engine for this configuration continuing from a snapshot. Every restored partition is
+    /// parked until the consumer is assigned it again.
+    pub fn restore(cfg: &Config, snapshot: EngineSnapshot) -> Result<Engine, RestoreError> {
+        let mut engine = Engine::new(cfg);
+        let (theirs, ours) = (&snapshot.fingerprint, engine.fingerprint());
+        let mismatch = |what, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+            Err(RestoreError { what, checkpoint: format!("{a:?}"), configured: format!("{b:?}") })
+        };
+        if theirs.metric_keys != ours.metric_keys {
+            return mismatch("the metrics (metrics.cutoffs)", &theirs.metric_keys, &ours.metric_keys);
+        }
+        if theirs.window_sizes_ms != ours.window_sizes_ms {
+            return mismatch("metrics.windows (ms)", &theirs.window_sizes_ms, &ours.window_sizes_ms);
+        }
+        if theirs.attribution_window_ms != ours.attribution_window_ms {
+            return mismatch(
+                "join.attribution_window (ms)",
+                &theirs.attribution_window_ms,
+                &ours.attribution_window_ms,
+            );
+        }
+        let limits = std::mem::take(&mut engine.groups);
+        engine.groups = snapshot.groups;
+        engine.groups.set_limits(limits.into_limits());
+        let keep = engine.aggregation.accumulators.keeps_closed();
+        engine.aggregation.accumulators = snapshot.accumulators;
+        engine.aggregation.accumulators.keep_closed_windows(keep);
+        engine
+            .aggregation
+            .first_engagement_delay
+            .restore(&snapshot.first_engagement_delay, snapshot.first_engagement_delay_sum);
+        engine.counters = snapshot.counters;
+        engine.frontier = snapshot.frontier;
+        engine.shards = snapshot.shards;
+        engine.state = StateSize::default();
+        let restored_at = Instant::now();
+        for shard in engine.shards.iter_mut().flatten() {
+            shard.parked = true;
+            shard.parked_since = Some(restored_at);
+            let size = StateSize::of(shard);
+            engine.state.pending += size.pending;
+            engine.state.held += size.held;
+            engine.state.dedup += size.dedup;
+        }
+        Ok(engine)
+    }
+
+    /// Records that the message at `offset` of an input is in the state.
+    pub fn consumed(&mut self, kind: EventKind, partition: i32, offset: i64) {
+        Self::shard(&mut self.shards, partition).inputs[kind.index()].next_offset = Some(offset + 1);
+    }
+
+    /// Next offset to consume per partition and input. Parked partitions are left out unless
+    /// asked for: their offsets must never be committed (another consumer may own them now).
+    pub fn positions(&self, include_parked: bool) -> Vec<(EventKind, i32, i64)> {
+        let mut out = Vec::new();
+        for (p, shard) in self.shards.iter().enumerate() {
+            let Some(shard) = shard.as_ref().filter(|s| include_parked || !s.parked) else { continue };
+            for kind in EventKind::ALL {
+                if let Some(next) = shard.inputs[kind.index()].next_offset {
+                    out.push((kind, p as i32, next));
+                }
+            }
+        }
+        out
+    }
+
+    /// The checkpointed next offsets of a partition (impressions, engagements), if it has state.
+    pub fn position(&self, partition: i32) -> Option<[Option<i64>; 2]> {
+        let shard = self.shards.get(usize::try_from(partition).ok()?)?.as_ref()?;
+        Some([shard.inputs[0].next_offset, shard.inputs[1].next_offset])
+    }
+
+    /// A partition was revoked: freeze its state until it comes back.
+    pub fn park(&mut self, partition: i32, now: Instant) {
+        if let Some(Some(shard)) = self.shards.get_mut(usize::try_from(partition).unwrap_or(usize::MAX)) {
+            shard.parked = true;
+            shard.parked_since = Some(now);
+        }
+    }
+
+    /// A parked partition was consumed elsewhere meanwhile (the group committed past our
+    /// position): its open impressions are finalized now with what they have (counted as
+    /// evicted), and it starts afresh from the group's offsets.
+    pub fn take_over(&mut self, partition: i32) {
+        let Engine { shards, aggregation, state, join, counters, .. } = self;
+        let Some(Some(shard)) = shards.get_mut(usize::try_from(partition).unwrap_or(usize::MAX)) else { return };
+        let finalized = state.track(shard, |s| {
+            let mut n = 0u64;
+            s.drain(join, |f| {
+                n += 1;
+                aggregation.finalize(f)
+            });
+            s.reset_keeping_tally();
+            n
+        });
+        counters.impressions_evicted += finalized;
+    }
+
+    /// Records a checkpoint attempt.
+    pub fn record_checkpoint(&mut self, bytes: u64, took: Duration, ok: bool, now: Instant) {
+        let wall_clock = self.wall_clock_ms(now);
+        let stats = &mut self.checkpoint_stats;
+        if ok {
+            stats.written += 1;
+            stats.last_bytes = bytes;
+            stats.last_duration = took;
+            stats.last_success_ms = Some(wall_clock);
+        } else {
+            stats.failed += 1;
+        }
+    }
+
+    pub fn checkpoint_stats(&self) -> CheckpointStats {
+        self.checkpoint_stats
     }
 
     /// Registers a callback for every finalized impression.
@@ -297,6 +512,8 @@ impl Engine {
     /// hold its watermark back.
     pub fn assign(&mut self, partition: i32, now: Instant) {
         let shard = Self::shard(&mut self.shards, partition);
+        shard.parked = false;
+        shard.parked_since = None;
         for kind in EventKind::ALL {
             shard.observe(kind, None, now);
         }
@@ -411,7 +628,7 @@ impl Engine {
         let mut least = Progress::Idle;
         let mut newest_event = None::<EventTime>;
         let mut last_active = None::<Instant>;
-        for shard in self.shards.iter().flatten() {
+        for shard in self.shards.iter().flatten().filter(|s| !s.parked) {
             for clock in &shard.inputs {
                 least = least.meet(progress(clock));
                 newest_event = newest_event.max(clock.max_event_time);
@@ -435,7 +652,7 @@ impl Engine {
         }
 
         let Engine { shards, aggregation, frontier, state, join, .. } = self;
-        for shard in shards.iter_mut().flatten() {
+        for shard in shards.iter_mut().flatten().filter(|s| !s.parked) {
             let own = shard.inputs.iter().fold(Progress::Idle, |acc, c| acc.meet(progress(c)));
             let target = match own {
                 Progress::At(t) => Some(t),
@@ -446,7 +663,7 @@ impl Engine {
                 state.track(shard, |s| s.advance(w, join, |f| aggregation.finalize(f)));
             }
         }
-        if let Some(w) = self.watermark() {
+        if let Some(w) = self.window_closing_watermark(now) {
             self.aggregation.accumulators.close_windows(w);
         }
     }
@@ -506,12 +723,27 @@ impl Engine {
     /// The least shard watermark, if every shard has one: everything before it is final.
     pub fn watermark(&self) -> Option<EventTime> {
         let mut least = None;
-        for shard in self.shards.iter().flatten() {
+        for shard in self.shards.iter().flatten().filter(|s| !s.parked) {
             let w = shard.watermark()?;
             least = Some(least.map_or(w, |l: EventTime| l.min(w)));
         }
         least
     }
+    /// The watermark windows close on: [`Engine::watermark`], also held back by partitions parked
+    /// less than `state.rebalance_grace` ago, which may still come back here.
+    fn window_closing_watermark(&self, now: Instant) -> Option<EventTime> {
+        let mut least = None;
+        for shard in self.shards.iter().flatten() {
+            let holds_back = !shard.parked
+                || shard.parked_since.is_some_and(|since| now.saturating_duration_since(since) < self.rebalance_grace);
+            if holds_back {
+                let w = shard.watermark()?;
+                least = Some(least.map_or(w, |l: EventTime| l.min(w)));
+            }
+        }
+        least
+    }
+
     /// Watermark of each shard that has one, by partition.
     pub fn shard_watermarks(&self) -> impl Iterator<Item = (i32, EventTime)> + '_ {
         self.shards.iter().enumerate().filter_map(|(p, s)| Some((p as i32, s.as_ref()?.watermark()?)))

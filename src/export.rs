@@ -234,6 +234,39 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         ],
     ));
 
+    let checkpoints = engine.checkpoint_stats();
+    families.push(family(
+        "rankpulse_checkpoints_total",
+        "Checkpoints written to state.dir (offsets are committed after each).",
+        MetricType::COUNTER,
+        vec![counter(vec![], checkpoints.written as f64)],
+    ));
+    families.push(family(
+        "rankpulse_checkpoint_failures_total",
+        "Checkpoints that could not be written (disk full, permissions); offsets stay uncommitted until one succeeds.",
+        MetricType::COUNTER,
+        vec![counter(vec![], checkpoints.failed as f64)],
+    ));
+    if let Some(last) = checkpoints.last_success_ms {
+        families.push(family(
+            "rankpulse_checkpoint_last_success_timestamp_seconds",
+            "Wall-clock time of the last successful checkpoint.",
+            MetricType::GAUGE,
+            vec![gauge(vec![], last as f64 / 1000.0)],
+        ));
+        families.push(family(
+            "rankpulse_checkpoint_bytes",
+            "Size of the last checkpoint.",
+            MetricType::GAUGE,
+            vec![gauge(vec![], checkpoints.last_bytes as f64)],
+        ));
+        families.push(family(
+            "rankpulse_checkpoint_duration_seconds",
+            "Time to write and fsync the last checkpoint.",
+            MetricType::GAUGE,
+            vec![gauge(vec![], checkpoints.last_duration.as_secs_f64())],
+        ));
+    }
     families.push(family(
         "rankpulse_labels_folded_total",
         "Impressions whose experiment or variant value was folded into \"other\" by the [labels] cardinality guard.",

@@ -29,6 +29,8 @@ use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use crate::accumulate::GroupId;
 use crate::event::{DocKey, EventKind, QueryKey};
 use crate::time::EventTime;
@@ -46,14 +48,17 @@ pub struct JoinSettings {
 }
 
 /// What one input (a topic partition) has delivered so far; the engine derives watermarks
-/// from these.
-#[derive(Debug, Clone, Copy, Default)]
+/// from these, and checkpoints record where to resume.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct InputClock {
     /// Largest event time delivered; `None` before the first event.
     pub max_event_time: Option<EventTime>,
     /// When the input last delivered anything, valid or not: a partition carrying only rejects
-    /// is still alive.
+    /// is still alive. Wall-clock state: not checkpointed (a restored input is re-assigned).
+    #[serde(skip)]
     pub last_active: Option<Instant>,
+    /// The offset of the next message to consume: everything before it is in the state.
+    pub next_offset: Option<i64>,
 }
 
 impl InputClock {
@@ -66,7 +71,7 @@ impl InputClock {
 /// Packing both keeps a pending impression to a single allocation of 8 bytes per result; a
 /// collision of 56-bit hashes within one result list is out of reach (about 2^-50 for 200
 /// results).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct Slot(u64);
 
 impl Slot {
@@ -93,7 +98,7 @@ impl Slot {
 const NO_ENGAGEMENT: EventTime = EventTime::MAX;
 
 /// An impression waiting for its attribution window to close.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct PendingImpression {
     timestamp: EventTime,
     /// Timestamp of the earliest attributed engagement on a shown result (or [`NO_ENGAGEMENT`]),
@@ -105,7 +110,7 @@ struct PendingImpression {
 }
 
 /// An engagement that arrived before its impression.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct HeldEngagement {
     timestamp: EventTime,
     doc: DocKey,
@@ -133,7 +138,7 @@ pub enum EngagementOutcome {
 
 /// Per-outcome counts of engagements, so that held engagements released by an arriving
 /// impression are counted exactly like direct ones.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementTally {
     pub attributed: u64,
     pub not_shown: u64,
@@ -180,7 +185,8 @@ pub struct Finalized<'a> {
 }
 
 /// A set of keys that forgets each one once the watermark passes its expiry time.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(serialize = "K: Serialize", deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord"))]
 struct ExpiringSet<K> {
     keys: HashSet<K>,
     /// (expiry, key) for every key, earliest first.
@@ -227,7 +233,7 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
 }
 
 /// Join state of one shard.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Shard {
     pending: HashMap<QueryKey, PendingImpression>,
     /// (deadline, query) of every pending impression, earliest deadline first; entries of
@@ -247,7 +253,15 @@ pub struct Shard {
     /// This shard's watermark: no event behind it can still change an open impression.
     watermark: Option<EventTime>,
     pub tally: EngagementTally,
+    /// Revoked from this consumer: frozen (nothing finalizes, it holds back no watermark) and
+    /// kept in checkpoints until the partition is assigned here again or found taken over.
+    pub parked: bool,
+    /// When it was parked (wall clock; not checkpointed): for a grace period a parked partition
+    /// still holds back window closing, in case it comes back here.
+    #[serde(skip)]
+    pub parked_since: Option<Instant>,
     /// Reused buffer handing a finalized impression's gains to the accumulators.
+    #[serde(skip)]
     gains_scratch: Vec<u8>,
 }
 
@@ -428,6 +442,12 @@ impl Shard {
     pub fn evict_oldest_dedup_key(&mut self) -> bool {
         // Engagement identities are the bulk; recently finalized queries go second.
         self.seen_engagements.forget_oldest() || self.finalized_recently.forget_oldest()
+    }
+
+    /// Forgets everything but the engagement counts (which are exported totals), after
+    /// [`Shard::drain`], so the partition can start afresh elsewhere's offsets.
+    pub fn reset_keeping_tally(&mut self) {
+        *self = Shard { tally: self.tally, ..Shard::default() };
     }
 
     /// Finalizes everything pending and orphans everything held, as when the stream has ended.

@@ -18,6 +18,7 @@
 //! | [`accumulate`] | aggregation | exact (fixed-point) sums per group, cumulative and per tumbling window |
 //! | [`engine`] | orchestration | the single-threaded core: decode → join → watermark → finalize → accumulate |
 //! | [`export`] | output | Prometheus text exposition, `/healthz`, `/readyz` |
+//! | [`checkpoint`] | durability | the engine's state and input offsets, written atomically, read back on start |
 //! | [`source`] | input | the Kafka consumer: offsets stored after processing, commits on revoke and shutdown |
 //! | [`replay`] | input | JSON-lines files merged on event time through the same engine |
 //! | [`demo`] | demo | in-process Kafka cluster and a realistic A/B traffic generator |
@@ -28,6 +29,7 @@
 //! `replay` feed it the same way, which is why offline backfills and online numbers agree.
 
 pub mod accumulate;
+pub mod checkpoint;
 pub mod commands;
 pub mod config;
 pub mod demo;

@@ -1,20 +1,29 @@
 //! The Kafka source: consumes both topics and feeds the engine.
 //!
-//! Offset discipline (after Vector's Kafka source): auto-commit and auto-store are off; a
-//! message's offset is stored only after the engine has applied it, stored offsets are committed
-//! every `kafka.commit_interval`, and synchronously when partitions are revoked and at shutdown.
-//! Because the engine is applied synchronously between two `recv` calls, a rebalance callback
-//! (which runs inside `recv`) never sees a half-processed message.
+//! Offset discipline: the engine records each message's offset once the message is in its state,
+//! so a checkpoint of the engine is the state *and* the position of every partition. Offsets are
+//! committed to the group only after the checkpoint that covers them is on disk (periodically,
+//! on revoke, and at shutdown). On assignment, a partition resumes from its checkpointed offsets,
+//! not the group's: every message is in the state exactly once, whatever happened in between.
+//! If the group committed past our checkpoint, another consumer owned the partition meanwhile;
+//! our stale state for it is finalized and we continue from the group's offsets.
+//!
+//! Rebalance callbacks run inside `recv`, between two messages, so they never see a
+//! half-processed message.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 
+use crate::checkpoint::{self, CheckpointStore};
 use crate::config::KafkaConfig;
 use crate::event::EventKind;
 use crate::export::{Health, SharedEngine};
@@ -23,6 +32,8 @@ use crate::shutdown::Shutdown;
 /// How often watermarks are recomputed when messages keep arriving, and the idle tick.
 const ADVANCE_INTERVAL: Duration = Duration::from_millis(50);
 const IDLE_TICK: Duration = Duration::from_millis(200);
+/// How long an assignment may wait for the group's committed offsets.
+const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -32,10 +43,21 @@ pub enum SourceError {
     Subscribe { topics: [String; 2], source: KafkaError },
 }
 
-/// Consumer callbacks: commits on revoke, readiness from assignment and broker state.
+/// Where and how often state is checkpointed; `None` in the demo, which has nothing to resume.
+pub struct Durability {
+    pub store: CheckpointStore,
+    pub interval: Duration,
+}
+
+type Store = Arc<Mutex<CheckpointStore>>;
+
+/// Consumer callbacks: positions partitions on assignment, checkpoints and commits on revoke,
+/// tracks readiness.
 struct SourceContext {
     engine: SharedEngine,
     health: Arc<Health>,
+    topics: [String; 2],
+    store: Option<Store>,
 }
 
 impl ClientContext for SourceContext {
@@ -48,41 +70,135 @@ impl ClientContext for SourceContext {
 }
 
 impl ConsumerContext for SourceContext {
-    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(partitions) = rebalance {
-            tracing::info!(partitions = partitions.count(), "partitions revoked; committing processed offsets");
-            commit(consumer, CommitMode::Sync);
-        }
-    }
-
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Assign(partitions) => {
-                let now = tokio::time::Instant::now().into_std();
-                let mut engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
-                let mut numbers: Vec<i32> = partitions.elements().iter().map(|e| e.partition()).collect();
-                numbers.sort_unstable();
-                numbers.dedup();
-                for &p in &numbers {
-                    engine.assign(p, now);
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.position_assignment(consumer, tpl);
+                let assigned = if cooperative { consumer.incremental_assign(tpl) } else { consumer.assign(tpl) };
+                if let Err(e) = assigned {
+                    tracing::error!(error = %e, "assigning partitions failed");
                 }
-                tracing::info!(?numbers, "partitions assigned");
-                self.health.set_ready(!numbers.is_empty());
+                self.health.set_ready(tpl.count() > 0);
             }
-            Rebalance::Revoke(_) => self.health.set_ready(false),
-            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.release(consumer, tpl);
+                let released = if cooperative { consumer.incremental_unassign(tpl) } else { consumer.unassign() };
+                if let Err(e) = released {
+                    tracing::error!(error = %e, "unassigning partitions failed");
+                }
+                self.health.set_ready(false);
+            }
+            other => tracing::error!(error = ?other, "rebalance error"),
         }
     }
 }
 
-/// Commits stored offsets; "nothing stored yet" is not an error worth reporting.
-fn commit<C: Consumer<X>, X: ConsumerContext>(consumer: &C, mode: CommitMode) {
-    match consumer.commit_consumer_state(mode) {
-        Ok(()) => {}
-        Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "offset commit failed; it is retried at the next commit")
+fn partitions_of(tpl: &TopicPartitionList) -> BTreeSet<i32> {
+    tpl.elements().iter().map(|e| e.partition()).collect()
+}
+
+impl SourceContext {
+    /// Sets each assigned partition's start to its checkpointed offset (unless it was consumed
+    /// elsewhere meanwhile) and un-parks it in the engine.
+    fn position_assignment(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
+        let committed: HashMap<(String, i32), i64> = match consumer.committed_offsets(tpl.clone(), COMMITTED_TIMEOUT) {
+            Ok(list) => {
+                let map = list
+                    .elements()
+                    .iter()
+                    .filter_map(|e| match e.offset() {
+                        Offset::Offset(o) => Some(((e.topic().to_string(), e.partition()), o)),
+                        _ => None,
+                    })
+                    .collect();
+                drop(list);
+                map
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the group's committed offsets failed; resuming from checkpoints");
+                HashMap::new()
+            }
+        };
+        let now = tokio::time::Instant::now().into_std();
+        let mut engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        let partitions = partitions_of(tpl);
+        for &p in &partitions {
+            if let Some(ours) = engine.position(p) {
+                let consumed_elsewhere = EventKind::ALL.iter().any(|&k| {
+                    let theirs = committed.get(&(self.topics[k.index()].clone(), p));
+                    matches!((ours[k.index()], theirs), (Some(o), Some(&t)) if t > o)
+                });
+                if consumed_elsewhere {
+                    tracing::warn!(partition = p, "partition was consumed elsewhere since our checkpoint: finalizing its open impressions, continuing from the group's offsets");
+                    engine.take_over(p);
+                } else {
+                    for kind in EventKind::ALL {
+                        if let Some(offset) = ours[kind.index()] {
+                            let _ = tpl.set_partition_offset(&self.topics[kind.index()], p, Offset::Offset(offset));
+                        }
+                    }
+                }
+            }
+            engine.assign(p, now);
         }
+        tracing::info!(?partitions, "partitions assigned");
+    }
+
+    /// Checkpoints, commits exactly what the checkpoint covers, and parks the revoked partitions.
+    fn release(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList) {
+        let partitions = partitions_of(tpl);
+        tracing::info!(?partitions, "partitions revoked: checkpointing and committing");
+        let (encoded, positions) = {
+            let engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+            (self.store.as_ref().map(|_| checkpoint::encode(&engine)), engine.positions(false))
+        };
+        if let (Some(store), Some(encoded)) = (&self.store, encoded) {
+            let started = std::time::Instant::now();
+            let written = store.lock().unwrap_or_else(|p| p.into_inner()).write(&encoded);
+            let ok = written.is_ok();
+            if let Err(e) = written {
+                tracing::error!(error = %e, "checkpoint on revoke failed; offsets not committed (the previous checkpoint stands)");
+            }
+            self.engine.lock().unwrap_or_else(|p| p.into_inner()).record_checkpoint(
+                encoded.len() as u64,
+                started.elapsed(),
+                ok,
+                started,
+            );
+            if !ok {
+                return self.park(&partitions);
+            }
+        }
+        commit_positions(consumer, &self.topics, &positions, CommitMode::Sync);
+        self.park(&partitions);
+    }
+
+    fn park(&self, partitions: &BTreeSet<i32>) {
+        let now = tokio::time::Instant::now().into_std();
+        let mut engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        for &p in partitions {
+            engine.park(p, now);
+        }
+    }
+}
+
+/// Commits next offsets (of partitions this consumer owns) to the group.
+fn commit_positions<C: Consumer<X>, X: ConsumerContext>(
+    consumer: &C,
+    topics: &[String; 2],
+    positions: &[(EventKind, i32, i64)],
+    mode: CommitMode,
+) {
+    if positions.is_empty() {
+        return;
+    }
+    let mut tpl = TopicPartitionList::with_capacity(positions.len());
+    for &(kind, partition, next) in positions {
+        let _ = tpl.add_partition_offset(&topics[kind.index()], partition, Offset::Offset(next));
+    }
+    if let Err(e) = consumer.commit(&tpl, mode) {
+        tracing::warn!(error = %e, "offset commit failed; the next checkpoint commits again");
     }
 }
 
@@ -101,17 +217,58 @@ fn client_config(cfg: &KafkaConfig) -> ClientConfig {
     c
 }
 
-/// Consumes until shutdown; commits processed offsets before returning.
+/// Checkpoints the engine (when durable) and then commits the offsets it covers.
+async fn checkpoint_and_commit(
+    consumer: &StreamConsumer<SourceContext>,
+    engine: &SharedEngine,
+    store: Option<&Store>,
+    topics: &[String; 2],
+    mode: CommitMode,
+) {
+    let (encoded, positions) = {
+        let engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+        (store.map(|_| checkpoint::encode(&engine)), engine.positions(false))
+    };
+    if let (Some(store), Some(encoded)) = (store, encoded) {
+        let started = std::time::Instant::now();
+        let bytes = encoded.len() as u64;
+        let store = store.clone();
+        let written =
+            tokio::task::spawn_blocking(move || store.lock().unwrap_or_else(|p| p.into_inner()).write(&encoded)).await;
+        let ok = matches!(written, Ok(Ok(_)));
+        match written {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "checkpoint failed; offsets not committed (the previous checkpoint stands)")
+            }
+            Err(e) => tracing::error!(error = %e, "checkpoint task failed"),
+        }
+        engine.lock().unwrap_or_else(|p| p.into_inner()).record_checkpoint(bytes, started.elapsed(), ok, started);
+        if !ok {
+            return;
+        }
+    }
+    commit_positions(consumer, topics, &positions, mode);
+}
+
+/// Consumes until shutdown; checkpoints and commits before returning.
 pub async fn run(
     cfg: &KafkaConfig,
     engine: SharedEngine,
     health: Arc<Health>,
     shutdown: Shutdown,
+    durability: Option<Durability>,
+    commit_interval: Duration,
 ) -> Result<(), SourceError> {
-    let context = SourceContext { engine: engine.clone(), health: health.clone() };
+    let topics = [cfg.impressions_topic.clone(), cfg.engagements_topic.clone()];
+    let (store, checkpoint_interval) = match durability {
+        Some(d) => (Some(Arc::new(Mutex::new(d.store))), d.interval),
+        None => (None, commit_interval),
+    };
+    let context =
+        SourceContext { engine: engine.clone(), health: health.clone(), topics: topics.clone(), store: store.clone() };
     let consumer: StreamConsumer<SourceContext> =
         client_config(cfg).create_with_context(context).map_err(SourceError::Create)?;
-    let topics = [cfg.impressions_topic.clone(), cfg.engagements_topic.clone()];
     consumer
         .subscribe(&[topics[0].as_str(), topics[1].as_str()])
         .map_err(|source| SourceError::Subscribe { topics: topics.clone(), source })?;
@@ -119,8 +276,9 @@ pub async fn run(
 
     let mut idle_tick = tokio::time::interval(IDLE_TICK);
     idle_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut commit_tick = tokio::time::interval(cfg.commit_interval.as_duration());
-    commit_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut checkpoint_tick = tokio::time::interval(checkpoint_interval);
+    checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    checkpoint_tick.tick().await;
     let mut last_advance = tokio::time::Instant::now();
     let mut consecutive_errors = 0u32;
 
@@ -139,19 +297,16 @@ pub async fn run(
                         continue;
                     };
                     let started = tokio::time::Instant::now();
-                    {
-                        let mut engine = engine.lock().unwrap_or_else(|p| p.into_inner());
-                        let _ = engine.process(kind, message.partition(), message.payload().unwrap_or(&[]), started.into_std());
-                        engine.record_processing_time(started.elapsed());
-                        if started.duration_since(last_advance) >= ADVANCE_INTERVAL {
-                            engine.advance(started.into_std());
-                            last_advance = started;
-                        }
-                    }
+                    let mut engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+                    let _ = engine.process(kind, message.partition(), message.payload().unwrap_or(&[]), started.into_std());
                     // Only now is the message's effect in the state.
-                    if let Err(e) = consumer.store_offset_from_message(&message) {
-                        tracing::warn!(error = %e, "storing offset failed");
+                    engine.consumed(kind, message.partition(), message.offset());
+                    engine.record_processing_time(started.elapsed());
+                    if started.duration_since(last_advance) >= ADVANCE_INTERVAL {
+                        engine.advance(started.into_std());
+                        last_advance = started;
                     }
+                    drop(engine);
                     health.set_ready(true);
                 }
                 Err(e) => {
@@ -159,6 +314,7 @@ pub async fn run(
                     if consecutive_errors == 1 || consecutive_errors.is_power_of_two() {
                         tracing::warn!(error = %e, consecutive_errors, "consume error");
                     }
+                    health.set_ready(false);
                     // Let a broken connection recover without spinning.
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
@@ -168,12 +324,14 @@ pub async fn run(
                 engine.lock().unwrap_or_else(|p| p.into_inner()).advance(now.into_std());
                 last_advance = now;
             }
-            _ = commit_tick.tick() => commit(&consumer, CommitMode::Async),
+            _ = checkpoint_tick.tick() => {
+                checkpoint_and_commit(&consumer, &engine, store.as_ref(), &topics, CommitMode::Async).await;
+            }
         }
     }
 
-    tracing::info!("stopping the consumer; committing processed offsets");
-    commit(&consumer, CommitMode::Sync);
+    tracing::info!("stopping the consumer: final checkpoint and commit");
+    checkpoint_and_commit(&consumer, &engine, store.as_ref(), &topics, CommitMode::Sync).await;
     consumer.unsubscribe();
     health.set_ready(false);
     Ok(())

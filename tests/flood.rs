@@ -81,6 +81,25 @@ fn bytes_per_pending_impression_with_ten_results() {
     eprintln!("bytes per pending impression (10 results) at {PENDING} pending: {per_impression:.0}");
     // Results (80 bytes) + map entry + deadline heap entry; a regression past this is a design change.
     assert!(per_impression < 300.0, "{per_impression} bytes per pending impression");
+
+    // What checkpointing this state costs (reported, not asserted: timing is the machine's).
+    let started = Instant::now();
+    let encoded = rankpulse::checkpoint::encode(&e);
+    let encode_time = started.elapsed();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = rankpulse::checkpoint::CheckpointStore::open(dir.path(), 1).unwrap();
+    let started = Instant::now();
+    store.write(&encoded).unwrap();
+    let write_time = started.elapsed();
+    let started = Instant::now();
+    let (_, snapshot) = store.load_latest().unwrap().unwrap();
+    let restored = Engine::restore(&Config::default(), snapshot).unwrap();
+    let restore_time = started.elapsed();
+    assert_eq!(restored.pending_impressions(), PENDING as usize);
+    eprintln!(
+        "checkpoint of {PENDING} pending impressions: {:.1} MB, encode {encode_time:?}, write+fsync {write_time:?}, read+restore {restore_time:?}",
+        encoded.len() as f64 / 1e6
+    );
 }
 
 #[test]

@@ -67,7 +67,6 @@ brokers = "{brokers}"
 group_id = "it-group"
 impressions_topic = "{IMPRESSIONS}"
 engagements_topic = "{ENGAGEMENTS}"
-commit_interval = "500ms"
 [join]
 attribution_window = "2s"
 max_out_of_orderness = "0s"
@@ -81,6 +80,7 @@ max_past = "3650d"   # the events are stamped 2026-01-01
 listen = "127.0.0.1:{port}"
 [state]
 dir = "{}"
+checkpoint_interval = "500ms"
 "#,
             dir.join("state").display()
         ),

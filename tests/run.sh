@@ -13,4 +13,11 @@ if ! command -v promtool >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
+# tansu: an Apache-Kafka-compatible broker in its own process, for the crash-and-restart test.
+# About 15 minutes to build on 2 cores, so an installed one is reused.
+if ! tansu --version >/dev/null 2>&1; then
+  echo "installing tansu (a Kafka-compatible broker) for the crash test..."
+  cargo install tansu --locked --features dynostore
+fi
+
 cargo test --all-targets --locked

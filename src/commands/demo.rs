@@ -45,7 +45,7 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32) -> anyhow:
         println!("  MRR by variant in PromQL: sum by (variant) (rate(rankpulse_reciprocal_rank_sum[5m])) / sum by (variant) (rate(rankpulse_reciprocal_rank_count[5m]))");
         println!("  Ctrl-C to stop.");
         tokio::spawn(report_periodically(engine.clone(), shutdown.clone()));
-        crate::commands::serve::run_pipeline(&cfg, engine, shutdown).await
+        crate::commands::serve::run_pipeline(&cfg, engine, shutdown, None).await
     });
     cluster.stop();
     result

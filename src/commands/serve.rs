@@ -6,34 +6,55 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::checkpoint::CheckpointStore;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::export::{Health, HttpServer, SharedEngine};
 use crate::shutdown::Shutdown;
-use crate::source;
+use crate::source::{self, Durability};
 
 /// How long the HTTP server may take to finish in-flight scrapes after shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(3);
 
 pub fn run(config: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(Some(config))?;
+    let store = CheckpointStore::open(&cfg.state.dir, cfg.state.keep_checkpoints)?;
+    let engine = match store.load_latest()? {
+        Some((path, snapshot)) => {
+            let engine = Engine::restore(&cfg, snapshot).with_context(|| format!("restoring {}", path.display()))?;
+            tracing::info!(checkpoint = %path.display(), pending = engine.pending_impressions(), "state restored");
+            engine
+        }
+        None => {
+            tracing::info!(dir = %store.dir().display(), "no checkpoint: starting with empty state");
+            Engine::new(&cfg)
+        }
+    };
+    let durability = Durability { store, interval: cfg.state.checkpoint_interval.as_duration() };
     super::runtime()?.block_on(async {
         let shutdown = Shutdown::new();
         shutdown.on_signals();
-        let engine = Arc::new(Mutex::new(Engine::new(&cfg)));
-        run_pipeline(&cfg, engine, shutdown).await
+        run_pipeline(&cfg, Arc::new(Mutex::new(engine)), shutdown, Some(durability)).await
     })
 }
 
 /// Serves HTTP and consumes until `shutdown` fires (or the source fails), then drains.
-pub async fn run_pipeline(cfg: &Config, engine: SharedEngine, shutdown: Shutdown) -> anyhow::Result<()> {
+/// Without `durability` (the demo) nothing is checkpointed and offsets are committed every
+/// `state.checkpoint_interval`.
+pub async fn run_pipeline(
+    cfg: &Config,
+    engine: SharedEngine,
+    shutdown: Shutdown,
+    durability: Option<Durability>,
+) -> anyhow::Result<()> {
     let health = Arc::new(Health::default());
     let addr = cfg.listen_addr()?;
     let http = HttpServer::start(addr, engine.clone(), health.clone(), shutdown.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint to {addr} (http.listen)"))?;
     tracing::info!("metrics on http://{}/metrics", http.local_addr);
-    let consumed = source::run(&cfg.kafka, engine, health, shutdown.clone()).await;
+    let interval = cfg.state.checkpoint_interval.as_duration();
+    let consumed = source::run(&cfg.kafka, engine, health, shutdown.clone(), durability, interval).await;
     shutdown.trigger();
     if tokio::time::timeout(HTTP_DRAIN, http.join()).await.is_err() {
         tracing::warn!("HTTP server did not finish within {HTTP_DRAIN:?}; exiting anyway");

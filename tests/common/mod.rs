@@ -105,6 +105,12 @@ impl Daemon {
         }
     }
 
+    /// SIGKILL: no chance to checkpoint or commit.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     pub fn wait(mut self, within: Duration) -> ExitStatus {
         let started = Instant::now();
         loop {

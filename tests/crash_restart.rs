@@ -1,0 +1,298 @@
+//! Durability: `rankpulse serve` is killed with SIGKILL at random moments while it consumes,
+//! and restarted each time from its state directory. Once the stream is fully finalized, every
+//! exported `_sum`, `_count` and `_total` equals that of an uninterrupted run over the same
+//! topics, exactly.
+//!
+//! Run against a broker in its own process (tansu), and against librdkafka's mock cluster with
+//! broker faults injected (brokers down then up, request errors).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rdkafka::config::ClientConfig;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer};
+use rdkafka::types::RDKafkaRespErr;
+use serde_json::json;
+
+const PARTITIONS: i32 = 4;
+const IMPRESSIONS: usize = 8000;
+const SPACING_MS: i64 = 10;
+const BOUND_MS: i64 = 1_000;
+const BATCHES: usize = 200;
+const IMP_TOPIC: &str = "imp";
+const ENG_TOPIC: &str = "eng";
+
+/// A broker for the test: in this process, or in its own.
+enum Broker {
+    Mock(MockCluster<'static, DefaultProducerContext>),
+    Tansu { child: Child, port: u16 },
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Broker::Tansu { child, .. } = self {
+            // tansu ignores SIGTERM.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Broker {
+    fn bootstrap(&self) -> String {
+        match self {
+            Broker::Mock(cluster) => cluster.bootstrap_servers(),
+            Broker::Tansu { port, .. } => format!("127.0.0.1:{port}"),
+        }
+    }
+
+    fn create_topic(&self, name: &str) {
+        match self {
+            Broker::Mock(cluster) => cluster.create_topic(name, PARTITIONS, 1).unwrap(),
+            Broker::Tansu { port, .. } => {
+                let status = Command::new("tansu")
+                    .args(["topic", "create", name, "--partitions", &PARTITIONS.to_string()])
+                    .args(["--broker", &format!("tcp://127.0.0.1:{port}")])
+                    .status()
+                    .expect("running tansu topic create");
+                assert!(status.success(), "tansu topic create {name} failed");
+            }
+        }
+    }
+
+    /// tansu on a free port with its memory storage, once it accepts connections; `None` (a
+    /// skip) outside CI when tansu is not installed.
+    fn tansu() -> Option<Broker> {
+        if Command::new("tansu").arg("--version").output().is_err() {
+            assert!(std::env::var_os("CI").is_none(), "tansu is required in CI (tests/run.sh installs it)");
+            eprintln!("SKIPPED: tansu not installed (cargo install tansu --locked --features dynostore)");
+            return None;
+        }
+        let port = free_port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new("tansu")
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tansu");
+        let broker = Broker::Tansu { child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "tansu did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(broker)
+    }
+}
+
+/// The stream, per (topic, partition), in delivery order: every message within the disorder
+/// bound of its own timestamp, so any consumer interleaving gives the same numbers.
+fn stream(t0: i64) -> Vec<(&'static str, i32, String)> {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut messages: Vec<(i64, &'static str, i32, String)> = Vec::new();
+    for i in 0..IMPRESSIONS {
+        let t = t0 + i as i64 * SPACING_MS;
+        let query = format!("q{i}");
+        let partition = (i % PARTITIONS as usize) as i32;
+        let variant = ["control", "treatment"][i % 2];
+        let docs: Vec<String> = (0..10).map(|r| format!("d{}", (i + r * 17) % 501)).collect();
+        let jitter = |rng: &mut SmallRng| rng.random_range(0..BOUND_MS);
+        let imp = json!({"query_id": query, "timestamp": t, "results": docs, "experiment": "x", "variant": variant});
+        messages.push((t + jitter(&mut rng), IMP_TOPIC, partition, imp.to_string()));
+        for j in 0..rng.random_range(0..4) {
+            let at = t + 1 + j * 300 + rng.random_range(0..300);
+            let action = ["click", "click", "add_to_cart", "purchase"][rng.random_range(0..4)];
+            let e = json!({"query_id": query, "timestamp": at, "doc_id": docs[rng.random_range(0..10)], "action": action, "event_id": format!("e{i}-{j}")});
+            messages.push((at + jitter(&mut rng), ENG_TOPIC, partition, e.to_string()));
+            if rng.random_bool(0.05) {
+                messages.push((at + jitter(&mut rng), ENG_TOPIC, partition, e.to_string()));
+            }
+        }
+        if rng.random_bool(0.01) {
+            messages.push((t, ENG_TOPIC, partition, "{not json".into()));
+        }
+    }
+    messages.sort_by_key(|m| m.0);
+    messages.into_iter().map(|(_, topic, p, payload)| (topic, p, payload)).collect()
+}
+
+fn write_config(dir: &std::path::Path, name: &str, brokers: &str, port: u16) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[kafka]
+brokers = "{brokers}"
+group_id = "{name}"
+impressions_topic = "{IMP_TOPIC}"
+engagements_topic = "{ENG_TOPIC}"
+[kafka.properties]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
+[join]
+attribution_window = "2s"
+max_out_of_orderness = "1s"
+idle_timeout = "10s"
+[metrics]
+cutoffs = [1, 5, 10]
+windows = ["10s"]
+[http]
+listen = "127.0.0.1:{port}"
+[state]
+dir = "{}"
+checkpoint_interval = "300ms"
+"#,
+            dir.join(format!("{name}-state")).display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Every `_sum`, `_count` and `_total` series except wall-clock measurements of the process.
+fn totals(m: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    m.iter()
+        .filter(|(k, _)| {
+            let name = k.split('{').next().unwrap();
+            (name.ends_with("_sum") || name.ends_with("_count") || name.ends_with("_total"))
+                && !name.starts_with("rankpulse_event_processing_seconds")
+                && !name.starts_with("rankpulse_checkpoint")
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+fn finished(m: &BTreeMap<String, f64>, consumed: [usize; 2]) -> bool {
+    let total = |topic: &str| m.get(&series("rankpulse_events_consumed_total", &[("topic", topic)])).copied();
+    let impressions: f64 = ["control", "treatment"]
+        .iter()
+        .filter_map(|v| m.get(&series("rankpulse_impressions_total", &[("experiment", "x"), ("variant", v)])))
+        .sum();
+    total(IMP_TOPIC) == Some(consumed[0] as f64)
+        && total(ENG_TOPIC) == Some(consumed[1] as f64)
+        && impressions == IMPRESSIONS as f64
+        && m.get("rankpulse_pending_impressions") == Some(&0.0)
+}
+
+/// Produces the stream in batches while the victim is killed and restarted at random batches;
+/// `between_batches` may inject broker faults. Returns the victim's final totals and the
+/// reference's.
+fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("crash test seed {seed}");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    broker.create_topic(IMP_TOPIC);
+    broker.create_topic(ENG_TOPIC);
+    let brokers = broker.bootstrap();
+    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
+    let t0 = chrono::Utc::now().timestamp_millis() - 300_000;
+    let messages = stream(t0);
+    let consumed =
+        [messages.iter().filter(|m| m.0 == IMP_TOPIC).count(), messages.iter().filter(|m| m.0 == ENG_TOPIC).count()];
+
+    let dir = tempfile::tempdir().unwrap();
+    let (ref_port, victim_port) = (free_port(), free_port());
+    let reference_cfg = write_config(dir.path(), "reference", &brokers, ref_port);
+    let victim_cfg = write_config(dir.path(), "victim", &brokers, victim_port);
+    let reference = Daemon::spawn(&["serve", "--config", reference_cfg.to_str().unwrap()]);
+    let mut victim = Some(Daemon::spawn(&["serve", "--config", victim_cfg.to_str().unwrap()]));
+
+    // Three kills at random batches, each as soon as the restarted victim is consuming again
+    // (an instance killed while still joining lingers in tansu's group). Production never pauses:
+    // a pause longer than join.idle_timeout would rightly let the wall clock move the watermark.
+    let mut kill_at: Vec<usize> = (0..3).map(|_| rng.random_range(10..BATCHES / 2)).collect();
+    kill_at.sort_unstable();
+    let mut kills = 0;
+    let per_batch = messages.len().div_ceil(BATCHES);
+    for (batch_no, batch) in messages.chunks(per_batch).enumerate() {
+        for (topic, partition, payload) in batch {
+            loop {
+                match producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())) {
+                    Ok(()) => break,
+                    Err(_) => {
+                        producer.poll(Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+        between_batches(batch_no);
+        let due = kills < kill_at.len() && batch_no >= kill_at[kills];
+        if due && http_get(victim_port, "/readyz").map(|r| r.0) == Some(200) {
+            // Somewhere within the next 100 ms, while the victim consumes.
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..100)));
+            victim.take().unwrap().kill();
+            kills += 1;
+            eprintln!("SIGKILLed the victim after batch {batch_no}");
+            victim = Some(Daemon::spawn(&["serve", "--config", victim_cfg.to_str().unwrap()]));
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert_eq!(kills, 3, "the victim was not killed three times while consuming");
+
+    let (_, reference_metrics) = scrape_until(ref_port, Duration::from_secs(120), |m| finished(m, consumed));
+    let (exposition, victim_metrics) = scrape_until(victim_port, Duration::from_secs(180), |m| finished(m, consumed));
+    let (want, got) = (totals(&reference_metrics), totals(&victim_metrics));
+    assert!(want.len() > 100, "compared too few series: {}", want.len());
+    let differing: Vec<String> = want
+        .iter()
+        .filter(|(k, v)| got.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: uninterrupted {v}, killed 3 times {:?}", got.get(k)))
+        .collect();
+    assert!(differing.is_empty(), "totals differ after SIGKILL and restore:\n{}", differing.join("\n"));
+    assert_eq!(got.len(), want.len());
+    eprintln!("after 3 SIGKILLs: {} totals equal to the uninterrupted run exactly", want.len());
+    assert!(victim_metrics.get("rankpulse_engagements_duplicate_total").copied().unwrap_or(0.0) > 0.0);
+    promtool_check(&exposition);
+    for daemon in [reference, victim.take().unwrap()] {
+        let (status, _) = daemon.terminate(Duration::from_secs(15));
+        assert!(status.success());
+    }
+    drop(producer);
+}
+
+#[test]
+fn sigkill_and_restart_against_a_broker_in_its_own_process() {
+    let Some(broker) = Broker::tansu() else { return };
+    run_crash_test(&broker, |_| {});
+}
+
+#[test]
+fn sigkill_and_broker_faults_on_the_mock_cluster() {
+    let broker = Broker::Mock(MockCluster::new(3).unwrap());
+    run_crash_test(&broker, |batch| {
+        let Broker::Mock(cluster) = &broker else { unreachable!() };
+        match batch {
+            // Every broker down for two seconds, then back.
+            10 => {
+                for id in 1..=3 {
+                    cluster.broker_down(id).unwrap();
+                }
+                std::thread::sleep(Duration::from_secs(2));
+                for id in 1..=3 {
+                    cluster.broker_up(id).unwrap();
+                }
+            }
+            // Fetch and commit requests failing for a while.
+            20 => cluster.request_errors(
+                rdkafka::types::RDKafkaApiKey::Fetch,
+                &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION; 5],
+            ),
+            25 => cluster.request_errors(
+                rdkafka::types::RDKafkaApiKey::OffsetCommit,
+                &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT; 3],
+            ),
+            _ => {}
+        }
+    });
+}
