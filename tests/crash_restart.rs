@@ -225,7 +225,8 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
                 }
             }
         }
-        producer.flush(Duration::from_secs(30)).unwrap();
+        // After a broker outage the producer reconnects with backoff: give it time.
+        producer.flush(Duration::from_secs(120)).expect("the broker did not take the batch within 2 minutes");
         between_batches(batch_no);
         let due = kills < kill_at.len() && batch_no >= kill_at[kills];
         if due && http_get(victim_port, "/readyz").map(|r| r.0) == Some(200) {
@@ -261,14 +262,19 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
     drop(producer);
 }
 
+/// Each test runs two daemons and produces for half a minute: one at a time on a 2-core machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn sigkill_and_restart_against_a_broker_in_its_own_process() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(broker) = Broker::tansu() else { return };
     run_crash_test(&broker, |_| {});
 }
 
 #[test]
 fn sigkill_and_broker_faults_on_the_mock_cluster() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let broker = Broker::Mock(MockCluster::new(3).unwrap());
     run_crash_test(&broker, |batch| {
         let Broker::Mock(cluster) = &broker else { unreachable!() };
