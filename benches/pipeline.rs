@@ -1,0 +1,354 @@
+//! The benchmark suite: `bash benches/run.sh` (or `cargo bench --bench pipeline`). Prints a
+//! table and writes the figures as JSON (`target/bench-results.json`). Nothing here asserts a
+//! time: figures are medians on whatever machine runs it, compared as ratios measured in the
+//! same run.
+//!
+//! 1. End to end through Kafka: demo traffic in librdkafka's in-process cluster, consumed by the
+//!    real source (decode, join, finalize, accumulate), against a plain rdkafka consumer reading
+//!    the same messages without decoding.
+//! 2. Replay throughput over JSON-lines files, against trec_eval (pytrec-eval-terrier) and ranx
+//!    evaluating the same impressions (their file loading not timed).
+//! 3. Bytes per pending impression (10 results) at one million pending, from a counting allocator.
+//! 4. Time to render `/metrics` with about 1,000 series; p50 and p99 per-message processing time.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rankpulse::config::Config;
+use rankpulse::engine::Engine;
+use rankpulse::event::EventKind;
+use rankpulse::export::{self, Health};
+use rankpulse::shutdown::Shutdown;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::Message;
+
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const PARTITIONS: i32 = 4;
+const IMP_TOPIC: &str = "bench-impressions";
+const ENG_TOPIC: &str = "bench-engagements";
+
+/// Demo traffic as (topic, key, payload) in delivery order.
+fn traffic(impressions: u64, start_ms: i64) -> Vec<(&'static str, String, Vec<u8>)> {
+    let (mut imp, mut eng) = (Vec::new(), Vec::new());
+    rankpulse::demo::write_traffic(&mut imp, &mut eng, impressions, 2000, 11, start_ms).unwrap();
+    let key = |line: &[u8]| {
+        serde_json::from_slice::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v["query_id"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for (topic, lines) in [(IMP_TOPIC, &imp), (ENG_TOPIC, &eng)] {
+        for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            out.push((topic, key(line), line.to_vec()));
+        }
+    }
+    out
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// 1. End to end through the in-process cluster, and the raw consume rate of the same messages.
+fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let start_ms = chrono::Utc::now().timestamp_millis() - 600_000;
+    // Within the mock cluster's per-partition retention (about 5 MB or 100k messages): about
+    // 3.5 MB of impressions per partition.
+    let messages = traffic(40_000, start_ms);
+    let total = messages.len() as u64;
+    let cluster = MockCluster::new(1).unwrap();
+    for topic in [IMP_TOPIC, ENG_TOPIC] {
+        cluster.create_topic(topic, PARTITIONS, 1).unwrap();
+    }
+    let brokers = cluster.bootstrap_servers();
+    let producer: BaseProducer =
+        ClientConfig::new().set("bootstrap.servers", &brokers).set("linger.ms", "20").create().unwrap();
+    for (topic, key, payload) in &messages {
+        let mut record = BaseRecord::to(topic).key(key.as_str()).payload(payload.as_slice());
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, r)) => {
+                    record = r;
+                    producer.poll(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+    drop(producer);
+
+    // Raw: a plain consumer, no decoding.
+    let raw_rate = {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("group.id", "raw")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        consumer.subscribe(&[IMP_TOPIC, ENG_TOPIC]).unwrap();
+        let (mut seen, mut first, mut bytes) = (0u64, None, 0usize);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while seen < total {
+            assert!(Instant::now() < deadline, "raw consumer saw {seen} of {total} messages");
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                first.get_or_insert_with(Instant::now);
+                bytes += m.payload().map_or(0, <[u8]>::len);
+                seen += 1;
+            }
+        }
+        let rate = total as f64 / first.unwrap().elapsed().as_secs_f64();
+        std::hint::black_box(bytes);
+        drop(consumer);
+        rate
+    };
+
+    // The pipeline: the real source feeding the engine, on its own runtime thread.
+    let mut cfg = Config::default();
+    cfg.kafka.brokers = brokers.clone();
+    cfg.kafka.group_id = "pipeline".into();
+    cfg.kafka.impressions_topic = IMP_TOPIC.into();
+    cfg.kafka.engagements_topic = ENG_TOPIC.into();
+    cfg.join.attribution_window = "5s".parse().unwrap();
+    cfg.join.max_out_of_orderness = "2s".parse().unwrap();
+    let engine = Arc::new(Mutex::new(Engine::new(&cfg)));
+    let shutdown = Shutdown::new();
+    let runner = {
+        let (engine, shutdown, kafka) = (engine.clone(), shutdown.clone(), cfg.kafka.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(rankpulse::source::run(
+                &kafka,
+                engine,
+                Arc::new(Health::default()),
+                shutdown,
+                None,
+                Duration::from_secs(5),
+            ))
+            .unwrap();
+        })
+    };
+    let consumed = |e: &Engine| e.counters().consumed.iter().sum::<u64>();
+    let mut first = None;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let n = consumed(&engine.lock().unwrap());
+        assert!(Instant::now() < deadline, "pipeline consumed {n} of {total} messages");
+        if n > 0 {
+            first.get_or_insert_with(Instant::now);
+        }
+        if n >= total {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let pipeline_rate = total as f64 / first.unwrap().elapsed().as_secs_f64();
+    shutdown.trigger();
+    runner.join().unwrap();
+    let engine = engine.lock().unwrap();
+    let finalized: u64 = engine.accumulators().cumulative.iter().map(|(_, s)| s.impressions).sum();
+    let h = &engine.processing_time().histogram;
+    results.insert("end_to_end_events".into(), total.into());
+    results.insert("end_to_end_events_per_second".into(), pipeline_rate.into());
+    results.insert("raw_consume_events_per_second".into(), raw_rate.into());
+    results.insert("end_to_end_share_of_raw".into(), (pipeline_rate / raw_rate).into());
+    results.insert("end_to_end_finalized_impressions".into(), finalized.into());
+    results.insert("processing_p50_microseconds".into(), (h.value_at_quantile(0.5) as f64 / 1000.0).into());
+    results.insert("processing_p99_microseconds".into(), (h.value_at_quantile(0.99) as f64 / 1000.0).into());
+    drop(cluster);
+}
+
+/// 2. Replay over files, and trec_eval and ranx on the same impressions.
+fn replay(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (imp, eng) = (dir.path().join("imp.jsonl"), dir.path().join("eng.jsonl"));
+    let (mut fi, mut fe) = (std::fs::File::create(&imp).unwrap(), std::fs::File::create(&eng).unwrap());
+    rankpulse::demo::write_traffic(&mut fi, &mut fe, 300_000, 2000, 5, 1_795_000_000_000).unwrap();
+    drop((fi, fe));
+    let lines = std::fs::read(&imp).unwrap().iter().filter(|&&b| b == b'\n').count()
+        + std::fs::read(&eng).unwrap().iter().filter(|&&b| b == b'\n').count();
+    let cfg = Config::default();
+    let seconds = median(
+        (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                let e = rankpulse::replay::run(&imp, &eng, Engine::new(&cfg)).unwrap();
+                std::hint::black_box(e.counters().consumed);
+                started.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
+    let trec_dir = dir.path().join("trec");
+    rankpulse::replay::run_with_trec(&imp, &eng, Engine::new(&cfg), Some(&trec_dir)).unwrap();
+    results.insert("replay_events".into(), lines.into());
+    results.insert("replay_seconds".into(), seconds.into());
+    results.insert("replay_events_per_second".into(), (lines as f64 / seconds).into());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/reference_tools.py");
+    match std::process::Command::new("python3").arg(script).arg(&trec_dir).output() {
+        Ok(out) if out.status.success() => {
+            let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            for tool in ["trec_eval", "ranx"] {
+                match tools[format!("{tool}_seconds")].as_f64() {
+                    Some(t) => {
+                        results.insert(format!("{tool}_seconds"), t.into());
+                        results.insert(format!("replay_speedup_vs_{tool}"), (t / seconds).into());
+                    }
+                    None => eprintln!("{tool}: {}", tools[format!("{tool}_error")]),
+                }
+            }
+        }
+        Ok(out) => eprintln!("reference tools failed: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(e) => eprintln!("python3 not available: {e}"),
+    }
+}
+
+/// 3. Bytes per pending impression with 10 results, at one million pending.
+fn memory(results: &mut serde_json::Map<String, serde_json::Value>) {
+    const PENDING: u64 = 1_000_000;
+    let cfg =
+        Config::from_toml_with_env("[join]\nmax_pending_impressions = 2000000\n", "bench", std::iter::empty()).unwrap();
+    let mut engine = Engine::new(&cfg).without_past_limit();
+    let now = Instant::now();
+    let mut buf = String::new();
+    let before = LIVE.load(Ordering::Relaxed);
+    for i in 0..PENDING {
+        use std::fmt::Write;
+        buf.clear();
+        write!(buf, r#"{{"query_id":"m-{i}","timestamp":{},"results":["#, 1_000_000 + i).unwrap();
+        for r in 0..10 {
+            write!(buf, r#"{}"doc-{}""#, if r > 0 { "," } else { "" }, (i * 31 + r * 7) % 100_003).unwrap();
+        }
+        buf.push_str(r#"],"experiment":"e","variant":"v"}"#);
+        engine.process(EventKind::Impression, (i % 4) as i32, buf.as_bytes(), now).unwrap();
+    }
+    let per = (LIVE.load(Ordering::Relaxed) - before) as f64 / PENDING as f64;
+    results.insert("bytes_per_pending_impression".into(), per.into());
+}
+
+/// 4. `/metrics` render time with about 1,000 series.
+fn render(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let cfg = Config::from_toml_with_env("[labels]\nmax_experiments = 1000\n", "bench", std::iter::empty()).unwrap();
+    let series_of = |groups: usize| {
+        let mut engine = Engine::new(&cfg).without_past_limit();
+        let now = Instant::now();
+        for g in 0..groups {
+            let payload = format!(
+                r#"{{"query_id":"r{g}","timestamp":1000,"results":["a","b"],"experiment":"e{g}","variant":"v"}}"#
+            );
+            engine.process(EventKind::Impression, 0, payload.as_bytes(), now).unwrap();
+        }
+        engine.finish();
+        let registry = export::registry(Arc::new(Mutex::new(engine)));
+        let text = export::render(&registry);
+        (registry, text.lines().filter(|l| !l.starts_with('#')).count())
+    };
+    let (_, base) = series_of(0);
+    let (_, one) = series_of(1);
+    let groups = (1000 - base) / (one - base).max(1);
+    let (registry, series) = series_of(groups.max(1));
+    let millis = median(
+        (0..21)
+            .map(|_| {
+                let started = Instant::now();
+                std::hint::black_box(export::render(&registry));
+                started.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect(),
+    );
+    results.insert("metrics_series".into(), series.into());
+    results.insert("metrics_render_milliseconds".into(), millis.into());
+}
+
+fn main() {
+    // `cargo bench` passes --bench; any other argument filters nothing here.
+    let mut results = serde_json::Map::new();
+    results.insert("cores".into(), std::thread::available_parallelism().map_or(0, |n| n.get()).into());
+    for (name, stage) in [
+        ("end to end", end_to_end as fn(&mut serde_json::Map<String, serde_json::Value>)),
+        ("replay", replay),
+        ("memory", memory),
+        ("render", render),
+    ] {
+        eprintln!("running: {name}");
+        stage(&mut results);
+    }
+    let get = |k: &str| results.get(k).and_then(|v| v.as_f64());
+    let fmt = |v: Option<f64>, digits: usize| v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"));
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "met",
+        Some(false) => "MISSED",
+        None => "n/a",
+    };
+    let share = get("end_to_end_share_of_raw");
+    let e2e = get("end_to_end_events_per_second");
+    let rows = [
+        ("end to end, events/s", fmt(e2e, 0), ">= 500,000", verdict(e2e.map(|v| v >= 500_000.0))),
+        ("raw rdkafka consume, events/s", fmt(get("raw_consume_events_per_second"), 0), "", ""),
+        ("end to end / raw consume", fmt(share, 2), ">= 0.50", verdict(share.map(|v| v >= 0.5))),
+        ("replay, events/s", fmt(get("replay_events_per_second"), 0), "", ""),
+        (
+            "replay speed-up vs trec_eval",
+            fmt(get("replay_speedup_vs_trec_eval"), 1),
+            ">= 10x",
+            verdict(get("replay_speedup_vs_trec_eval").map(|v| v >= 10.0)),
+        ),
+        (
+            "replay speed-up vs ranx",
+            fmt(get("replay_speedup_vs_ranx"), 1),
+            ">= 10x",
+            verdict(get("replay_speedup_vs_ranx").map(|v| v >= 10.0)),
+        ),
+        (
+            "bytes per pending impression (10 results)",
+            fmt(get("bytes_per_pending_impression"), 0),
+            "<= 150",
+            verdict(get("bytes_per_pending_impression").map(|v| v <= 150.0)),
+        ),
+        (
+            "/metrics render ms (series)",
+            format!("{} ({})", fmt(get("metrics_render_milliseconds"), 2), fmt(get("metrics_series"), 0)),
+            "< 50",
+            verdict(get("metrics_render_milliseconds").map(|v| v < 50.0)),
+        ),
+        (
+            "processing p50 / p99 us",
+            format!("{} / {}", fmt(get("processing_p50_microseconds"), 1), fmt(get("processing_p99_microseconds"), 1)),
+            "p99 < 100",
+            verdict(get("processing_p99_microseconds").map(|v| v < 100.0)),
+        ),
+    ];
+    println!("\n{:<44} {:>22} {:>12} {:>8}", "figure", "value", "target", "");
+    for (name, value, target, ok) in rows {
+        println!("{name:<44} {value:>22} {target:>12} {ok:>8}");
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
+    println!("\nfigures saved to {}", path.display());
+}
