@@ -11,8 +11,6 @@
 //! 3. Bytes per pending impression (10 results) at one million pending, from a counting allocator.
 //! 4. Time to render `/metrics` with about 1,000 series; p50 and p99 per-message processing time.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,23 +25,10 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::Message;
 
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{live, Counting};
+
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
@@ -237,7 +222,7 @@ fn memory(results: &mut serde_json::Map<String, serde_json::Value>) {
     let mut engine = Engine::new(&cfg).without_past_limit();
     let now = Instant::now();
     let mut buf = String::new();
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     for i in 0..PENDING {
         use std::fmt::Write;
         buf.clear();
@@ -248,7 +233,7 @@ fn memory(results: &mut serde_json::Map<String, serde_json::Value>) {
         buf.push_str(r#"],"experiment":"e","variant":"v"}"#);
         engine.process(EventKind::Impression, (i % 4) as i32, buf.as_bytes(), now).unwrap();
     }
-    let per = (LIVE.load(Ordering::Relaxed) - before) as f64 / PENDING as f64;
+    let per = (live() - before) as f64 / PENDING as f64;
     results.insert("bytes_per_pending_impression".into(), per.into());
 }
 

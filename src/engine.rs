@@ -237,6 +237,9 @@ pub struct Engine {
     counters: Counters,
     /// Least progress of all active inputs; see the module documentation.
     frontier: Option<EventTime>,
+    /// [`Engine::watermark`] as of the last [`Engine::advance`]: label retirement needs a bound
+    /// per impression, and scanning every shard for it each time would be waste.
+    least_watermark: Option<EventTime>,
     /// Time to process one message, in nanoseconds.
     processing_time: Distribution,
     /// Reused buffer for decoded result ids: decoding allocates nothing per event.
@@ -341,6 +344,7 @@ impl Engine {
             }),
             counters: Counters::default(),
             frontier: None,
+            least_watermark: None,
             processing_time: Distribution::new(60_000_000_000),
             scratch_docs: Vec::with_capacity(256),
             reject_log: RejectLog::default(),
@@ -558,8 +562,8 @@ impl Engine {
             ));
         }
         self.input_limits.check_timestamp(impression.timestamp, self.wall_clock_ms(now))?;
-        let watermark = self.watermark();
-        let group = self.groups.intern(&impression.experiment, &impression.variant, impression.timestamp, watermark);
+        let group =
+            self.groups.intern(&impression.experiment, &impression.variant, impression.timestamp, self.least_watermark);
         for retired in self.groups.take_retired() {
             self.aggregation.accumulators.cumulative.remove(retired);
         }
@@ -666,6 +670,7 @@ impl Engine {
         if let Some(w) = self.window_closing_watermark(now) {
             self.aggregation.accumulators.close_windows(w);
         }
+        self.least_watermark = self.watermark();
     }
 
     /// The input has ended: finalizes every pending impression and closes every window.

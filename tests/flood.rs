@@ -3,8 +3,6 @@
 //! never get engagements or a producer invents a variant per request, and the counters that say
 //! what was evicted or folded.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -12,36 +10,15 @@ use rankpulse::config::Config;
 use rankpulse::engine::Engine;
 use rankpulse::event::EventKind;
 
-/// Counts live heap bytes.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{live, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
 /// The tests measure one process-wide counter: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn live() -> usize {
-    LIVE.load(Ordering::Relaxed)
-}
 
 fn engine(toml: &str) -> Engine {
     Engine::new(&Config::from_toml_with_env(toml, "flood", std::iter::empty()).unwrap()).without_past_limit()
