@@ -75,6 +75,11 @@ impl InputLimits {
     }
 
     fn check_timestamp(&self, timestamp: EventTime, wall_clock: EventTime) -> Result<(), Rejection> {
+        // Before 1970 is absurd for a search log in any mode (replay included), and keeping event
+        // time non-negative keeps every window and deadline computation far from overflow.
+        if timestamp < 0 {
+            return Err(Rejection::new(RejectReason::TimestampTooOld, format!("{timestamp} is before 1970")));
+        }
         if timestamp > wall_clock.saturating_add(self.max_future_ms) {
             return Err(Rejection::new(
                 RejectReason::TimestampInFuture,
@@ -992,6 +997,21 @@ mod tests {
         e.finish();
         let t = e.engagement_tally();
         assert_eq!((t.attributed, t.duplicate, e.counters().impressions_duplicate), (2, 4, 1));
+        assert_eq!(impressions(&e), 1);
+    }
+
+    #[test]
+    fn timestamps_before_1970_are_rejected_even_without_a_past_limit() {
+        let mut e = engine("10s", "0s", "5s");
+        let t0 = Instant::now();
+        for ts in [i64::MIN, -1] {
+            let reason = e.process(EventKind::Impression, 0, &imp("q", ts, &["a"]), t0).unwrap_err().reason;
+            assert_eq!(reason, RejectReason::TimestampTooOld);
+            let reason = e.process(EventKind::Engagement, 0, &eng("q", ts, "a"), t0).unwrap_err().reason;
+            assert_eq!(reason, RejectReason::TimestampTooOld);
+        }
+        e.process(EventKind::Impression, 0, &imp("q", 0, &["a"]), t0).unwrap();
+        e.finish();
         assert_eq!(impressions(&e), 1);
     }
 }
