@@ -469,10 +469,6 @@ impl Accumulators {
     pub fn take_closed(&mut self) -> Vec<ClosedWindow> {
         std::mem::take(&mut self.recently_closed)
     }
-
-    pub fn open_window_count(&self) -> usize {
-        self.series.iter().map(|s| s.open.len()).sum()
-    }
 }
 
 #[cfg(test)]

@@ -754,10 +754,6 @@ impl Engine {
         least
     }
 
-    /// Watermark of each shard that has one, by partition.
-    pub fn shard_watermarks(&self) -> impl Iterator<Item = (i32, EventTime)> + '_ {
-        self.shards.iter().enumerate().filter_map(|(p, s)| Some((p as i32, s.as_ref()?.watermark()?)))
-    }
     pub fn first_engagement_delay(&self) -> &Distribution {
         &self.aggregation.first_engagement_delay
     }
