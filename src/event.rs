@@ -129,6 +129,11 @@ pub struct Impression<'a> {
     /// `"none"` when absent, as the contract says.
     pub experiment: Cow<'a, str>,
     pub variant: Cow<'a, str>,
+    /// The user (or browser) that issued the query, optional. With `statistics.unit = "client_id"`
+    /// the A/B statistics treat all impressions of one client as one correlated cluster.
+    pub client_id: Option<Cow<'a, str>>,
+    /// The search session, optional; the cluster with `statistics.unit = "session_id"`.
+    pub session_id: Option<Cow<'a, str>>,
 }
 
 /// A decoded engagement.
@@ -165,6 +170,8 @@ pub fn decode_impression<'a>(payload: &'a [u8], results: &mut Vec<DocKey>) -> Re
         timestamp,
         experiment: fields.experiment.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
         variant: fields.variant.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
+        client_id: fields.client_id.and_then(|t| t.0),
+        session_id: fields.session_id.and_then(|t| t.0),
     })
 }
 
@@ -238,6 +245,53 @@ impl<'de> Deserialize<'de> for Text<'de> {
     }
 }
 
+/// An optional clustering id (`client_id`, `session_id`). Producers added these fields long
+/// before rankpulse read them, often as numbers, so an integer is taken as its decimal text and
+/// any other type (object, bool, float) counts as absent rather than rejecting the impression.
+struct ClusterId<'a>(Option<Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for ClusterId<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct IdVisitor;
+        impl<'de> Visitor<'de> for IdVisitor {
+            type Value = ClusterId<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or an integer")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(ClusterId((!v.is_empty()).then_some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(ClusterId((!v.is_empty()).then(|| Cow::Owned(v.to_owned()))))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(ClusterId(Some(Cow::Owned(v.to_string()))))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(ClusterId(Some(Cow::Owned(v.to_string()))))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(ClusterId(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(ClusterId(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(ClusterId(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(ClusterId(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(ClusterId(None))
+            }
+        }
+        d.deserialize_any(IdVisitor)
+    }
+}
+
 /// A timestamp as written: resolved to milliseconds after decoding, so that a bad value gets
 /// its own reject reason rather than a generic type error.
 enum RawTimestamp<'a> {
@@ -291,6 +345,8 @@ struct ImpressionFields<'a> {
     timestamp: Option<RawTimestamp<'a>>,
     experiment: Option<Text<'a>>,
     variant: Option<Text<'a>>,
+    client_id: Option<ClusterId<'a>>,
+    session_id: Option<ClusterId<'a>>,
     saw_results: bool,
     empty_result_id: bool,
 }
@@ -312,6 +368,8 @@ impl<'de> Visitor<'de> for ImpressionVisitor<'_> {
                 "timestamp" => fields.timestamp = map.next_value()?,
                 "experiment" => fields.experiment = map.next_value()?,
                 "variant" => fields.variant = map.next_value()?,
+                "client_id" => fields.client_id = map.next_value()?,
+                "session_id" => fields.session_id = map.next_value()?,
                 "results" => {
                     self.results.clear();
                     let seed = ResultIdsSeed { results: self.results, empty_id: &mut fields.empty_result_id };
@@ -427,6 +485,21 @@ mod tests {
         let mut buf = Vec::new();
         let i = decode_impression(payload, &mut buf).unwrap();
         assert!(matches!(i.query_id, Cow::Borrowed(_)) && matches!(i.variant, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn optional_cluster_ids_are_read_when_present() {
+        let mut buf = Vec::new();
+        let payload = br#"{"query_id":"q1","timestamp":1,"results":[],"client_id":"u7","session_id":"s9"}"#;
+        let i = decode_impression(payload, &mut buf).unwrap();
+        assert_eq!((i.client_id.as_deref(), i.session_id.as_deref()), (Some("u7"), Some("s9")));
+        let bare = decode_impression(br#"{"query_id":"q1","timestamp":1,"results":[]}"#, &mut buf).unwrap();
+        assert_eq!((bare.client_id, bare.session_id), (None, None));
+        let numeric = decode_impression(br#"{"query_id":"q1","timestamp":1,"results":[],"client_id":7}"#, &mut buf);
+        assert_eq!(numeric.unwrap().client_id.as_deref(), Some("7"));
+        let odd = br#"{"query_id":"q1","timestamp":1,"results":[],"client_id":{"a":[1]},"session_id":true}"#;
+        let odd = decode_impression(odd, &mut buf).unwrap();
+        assert_eq!((odd.client_id, odd.session_id), (None, None));
     }
 
     #[test]
