@@ -41,4 +41,5 @@ pub mod metrics;
 pub mod replay;
 pub mod shutdown;
 pub mod source;
+pub mod stats;
 pub mod time;
