@@ -257,7 +257,38 @@ impl Groups {
     }
 }
 
-/// Sums over the finalized impressions of one group (in one window, or ever).
+/// What every [`GroupStats`] of an accumulator carries: fixed when the engine is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsShape {
+    /// Metric slots of the layout.
+    pub metrics: usize,
+    /// Whether impressions carry a unit bucket (`ab.unit` other than `impression`).
+    pub clustered: bool,
+}
+
+impl StatsShape {
+    pub fn plain(metrics: usize) -> Self {
+        StatsShape { metrics, clustered: false }
+    }
+}
+
+/// Totals of the impressions of one unit bucket: whole users or sessions, so buckets are
+/// independent observations for the cluster-robust variance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketSums {
+    pub impressions: u64,
+    /// Fixed-point sum per metric slot.
+    sums: Box<[i128]>,
+}
+
+impl BucketSums {
+    pub fn sum(&self, slot: usize) -> f64 {
+        from_fixed(self.sums[slot])
+    }
+}
+
+/// Sums over the finalized impressions of one group (in one window, or ever): what the means,
+/// their variances and the A/B tests are computed from. Every field merges by addition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupStats {
     pub impressions: u64,
@@ -265,27 +296,43 @@ pub struct GroupStats {
     pub engaged: u64,
     /// Fixed-point sum per metric slot of the layout.
     sums: Box<[i128]>,
+    /// Fixed-point sum of squared values per slot, for standard deviations.
+    squares: Box<[i128]>,
+    /// Per unit bucket, when the A/B unit is a user or session; empty otherwise.
+    buckets: HashMap<u32, BucketSums>,
 }
 
 impl GroupStats {
-    pub fn new(metric_count: usize) -> Self {
-        GroupStats { impressions: 0, engaged: 0, sums: vec![0; metric_count].into_boxed_slice() }
+    pub fn new(shape: StatsShape) -> Self {
+        let zeros = || vec![0; shape.metrics].into_boxed_slice();
+        GroupStats { impressions: 0, engaged: 0, sums: zeros(), squares: zeros(), buckets: HashMap::new() }
     }
 
     pub fn add(&mut self, values: &[f64], engaged: bool) {
-        self.impressions += 1;
-        self.engaged += u64::from(engaged);
-        for (sum, &v) in self.sums.iter_mut().zip(values) {
-            *sum += i128::from(to_fixed(v));
-        }
+        let fixed: Vec<i64> = values.iter().map(|&v| to_fixed(v)).collect();
+        let squares: Vec<i64> = values.iter().map(|&v| to_fixed(v * v)).collect();
+        self.add_fixed(&fixed, &squares, engaged, None);
     }
 
     /// [`GroupStats::add`] for values already in fixed point (converted once per impression).
-    fn add_fixed(&mut self, values: &[i64], engaged: bool) {
+    fn add_fixed(&mut self, values: &[i64], squares: &[i64], engaged: bool, bucket: Option<u32>) {
         self.impressions += 1;
         self.engaged += u64::from(engaged);
         for (sum, &v) in self.sums.iter_mut().zip(values) {
             *sum += i128::from(v);
+        }
+        for (sum, &v) in self.squares.iter_mut().zip(squares) {
+            *sum += i128::from(v);
+        }
+        if let Some(bucket) = bucket {
+            let sums = self.buckets.entry(bucket).or_insert_with(|| BucketSums {
+                impressions: 0,
+                sums: vec![0; values.len()].into_boxed_slice(),
+            });
+            sums.impressions += 1;
+            for (sum, &v) in sums.sums.iter_mut().zip(values) {
+                *sum += i128::from(v);
+            }
         }
     }
 
@@ -295,6 +342,19 @@ impl GroupStats {
         self.engaged += other.engaged;
         for (a, b) in self.sums.iter_mut().zip(other.sums.iter()) {
             *a += b;
+        }
+        for (a, b) in self.squares.iter_mut().zip(other.squares.iter()) {
+            *a += b;
+        }
+        for (bucket, theirs) in &other.buckets {
+            let ours = self
+                .buckets
+                .entry(*bucket)
+                .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; theirs.sums.len()].into_boxed_slice() });
+            ours.impressions += theirs.impressions;
+            for (a, b) in ours.sums.iter_mut().zip(theirs.sums.iter()) {
+                *a += b;
+            }
         }
     }
 
@@ -310,6 +370,32 @@ impl GroupStats {
             from_fixed(self.sums[slot]) / self.impressions as f64
         }
     }
+
+    /// Count, sum and sum of squares of one metric slot.
+    pub fn moments(&self, slot: usize) -> crate::stats::Moments {
+        crate::stats::Moments {
+            n: self.impressions,
+            sum: from_fixed(self.sums[slot]),
+            sum_squares: from_fixed(self.squares[slot]),
+        }
+    }
+
+    /// The per-bucket moments of one slot, when impressions were clustered.
+    pub fn cluster_moments(&self, slot: usize) -> Option<crate::stats::ClusterMoments> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let mut moments = crate::stats::ClusterMoments::default();
+        for bucket in self.buckets.values() {
+            moments.add_bucket(bucket.impressions as f64, bucket.sum(slot));
+        }
+        Some(moments)
+    }
+
+    /// Non-empty unit buckets.
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.len()
+    }
 }
 
 /// Stats per group, indexed by [`GroupId`]; a group with no impression here has none.
@@ -319,12 +405,12 @@ pub struct GroupTable {
 }
 
 impl GroupTable {
-    fn entry(&mut self, group: GroupId, metric_count: usize) -> &mut GroupStats {
+    fn entry(&mut self, group: GroupId, shape: StatsShape) -> &mut GroupStats {
         let i = group as usize;
         if self.by_group.len() <= i {
             self.by_group.resize(i + 1, None);
         }
-        self.by_group[i].get_or_insert_with(|| GroupStats::new(metric_count))
+        self.by_group[i].get_or_insert_with(|| GroupStats::new(shape))
     }
     pub fn iter(&self) -> impl Iterator<Item = (GroupId, &GroupStats)> {
         self.by_group.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i as GroupId, s)))
@@ -362,7 +448,7 @@ struct WindowSeries {
 /// Cumulative and windowed accumulators.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Accumulators {
-    metric_count: usize,
+    shape: StatsShape,
     /// How long after a window's end its last impression can still be open.
     attribution_window_ms: i64,
     pub cumulative: GroupTable,
@@ -377,15 +463,18 @@ pub struct Accumulators {
     keep_closed: bool,
     /// Impressions finalized after their window had closed.
     pub window_late_impressions: u64,
-    /// Reused buffer: one impression's values in fixed point, converted once for every table.
+    /// Reused buffers: one impression's values and squared values in fixed point, converted
+    /// once for every table.
     #[serde(skip)]
     fixed_scratch: Vec<i64>,
+    #[serde(skip)]
+    squares_scratch: Vec<i64>,
 }
 
 impl Accumulators {
-    pub fn new(metric_count: usize, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Self {
+    pub fn new(shape: StatsShape, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Self {
         Accumulators {
-            metric_count,
+            shape,
             attribution_window_ms,
             cumulative: GroupTable::default(),
             series: window_sizes_ms
@@ -397,6 +486,7 @@ impl Accumulators {
             keep_closed: false,
             window_late_impressions: 0,
             fixed_scratch: Vec::new(),
+            squares_scratch: Vec::new(),
         }
     }
 
@@ -416,22 +506,27 @@ impl Accumulators {
         self.series.len()
     }
 
-    /// Adds one finalized impression's metric values.
-    pub fn add(&mut self, group: GroupId, timestamp: EventTime, values: &[f64], engaged: bool) {
-        let m = self.metric_count;
-        let mut fixed = std::mem::take(&mut self.fixed_scratch);
+    /// Adds one finalized impression's metric values. `bucket` is its unit bucket when the
+    /// accumulators are clustered (ignored otherwise).
+    pub fn add(&mut self, group: GroupId, timestamp: EventTime, values: &[f64], engaged: bool, bucket: u32) {
+        let shape = self.shape;
+        let bucket = shape.clustered.then_some(bucket);
+        let (mut fixed, mut squares) = (std::mem::take(&mut self.fixed_scratch), std::mem::take(&mut self.squares_scratch));
         fixed.clear();
         fixed.extend(values.iter().map(|&v| to_fixed(v)));
-        self.cumulative.entry(group, m).add_fixed(&fixed, engaged);
+        squares.clear();
+        squares.extend(values.iter().map(|&v| to_fixed(v * v)));
+        self.cumulative.entry(group, shape).add_fixed(&fixed, &squares, engaged, bucket);
         for series in &mut self.series {
             let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
             if start < series.closed_before {
                 self.window_late_impressions += 1;
                 continue;
             }
-            series.open.entry(start).or_default().entry(group, m).add_fixed(&fixed, engaged);
+            series.open.entry(start).or_default().entry(group, shape).add_fixed(&fixed, &squares, engaged, bucket);
         }
         self.fixed_scratch = fixed;
+        self.squares_scratch = squares;
     }
 
     /// Closes every window whose impressions are all final once every shard's watermark has
@@ -478,8 +573,8 @@ mod tests {
     #[test]
     fn fixed_point_sums_do_not_depend_on_order() {
         let values: Vec<f64> = (1..200).map(|i| 1.0 / f64::from(i)).collect();
-        let mut forward = GroupStats::new(1);
-        let mut backward = GroupStats::new(1);
+        let mut forward = GroupStats::new(StatsShape::plain(1));
+        let mut backward = GroupStats::new(StatsShape::plain(1));
         for v in &values {
             forward.add(&[*v], true);
         }
@@ -549,10 +644,10 @@ mod tests {
     #[test]
     fn windows_close_when_their_last_impression_is_final() {
         // 1-second windows, 100 ms attribution window.
-        let mut acc = Accumulators::new(1, &[1000], 100);
+        let mut acc = Accumulators::new(StatsShape::plain(1), &[1000], 100);
         acc.keep_closed_windows(true);
-        acc.add(0, 999, &[1.0], true);
-        acc.add(0, 1000, &[0.5], true);
+        acc.add(0, 999, &[1.0], true, 0);
+        acc.add(0, 1000, &[0.5], true, 0);
         acc.close_windows(1099);
         assert!(acc.take_closed().is_empty(), "impression at 999 is final only when the watermark passes 1099");
         acc.close_windows(1100);
@@ -561,7 +656,7 @@ mod tests {
         assert_eq!(closed[0].start, 0);
         assert_eq!(closed[0].groups.get(0).unwrap().mean(0), 1.0);
         // A straggler for the closed window is counted, not added; cumulative still has it.
-        acc.add(0, 10, &[0.0], false);
+        acc.add(0, 10, &[0.0], false, 0);
         assert_eq!(acc.window_late_impressions, 1);
         assert_eq!(acc.cumulative.get(0).unwrap().impressions, 3);
         acc.close_all();
@@ -571,9 +666,9 @@ mod tests {
 
     #[test]
     fn negative_timestamps_align_to_the_epoch() {
-        let mut acc = Accumulators::new(1, &[1000], 0);
+        let mut acc = Accumulators::new(StatsShape::plain(1), &[1000], 0);
         acc.keep_closed_windows(true);
-        acc.add(0, -1, &[1.0], true);
+        acc.add(0, -1, &[1.0], true, 0);
         acc.close_all();
         assert_eq!(acc.take_closed()[0].start, -1000);
     }

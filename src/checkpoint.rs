@@ -17,7 +17,7 @@ use crate::engine::{Engine, EngineSnapshot};
 
 const MAGIC: [u8; 8] = *b"RPULSECK";
 /// Bumped whenever the payload layout changes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 const PREFIX: &str = "checkpoint-";
 const SUFFIX: &str = ".bin";

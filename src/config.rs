@@ -32,6 +32,7 @@ pub struct Config {
     pub state: StateConfig,
     pub limits: LimitsConfig,
     pub labels: LabelsConfig,
+    pub ab: AbConfig,
 }
 
 /// `[kafka]`: where events come from.
@@ -231,6 +232,88 @@ impl Default for StateConfig {
     }
 }
 
+/// The randomization unit A/B statistics treat as independent.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum AbUnit {
+    /// Every impression is independent: right when the experiment randomizes per query.
+    #[default]
+    Impression,
+    /// Impressions of one `client_id` form a cluster: right when it randomizes per user.
+    ClientId,
+    /// Impressions of one `session_id` form a cluster: right when it randomizes per session.
+    SessionId,
+}
+
+impl AbUnit {
+    pub fn label(self) -> &'static str {
+        match self {
+            AbUnit::Impression => "impression",
+            AbUnit::ClientId => "client_id",
+            AbUnit::SessionId => "session_id",
+        }
+    }
+}
+
+/// `[ab]`: the A/B statistics feed (treatment against control, sample-ratio checks).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AbConfig {
+    /// The independent unit: `impression` (default), `client_id` or `session_id`. With a
+    /// clustered unit, standard errors are cluster-robust (delta method over unit buckets).
+    pub unit: AbUnit,
+    /// Clustered units are hashed into this many buckets per group and window; each bucket holds
+    /// whole units, and the variance is computed over buckets. More buckets: closer to per-unit
+    /// exactness and more memory (8 + 16 x metrics bytes per bucket). Default 256.
+    pub unit_buckets: u32,
+    /// Confidence level of every interval. Default 0.95.
+    pub confidence: f64,
+    /// The variant every other variant is compared with, unless an experiment says otherwise.
+    /// Default `control`.
+    pub control: String,
+    /// Kafka topic receiving one JSON record per experiment and closed window; empty (the
+    /// default) disables it.
+    pub output_topic: String,
+    /// Per-experiment settings, by experiment name.
+    pub experiments: BTreeMap<String, AbExperimentConfig>,
+}
+
+impl Default for AbConfig {
+    fn default() -> Self {
+        AbConfig {
+            unit: AbUnit::Impression,
+            unit_buckets: 256,
+            confidence: 0.95,
+            control: "control".into(),
+            output_topic: String::new(),
+            experiments: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[ab.experiments.NAME]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AbExperimentConfig {
+    /// This experiment's control variant; default `ab.control`.
+    pub control: Option<String>,
+    /// Expected traffic share per variant (summing to 1), for the sample-ratio-mismatch test.
+    /// Empty (the default): an equal split over the variants seen.
+    pub split: BTreeMap<String, f64>,
+}
+
+impl AbConfig {
+    /// The control variant of `experiment`.
+    pub fn control_of(&self, experiment: &str) -> &str {
+        self.experiments.get(experiment).and_then(|e| e.control.as_deref()).unwrap_or(&self.control)
+    }
+
+    /// The configured expected split of `experiment`, if any.
+    pub fn split_of(&self, experiment: &str) -> Option<&BTreeMap<String, f64>> {
+        self.experiments.get(experiment).map(|e| &e.split).filter(|s| !s.is_empty())
+    }
+}
+
 /// A configuration that could not be loaded or is inconsistent. The message names the key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -410,7 +493,47 @@ impl Config {
                 ),
             ));
         }
+        self.validate_ab()?;
         self.listen_addr()?;
+        Ok(())
+    }
+
+    fn validate_ab(&self) -> Result<(), ConfigError> {
+        let ab = &self.ab;
+        if !(ab.confidence > 0.0 && ab.confidence < 1.0) {
+            return Err(invalid("ab.confidence", format!("is {} but must lie strictly between 0 and 1", ab.confidence)));
+        }
+        if ab.unit_buckets < 2 {
+            return Err(invalid("ab.unit_buckets", "must be at least 2: a variance needs two buckets"));
+        }
+        if ab.control.trim().is_empty() {
+            return Err(invalid("ab.control", "must name a variant"));
+        }
+        if ab.output_topic == self.kafka.impressions_topic || ab.output_topic == self.kafka.engagements_topic {
+            return Err(invalid("ab.output_topic", "must differ from the input topics"));
+        }
+        for (name, experiment) in &ab.experiments {
+            let key = |k: &str| format!("ab.experiments.{name}.{k}");
+            if experiment.split.is_empty() {
+                continue;
+            }
+            if experiment.split.len() < 2 {
+                return Err(invalid(key("split"), "needs at least two variants"));
+            }
+            for (variant, share) in &experiment.split {
+                if !(*share > 0.0 && *share < 1.0) {
+                    return Err(invalid(format!("{}.{variant}", key("split")), format!("share {share} must lie between 0 and 1")));
+                }
+            }
+            let total: f64 = experiment.split.values().sum();
+            if (total - 1.0).abs() > 1e-6 {
+                return Err(invalid(key("split"), format!("shares sum to {total}, not 1")));
+            }
+            let control = ab.control_of(name);
+            if !experiment.split.contains_key(control) {
+                return Err(invalid(key("split"), format!("does not list the control variant {control:?}")));
+            }
+        }
         Ok(())
     }
 

@@ -78,7 +78,11 @@ impl TrafficGenerator {
     pub fn impression(&mut self, now_ms: i64) -> (String, String, Vec<ScheduledEngagement>) {
         self.next_query += 1;
         let query_id = format!("q-{:08}", self.next_query);
-        let user: u32 = self.rng.random_range(0..50_000);
+        // Heavy-tailed activity: a few clients issue many of the queries, as in real logs, so
+        // impressions of one client are correlated (see `ab.unit`).
+        let user = (50_000.0 * self.rng.random::<f64>().powi(3)) as u32;
+        // Some clients browse deeper than others, the same way on every query of theirs.
+        let patience = 0.6 + 0.8 * ((xxhash_rust::xxh3::xxh3_64(&user.to_le_bytes()) % 1000) as f64 / 1000.0);
         let in_experiment = self.rng.random_bool(0.9);
         let variant = if user % 2 == 0 { "control" } else { "treatment" };
         let noise = if variant == "control" { CONTROL_NOISE } else { TREATMENT_NOISE };
@@ -94,7 +98,8 @@ impl TrafficGenerator {
         let results: Vec<&str> = candidates.iter().map(|c| c.2.as_str()).collect();
         let impression = if in_experiment {
             serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results,
-                               "experiment": EXPERIMENT, "variant": variant, "user_id": format!("u{user}")})
+                               "experiment": EXPERIMENT, "variant": variant, "client_id": format!("u{user}"),
+                               "session_id": format!("u{user}-{}", now_ms / 1_800_000)})
         } else {
             serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results})
         };
@@ -103,7 +108,7 @@ impl TrafficGenerator {
         let mut engagements = Vec::new();
         let mut t = now_ms;
         for (rank, (_, grade, doc)) in candidates.iter().enumerate() {
-            let examine = 0.92f64.powi(rank as i32) * if rank == 0 { 0.85 } else { 1.0 };
+            let examine = (0.92f64.powi(rank as i32) * if rank == 0 { 0.85 } else { 1.0 } * patience).min(1.0);
             if !self.rng.random_bool(examine) {
                 break;
             }

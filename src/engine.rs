@@ -26,8 +26,8 @@ use hdrhistogram::Histogram;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accumulate::{Accumulators, GroupId, Groups, LabelLimits};
-use crate::config::Config;
+use crate::accumulate::{Accumulators, GroupId, Groups, LabelLimits, StatsShape};
+use crate::config::{AbUnit, Config};
 use crate::event::{
     decode_engagement, decode_impression, doc_key, query_key, DocKey, Engagement, EventKind, QueryKey, RejectReason,
     Rejection,
@@ -51,6 +51,8 @@ pub struct Counters {
     pub impressions_evicted: u64,
     /// De-duplication keys forgotten early because `join.max_dedup_keys` was reached.
     pub dedup_keys_evicted: u64,
+    /// Impressions without the field `ab.unit` names; each counts as its own cluster.
+    pub impressions_without_unit: u64,
 }
 
 /// The `[limits]` on a single message, checked before it can touch any state.
@@ -253,6 +255,12 @@ pub struct Engine {
     checkpoint_stats: CheckpointStats,
     /// How long a parked partition still holds back window closing (`state.rebalance_grace`).
     rebalance_grace: Duration,
+    /// `ab.unit`: which impression field names the cluster for the A/B statistics.
+    unit: AbUnit,
+    /// `ab.unit_buckets`: clusters are hashed into this many buckets.
+    unit_buckets: u32,
+    /// `[ab]`, for the reports built from this engine's accumulators.
+    ab: crate::config::AbConfig,
 }
 
 /// What a checkpoint must agree on with the running configuration for its state to mean the
@@ -262,6 +270,9 @@ pub struct StateFingerprint {
     pub metric_keys: Vec<String>,
     pub window_sizes_ms: Vec<i64>,
     pub attribution_window_ms: i64,
+    /// `ab.unit` and `ab.unit_buckets` (0 for the impression unit): pending impressions and
+    /// accumulators hold bucket numbers that mean nothing under another hashing.
+    pub unit_buckets: (AbUnit, u32),
 }
 
 /// The engine's state as a checkpoint writes it (borrowed, no copy).
@@ -330,7 +341,11 @@ impl Engine {
             state: StateSize::default(),
             wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
             aggregation: Aggregation {
-                accumulators: Accumulators::new(layout.len(), &window_sizes, attribution_window),
+                accumulators: Accumulators::new(
+                    StatsShape { metrics: layout.len(), clustered: cfg.ab.unit != AbUnit::Impression },
+                    &window_sizes,
+                    attribution_window,
+                ),
                 values: vec![0.0; layout.len()],
                 layout,
                 first_engagement_delay: Distribution::new(86_400_000 * 7),
@@ -355,6 +370,9 @@ impl Engine {
             reject_log: RejectLog::default(),
             checkpoint_stats: CheckpointStats::default(),
             rebalance_grace: cfg.state.rebalance_grace.as_duration(),
+            unit: cfg.ab.unit,
+            unit_buckets: cfg.ab.unit_buckets,
+            ab: cfg.ab.clone(),
         }
     }
 
@@ -364,6 +382,7 @@ impl Engine {
             metric_keys: self.aggregation.layout.keys().iter().map(|k| k.name()).collect(),
             window_sizes_ms: (0..acc.window_count()).map(|i| acc.window_size_ms(i)).collect(),
             attribution_window_ms: self.join.attribution_window,
+            unit_buckets: (self.unit, if self.unit == AbUnit::Impression { 0 } else { self.unit_buckets }),
         }
     }
 
@@ -402,6 +421,9 @@ impl Engine {
                 &theirs.attribution_window_ms,
                 &ours.attribution_window_ms,
             );
+        }
+        if theirs.unit_buckets != ours.unit_buckets {
+            return mismatch("ab.unit / ab.unit_buckets", &theirs.unit_buckets, &ours.unit_buckets);
         }
         let limits = std::mem::take(&mut engine.groups);
         engine.groups = snapshot.groups;
@@ -573,17 +595,37 @@ impl Engine {
             self.aggregation.accumulators.cumulative.remove(retired);
         }
         let key = query_key(&impression.query_id);
+        let unit_bucket = self.unit_bucket(&impression);
         let shard = Self::shard(&mut self.shards, partition);
         shard.observe(EventKind::Impression, Some(impression.timestamp), now);
-        let outcome = self
-            .state
-            .track(shard, |s| s.offer_impression(key, impression.timestamp, group, &self.scratch_docs, &self.join));
+        let outcome = self.state.track(shard, |s| {
+            s.offer_impression(key, impression.timestamp, group, unit_bucket, &self.scratch_docs, &self.join)
+        });
         match outcome {
             ImpressionOutcome::Pending => self.enforce_state_limits(partition),
             ImpressionOutcome::Duplicate => self.counters.impressions_duplicate += 1,
             ImpressionOutcome::Late => self.counters.impressions_late += 1,
         }
         Ok(())
+    }
+
+    /// The A/B unit bucket of an impression. An impression without the configured unit field
+    /// is its own cluster (hashed by query id), which is what the impression unit assumes; it is
+    /// counted, because many of them mean the statistics are not clustered as configured.
+    fn unit_bucket(&mut self, impression: &crate::event::Impression<'_>) -> u32 {
+        let unit = match self.unit {
+            AbUnit::Impression => return 0,
+            AbUnit::ClientId => impression.client_id.as_deref(),
+            AbUnit::SessionId => impression.session_id.as_deref(),
+        };
+        let hash = match unit {
+            Some(unit) => xxhash_rust::xxh3::xxh3_64(unit.as_bytes()),
+            None => {
+                self.counters.impressions_without_unit += 1;
+                xxhash_rust::xxh3::xxh3_64(impression.query_id.as_bytes()) ^ 0x9e37_79b9_7f4a_7c15
+            }
+        };
+        (hash % u64::from(self.unit_buckets)) as u32
     }
 
     fn process_engagement(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
@@ -691,6 +733,17 @@ impl Engine {
 
     pub fn layout(&self) -> &MetricLayout {
         &self.aggregation.layout
+    }
+    /// The A/B reports of every experiment over `table` (the cumulative one or a closed window's).
+    pub fn experiment_reports(
+        &self,
+        table: &crate::accumulate::GroupTable,
+        span: crate::experiments::Span<'_>,
+    ) -> Vec<crate::experiments::ExperimentReport> {
+        crate::experiments::reports(&self.aggregation.layout, &self.groups, table, &self.ab, span)
+    }
+    pub fn ab(&self) -> &crate::config::AbConfig {
+        &self.ab
     }
     pub fn groups(&self) -> &Groups {
         &self.groups
@@ -821,7 +874,7 @@ impl Aggregation {
         self.layout.evaluate(f.gains, &[], values);
         let abandoned =
             values[self.layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout")];
-        self.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0);
+        self.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0, f.unit_bucket);
         if let Some(delay) = f.first_engagement_delay_ms {
             self.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
         }

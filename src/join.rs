@@ -105,6 +105,9 @@ struct PendingImpression {
     /// for the delay histogram.
     first_engagement: EventTime,
     group: GroupId,
+    /// The impression's A/B unit bucket (0 when the unit is the impression itself). A u32
+    /// sits in the padding after `group`, so it costs no memory.
+    unit_bucket: u32,
     /// Results in rank order with their gains.
     slots: Box<[Slot]>,
 }
@@ -180,6 +183,7 @@ pub struct Finalized<'a> {
     pub query: QueryKey,
     pub timestamp: EventTime,
     pub group: GroupId,
+    pub unit_bucket: u32,
     pub gains: &'a [u8],
     pub first_engagement_delay_ms: Option<i64>,
 }
@@ -299,6 +303,7 @@ impl Shard {
         query: QueryKey,
         timestamp: EventTime,
         group: GroupId,
+        unit_bucket: u32,
         docs: &[DocKey],
         settings: &JoinSettings,
     ) -> ImpressionOutcome {
@@ -315,6 +320,7 @@ impl Shard {
                 timestamp,
                 first_engagement: NO_ENGAGEMENT,
                 group,
+                unit_bucket,
                 slots: docs.iter().map(|&d| Slot::new(d)).collect(),
             }),
         };
@@ -404,6 +410,7 @@ impl Shard {
             query,
             timestamp: p.timestamp,
             group: p.group,
+            unit_bucket: p.unit_bucket,
             gains: &self.gains_scratch,
             first_engagement_delay_ms: (p.first_engagement != NO_ENGAGEMENT).then(|| p.first_engagement - p.timestamp),
         });
@@ -499,7 +506,7 @@ mod tests {
     #[test]
     fn engagements_within_the_window_set_the_largest_gain() {
         let mut s = Shard::default();
-        assert_eq!(s.offer_impression(1, 1000, 0, &[10, 20, 30], &SETTINGS), ImpressionOutcome::Pending);
+        assert_eq!(s.offer_impression(1, 1000, 0, 0, &[10, 20, 30], &SETTINGS), ImpressionOutcome::Pending);
         assert_eq!(engage(&mut s, 1, 1000, 20, 1), EngagementOutcome::Attributed);
         assert_eq!(engage(&mut s, 1, 1100, 20, 3), EngagementOutcome::Attributed);
         assert_eq!(engage(&mut s, 1, 1050, 20, 2), EngagementOutcome::Attributed);
@@ -515,7 +522,7 @@ mod tests {
         let mut s = Shard::default();
         assert_eq!(engage(&mut s, 7, 1020, 20, 2), EngagementOutcome::Held);
         assert_eq!(s.held_len(), 1);
-        s.offer_impression(7, 1000, 0, &[10, 20], &SETTINGS);
+        s.offer_impression(7, 1000, 0, 0, &[10, 20], &SETTINGS);
         assert_eq!((s.held_len(), s.tally.attributed), (0, 1));
         assert_eq!(finalize(&mut s, 2000), vec![(7, vec![0, 2])]);
         assert_eq!(s.tally.orphaned, 0, "the stale expiry entry must not orphan anything");
@@ -537,21 +544,21 @@ mod tests {
     #[test]
     fn late_duplicate_and_post_finalization_events() {
         let mut s = Shard::default();
-        s.offer_impression(1, 1000, 0, &[10], &SETTINGS);
-        assert_eq!(s.offer_impression(1, 1001, 0, &[11], &SETTINGS), ImpressionOutcome::Duplicate);
+        s.offer_impression(1, 1000, 0, 0, &[10], &SETTINGS);
+        assert_eq!(s.offer_impression(1, 1001, 0, 0, &[11], &SETTINGS), ImpressionOutcome::Duplicate);
         assert_eq!(finalize(&mut s, 1101).len(), 1);
         // The watermark is past 1100: an engagement for the finalized impression is late.
         assert_eq!(engage(&mut s, 1, 1050, 10, 1), EngagementOutcome::Late);
         // An impression whose deadline the watermark passed is late; one that can still close is not.
-        assert_eq!(s.offer_impression(2, 1000, 0, &[10], &SETTINGS), ImpressionOutcome::Late);
-        assert_eq!(s.offer_impression(3, 1001, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
+        assert_eq!(s.offer_impression(2, 1000, 0, 0, &[10], &SETTINGS), ImpressionOutcome::Late);
+        assert_eq!(s.offer_impression(3, 1001, 0, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
         assert_eq!(s.tally.late, 1);
     }
 
     #[test]
     fn the_watermark_never_moves_back() {
         let mut s = Shard::default();
-        s.offer_impression(1, 1000, 0, &[10], &SETTINGS);
+        s.offer_impression(1, 1000, 0, 0, &[10], &SETTINGS);
         finalize(&mut s, 1050);
         finalize(&mut s, 10);
         assert_eq!(s.watermark(), Some(1050));
@@ -561,7 +568,7 @@ mod tests {
     #[test]
     fn repeated_result_ids_take_gain_at_their_first_rank() {
         let mut s = Shard::default();
-        s.offer_impression(1, 0, 0, &[10, 20, 10], &SETTINGS);
+        s.offer_impression(1, 0, 0, 0, &[10, 20, 10], &SETTINGS);
         engage(&mut s, 1, 5, 10, 1);
         assert_eq!(finalize(&mut s, 1000), vec![(1, vec![1, 0, 0])]);
     }
@@ -569,7 +576,7 @@ mod tests {
     #[test]
     fn redelivered_engagements_and_impressions_count_once() {
         let mut s = Shard::default();
-        s.offer_impression(1, 1000, 0, &[10, 20], &SETTINGS);
+        s.offer_impression(1, 1000, 0, 0, &[10, 20], &SETTINGS);
         assert_eq!(s.offer_engagement(1, 77, 1010, 20, 1, &SETTINGS), EngagementOutcome::Attributed);
         assert_eq!(s.offer_engagement(1, 77, 1010, 20, 1, &SETTINGS), EngagementOutcome::Duplicate);
         // Held engagements are de-duplicated too.
@@ -579,19 +586,19 @@ mod tests {
         assert_eq!(finalize(&mut s, 1101), vec![(1, vec![0, 1])]);
         // After finalization the query is remembered for one more window: a redelivered
         // impression is a duplicate, not a new search, and its engagements are late, not held.
-        assert_eq!(s.offer_impression(1, 1000, 0, &[10, 20], &SETTINGS), ImpressionOutcome::Duplicate);
+        assert_eq!(s.offer_impression(1, 1000, 0, 0, &[10, 20], &SETTINGS), ImpressionOutcome::Duplicate);
         assert_eq!(engage(&mut s, 1, 1200, 20, 1), EngagementOutcome::Late);
         assert_eq!((s.tally.duplicate, s.tally.attributed), (2, 1));
         // Both memories expire once the watermark passes another attribution window.
         finalize(&mut s, 1201 + 100);
-        assert_eq!(s.offer_impression(1, 1400, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
+        assert_eq!(s.offer_impression(1, 1400, 0, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
     }
 
     #[test]
     fn eviction_finalizes_the_earliest_deadline_and_drops_the_oldest_held() {
         let mut s = Shard::default();
-        s.offer_impression(2, 2000, 0, &[10], &SETTINGS);
-        s.offer_impression(1, 1000, 0, &[10], &SETTINGS);
+        s.offer_impression(2, 2000, 0, 0, &[10], &SETTINGS);
+        s.offer_impression(1, 1000, 0, 0, &[10], &SETTINGS);
         engage(&mut s, 1, 1001, 10, 3);
         let mut evicted = Vec::new();
         assert!(s.evict_oldest_pending(&SETTINGS, |f| evicted.push((f.query, f.gains.to_vec()))));
@@ -601,7 +608,7 @@ mod tests {
         assert!(s.evict_oldest_held());
         assert_eq!((s.held_len(), s.tally.evicted), (1, 1));
         // The survivor is the later one: an impression for query 9 still finds it.
-        s.offer_impression(9, 4990, 0, &[10], &SETTINGS);
+        s.offer_impression(9, 4990, 0, 0, &[10], &SETTINGS);
         assert_eq!(s.tally.attributed, 2);
     }
 

@@ -35,6 +35,7 @@ pub mod config;
 pub mod demo;
 pub mod engine;
 pub mod event;
+pub mod experiments;
 pub mod export;
 pub mod join;
 pub mod metrics;

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::accumulate::{GroupStats, GroupTable, Groups};
 use crate::engine::Engine;
+use crate::experiments::{ExperimentReport, Span};
 use crate::event::{decode_engagement, decode_impression, EventKind};
 use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
 use crate::time::{format_rfc3339_ms, EventTime};
@@ -219,6 +220,8 @@ pub struct Report {
     pub groups: Vec<GroupReport>,
     pub windows: Vec<WindowReport>,
     pub events: EventCounts,
+    /// The A/B feed over every impression, one entry per experiment.
+    pub experiments: Vec<ExperimentReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -235,6 +238,8 @@ pub struct WindowReport {
     pub size: String,
     pub start: String,
     pub groups: Vec<GroupReport>,
+    /// The A/B feed of this window, one entry per experiment.
+    pub experiments: Vec<ExperimentReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -282,16 +287,26 @@ impl Report {
         let groups = engine.groups();
         let windows: Vec<WindowReport> = closed
             .iter()
-            .map(|w| WindowReport {
-                size: engine.window_label(w.size_index).to_string(),
-                start: format_rfc3339_ms(w.start),
-                groups: group_reports(layout, groups, &w.groups),
+            .map(|w| {
+                let label = engine.window_label(w.size_index);
+                let span = Span::Window {
+                    label,
+                    start: w.start,
+                    size_ms: engine.accumulators().window_size_ms(w.size_index),
+                };
+                WindowReport {
+                    size: label.to_string(),
+                    start: format_rfc3339_ms(w.start),
+                    groups: group_reports(layout, groups, &w.groups),
+                    experiments: engine.experiment_reports(&w.groups, span),
+                }
             })
             .collect();
         let c = engine.counters();
         let t = engine.engagement_tally();
         Report {
             groups: group_reports(layout, groups, &engine.accumulators().cumulative),
+            experiments: engine.experiment_reports(&engine.accumulators().cumulative, Span::Cumulative),
             windows,
             events: EventCounts {
                 impressions_read: c.consumed[0],

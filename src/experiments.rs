@@ -1,0 +1,282 @@
+//! The A/B feed: per experiment and window, every variant's estimates, every variant against
+//! the experiment's control, and the sample-ratio-mismatch test.
+//!
+//! Reports are computed on demand from the accumulators' mergeable sums (see
+//! [`crate::accumulate::GroupStats`]), so the HTTP API, the Prometheus gauges, the Kafka output
+//! topic and `replay --format json` all show the same figures for the same window. The math is
+//! in [`crate::stats`]; this module only decides what is compared with what.
+
+use std::collections::BTreeMap;
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use crate::accumulate::{GroupStats, GroupTable, Groups, FOLDED};
+use crate::config::{AbConfig, AbUnit};
+use crate::metrics::MetricLayout;
+use crate::stats::{self, Comparison, Estimate};
+use crate::time::{format_rfc3339_ms, EventTime};
+
+/// The label of the cumulative "window" in reports and the API.
+pub const CUMULATIVE: &str = "cumulative";
+
+/// Which impressions a report covers.
+#[derive(Debug, Clone, Copy)]
+pub enum Span<'a> {
+    /// Every impression finalized so far.
+    Cumulative,
+    /// A closed tumbling window: its size label (`5m`), start and size.
+    Window { label: &'a str, start: EventTime, size_ms: i64 },
+}
+
+/// Everything the A/B feed says about one experiment in one window.
+#[derive(Debug, Serialize)]
+pub struct ExperimentReport {
+    /// Stable identity: `experiment/window/start` (or `experiment/cumulative`), the same on
+    /// every replica and after every restart, so consumers of the output topic can deduplicate.
+    pub id: String,
+    pub experiment: String,
+    /// The window size (`5m`) or `cumulative`.
+    pub window: String,
+    /// RFC 3339 bounds of a closed window, `[start, end)`; absent for `cumulative`.
+    pub start: Option<String>,
+    pub end: Option<String>,
+    /// `ab.unit`: what the standard errors treat as independent.
+    pub unit: &'static str,
+    pub confidence: f64,
+    pub control: String,
+    /// Control first, then the other variants by name.
+    pub variants: Vec<VariantReport>,
+    /// Every non-control variant against the control; empty when the control has no traffic.
+    pub comparisons: Vec<ComparisonReport>,
+    /// Absent with fewer than two expected variants.
+    pub sample_ratio: Option<SampleRatioReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct VariantReport {
+    pub variant: String,
+    pub impressions: u64,
+    pub engaged: u64,
+    /// Non-empty unit buckets, when the unit is a user or session.
+    pub unit_buckets: Option<usize>,
+    /// Per metric key (`mrr`, `ndcg@10`, ...), in layout order.
+    #[serde(serialize_with = "as_map")]
+    pub metrics: Vec<(String, Estimate)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ComparisonReport {
+    pub variant: String,
+    pub control: String,
+    #[serde(serialize_with = "as_map")]
+    pub metrics: Vec<(String, Comparison)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SampleRatioReport {
+    /// Impressions per tested variant.
+    pub observed: BTreeMap<String, u64>,
+    /// The share each was expected to get: `ab.experiments.NAME.split`, or equal.
+    pub expected_share: BTreeMap<String, f64>,
+    pub chi_square: f64,
+    pub df: u32,
+    pub p_value: f64,
+    /// Variants with traffic that the expected split does not list (or the folded `other`):
+    /// not part of the test, but a split problem of their own.
+    pub unexpected_variants: Vec<String>,
+}
+
+fn as_map<T: Serialize, S: Serializer>(entries: &[(String, T)], s: S) -> Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(entries.len()))?;
+    for (k, v) in entries {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
+}
+
+/// One report per experiment with impressions in `table`, sorted by experiment name.
+pub fn reports(
+    layout: &MetricLayout,
+    groups: &Groups,
+    table: &GroupTable,
+    ab: &AbConfig,
+    span: Span<'_>,
+) -> Vec<ExperimentReport> {
+    let mut by_experiment: BTreeMap<&str, Vec<(&str, &GroupStats)>> = BTreeMap::new();
+    for (id, stats) in table.iter() {
+        let (experiment, variant) = groups.name(id);
+        by_experiment.entry(experiment).or_default().push((variant, stats));
+    }
+    by_experiment.into_iter().map(|(experiment, variants)| report(layout, ab, experiment, variants, span)).collect()
+}
+
+fn report(
+    layout: &MetricLayout,
+    ab: &AbConfig,
+    experiment: &str,
+    mut variants: Vec<(&str, &GroupStats)>,
+    span: Span<'_>,
+) -> ExperimentReport {
+    let control = ab.control_of(experiment);
+    variants.sort_by_key(|(name, _)| (*name != control, *name));
+    let clustered = ab.unit != AbUnit::Impression;
+    let estimates: Vec<Vec<(String, Estimate)>> = variants
+        .iter()
+        .map(|(_, stats)| {
+            layout
+                .keys()
+                .iter()
+                .enumerate()
+                .map(|(slot, key)| {
+                    let clusters = if clustered { stats.cluster_moments(slot) } else { None };
+                    (key.name(), stats::estimate(stats.moments(slot), clusters.as_ref(), ab.confidence))
+                })
+                .collect()
+        })
+        .collect();
+    let comparisons = match variants.first() {
+        Some((name, _)) if *name == control => variants
+            .iter()
+            .zip(&estimates)
+            .skip(1)
+            .map(|((variant, _), treatment)| ComparisonReport {
+                variant: variant.to_string(),
+                control: control.to_string(),
+                metrics: treatment
+                    .iter()
+                    .zip(&estimates[0])
+                    .map(|((key, t), (_, c))| (key.clone(), stats::compare(t, c, ab.confidence)))
+                    .collect(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let sample_ratio = sample_ratio(ab, experiment, &variants);
+    let (window, start, end, id) = match span {
+        Span::Cumulative => (CUMULATIVE.to_string(), None, None, format!("{experiment}/{CUMULATIVE}")),
+        Span::Window { label, start, size_ms } => {
+            let from = format_rfc3339_ms(start);
+            let id = format!("{experiment}/{label}/{from}");
+            (label.to_string(), Some(from), Some(format_rfc3339_ms(start.saturating_add(size_ms))), id)
+        }
+    };
+    ExperimentReport {
+        id,
+        experiment: experiment.to_string(),
+        window,
+        start,
+        end,
+        unit: ab.unit.label(),
+        confidence: ab.confidence,
+        control: control.to_string(),
+        variants: variants
+            .iter()
+            .zip(estimates)
+            .map(|((variant, stats), metrics)| VariantReport {
+                variant: variant.to_string(),
+                impressions: stats.impressions,
+                engaged: stats.engaged,
+                unit_buckets: clustered.then(|| stats.bucket_count()),
+                metrics,
+            })
+            .collect(),
+        comparisons,
+        sample_ratio,
+    }
+}
+
+fn sample_ratio(ab: &AbConfig, experiment: &str, variants: &[(&str, &GroupStats)]) -> Option<SampleRatioReport> {
+    let observed_of = |name: &str| variants.iter().find(|(v, _)| *v == name).map_or(0, |(_, s)| s.impressions);
+    let expected: BTreeMap<String, f64> = match ab.split_of(experiment) {
+        Some(split) => split.clone(),
+        None => {
+            let tested: Vec<&str> = variants.iter().map(|(v, _)| *v).filter(|v| *v != FOLDED).collect();
+            let share = 1.0 / tested.len() as f64;
+            tested.into_iter().map(|v| (v.to_string(), share)).collect()
+        }
+    };
+    let observed: BTreeMap<String, u64> = expected.keys().map(|v| (v.clone(), observed_of(v))).collect();
+    let counts: Vec<u64> = observed.values().copied().collect();
+    let shares: Vec<f64> = expected.values().copied().collect();
+    let test = stats::sample_ratio_mismatch(&counts, &shares)?;
+    Some(SampleRatioReport {
+        unexpected_variants: variants
+            .iter()
+            .filter(|(v, s)| !expected.contains_key(*v) && s.impressions > 0)
+            .map(|(v, _)| v.to_string())
+            .collect(),
+        observed,
+        expected_share: expected,
+        chi_square: test.chi_square,
+        df: test.df,
+        p_value: test.p_value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accumulate::{Accumulators, StatsShape};
+
+    fn layout() -> MetricLayout {
+        MetricLayout::new(&[1], 1, 3)
+    }
+
+    /// Accumulates `n` impressions per variant of experiment `e`, relevant at rank 1 with
+    /// probability given by `rate` (deterministically spread).
+    fn table(variants: &[(&str, u64, f64)]) -> (Groups, Accumulators) {
+        let layout = layout();
+        let mut groups = Groups::default();
+        let mut acc = Accumulators::new(StatsShape::plain(layout.len()), &[], 0);
+        let mut values = vec![0.0; layout.len()];
+        for &(variant, n, rate) in variants {
+            let id = groups.intern("e", variant, 0, None);
+            for i in 0..n {
+                let relevant = ((i as f64 + 0.5) / n as f64) < rate;
+                layout.evaluate(&[u8::from(relevant)], &[], &mut values);
+                acc.add(id, 0, &values, relevant, 0);
+            }
+        }
+        (groups, acc)
+    }
+
+    #[test]
+    fn compares_every_variant_with_the_control_and_checks_the_split() {
+        let (groups, acc) = table(&[("treatment", 1000, 0.6), ("control", 1000, 0.5), ("other", 3, 0.0)]);
+        let ab = AbConfig::default();
+        let reports = reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative);
+        assert_eq!(reports.len(), 1);
+        let r = &reports[0];
+        assert_eq!(r.id, "e/cumulative");
+        let names: Vec<&str> = r.variants.iter().map(|v| v.variant.as_str()).collect();
+        assert_eq!(names, ["control", "other", "treatment"]);
+        let vs_treatment = r.comparisons.iter().find(|c| c.variant == "treatment").unwrap();
+        let (_, mrr) = vs_treatment.metrics.iter().find(|(k, _)| k == "mrr").unwrap();
+        assert!((mrr.difference - 0.1).abs() < 1e-12);
+        assert!(mrr.p_value.unwrap() < 1e-4, "{mrr:?}");
+        let srm = r.sample_ratio.as_ref().unwrap();
+        assert_eq!(srm.unexpected_variants, ["other"]);
+        assert!(srm.p_value > 0.99, "1000 vs 1000 is the expected split");
+    }
+
+    #[test]
+    fn configured_split_and_control_are_used() {
+        let (groups, acc) = table(&[("a", 550, 0.5), ("b", 450, 0.5)]);
+        let mut ab = AbConfig::default();
+        ab.experiments.insert(
+            "e".into(),
+            crate::config::AbExperimentConfig {
+                control: Some("b".into()),
+                split: [("a".to_string(), 0.55), ("b".to_string(), 0.45)].into_iter().collect(),
+            },
+        );
+        let r = &reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative)[0];
+        assert_eq!((r.control.as_str(), r.variants[0].variant.as_str()), ("b", "b"));
+        assert!(r.sample_ratio.as_ref().unwrap().chi_square < 1e-9, "exactly the configured split");
+        // Against the default equal split, 550/450 gives chi-square 10, p = 0.0016.
+        let r = &reports(&layout(), &groups, &acc.cumulative, &AbConfig::default(), Span::Cumulative)[0];
+        assert!(r.comparisons.is_empty(), "no variant is called control");
+        assert!(r.sample_ratio.as_ref().unwrap().p_value < 0.01);
+    }
+}
