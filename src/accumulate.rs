@@ -262,14 +262,24 @@ impl Groups {
 pub struct StatsShape {
     /// Metric slots of the layout.
     pub metrics: usize,
-    /// Whether impressions carry a unit bucket (`ab.unit` other than `impression`).
-    pub clustered: bool,
+    /// `ab.unit_buckets` when impressions are clustered by user or session (`ab.unit`).
+    pub unit_buckets: Option<u32>,
+    /// `ab.max_units`: distinct units counted exactly per group and table, for the SRM test.
+    pub max_units: usize,
 }
 
 impl StatsShape {
     pub fn plain(metrics: usize) -> Self {
-        StatsShape { metrics, clustered: false }
+        StatsShape { metrics, unit_buckets: None, max_units: 0 }
     }
+}
+
+/// An impression's unit, as the accumulators need it.
+#[derive(Debug, Clone, Copy)]
+struct Unit {
+    hash: u32,
+    bucket: u32,
+    max_units: usize,
 }
 
 /// Totals of the impressions of one unit bucket: whole users or sessions, so buckets are
@@ -300,12 +310,25 @@ pub struct GroupStats {
     squares: Box<[i128]>,
     /// Per unit bucket, when the A/B unit is a user or session; empty otherwise.
     buckets: HashMap<u32, BucketSums>,
+    /// The distinct units (32-bit hashes) seen, up to `ab.max_units`: the sample-ratio test
+    /// counts units, because impressions per unit vary far more than chance.
+    units: HashSet<u32>,
+    /// More than `ab.max_units` distinct units arrived: `units` is incomplete.
+    units_overflowed: bool,
 }
 
 impl GroupStats {
     pub fn new(shape: StatsShape) -> Self {
         let zeros = || vec![0; shape.metrics].into_boxed_slice();
-        GroupStats { impressions: 0, engaged: 0, sums: zeros(), squares: zeros(), buckets: HashMap::new() }
+        GroupStats {
+            impressions: 0,
+            engaged: 0,
+            sums: zeros(),
+            squares: zeros(),
+            buckets: HashMap::new(),
+            units: HashSet::new(),
+            units_overflowed: false,
+        }
     }
 
     pub fn add(&mut self, values: &[f64], engaged: bool) {
@@ -315,7 +338,7 @@ impl GroupStats {
     }
 
     /// [`GroupStats::add`] for values already in fixed point (converted once per impression).
-    fn add_fixed(&mut self, values: &[i64], squares: &[i64], engaged: bool, bucket: Option<u32>) {
+    fn add_fixed(&mut self, values: &[i64], squares: &[i64], engaged: bool, unit: Option<Unit>) {
         self.impressions += 1;
         self.engaged += u64::from(engaged);
         for (sum, &v) in self.sums.iter_mut().zip(values) {
@@ -324,11 +347,16 @@ impl GroupStats {
         for (sum, &v) in self.squares.iter_mut().zip(squares) {
             *sum += i128::from(v);
         }
-        if let Some(bucket) = bucket {
-            let sums = self.buckets.entry(bucket).or_insert_with(|| BucketSums {
-                impressions: 0,
-                sums: vec![0; values.len()].into_boxed_slice(),
-            });
+        if let Some(unit) = unit {
+            if !self.units_overflowed && self.units.len() < unit.max_units {
+                self.units.insert(unit.hash);
+            } else if !self.units.contains(&unit.hash) {
+                self.units_overflowed = true;
+            }
+            let sums = self
+                .buckets
+                .entry(unit.bucket)
+                .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; values.len()].into_boxed_slice() });
             sums.impressions += 1;
             for (sum, &v) in sums.sums.iter_mut().zip(values) {
                 *sum += i128::from(v);
@@ -356,6 +384,8 @@ impl GroupStats {
                 *a += b;
             }
         }
+        self.units.extend(&other.units);
+        self.units_overflowed |= other.units_overflowed;
     }
 
     pub fn sum(&self, slot: usize) -> f64 {
@@ -395,6 +425,11 @@ impl GroupStats {
     /// Non-empty unit buckets.
     pub fn bucket_count(&self) -> usize {
         self.buckets.len()
+    }
+
+    /// Distinct units seen, or `None` when there were more than `ab.max_units`.
+    pub fn distinct_units(&self) -> Option<usize> {
+        (!self.units_overflowed).then_some(self.units.len())
     }
 }
 
@@ -506,24 +541,26 @@ impl Accumulators {
         self.series.len()
     }
 
-    /// Adds one finalized impression's metric values. `bucket` is its unit bucket when the
-    /// accumulators are clustered (ignored otherwise).
-    pub fn add(&mut self, group: GroupId, timestamp: EventTime, values: &[f64], engaged: bool, bucket: u32) {
+    /// Adds one finalized impression's metric values. `unit` is the hash of its A/B unit
+    /// (ignored unless the accumulators are clustered).
+    pub fn add(&mut self, group: GroupId, timestamp: EventTime, values: &[f64], engaged: bool, unit: u32) {
         let shape = self.shape;
-        let bucket = shape.clustered.then_some(bucket);
-        let (mut fixed, mut squares) = (std::mem::take(&mut self.fixed_scratch), std::mem::take(&mut self.squares_scratch));
+        let unit =
+            shape.unit_buckets.map(|buckets| Unit { hash: unit, bucket: unit % buckets, max_units: shape.max_units });
+        let (mut fixed, mut squares) =
+            (std::mem::take(&mut self.fixed_scratch), std::mem::take(&mut self.squares_scratch));
         fixed.clear();
         fixed.extend(values.iter().map(|&v| to_fixed(v)));
         squares.clear();
         squares.extend(values.iter().map(|&v| to_fixed(v * v)));
-        self.cumulative.entry(group, shape).add_fixed(&fixed, &squares, engaged, bucket);
+        self.cumulative.entry(group, shape).add_fixed(&fixed, &squares, engaged, unit);
         for series in &mut self.series {
             let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
             if start < series.closed_before {
                 self.window_late_impressions += 1;
                 continue;
             }
-            series.open.entry(start).or_default().entry(group, shape).add_fixed(&fixed, &squares, engaged, bucket);
+            series.open.entry(start).or_default().entry(group, shape).add_fixed(&fixed, &squares, engaged, unit);
         }
         self.fixed_scratch = fixed;
         self.squares_scratch = squares;

@@ -266,6 +266,10 @@ pub struct AbConfig {
     /// whole units, and the variance is computed over buckets. More buckets: closer to per-unit
     /// exactness and more memory (8 + 16 x metrics bytes per bucket). Default 256.
     pub unit_buckets: u32,
+    /// With a clustered unit, distinct units are counted exactly, up to this many per group and
+    /// window, for the sample-ratio test (about 6 bytes each); beyond it that test is withheld.
+    /// Default 1000000.
+    pub max_units: usize,
     /// Confidence level of every interval. Default 0.95.
     pub confidence: f64,
     /// The variant every other variant is compared with, unless an experiment says otherwise.
@@ -283,6 +287,7 @@ impl Default for AbConfig {
         AbConfig {
             unit: AbUnit::Impression,
             unit_buckets: 256,
+            max_units: 1_000_000,
             confidence: 0.95,
             control: "control".into(),
             output_topic: String::new(),
@@ -501,7 +506,10 @@ impl Config {
     fn validate_ab(&self) -> Result<(), ConfigError> {
         let ab = &self.ab;
         if !(ab.confidence > 0.0 && ab.confidence < 1.0) {
-            return Err(invalid("ab.confidence", format!("is {} but must lie strictly between 0 and 1", ab.confidence)));
+            return Err(invalid(
+                "ab.confidence",
+                format!("is {} but must lie strictly between 0 and 1", ab.confidence),
+            ));
         }
         if ab.unit_buckets < 2 {
             return Err(invalid("ab.unit_buckets", "must be at least 2: a variance needs two buckets"));
@@ -522,7 +530,10 @@ impl Config {
             }
             for (variant, share) in &experiment.split {
                 if !(*share > 0.0 && *share < 1.0) {
-                    return Err(invalid(format!("{}.{variant}", key("split")), format!("share {share} must lie between 0 and 1")));
+                    return Err(invalid(
+                        format!("{}.{variant}", key("split")),
+                        format!("share {share} must lie between 0 and 1"),
+                    ));
                 }
             }
             let total: f64 = experiment.split.values().sum();

@@ -257,7 +257,7 @@ pub struct Engine {
     rebalance_grace: Duration,
     /// `ab.unit`: which impression field names the cluster for the A/B statistics.
     unit: AbUnit,
-    /// `ab.unit_buckets`: clusters are hashed into this many buckets.
+    /// `ab.unit_buckets`: clusters are hashed into this many buckets (for the fingerprint).
     unit_buckets: u32,
     /// `[ab]`, for the reports built from this engine's accumulators.
     ab: crate::config::AbConfig,
@@ -342,7 +342,11 @@ impl Engine {
             wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
             aggregation: Aggregation {
                 accumulators: Accumulators::new(
-                    StatsShape { metrics: layout.len(), clustered: cfg.ab.unit != AbUnit::Impression },
+                    StatsShape {
+                        metrics: layout.len(),
+                        unit_buckets: (cfg.ab.unit != AbUnit::Impression).then_some(cfg.ab.unit_buckets),
+                        max_units: cfg.ab.max_units,
+                    },
                     &window_sizes,
                     attribution_window,
                 ),
@@ -595,11 +599,11 @@ impl Engine {
             self.aggregation.accumulators.cumulative.remove(retired);
         }
         let key = query_key(&impression.query_id);
-        let unit_bucket = self.unit_bucket(&impression);
+        let unit = self.unit_hash(&impression);
         let shard = Self::shard(&mut self.shards, partition);
         shard.observe(EventKind::Impression, Some(impression.timestamp), now);
         let outcome = self.state.track(shard, |s| {
-            s.offer_impression(key, impression.timestamp, group, unit_bucket, &self.scratch_docs, &self.join)
+            s.offer_impression(key, impression.timestamp, group, unit, &self.scratch_docs, &self.join)
         });
         match outcome {
             ImpressionOutcome::Pending => self.enforce_state_limits(partition),
@@ -609,10 +613,10 @@ impl Engine {
         Ok(())
     }
 
-    /// The A/B unit bucket of an impression. An impression without the configured unit field
-    /// is its own cluster (hashed by query id), which is what the impression unit assumes; it is
-    /// counted, because many of them mean the statistics are not clustered as configured.
-    fn unit_bucket(&mut self, impression: &crate::event::Impression<'_>) -> u32 {
+    /// The 32-bit hash of an impression's A/B unit. An impression without the configured unit
+    /// field is its own cluster (hashed by query id), which is what the impression unit assumes;
+    /// it is counted, because many of them mean the statistics are not clustered as configured.
+    fn unit_hash(&mut self, impression: &crate::event::Impression<'_>) -> u32 {
         let unit = match self.unit {
             AbUnit::Impression => return 0,
             AbUnit::ClientId => impression.client_id.as_deref(),
@@ -625,7 +629,7 @@ impl Engine {
                 xxhash_rust::xxh3::xxh3_64(impression.query_id.as_bytes()) ^ 0x9e37_79b9_7f4a_7c15
             }
         };
-        (hash % u64::from(self.unit_buckets)) as u32
+        hash as u32
     }
 
     fn process_engagement(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
@@ -874,7 +878,7 @@ impl Aggregation {
         self.layout.evaluate(f.gains, &[], values);
         let abandoned =
             values[self.layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout")];
-        self.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0, f.unit_bucket);
+        self.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0, f.unit);
         if let Some(delay) = f.first_engagement_delay_ms {
             self.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
         }

@@ -49,8 +49,10 @@ pub struct ExperimentReport {
     pub variants: Vec<VariantReport>,
     /// Every non-control variant against the control; empty when the control has no traffic.
     pub comparisons: Vec<ComparisonReport>,
-    /// Absent with fewer than two expected variants.
+    /// Absent with fewer than two expected variants (or see `notes`).
     pub sample_ratio: Option<SampleRatioReport>,
+    /// Why a figure is missing, when one is.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -75,7 +77,10 @@ pub struct ComparisonReport {
 
 #[derive(Debug, Serialize)]
 pub struct SampleRatioReport {
-    /// Impressions per tested variant.
+    /// What `observed` counts: `impressions`, or distinct `units` when `ab.unit` is a user or
+    /// session (the unit that was randomized; impressions per user vary far beyond chance).
+    pub counted: &'static str,
+    /// Count per tested variant.
     pub observed: BTreeMap<String, u64>,
     /// The share each was expected to get: `ab.experiments.NAME.split`, or equal.
     pub expected_share: BTreeMap<String, f64>,
@@ -152,7 +157,21 @@ fn report(
             .collect(),
         _ => Vec::new(),
     };
-    let sample_ratio = sample_ratio(ab, experiment, &variants);
+    let mut notes = Vec::new();
+    if comparisons.is_empty() && variants.len() > 1 {
+        notes.push(format!(
+            "no comparisons: the control variant {control:?} has no impressions here (set ab.control or ab.experiments.{experiment}.control)"
+        ));
+    }
+    let sample_ratio = if clustered && variants.iter().any(|(_, s)| s.distinct_units().is_none()) {
+        notes.push(format!(
+            "no sample-ratio test: a variant has more than ab.max_units = {} distinct units here",
+            ab.max_units
+        ));
+        None
+    } else {
+        sample_ratio(ab, experiment, &variants, clustered)
+    };
     let (window, start, end, id) = match span {
         Span::Cumulative => (CUMULATIVE.to_string(), None, None, format!("{experiment}/{CUMULATIVE}")),
         Span::Window { label, start, size_ms } => {
@@ -183,11 +202,18 @@ fn report(
             .collect(),
         comparisons,
         sample_ratio,
+        notes,
     }
 }
 
-fn sample_ratio(ab: &AbConfig, experiment: &str, variants: &[(&str, &GroupStats)]) -> Option<SampleRatioReport> {
-    let observed_of = |name: &str| variants.iter().find(|(v, _)| *v == name).map_or(0, |(_, s)| s.impressions);
+fn sample_ratio(
+    ab: &AbConfig,
+    experiment: &str,
+    variants: &[(&str, &GroupStats)],
+    count_units: bool,
+) -> Option<SampleRatioReport> {
+    let count = |s: &GroupStats| if count_units { s.distinct_units().unwrap_or(0) as u64 } else { s.impressions };
+    let observed_of = |name: &str| variants.iter().find(|(v, _)| *v == name).map_or(0, |(_, s)| count(s));
     let expected: BTreeMap<String, f64> = match ab.split_of(experiment) {
         Some(split) => split.clone(),
         None => {
@@ -201,6 +227,7 @@ fn sample_ratio(ab: &AbConfig, experiment: &str, variants: &[(&str, &GroupStats)
     let shares: Vec<f64> = expected.values().copied().collect();
     let test = stats::sample_ratio_mismatch(&counts, &shares)?;
     Some(SampleRatioReport {
+        counted: if count_units { "units" } else { "impressions" },
         unexpected_variants: variants
             .iter()
             .filter(|(v, s)| !expected.contains_key(*v) && s.impressions > 0)

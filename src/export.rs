@@ -1,5 +1,5 @@
 //! Export: the Prometheus text exposition of the engine's state, and the HTTP endpoints
-//! `/metrics`, `/healthz` and `/readyz`.
+//! `/metrics`, `/healthz`, `/readyz` and the A/B API `/api/v1/experiments[/{id}]`.
 //!
 //! Metric families are built at scrape time from the engine's accumulators by one custom
 //! [`Collector`], instead of updating `prometheus` vectors per event: the hot path then touches
@@ -21,6 +21,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use crate::accumulate::{FoldedLabel, GroupStats};
 use crate::engine::{Distribution, Engine};
 use crate::event::{EventKind, RejectReason};
+use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 use crate::metrics::{recall_level_label, MetricKind};
 use crate::shutdown::Shutdown;
 
@@ -209,7 +210,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     ));
 
     let tally = engine.engagement_tally();
-    let plain_counters: [(&str, &str, u64); 10] = [
+    let plain_counters: [(&str, &str, u64); 11] = [
         ("rankpulse_engagements_duplicate_total", "Engagements seen before (same event_id, or same query, document, action and timestamp); counted once, then ignored.", tally.duplicate),
         ("rankpulse_engagements_evicted_total", "Held engagements dropped because join.max_held_engagements was reached.", tally.evicted),
         ("rankpulse_impressions_evicted_total", "Impressions finalized before their attribution window closed because join.max_pending_impressions was reached.", counters.impressions_evicted),
@@ -219,6 +220,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         ("rankpulse_engagements_attributed_total", "Engagements attributed to a shown result of an open impression.", tally.attributed),
         ("rankpulse_impressions_duplicate_total", "Impressions whose query_id was already open; the first one counts.", counters.impressions_duplicate),
         ("rankpulse_impressions_late_total", "Impressions that arrived after the watermark passed the end of their attribution window; dropped.", counters.impressions_late),
+        ("rankpulse_ab_impressions_without_unit_total", "Impressions without the field ab.unit names (client_id or session_id); each is its own cluster in the A/B statistics.", counters.impressions_without_unit),
         ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window.", engine.accumulators().window_late_impressions),
     ];
     for (name, help, value) in plain_counters {
@@ -362,6 +364,8 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         starts,
     ));
 
+    families.extend(ab_families(engine));
+
     families.push(family(
         "rankpulse_first_engagement_delay_seconds",
         "Delay from an impression to its first attributed engagement.",
@@ -376,6 +380,74 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     ));
     families.retain(|f| !f.get_metric().is_empty());
     families
+}
+
+/// The A/B feed of the newest closed window of each size: treatment minus control per metric,
+/// its confidence interval and Welch p-value, and the sample-ratio test per experiment.
+fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
+    let acc = engine.accumulators();
+    let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
+    let push = |into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>| {
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            into.push(gauge(labels.to_vec(), v));
+        }
+    };
+    for closed in acc.newest_closed() {
+        let window = engine.window_label(closed.size_index);
+        let span = Span::Window { label: window, start: closed.start, size_ms: acc.window_size_ms(closed.size_index) };
+        for report in engine.experiment_reports(&closed.groups, span) {
+            let experiment = label("experiment", &report.experiment);
+            if let Some(test) = &report.sample_ratio {
+                push(&mut srm, &[experiment.clone(), label("window", window)], Some(test.p_value));
+            }
+            for comparison in &report.comparisons {
+                for (metric, c) in &comparison.metrics {
+                    let labels = [
+                        experiment.clone(),
+                        label("variant", &comparison.variant),
+                        label("metric", metric),
+                        label("window", window),
+                    ];
+                    push(&mut difference, &labels, Some(c.difference));
+                    push(&mut lower, &labels, c.difference_ci.map(|ci| ci[0]));
+                    push(&mut upper, &labels, c.difference_ci.map(|ci| ci[1]));
+                    push(&mut p_values, &labels, c.p_value);
+                }
+            }
+        }
+    }
+    vec![
+        family(
+            "rankpulse_ab_difference",
+            "Mean of the metric in the variant minus in the experiment's control, over the newest closed window of each size.",
+            MetricType::GAUGE,
+            difference,
+        ),
+        family(
+            "rankpulse_ab_difference_lower",
+            "Lower bound of the confidence interval (ab.confidence) of rankpulse_ab_difference (Welch).",
+            MetricType::GAUGE,
+            lower,
+        ),
+        family(
+            "rankpulse_ab_difference_upper",
+            "Upper bound of the confidence interval (ab.confidence) of rankpulse_ab_difference (Welch).",
+            MetricType::GAUGE,
+            upper,
+        ),
+        family(
+            "rankpulse_ab_p_value",
+            "Two-sided p-value of Welch's t-test of the variant against the control (cluster-robust when ab.unit is a user or session).",
+            MetricType::GAUGE,
+            p_values,
+        ),
+        family(
+            "rankpulse_ab_srm_p_value",
+            "p-value of the chi-square sample-ratio-mismatch test of the experiment's split against the expected one; below 0.001 the split is broken.",
+            MetricType::GAUGE,
+            srm,
+        ),
+    ]
 }
 
 /// Registers the engine's families with a `prometheus` registry.
@@ -414,6 +486,101 @@ pub fn render(registry: &Registry) -> String {
 struct AppState {
     registry: Registry,
     health: Arc<Health>,
+    /// For the A/B API, which reads reports straight from the accumulators.
+    engine: SharedEngine,
+}
+
+/// Query of `GET /api/v1/experiments/{id}`.
+#[derive(Debug, serde::Deserialize)]
+struct ExperimentQuery {
+    /// A configured window size (`5m`: its newest closed window) or `cumulative` (default).
+    window: Option<String>,
+}
+
+fn json_error(status: StatusCode, message: String) -> axum::response::Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// The report of `experiment` over `window` (a size label or `cumulative`).
+pub fn experiment_report(
+    engine: &Engine,
+    experiment: &str,
+    window: &str,
+) -> Result<ExperimentReport, (StatusCode, String)> {
+    let acc = engine.accumulators();
+    let reports = if window == CUMULATIVE {
+        engine.experiment_reports(&acc.cumulative, Span::Cumulative)
+    } else {
+        let size_index = (0..acc.window_count()).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
+            let mut known: Vec<&str> = (0..acc.window_count()).map(|i| engine.window_label(i)).collect();
+            known.push(CUMULATIVE);
+            (StatusCode::BAD_REQUEST, format!("unknown window {window:?}; one of {}", known.join(", ")))
+        })?;
+        match acc.newest_closed().find(|w| w.size_index == size_index) {
+            Some(closed) => engine.experiment_reports(
+                &closed.groups,
+                Span::Window { label: window, start: closed.start, size_ms: acc.window_size_ms(size_index) },
+            ),
+            None => Vec::new(),
+        }
+    };
+    reports.into_iter().find(|r| r.experiment == experiment).ok_or_else(|| {
+        (StatusCode::NOT_FOUND, format!("experiment {experiment:?} has no finalized impressions in window {window:?}"))
+    })
+}
+
+/// `GET /api/v1/experiments`: every experiment with its cumulative traffic and split check.
+async fn list_experiments(State(state): State<AppState>) -> axum::response::Response {
+    let engine = state.engine.clone();
+    let listing = tokio::task::spawn_blocking(move || {
+        let engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+        let acc = engine.accumulators();
+        let windows: Vec<&str> =
+            std::iter::once(CUMULATIVE).chain(acc.newest_closed().map(|w| engine.window_label(w.size_index))).collect();
+        let experiments: Vec<serde_json::Value> = engine
+            .experiment_reports(&acc.cumulative, Span::Cumulative)
+            .into_iter()
+            .map(|r| {
+                serde_json::json!({
+                    "experiment": r.experiment,
+                    "control": r.control,
+                    "unit": r.unit,
+                    "variants": r.variants.iter().map(|v| serde_json::json!({
+                        "variant": v.variant, "impressions": v.impressions, "engaged": v.engaged,
+                    })).collect::<Vec<_>>(),
+                    "sample_ratio_p_value": r.sample_ratio.as_ref().map(|s| s.p_value),
+                    "windows": windows,
+                    "href": format!("/api/v1/experiments/{}", r.experiment),
+                })
+            })
+            .collect();
+        serde_json::json!({ "experiments": experiments })
+    })
+    .await;
+    match listing {
+        Ok(body) => axum::Json(body).into_response(),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `GET /api/v1/experiments/{id}?window=5m`: the full report.
+async fn get_experiment(
+    State(state): State<AppState>,
+    axum::extract::Path(experiment): axum::extract::Path<String>,
+    axum::extract::Query(query): axum::extract::Query<ExperimentQuery>,
+) -> axum::response::Response {
+    let engine = state.engine.clone();
+    let window = query.window.unwrap_or_else(|| CUMULATIVE.to_string());
+    let report = tokio::task::spawn_blocking(move || {
+        let engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+        experiment_report(&engine, &experiment, &window).map(|r| serde_json::to_value(r).unwrap_or_default())
+    })
+    .await;
+    match report {
+        Ok(Ok(body)) => axum::Json(body).into_response(),
+        Ok(Err((status, message))) => json_error(status, message),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
@@ -453,7 +620,9 @@ impl HttpServer {
             .route("/metrics", get(metrics))
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
-            .with_state(AppState { registry: registry(engine), health });
+            .route("/api/v1/experiments", get(list_experiments))
+            .route("/api/v1/experiments/{id}", get(get_experiment))
+            .with_state(AppState { registry: registry(engine.clone()), health, engine });
         let task = tokio::spawn(async move {
             axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await
         });

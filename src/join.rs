@@ -105,9 +105,9 @@ struct PendingImpression {
     /// for the delay histogram.
     first_engagement: EventTime,
     group: GroupId,
-    /// The impression's A/B unit bucket (0 when the unit is the impression itself). A u32
-    /// sits in the padding after `group`, so it costs no memory.
-    unit_bucket: u32,
+    /// 32-bit hash of the impression's A/B unit (client or session; 0 when the unit is the
+    /// impression itself). A u32 sits in the padding after `group`, so it costs no memory.
+    unit: u32,
     /// Results in rank order with their gains.
     slots: Box<[Slot]>,
 }
@@ -183,7 +183,7 @@ pub struct Finalized<'a> {
     pub query: QueryKey,
     pub timestamp: EventTime,
     pub group: GroupId,
-    pub unit_bucket: u32,
+    pub unit: u32,
     pub gains: &'a [u8],
     pub first_engagement_delay_ms: Option<i64>,
 }
@@ -303,7 +303,7 @@ impl Shard {
         query: QueryKey,
         timestamp: EventTime,
         group: GroupId,
-        unit_bucket: u32,
+        unit: u32,
         docs: &[DocKey],
         settings: &JoinSettings,
     ) -> ImpressionOutcome {
@@ -320,7 +320,7 @@ impl Shard {
                 timestamp,
                 first_engagement: NO_ENGAGEMENT,
                 group,
-                unit_bucket,
+                unit,
                 slots: docs.iter().map(|&d| Slot::new(d)).collect(),
             }),
         };
@@ -410,7 +410,7 @@ impl Shard {
             query,
             timestamp: p.timestamp,
             group: p.group,
-            unit_bucket: p.unit_bucket,
+            unit: p.unit,
             gains: &self.gains_scratch,
             first_engagement_delay_ms: (p.first_engagement != NO_ENGAGEMENT).then(|| p.first_engagement - p.timestamp),
         });

@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use crate::accumulate::{GroupStats, GroupTable, Groups};
 use crate::engine::Engine;
-use crate::experiments::{ExperimentReport, Span};
 use crate::event::{decode_engagement, decode_impression, EventKind};
+use crate::experiments::{ExperimentReport, Span};
 use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
 use crate::time::{format_rfc3339_ms, EventTime};
 
@@ -289,11 +289,8 @@ impl Report {
             .iter()
             .map(|w| {
                 let label = engine.window_label(w.size_index);
-                let span = Span::Window {
-                    label,
-                    start: w.start,
-                    size_ms: engine.accumulators().window_size_ms(w.size_index),
-                };
+                let span =
+                    Span::Window { label, start: w.start, size_ms: engine.accumulators().window_size_ms(w.size_index) };
                 WindowReport {
                     size: label.to_string(),
                     start: format_rfc3339_ms(w.start),

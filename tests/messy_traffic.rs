@@ -146,7 +146,11 @@ fn generate(t0: i64, layout: &MetricLayout) -> (Vec<Message>, Vec<Message>, Trut
 
         layout.evaluate(&gains, &[], &mut values);
         let engaged = values[layout.slot(MetricKind::Abandonment, None).unwrap()] == 0.0;
-        truth.groups.entry(variant).or_insert_with(|| GroupStats::new(rankpulse::accumulate::StatsShape::plain(layout.len()))).add(&values, engaged);
+        truth
+            .groups
+            .entry(variant)
+            .or_insert_with(|| GroupStats::new(rankpulse::accumulate::StatsShape::plain(layout.len())))
+            .add(&values, engaged);
     }
     for (topic, payload, reason) in [
         (IMP_TOPIC, "{\"query_id\": ", "invalid_json"),
