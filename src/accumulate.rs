@@ -490,8 +490,9 @@ pub struct Accumulators {
     series: Vec<WindowSeries>,
     /// Newest closed window per size, for the `rankpulse_window_mean` gauges.
     newest_closed: Vec<Option<ClosedWindow>>,
-    /// Closed windows not yet taken by [`Accumulators::take_closed`] (replay output).
-    #[serde(skip)]
+    /// Closed windows not yet taken by [`Accumulators::take_closed`] (replay output) or
+    /// acknowledged by the A/B output topic's publisher. Checkpointed, so a window that closed
+    /// just before a crash is still published after the restart.
     recently_closed: Vec<ClosedWindow>,
     /// Whether closed windows are kept for `take_closed`; the daemon needs only the newest.
     #[serde(skip)]
@@ -528,6 +529,9 @@ impl Accumulators {
     /// Keep every closed window for [`Accumulators::take_closed`] (replay prints them all).
     pub fn keep_closed_windows(&mut self, keep: bool) {
         self.keep_closed = keep;
+        if !keep {
+            self.recently_closed.clear();
+        }
     }
 
     pub fn keeps_closed(&self) -> bool {
@@ -600,6 +604,16 @@ impl Accumulators {
     /// Windows closed since the last call, oldest first per size.
     pub fn take_closed(&mut self) -> Vec<ClosedWindow> {
         std::mem::take(&mut self.recently_closed)
+    }
+
+    /// Closed windows kept and not yet taken, in closing order.
+    pub fn kept_closed(&self) -> &[ClosedWindow] {
+        &self.recently_closed
+    }
+
+    /// Forgets the first `n` kept closed windows (they have been published).
+    pub fn forget_closed(&mut self, n: usize) {
+        self.recently_closed.drain(..n.min(self.recently_closed.len()));
     }
 }
 

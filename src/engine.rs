@@ -321,6 +321,17 @@ impl Engine {
         let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold, max_gain);
         let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();
+        let mut accumulators = Accumulators::new(
+            StatsShape {
+                metrics: layout.len(),
+                unit_buckets: (cfg.ab.unit != AbUnit::Impression).then_some(cfg.ab.unit_buckets),
+                max_units: cfg.ab.max_units,
+            },
+            &window_sizes,
+            attribution_window,
+        );
+        // Closed windows wait for the A/B publisher, in the state, when there is one.
+        accumulators.keep_closed_windows(!cfg.ab.output_topic.is_empty());
         Engine {
             join: JoinSettings {
                 attribution_window,
@@ -341,15 +352,7 @@ impl Engine {
             state: StateSize::default(),
             wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
             aggregation: Aggregation {
-                accumulators: Accumulators::new(
-                    StatsShape {
-                        metrics: layout.len(),
-                        unit_buckets: (cfg.ab.unit != AbUnit::Impression).then_some(cfg.ab.unit_buckets),
-                        max_units: cfg.ab.max_units,
-                    },
-                    &window_sizes,
-                    attribution_window,
-                ),
+                accumulators,
                 values: vec![0.0; layout.len()],
                 layout,
                 first_engagement_delay: Distribution::new(86_400_000 * 7),
@@ -757,6 +760,29 @@ impl Engine {
     }
     pub fn take_closed_windows(&mut self) -> Vec<crate::accumulate::ClosedWindow> {
         self.aggregation.accumulators.take_closed()
+    }
+    /// The A/B records of the closed windows not yet published: (record id, JSON) per
+    /// experiment, and how many windows they cover (to [`Engine::published`] once delivered).
+    pub fn unpublished_records(&self) -> (Vec<(String, String)>, usize) {
+        let acc = &self.aggregation.accumulators;
+        let closed = acc.kept_closed();
+        let mut records = Vec::new();
+        for window in closed {
+            let span = crate::experiments::Span::Window {
+                label: self.window_label(window.size_index),
+                start: window.start,
+                size_ms: acc.window_size_ms(window.size_index),
+            };
+            for report in self.experiment_reports(&window.groups, span) {
+                let json = serde_json::to_string(&report).expect("reports always serialize");
+                records.push((report.id, json));
+            }
+        }
+        (records, closed.len())
+    }
+    /// The first `windows` unpublished closed windows have been delivered.
+    pub fn published(&mut self, windows: usize) {
+        self.aggregation.accumulators.forget_closed(windows);
     }
     pub fn counters(&self) -> &Counters {
         &self.counters

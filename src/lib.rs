@@ -39,6 +39,7 @@ pub mod experiments;
 pub mod export;
 pub mod join;
 pub mod metrics;
+pub mod publish;
 pub mod replay;
 pub mod shutdown;
 pub mod source;

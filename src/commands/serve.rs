@@ -10,6 +10,7 @@ use crate::checkpoint::CheckpointStore;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::export::{Health, HttpServer, SharedEngine};
+use crate::publish::Publisher;
 use crate::shutdown::Shutdown;
 use crate::source::{self, Durability};
 
@@ -54,8 +55,20 @@ pub async fn run_pipeline(
         .with_context(|| format!("binding the metrics endpoint to {addr} (http.listen)"))?;
     tracing::info!("metrics on http://{}/metrics", http.local_addr);
     let interval = cfg.state.checkpoint_interval.as_duration();
+    let publisher = match cfg.ab.output_topic.as_str() {
+        "" => None,
+        topic => {
+            let publisher = Publisher::new(&cfg.kafka, topic)?;
+            Some(tokio::spawn(publisher.run(engine.clone(), shutdown.clone())))
+        }
+    };
     let consumed = source::run(&cfg.kafka, engine, health, shutdown.clone(), durability, interval).await;
     shutdown.trigger();
+    if let Some(publisher) = publisher {
+        if let Err(e) = publisher.await {
+            tracing::error!(error = %e, "the A/B publisher task failed");
+        }
+    }
     if tokio::time::timeout(HTTP_DRAIN, http.join()).await.is_err() {
         tracing::warn!("HTTP server did not finish within {HTTP_DRAIN:?}; exiting anyway");
     }

@@ -1,0 +1,320 @@
+//! The A/B feed end to end: the real `rankpulse serve` binary against librdkafka's mock cluster
+//! with the output topic on, read back by a plain consumer (one record per experiment and closed
+//! window, equal to `replay`'s figures); a 55/45 split raising the sample-ratio alarm; the HTTP
+//! API; and the cluster-robust standard error against a direct per-client computation.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rankpulse::config::Config;
+use rankpulse::engine::Engine;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::Message;
+use serde_json::{json, Value};
+
+const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+const IMPRESSIONS: &str = "imp";
+const ENGAGEMENTS: &str = "eng";
+const OUTPUT: &str = "ab-feed";
+/// Event time the traffic spans: three 5 s windows, one 10 s window and a half.
+const SPAN_MS: i64 = 15_000;
+
+/// A small deterministic generator, so the test needs no seed plumbing.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Impressions and engagements of two experiments: `e1` splits 50/50 and its treatment puts the
+/// clicked result at rank 1 more often; `e2` splits 55/45 (expected 50/50) with equal quality.
+/// Clients repeat (`c0`..`c399`) and some browse more than others, so impressions of one client
+/// are correlated.
+fn traffic(n: usize) -> (Vec<(i32, String)>, Vec<(i32, String)>, HashMap<String, String>) {
+    let mut rng = Lcg(7);
+    let (mut impressions, mut engagements, mut client_of) = (Vec::new(), Vec::new(), HashMap::new());
+    for i in 0..n {
+        let ts = T0 + (i as i64 * SPAN_MS) / n as i64;
+        let query = format!("q{i}");
+        let client = format!("c{}", (rng.next().powi(2) * 400.0) as u32);
+        let (experiment, variant) = if i % 2 == 0 {
+            ("e1", if rng.next() < 0.5 { "control" } else { "treatment" })
+        } else {
+            ("e2", if (i / 2) % 20 < 11 { "control" } else { "treatment" })
+        };
+        let results: Vec<String> = (0..5).map(|r| format!("d{}", (i * 7 + r) % 97)).collect();
+        let partition = (i % 2) as i32;
+        impressions.push((
+            partition,
+            json!({"query_id": query, "timestamp": ts, "results": results, "experiment": experiment,
+                   "variant": variant, "client_id": client})
+            .to_string(),
+        ));
+        client_of.insert(query.clone(), client.clone());
+        let client_bias = (client[1..].parse::<f64>().unwrap() % 10.0) / 20.0; // 0 .. 0.45
+        if rng.next() < 0.35 + client_bias {
+            let rank = if experiment == "e1" && variant == "treatment" && rng.next() < 0.6 { 0 } else { 2 };
+            engagements.push((
+                partition,
+                json!({"query_id": query, "timestamp": ts + 300, "doc_id": results[rank], "event_id": format!("x{i}")})
+                    .to_string(),
+            ));
+        }
+    }
+    (impressions, engagements, client_of)
+}
+
+fn write_config(dir: &std::path::Path, brokers: &str, port: u16) -> std::path::PathBuf {
+    let path = dir.join("rankpulse.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[kafka]
+brokers = "{brokers}"
+group_id = "ab-group"
+impressions_topic = "{IMPRESSIONS}"
+engagements_topic = "{ENGAGEMENTS}"
+[join]
+attribution_window = "1s"
+max_out_of_orderness = "0s"
+idle_timeout = "1s"
+[metrics]
+cutoffs = [1, 3]
+windows = ["5s", "10s"]
+[limits]
+max_past = "3650d"   # the events are stamped 2026-01-01
+[http]
+listen = "127.0.0.1:{port}"
+[state]
+dir = "{}"
+checkpoint_interval = "500ms"
+[ab]
+output_topic = "{OUTPUT}"
+"#,
+            dir.join("state").display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Every record of the output topic until `expected` arrived and `quiet` passed with no more.
+fn read_output(brokers: &str, expected: usize, timeout: Duration, quiet: Duration) -> Vec<(String, Value)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "a-plain-reader")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[OUTPUT]).unwrap();
+    let deadline = Instant::now() + timeout;
+    let mut records = Vec::new();
+    let mut last_arrival = Instant::now();
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(message)) => {
+                let key = String::from_utf8(message.key().unwrap().to_vec()).unwrap();
+                let value: Value = serde_json::from_slice(message.payload().unwrap()).unwrap();
+                records.push((key, value));
+                last_arrival = Instant::now();
+            }
+            Some(Err(e)) => panic!("consuming the output topic: {e}"),
+            None if records.len() >= expected && last_arrival.elapsed() > quiet => break,
+            None => {}
+        }
+    }
+    consumer.unsubscribe();
+    drop(consumer);
+    records
+}
+
+#[test]
+fn output_topic_gets_one_record_per_experiment_and_closed_window() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
+    cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
+    cluster.create_topic(OUTPUT, 1, 1).unwrap();
+    let brokers = cluster.bootstrap_servers();
+    let (impressions, engagements, _) = traffic(8_000);
+    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
+    for (topic, list) in [(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)] {
+        for (partition, payload) in list {
+            producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())).unwrap();
+        }
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), &brokers, port);
+
+    // What replay says about the same events: the expected record ids and their figures.
+    let files = |name: &str, list: &[(i32, String)]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, list.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
+        path
+    };
+    let (imp_file, eng_file) = (files("imp.jsonl", &impressions), files("eng.jsonl", &engagements));
+    let out = std::process::Command::new(BIN)
+        .args(["replay", "--impressions", imp_file.to_str().unwrap(), "--engagements", eng_file.to_str().unwrap()])
+        .args(["--config", cfg.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected: BTreeMap<String, Value> = replayed["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["experiments"].as_array().unwrap().iter())
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r.clone()))
+        .collect();
+    // 5 s windows at 0, 5, 10 and 10 s windows at 0, 10, each with both experiments.
+    assert_eq!(expected.len(), 10, "{:?}", expected.keys().collect::<Vec<_>>());
+
+    let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
+    let records = read_output(&brokers, expected.len(), Duration::from_secs(90), Duration::from_secs(3));
+
+    let ids: Vec<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    let repeated: BTreeSet<&str> =
+        unique.iter().copied().filter(|id| ids.iter().filter(|i| *i == id).count() > 1).collect();
+    assert!(
+        repeated.is_empty(),
+        "{} records for {} ids; published more than once: {repeated:?}",
+        ids.len(),
+        unique.len()
+    );
+    assert_eq!(unique, expected.keys().map(String::as_str).collect(), "record ids");
+    for (key, record) in &records {
+        assert_eq!(record["id"], key.as_str(), "the key is the record id");
+        assert_eq!(record, &expected[key], "record {key} differs from replay's");
+    }
+
+    // The skewed experiment raises the alarm, the balanced one does not; e1's treatment wins.
+    let srm_p = |r: &Value| r["sample_ratio"]["p_value"].as_f64().unwrap();
+    let e2_cumulative = replayed["experiments"].as_array().unwrap().iter().find(|r| r["experiment"] == "e2").unwrap();
+    assert_eq!(e2_cumulative["sample_ratio"]["observed"], json!({"control": 2200, "treatment": 1800}));
+    assert!(srm_p(e2_cumulative) < 0.001, "55/45 against 50/50: {}", srm_p(e2_cumulative));
+    let e1_windows: Vec<&Value> = records.iter().map(|(_, r)| r).filter(|r| r["experiment"] == "e1").collect();
+    assert!(e1_windows.iter().all(|r| srm_p(r) > 0.001), "e1 is split 50/50");
+    for r in &e1_windows {
+        let mrr = &r["comparisons"][0]["metrics"]["mrr"];
+        assert!(mrr["difference"].as_f64().unwrap() > 0.0 && mrr["p_value"].as_f64().unwrap() < 0.05, "{mrr}");
+    }
+
+    // The same figures on /metrics (newest closed window of each size) and the HTTP API.
+    let (exposition, m) = scrape_until(port, Duration::from_secs(10), |m| {
+        m.contains_key(&series("rankpulse_ab_srm_p_value", &[("experiment", "e2"), ("window", "5s")]))
+    });
+    promtool_check(&exposition);
+    let newest_5s = &expected["e2/5s/2026-01-01T00:00:10Z"];
+    assert_eq!(
+        m[&series("rankpulse_ab_srm_p_value", &[("experiment", "e2"), ("window", "5s")])],
+        srm_p(newest_5s),
+        "gauge equals the record"
+    );
+    let e1_newest = &expected["e1/10s/2026-01-01T00:00:10Z"];
+    let labels = [("experiment", "e1"), ("variant", "treatment"), ("metric", "mrr"), ("window", "10s")];
+    for (gauge, field) in [("rankpulse_ab_difference", "difference"), ("rankpulse_ab_p_value", "p_value")] {
+        let want = e1_newest["comparisons"][0]["metrics"]["mrr"][field].as_f64().unwrap();
+        assert_eq!(m[&series(gauge, &labels)], want, "{gauge}");
+    }
+    let (status, body) = http_get(port, "/api/v1/experiments/e2?window=5s").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), *newest_5s);
+    let (status, body) = http_get(port, "/api/v1/experiments").unwrap();
+    let listing: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, listing["experiments"].as_array().unwrap().len()), (200, 2), "{body}");
+    assert_eq!(http_get(port, "/api/v1/experiments/e9").map(|r| r.0), Some(404));
+    assert_eq!(http_get(port, "/api/v1/experiments/e1?window=7m").map(|r| r.0), Some(400));
+
+    let (status, _) = daemon.terminate(Duration::from_secs(10));
+    assert!(status.success());
+    drop(producer);
+}
+
+/// With `ab.unit = "client_id"` and more buckets than clients, the standard error in the report
+/// is the delta-method error over clients, computed here directly from each impression's value.
+#[test]
+fn client_unit_standard_error_equals_a_direct_per_client_computation() {
+    let (impressions, engagements, client_of) = traffic(6_000);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, list: &[(i32, String)]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, list.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
+        path
+    };
+    let (imp_file, eng_file) = (write("imp.jsonl", &impressions), write("eng.jsonl", &engagements));
+    let toml = "[join]\nattribution_window = \"1s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"5s\"]\n\
+                [ab]\nunit = \"client_id\"\nunit_buckets = 4294967295\n";
+    let cfg = Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+    let mut engine = Engine::new(&cfg);
+    let mrr_slot = engine.layout().keys().iter().position(|k| k.name() == "mrr").unwrap();
+
+    // Every finalized impression's (group, query, mrr), to rebuild per-client sums here.
+    let seen: Arc<Mutex<Vec<(u32, u128, f64)>>> = Arc::default();
+    let sink = seen.clone();
+    engine.set_observer(Box::new(move |f| sink.lock().unwrap().push((f.group, f.query, f.values[mrr_slot]))));
+    let mut engine = rankpulse::replay::run(&imp_file, &eng_file, engine).unwrap();
+    let report = rankpulse::replay::Report::from_engine(&mut engine);
+
+    let client_by_key: HashMap<u128, &String> =
+        client_of.iter().map(|(q, c)| (rankpulse::event::query_key(q), c)).collect();
+    let seen = seen.lock().unwrap();
+    let mut checked = 0;
+    for experiment in &report.experiments {
+        for variant in &experiment.variants {
+            let group = (0..engine.groups().len() as u32)
+                .find(|&g| engine.groups().name(g) == (experiment.experiment.as_str(), variant.variant.as_str()))
+                .unwrap();
+            // Per client: N_i impressions and S_i the sum of their reciprocal ranks.
+            let mut per_client: BTreeMap<&String, (f64, f64)> = BTreeMap::new();
+            for (_, query, mrr) in seen.iter().filter(|(g, _, _)| *g == group) {
+                let e = per_client.entry(client_by_key[query]).or_default();
+                e.0 += 1.0;
+                e.1 += mrr;
+            }
+            let k = per_client.len() as f64;
+            let (n, s): (f64, f64) = per_client.values().fold((0.0, 0.0), |a, v| (a.0 + v.0, a.1 + v.1));
+            let mu = s / n;
+            // The textbook form: Var = (var(S) - 2 mu cov(S, N) + mu^2 var(N)) / (K Nbar^2),
+            // with sample (co)variances over clients.
+            let (nbar, sbar) = (n / k, s / k);
+            let (mut var_s, mut var_n, mut cov_sn) = (0.0, 0.0, 0.0);
+            for &(ni, si) in per_client.values() {
+                var_s += (si - sbar) * (si - sbar) / (k - 1.0);
+                var_n += (ni - nbar) * (ni - nbar) / (k - 1.0);
+                cov_sn += (si - sbar) * (ni - nbar) / (k - 1.0);
+            }
+            let var = (var_s - 2.0 * mu * cov_sn + mu * mu * var_n) / (k * nbar * nbar);
+            let (_, estimate) = variant.metrics.iter().find(|(key, _)| key == "mrr").unwrap();
+            assert_eq!(variant.unit_buckets, Some(per_client.len()), "one bucket per client");
+            assert!((estimate.mean - mu).abs() < 1e-12);
+            let se = estimate.se.unwrap();
+            assert!(
+                (se - var.sqrt()).abs() < 1e-9,
+                "{}/{}: se {se} vs direct {}",
+                experiment.experiment,
+                variant.variant,
+                var.sqrt()
+            );
+            assert_eq!(estimate.df, Some(k - 1.0));
+            // Clustering matters here: the impression-level error understates it.
+            let naive = estimate.sd.unwrap() / (estimate.n as f64).sqrt();
+            assert!(se > naive * 1.05, "clustered {se} vs naive {naive}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4);
+}
