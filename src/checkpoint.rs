@@ -243,6 +243,41 @@ mod tests {
     }
 
     #[test]
+    fn unpublished_closed_windows_and_unit_buckets_survive_a_restart() {
+        let toml = "[metrics]\nwindows = [\"1m\"]\n[ab]\nunit = \"client_id\"\noutput_topic = \"ab\"\n";
+        let cfg = Config::from_toml_with_env(toml, "t", std::iter::empty()).unwrap();
+        let mut e = Engine::new(&cfg).without_past_limit();
+        let now = Instant::now();
+        for i in 0..40 {
+            let (variant, client) = (if i % 2 == 0 { "control" } else { "treatment" }, i % 7);
+            let payload = format!(
+                r#"{{"query_id":"q{i}","timestamp":{},"results":["a"],"experiment":"x","variant":"{variant}","client_id":"c{client}"}}"#,
+                1000 + i
+            );
+            e.process(EventKind::Impression, 0, payload.as_bytes(), now).unwrap();
+        }
+        e.finish();
+        let (records, windows) = e.unpublished_records();
+        assert_eq!((records.len(), windows), (1, 1), "one experiment, one closed window");
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = CheckpointStore::open(dir.path(), 2).unwrap();
+        store.write(&encode(&e)).unwrap();
+        let (_, snapshot) = store.load_latest().unwrap().unwrap();
+        let mut restored = Engine::restore(&cfg, snapshot).unwrap();
+        assert_eq!(restored.unpublished_records(), (records, 1), "the same record, published after the restart");
+        restored.published(1);
+        assert_eq!(restored.unpublished_records().1, 0);
+
+        // Buckets hashed one way cannot be read under another unit.
+        store.write(&encode(&e)).unwrap();
+        let (_, snapshot) = store.load_latest().unwrap().unwrap();
+        let other = Config::from_toml_with_env("[metrics]\nwindows = [\"1m\"]\n", "t", std::iter::empty()).unwrap();
+        let err = Engine::restore(&other, snapshot).err().unwrap().to_string();
+        assert!(err.contains("ab.unit"), "{err}");
+    }
+
+    #[test]
     fn only_the_newest_are_kept_and_numbering_continues_after_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = CheckpointStore::open(dir.path(), 2).unwrap();
