@@ -80,9 +80,9 @@ impl TrafficGenerator {
         let query_id = format!("q-{:08}", self.next_query);
         // Heavy-tailed activity: a few clients issue many of the queries, as in real logs, so
         // impressions of one client are correlated (see `ab.unit`).
-        let user = (50_000.0 * self.rng.random::<f64>().powf(1.5)) as u32;
+        let user = (50_000.0 * self.rng.random::<f64>().powi(2)) as u32;
         // Some clients browse deeper than others, the same way on every query of theirs.
-        let patience = 0.6 + 0.8 * ((xxhash_rust::xxh3::xxh3_64(&user.to_le_bytes()) % 1000) as f64 / 1000.0);
+        let patience = 0.3 + 1.4 * ((xxhash_rust::xxh3::xxh3_64(&user.to_le_bytes()) % 1000) as f64 / 1000.0);
         let in_experiment = self.rng.random_bool(0.9);
         let variant = if user % 2 == 0 { "control" } else { "treatment" };
         let noise = if variant == "control" { CONTROL_NOISE } else { TREATMENT_NOISE };

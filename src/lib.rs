@@ -15,9 +15,12 @@
 //! | [`event`] | decoding | turning a message's bytes into a borrowed impression or engagement, or a reject reason |
 //! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
 //! | [`join`] | attribution | per-partition pending impressions, held engagements, input clocks |
-//! | [`accumulate`] | aggregation | exact (fixed-point) sums per group, cumulative and per tumbling window |
+//! | [`accumulate`] | aggregation | exact (fixed-point) sums, sums of squares and unit buckets per group, cumulative and per tumbling window |
+//! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test |
+//! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators |
 //! | [`engine`] | orchestration | the single-threaded core: decode → join → watermark → finalize → accumulate |
-//! | [`export`] | output | Prometheus text exposition, `/healthz`, `/readyz` |
+//! | [`export`] | output | Prometheus text exposition, `/healthz`, `/readyz`, the A/B API `/api/v1/experiments` |
+//! | [`publish`] | output | the A/B output topic: one record per experiment and closed window, at least once |
 //! | [`checkpoint`] | durability | the engine's state and input offsets, written atomically, read back on start |
 //! | [`source`] | input | the Kafka consumer: offsets stored after processing, commits on revoke and shutdown |
 //! | [`replay`] | input | JSON-lines files merged on event time through the same engine |

@@ -327,6 +327,7 @@ impl Report {
         out.push_str(&table(&self.groups));
         out.push_str("\n== interpolated precision-recall curve (11 points, cumulative) ==\n");
         out.push_str(&precision_recall_curve(&self.groups));
+        out.push_str(&ab_summary(&self.experiments));
         let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
         sizes.dedup();
         for size in sizes {
@@ -348,6 +349,60 @@ impl Report {
         ));
         out
     }
+}
+
+/// Every variant against its control on the headline metrics (cumulative), and the split test;
+/// `--format json` has every metric.
+fn ab_summary(experiments: &[ExperimentReport]) -> String {
+    let mut out = String::new();
+    for report in experiments.iter().filter(|r| !r.comparisons.is_empty() || r.sample_ratio.is_some()) {
+        out.push_str(&format!("\n== A/B {} (cumulative, unit {}) ==\n", report.experiment, report.unit));
+        if let Some(srm) = &report.sample_ratio {
+            let observed: Vec<String> = srm.observed.iter().map(|(v, n)| format!("{v} {n}")).collect();
+            out.push_str(&format!(
+                "split test ({}): {}; chi-square {:.2}, p = {:.2e}{}\n",
+                srm.counted,
+                observed.join(", "),
+                srm.chi_square,
+                srm.p_value,
+                if srm.p_value < 0.001 { "  << SAMPLE RATIO MISMATCH: comparisons are not trustworthy" } else { "" }
+            ));
+        }
+        for comparison in &report.comparisons {
+            out.push_str(&format!(
+                "{:<18} {:>10} {:>10} {:>10} {:>24} {:>10}\n",
+                format!("{} - {}", comparison.variant, comparison.control),
+                comparison.control,
+                comparison.variant,
+                "difference",
+                format!("{:.0}% interval", report.confidence * 100.0),
+                "p"
+            ));
+            let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key.starts_with("ndcg@");
+            for (key, c) in comparison.metrics.iter().filter(|(k, _)| headline(k)) {
+                let mean = |variant: &str| {
+                    report
+                        .variants
+                        .iter()
+                        .find(|v| v.variant == variant)
+                        .and_then(|v| v.metrics.iter().find(|(k, _)| k == key))
+                        .map_or(f64::NAN, |(_, e)| e.mean)
+                };
+                let interval = c.difference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
+                let p = c.p_value.map_or("-".to_string(), |p| format!("{p:.2e}"));
+                out.push_str(&format!(
+                    "{key:<18} {:>10.4} {:>10.4} {:>+10.4} {interval:>24} {p:>10}\n",
+                    mean(&comparison.control),
+                    mean(&comparison.variant),
+                    c.difference
+                ));
+            }
+        }
+        for note in &report.notes {
+            out.push_str(&format!("note: {note}\n"));
+        }
+    }
+    out
 }
 
 /// The 11-point interpolated precision-recall curve of each group: one row per recall level,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::demo::{DemoCluster, EXPERIMENT};
 use crate::engine::Engine;
+use crate::experiments::Span;
 use crate::export::SharedEngine;
 use crate::metrics::MetricKind;
 use crate::shutdown::Shutdown;
@@ -22,6 +23,8 @@ pub fn demo_config(bootstrap_servers: &str, listen: SocketAddr) -> Config {
     cfg.join.idle_timeout = HumanDuration::from_millis(10_000);
     cfg.metrics.windows = vec![HumanDuration::from_millis(60_000), HumanDuration::from_millis(300_000)];
     cfg.http.listen = listen.to_string();
+    // The generator assigns variants per client, so clients are the independent unit.
+    cfg.ab.unit = crate::config::AbUnit::ClientId;
     cfg
 }
 
@@ -43,6 +46,7 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32) -> anyhow:
         println!("rankpulse demo: in-process Kafka at {} producing {rate} searches/s for experiment {EXPERIMENT} (control vs treatment)", cluster.bootstrap_servers);
         println!("  metrics:  http://{listen}/metrics   (attribution window 30s: first results after ~35s)");
         println!("  MRR by variant in PromQL: sum by (variant) (rate(rankpulse_reciprocal_rank_sum[5m])) / sum by (variant) (rate(rankpulse_reciprocal_rank_count[5m]))");
+        println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT}?window=1m");
         println!("  Ctrl-C to stop.");
         tokio::spawn(report_periodically(engine.clone(), shutdown.clone()));
         crate::commands::serve::run_pipeline(&cfg, engine, shutdown, None).await
@@ -77,5 +81,22 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
             }
         }
         println!("{line}");
+        // The A/B feed over everything so far: what the experimentation team reads.
+        for report in engine.experiment_reports(&engine.accumulators().cumulative, Span::Cumulative) {
+            if report.experiment != EXPERIMENT {
+                continue;
+            }
+            for comparison in &report.comparisons {
+                let Some((_, mrr)) = comparison.metrics.iter().find(|(k, _)| k == "mrr") else { continue };
+                let (Some([low, high]), Some(p)) = (mrr.difference_ci, mrr.p_value) else { continue };
+                println!(
+                    "  A/B {} - {}: MRR {:+.3} [{low:+.3}, {high:+.3}] p={p:.1e} | SRM p={}",
+                    comparison.variant,
+                    comparison.control,
+                    mrr.difference,
+                    report.sample_ratio.as_ref().map_or("-".to_string(), |s| format!("{:.3}", s.p_value))
+                );
+            }
+        }
     }
 }
