@@ -49,7 +49,8 @@ pub enum Command {
         impressions: PathBuf,
         #[arg(long)]
         engagements: PathBuf,
-        /// Configuration file (TOML); only [join] and [metrics] matter here.
+        /// Configuration file (TOML); [join], [metrics], [limits], [labels], the formats of
+        /// [kafka] (impressions_format, engagements_format) and [ubi] matter here.
         #[arg(long)]
         config: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
