@@ -10,6 +10,8 @@
 //!   exists, so an alert on a misspelt or missing metric fails here even while it is not firing;
 //! - every variable of deploy/grafana/dashboards/rankpulse.json resolves to values, and every
 //!   panel query, with the variables substituted as Grafana would, returns at least one series;
+//! - every query of the README's PromQL cookbook evaluates, and returns data unless it looks a
+//!   day back (`offset 1d`: no such history here);
 //! - the live `/metrics` passes `promtool check metrics`.
 
 mod common;
@@ -178,6 +180,39 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
     names
 }
 
+/// The queries of README.md's PromQL cookbook: its first `promql` block, one query per run of
+/// lines that are neither blank nor comments.
+fn cookbook_queries() -> Vec<String> {
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let section = readme.split_once("### PromQL cookbook").expect("README.md has a PromQL cookbook").1;
+    let block = section.split_once("```promql\n").unwrap().1.split_once("```").unwrap().0;
+    let mut queries = Vec::new();
+    let mut current = String::new();
+    for line in block.lines() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            if !current.is_empty() {
+                queries.push(std::mem::take(&mut current));
+            }
+        } else {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    if !current.is_empty() {
+        queries.push(current);
+    }
+    queries
+}
+
+/// A cookbook query's outcome: an error, or whether it may legitimately be empty.
+fn check_cookbook_query(port: u16, expr: &str) -> Result<(), String> {
+    match query(port, expr) {
+        Err(e) => Err(format!("cookbook query {expr}: {e}")),
+        Ok(0) if !expr.contains("offset") => Err(format!("cookbook query returned nothing: {expr}")),
+        Ok(_) => Ok(()),
+    }
+}
+
 /// A loaded rule: its kind ("recording" or "alerting"), name, expression and health.
 #[derive(Debug)]
 struct Rule {
@@ -330,6 +365,8 @@ fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
         serde_json::from_str(&std::fs::read_to_string(repo("deploy/grafana/dashboards/rankpulse.json")).unwrap())
             .expect("the dashboard is valid JSON");
     let targets = dashboard_targets(&dashboard);
+    let cookbook = cookbook_queries();
+    assert!(cookbook.len() >= 10, "{cookbook:?}");
 
     // Wait until every recorded series, every series an alert reads and every panel has data:
     // the demo finalizes its first impressions about 35 s after start, and its first 1-minute
@@ -364,6 +401,7 @@ fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
                 }
             }
         }
+        missing.extend(cookbook.iter().filter_map(|q| check_cookbook_query(port, q).err()));
         if missing.is_empty() || Instant::now() > deadline {
             break missing;
         }
@@ -428,17 +466,22 @@ fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
         }
     }
 
+    for q in &cookbook {
+        check_cookbook_query(port, q).unwrap();
+    }
+
     // The live exposition passes promtool check metrics.
     let (exposition, _) = scrape_until(demo_port, Duration::from_secs(5), |_| true);
     promtool_check(&exposition);
 
     eprintln!(
         "ecosystem: data after {waited:.0?}; {} rules healthy ({recording} recording, {alerting} alerting reading {} \
-         distinct series); {} panel targets, {panel_queries} panel queries returning {panel_series} series; \
-         total {:.0?}",
+         distinct series); {} panel targets, {panel_queries} panel queries returning {panel_series} series; {} cookbook \
+         queries; total {:.0?}",
         rules.len(),
         alert_series.len(),
         targets.len(),
+        cookbook.len(),
         started.elapsed()
     );
     let (status, _) = demo.terminate(Duration::from_secs(10));
