@@ -4,10 +4,12 @@
 //! written once in the native format and once converted to UBI query and event documents, the
 //! way a UBI-instrumented application would log it: hit lists under `query_response_hit_ids` (or
 //! the older `query_response_object_ids`), experiment and variant in `query_attributes` under
-//! configured keys, the user as `client_id`, clicks and purchases as `action_name` with the result
-//! in `event_attributes.object.object_id`, timestamps in the several forms UBI producers use.
-//! Both go through `rankpulse replay`, and the UBI documents also through `rankpulse serve` on
-//! librdkafka's mock cluster; every metric of every group and window must be identical.
+//! configured keys, `client_id` and `session_id` (top level or in `query_attributes`) where the
+//! traffic has them, clicks and purchases as `action_name` with the result in
+//! `event_attributes.object.object_id`, timestamps in the several forms UBI producers use. Both
+//! go through `rankpulse replay`, and the UBI documents also through `rankpulse serve` on
+//! librdkafka's mock cluster; every metric of every group and window must be identical, and so
+//! must the whole replay report.
 
 mod common;
 
@@ -70,8 +72,9 @@ fn to_ubi_query(line: &str, i: usize) -> String {
             "variant" => {
                 attributes.insert("ab_variant".into(), value);
             }
-            "user_id" => {
-                doc.insert("client_id".into(), value);
+            // The session as some producers log it (top level), and as others do (an attribute).
+            "session_id" if i % 2 == 1 => {
+                attributes.insert("session_id".into(), value);
             }
             _ => {
                 doc.insert(key, value);
@@ -207,6 +210,8 @@ fn ubi_documents_replay_to_the_same_metrics_as_native_events() {
     }
     // The event accounting too: rejects (the generator's malformed lines), duplicates, late ones.
     assert_eq!(native["events"], ubi["events"], "event counts");
+    // And everything else the report holds (whatever keys it has), exactly.
+    assert_eq!(native, ubi, "the whole replay report");
 
     let impressions: f64 =
         native["groups"].as_array().unwrap().iter().map(|g| g["impressions"].as_f64().unwrap()).sum();
