@@ -26,6 +26,7 @@ const MANAGED_KAFKA_PROPERTIES: &[&str] =
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub kafka: KafkaConfig,
+    pub ubi: UbiConfig,
     pub join: JoinConfig,
     pub metrics: MetricsConfig,
     pub http: HttpConfig,
@@ -48,6 +49,11 @@ pub struct KafkaConfig {
     /// Topic of engagement events, co-partitioned with impressions by `query_id`.
     /// Default `search-engagements`.
     pub engagements_topic: String,
+    /// How impression messages are written: `json` (rankpulse's own events) or `ubi` (OpenSearch
+    /// User Behavior Insights query documents). Default `json`.
+    pub impressions_format: InputFormat,
+    /// How engagement messages are written: `json` or `ubi` (UBI event documents). Default `json`.
+    pub engagements_format: InputFormat,
     /// Extra librdkafka properties passed as they are (security.protocol, sasl.*, ...).
     pub properties: BTreeMap<String, String>,
 }
@@ -59,8 +65,36 @@ impl Default for KafkaConfig {
             group_id: "rankpulse".into(),
             impressions_topic: "search-impressions".into(),
             engagements_topic: "search-engagements".into(),
+            impressions_format: InputFormat::Json,
+            engagements_format: InputFormat::Json,
             properties: BTreeMap::new(),
         }
+    }
+}
+
+/// The format of one input's messages (and of replay's lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputFormat {
+    /// rankpulse's events as the contract defines them.
+    Json,
+    /// OpenSearch User Behavior Insights documents (`ubi_queries` / `ubi_events`); see [`crate::ubi`].
+    Ubi,
+}
+
+/// `[ubi]`: where UBI query documents carry the experiment and variant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UbiConfig {
+    /// Key of `query_attributes` holding the experiment name. Default `experiment`.
+    pub experiment_key: String,
+    /// Key of `query_attributes` holding the variant name. Default `variant`.
+    pub variant_key: String,
+}
+
+impl Default for UbiConfig {
+    fn default() -> Self {
+        UbiConfig { experiment_key: "experiment".into(), variant_key: "variant".into() }
     }
 }
 
@@ -409,6 +443,16 @@ impl Config {
                 ));
             }
         }
+        for (key, value) in
+            [("ubi.experiment_key", &self.ubi.experiment_key), ("ubi.variant_key", &self.ubi.variant_key)]
+        {
+            if value.is_empty() {
+                return Err(invalid(key, "must name a key of the UBI query_attributes"));
+            }
+        }
+        if self.ubi.experiment_key == self.ubi.variant_key {
+            return Err(invalid("ubi.variant_key", "must differ from ubi.experiment_key"));
+        }
         if self.state.checkpoint_interval.as_millis_i64() == 0 {
             return Err(invalid("state.checkpoint_interval", "must be positive"));
         }
@@ -642,5 +686,24 @@ mod tests {
         assert_eq!(cfg.kafka.brokers, "b1:9092,b2:9092");
         assert_eq!(cfg.join.attribution_window.as_millis_i64(), 300_000);
         assert_eq!(cfg.metrics.cutoffs, vec![1, 10]);
+    }
+
+    #[test]
+    fn input_formats_and_ubi_keys() {
+        let cfg = parse("[kafka]\nimpressions_format = \"ubi\"\n[ubi]\nexperiment_key = \"ab_test\"\n").unwrap();
+        assert_eq!((cfg.kafka.impressions_format, cfg.kafka.engagements_format), (InputFormat::Ubi, InputFormat::Json));
+        assert_eq!((cfg.ubi.experiment_key.as_str(), cfg.ubi.variant_key.as_str()), ("ab_test", "variant"));
+        let env = [("RANKPULSE__KAFKA__ENGAGEMENTS_FORMAT".to_string(), "ubi".to_string())];
+        let cfg = Config::from_toml_with_env("", "t", env).unwrap();
+        assert_eq!(cfg.kafka.engagements_format, InputFormat::Ubi);
+        for (text, needle) in [
+            ("[kafka]\nimpressions_format = \"avro\"", "impressions_format"),
+            ("[ubi]\nexperiment_key = \"\"", "ubi.experiment_key"),
+            ("[ubi]\nvariant_key = \"experiment\"", "ubi.variant_key"),
+            ("[ubi]\nsession_key = \"s\"", "session_key"),
+        ] {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(err.contains(needle), "{text:?} gave {err:?}, expected it to mention {needle}");
+        }
     }
 }

@@ -56,6 +56,14 @@ impl TrafficGenerator {
         TrafficGenerator { rng: SmallRng::seed_from_u64(seed), next_query: 0, next_event: 0 }
     }
 
+    /// Numbers queries and events from `first` on, so that a restarted producer does not repeat
+    /// the ids of its previous run (they would be duplicates within the attribution window).
+    pub fn numbered_from(mut self, first: u64) -> Self {
+        self.next_query = first;
+        self.next_event = first;
+        self
+    }
+
     fn grade(&mut self) -> usize {
         let mut x: f64 = self.rng.random();
         for (g, w) in GRADE_WEIGHTS.iter().enumerate() {
@@ -286,8 +294,29 @@ fn run_cluster(
         .create()
         .map_err(|e| e.to_string())?;
     let _ = ready.send(Ok(bootstrap));
+    produce_live(
+        &producer,
+        TrafficGenerator::new(seed),
+        (impressions_topic, engagements_topic),
+        impressions_per_second,
+        stop,
+    );
+    let _ = producer.flush(Duration::from_secs(2));
+    drop(producer);
+    drop(cluster);
+    Ok(())
+}
 
-    let mut generator = TrafficGenerator::new(seed);
+/// Produces generated traffic in real time, impressions keyed by `query_id` and each engagement
+/// when it happens, until `stop` is set: the demo's cluster and `rankpulse produce` share it.
+pub fn produce_live(
+    producer: &BaseProducer,
+    mut generator: TrafficGenerator,
+    (impressions_topic, engagements_topic): (&str, &str),
+    impressions_per_second: u32,
+    stop: &AtomicBool,
+) {
+    let send = |topic: &str, key: &str, payload: &str| send(producer, topic, key, payload, stop);
     let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
     let tick = Duration::from_millis(10);
     let per_tick = f64::from(impressions_per_second) * tick.as_secs_f64();
@@ -298,32 +327,37 @@ fn run_cluster(
         while owed >= 1.0 {
             owed -= 1.0;
             let (query_id, impression, engagements) = generator.impression(now);
-            send(&producer, impressions_topic, &query_id, &impression);
+            send(impressions_topic, &query_id, &impression);
             scheduled.extend(engagements.into_iter().map(Reverse));
             if let Some(bad) = generator.maybe_malformed() {
-                send(&producer, impressions_topic, "malformed", bad);
+                send(impressions_topic, "malformed", bad);
             }
         }
         while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {
             let Reverse(e) = scheduled.pop().expect("peeked");
-            send(&producer, engagements_topic, &e.query_id, &e.payload);
+            send(engagements_topic, &e.query_id, &e.payload);
         }
         producer.poll(Duration::ZERO);
         std::thread::sleep(tick);
     }
-    let _ = producer.flush(Duration::from_secs(2));
-    drop(producer);
-    drop(cluster);
-    Ok(())
+    // The clicks of the last searches are not due yet: send them now (they carry their own
+    // event time) rather than let those searches look abandoned.
+    while let Some(Reverse(e)) = scheduled.pop() {
+        send(engagements_topic, &e.query_id, &e.payload);
+    }
 }
 
-fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str) {
+fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str, stop: &AtomicBool) {
     let mut record = BaseRecord::to(topic).key(key).payload(payload);
-    // A full local queue only happens if the consumer side stalls; wait for room, never drop.
+    // A full local queue means the brokers do not keep up (or are down): wait for room rather
+    // than drop, unless asked to stop.
     loop {
         match producer.send(record) {
             Ok(()) => return,
             Err((_, returned)) => {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
                 producer.poll(Duration::from_millis(10));
                 record = returned;
             }

@@ -28,13 +28,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::accumulate::{Accumulators, GroupId, Groups, LabelLimits, StatsShape};
 use crate::config::{AbUnit, Config};
-use crate::event::{
-    decode_engagement, decode_impression, doc_key, query_key, DocKey, Engagement, EventKind, QueryKey, RejectReason,
-    Rejection,
-};
+use crate::event::{doc_key, query_key, DocKey, Engagement, EventKind, QueryKey, RejectReason, Rejection};
 use crate::join::{EngagementId, EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
+use crate::ubi::Decoders;
 
 /// Counts of everything the engine saw that is not a metric value.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -251,6 +249,8 @@ pub struct Engine {
     processing_time: Distribution,
     /// Reused buffer for decoded result ids: decoding allocates nothing per event.
     scratch_docs: Vec<DocKey>,
+    /// The decoder of each input (`kafka.impressions_format`, `kafka.engagements_format`).
+    decoders: Decoders,
     reject_log: RejectLog,
     checkpoint_stats: CheckpointStats,
     /// How long a parked partition still holds back window closing (`state.rebalance_grace`).
@@ -374,6 +374,7 @@ impl Engine {
             least_watermark: None,
             processing_time: Distribution::new(60_000_000_000),
             scratch_docs: Vec::with_capacity(256),
+            decoders: Decoders::new(cfg),
             reject_log: RejectLog::default(),
             checkpoint_stats: CheckpointStats::default(),
             rebalance_grace: cfg.state.rebalance_grace.as_duration(),
@@ -588,7 +589,7 @@ impl Engine {
     }
 
     fn process_impression(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
-        let impression = decode_impression(payload, &mut self.scratch_docs)?;
+        let impression = self.decoders.impression(payload, &mut self.scratch_docs)?;
         if self.scratch_docs.len() > self.input_limits.max_results {
             return Err(Rejection::new(
                 RejectReason::TooManyResults,
@@ -636,7 +637,7 @@ impl Engine {
     }
 
     fn process_engagement(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
-        let engagement = decode_engagement(payload)?;
+        let engagement = self.decoders.engagement(payload)?;
         self.input_limits.check_timestamp(engagement.timestamp, self.wall_clock_ms(now))?;
         let gain = self.action_gains.get(engagement.action.as_ref()).copied().unwrap_or(0);
         let identity = engagement_identity(&engagement);
@@ -783,6 +784,10 @@ impl Engine {
     /// The first `windows` unpublished closed windows have been delivered.
     pub fn published(&mut self, windows: usize) {
         self.aggregation.accumulators.forget_closed(windows);
+    }
+    /// How this engine decodes each input, for readers that peek at messages (replay).
+    pub fn decoders(&self) -> &Decoders {
+        &self.decoders
     }
     pub fn counters(&self) -> &Counters {
         &self.counters

@@ -115,7 +115,7 @@ impl Rejection {
     pub(crate) fn new(reason: RejectReason, detail: impl Into<String>) -> Self {
         Rejection { reason, detail: detail.into() }
     }
-    fn missing(field: &str) -> Self {
+    pub(crate) fn missing(field: &str) -> Self {
         Rejection::new(RejectReason::MissingField, format!("missing field `{field}`"))
     }
 }
@@ -150,7 +150,7 @@ pub struct Engagement<'a> {
     pub position: Option<i64>,
 }
 
-const ABSENT_GROUP: &str = "none";
+pub(crate) const ABSENT_GROUP: &str = "none";
 const DEFAULT_ACTION: &str = "click";
 
 /// Decodes an impression; result ids are hashed into `results` (cleared first), in rank order.
@@ -188,7 +188,7 @@ pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
     })
 }
 
-fn required_id<'a>(value: Option<Text<'a>>, field: &str) -> Result<Cow<'a, str>, Rejection> {
+pub(crate) fn required_id<'a>(value: Option<Text<'a>>, field: &str) -> Result<Cow<'a, str>, Rejection> {
     let text = value.ok_or_else(|| Rejection::missing(field))?.0;
     if text.is_empty() {
         return Err(Rejection::new(RejectReason::InvalidValue, format!("`{field}` is an empty string")));
@@ -196,7 +196,7 @@ fn required_id<'a>(value: Option<Text<'a>>, field: &str) -> Result<Cow<'a, str>,
     Ok(text)
 }
 
-fn decode_object<'a, V: Visitor<'a>>(payload: &'a [u8], visitor: V) -> Result<V::Value, Rejection> {
+pub(crate) fn decode_object<'a, V: Visitor<'a>>(payload: &'a [u8], visitor: V) -> Result<V::Value, Rejection> {
     match payload.iter().find(|b| !b.is_ascii_whitespace()) {
         None => return Err(Rejection::new(RejectReason::EmptyMessage, "empty payload")),
         Some(b'{') => {}
@@ -224,7 +224,7 @@ fn classify(e: serde_json::Error) -> Rejection {
 }
 
 /// A string that borrows from the message when it has no escapes.
-struct Text<'a>(Cow<'a, str>);
+pub(crate) struct Text<'a>(pub(crate) Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Text<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -248,7 +248,7 @@ impl<'de> Deserialize<'de> for Text<'de> {
 /// An optional clustering id (`client_id`, `session_id`). Producers added these fields long
 /// before rankpulse read them, often as numbers, so an integer is taken as its decimal text and
 /// any other type (object, bool, float) counts as absent rather than rejecting the impression.
-struct ClusterId<'a>(Option<Cow<'a, str>>);
+pub(crate) struct ClusterId<'a>(pub(crate) Option<Cow<'a, str>>);
 
 impl<'de> Deserialize<'de> for ClusterId<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -294,7 +294,7 @@ impl<'de> Deserialize<'de> for ClusterId<'de> {
 
 /// A timestamp as written: resolved to milliseconds after decoding, so that a bad value gets
 /// its own reject reason rather than a generic type error.
-enum RawTimestamp<'a> {
+pub(crate) enum RawTimestamp<'a> {
     Millis(i64),
     OutOfRange,
     Text(Text<'a>),

@@ -24,6 +24,7 @@
 //! | [`checkpoint`] | durability | the engine's state and input offsets, written atomically, read back on start |
 //! | [`source`] | input | the Kafka consumer: offsets stored after processing, commits on revoke and shutdown |
 //! | [`replay`] | input | JSON-lines files merged on event time through the same engine |
+//! | [`ubi`] | decoding | OpenSearch UBI query and event documents as impressions and engagements; the per-input format choice |
 //! | [`demo`] | demo | in-process Kafka cluster and a realistic A/B traffic generator |
 //! | [`shutdown`] | lifecycle | the one signal every task listens to |
 //! | [`commands`] | CLI | `demo`, `serve`, `replay`, `check-config` |
@@ -48,3 +49,4 @@ pub mod shutdown;
 pub mod source;
 pub mod stats;
 pub mod time;
+pub mod ubi;

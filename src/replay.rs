@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::accumulate::{GroupStats, GroupTable, Groups};
 use crate::engine::Engine;
-use crate::event::{decode_engagement, decode_impression, EventKind};
+use crate::event::EventKind;
 use crate::experiments::{ExperimentReport, Span};
 use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
 use crate::time::{format_rfc3339_ms, EventTime};
@@ -39,10 +39,12 @@ struct LineSource {
     /// Its timestamp when it decodes; undecodable lines go first and are rejected by the engine.
     head_time: Option<EventTime>,
     scratch: Vec<u64>,
+    /// The engine's decoders: the timestamp is read in the input's configured format.
+    decoders: crate::ubi::Decoders,
 }
 
 impl LineSource {
-    fn open(kind: EventKind, path: &Path) -> Result<Self, ReplayError> {
+    fn open(kind: EventKind, path: &Path, decoders: &crate::ubi::Decoders) -> Result<Self, ReplayError> {
         let file = File::open(path).map_err(|source| ReplayError::Io { path: path.to_path_buf(), source })?;
         let mut s = LineSource {
             kind,
@@ -51,6 +53,7 @@ impl LineSource {
             head: None,
             head_time: None,
             scratch: Vec::new(),
+            decoders: decoders.clone(),
         };
         s.advance()?;
         Ok(s)
@@ -71,10 +74,7 @@ impl LineSource {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            self.head_time = match self.kind {
-                EventKind::Impression => decode_impression(&line, &mut self.scratch).ok().map(|i| i.timestamp),
-                EventKind::Engagement => decode_engagement(&line).ok().map(|e| e.timestamp),
-            };
+            self.head_time = self.decoders.event_time(self.kind, &line, &mut self.scratch);
             self.head = Some(line);
             return Ok(());
         }
@@ -103,8 +103,11 @@ pub fn run_with_trec(
             writer.lock().unwrap_or_else(|p| p.into_inner()).finalized(f.query, f.gains)
         }));
     }
-    let mut sources =
-        [LineSource::open(EventKind::Impression, impressions)?, LineSource::open(EventKind::Engagement, engagements)?];
+    let decoders = engine.decoders();
+    let mut sources = [
+        LineSource::open(EventKind::Impression, impressions, decoders)?,
+        LineSource::open(EventKind::Engagement, engagements, decoders)?,
+    ];
     // One frozen wall-clock instant: replay time is event time only, no input ever goes idle.
     let now = Instant::now();
     engine.assign(0, now);

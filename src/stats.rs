@@ -137,7 +137,7 @@ pub fn estimate(m: Moments, clusters: Option<&ClusterMoments>, confidence: f64) 
         ((m.sum_squares - m.sum * mean) / (n - 1.0)).max(0.0).sqrt()
     });
     let (se, df) = match clusters {
-        None => (sd.map(|sd| sd / n.sqrt()), (m.n >= 2).then(|| n - 1.0)),
+        None => (sd.map(|sd| sd / n.sqrt()), (m.n >= 2).then_some(n - 1.0)),
         Some(c) if c.buckets >= 2 && c.n > 0.0 => {
             let k = c.buckets as f64;
             // sum over buckets of (S_b - mean N_b)^2, expanded into the accumulated sums.

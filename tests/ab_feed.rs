@@ -26,6 +26,9 @@ const OUTPUT: &str = "ab-feed";
 /// Event time the traffic spans: three 5 s windows, one 10 s window and a half.
 const SPAN_MS: i64 = 15_000;
 
+/// (partition, payload) messages of one topic, in production order.
+type Messages = Vec<(i32, String)>;
+
 /// A small deterministic generator, so the test needs no seed plumbing.
 struct Lcg(u64);
 impl Lcg {
@@ -39,7 +42,7 @@ impl Lcg {
 /// clicked result at rank 1 more often; `e2` splits 55/45 (expected 50/50) with equal quality.
 /// Clients repeat (`c0`..`c399`) and some browse more than others, so impressions of one client
 /// are correlated.
-fn traffic(n: usize) -> (Vec<(i32, String)>, Vec<(i32, String)>, HashMap<String, String>) {
+fn traffic(n: usize) -> (Messages, Messages, HashMap<String, String>) {
     let mut rng = Lcg(7);
     let (mut impressions, mut engagements, mut client_of) = (Vec::new(), Vec::new(), HashMap::new());
     for i in 0..n {

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # The test command of README.md. Installs what the tests need when it is missing, then runs
-# every test (unit, integration against the mock Kafka cluster, demo, trec_eval conformance).
+# every test (unit, integration against the mock Kafka cluster, demo, trec_eval conformance,
+# the deployment files and the rules and dashboard against a real Prometheus).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# promtool (Debian's prometheus package) checks every /metrics exposition the tests scrape.
-if ! command -v promtool >/dev/null 2>&1; then
-  echo "installing prometheus (for promtool)..."
+# Debian's prometheus package: promtool checks every /metrics exposition the tests scrape, the
+# shipped configuration and rules (and runs their unit tests), and tests/ecosystem.rs runs the
+# prometheus server itself against the demo. python3 with PyYAML parses the deployment files.
+missing=()
+command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+python3 -c 'import yaml' >/dev/null 2>&1 || missing+=(python3 python3-yaml)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]}..."
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # tansu: an Apache-Kafka-compatible broker in its own process, for the crash-and-restart test.

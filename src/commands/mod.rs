@@ -2,6 +2,7 @@
 
 pub mod check_config;
 pub mod demo;
+pub mod produce;
 pub mod replay;
 pub mod serve;
 
@@ -49,7 +50,8 @@ pub enum Command {
         impressions: PathBuf,
         #[arg(long)]
         engagements: PathBuf,
-        /// Configuration file (TOML); only [join] and [metrics] matter here.
+        /// Configuration file (TOML); [join], [metrics], [limits], [labels], the formats of
+        /// [kafka] (impressions_format, engagements_format) and [ubi] matter here.
         #[arg(long)]
         config: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
@@ -77,6 +79,25 @@ pub enum Command {
         #[arg(long, default_value = "2026-11-22T10:00:00Z")]
         start: String,
     },
+    /// Produce the demo's generated A/B traffic to real Kafka topics in real time, to try
+    /// `serve` against a real cluster (the docker compose quick start runs it).
+    Produce {
+        /// Bootstrap brokers, comma separated.
+        #[arg(long, default_value = "localhost:9092")]
+        brokers: String,
+        #[arg(long, default_value = "search-impressions")]
+        impressions_topic: String,
+        #[arg(long, default_value = "search-engagements")]
+        engagements_topic: String,
+        /// Generated impressions per second.
+        #[arg(long, default_value_t = 200)]
+        rate: u32,
+        #[arg(long, default_value_t = 2026)]
+        seed: u64,
+        /// Stop after this many seconds (default: run until interrupted).
+        #[arg(long)]
+        duration: Option<u64>,
+    },
     /// Validate a configuration file: prints the effective configuration, or names the key at fault.
     CheckConfig {
         #[arg(long)]
@@ -103,6 +124,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Generate { impressions, engagements, count, rate, seed, start } => {
             generate(&impressions, &engagements, count, rate, seed, &start)
         }
+        Command::Produce { brokers, impressions_topic, engagements_topic, rate, seed, duration } => produce::run(
+            &brokers,
+            (&impressions_topic, &engagements_topic),
+            rate,
+            seed,
+            duration.map(std::time::Duration::from_secs),
+        ),
         Command::CheckConfig { config } => check_config::run(&config),
     }
 }

@@ -1,0 +1,526 @@
+//! The shipped Prometheus configuration, rules and Grafana dashboard against a real Prometheus
+//! server scraping `rankpulse demo`.
+//!
+//! A real `prometheus` (Debian's package; tests/run.sh installs it when missing, and without it
+//! this test fails rather than skips) scrapes the demo with deploy/prometheus/prometheus.yml and
+//! loads deploy/prometheus/rules/. Then, through Prometheus's HTTP API:
+//! - every loaded rule is healthy (evaluated without error);
+//! - every recording rule's expression and recorded series returns data;
+//! - every alerting rule's expression evaluates, and every series it reads (raw or recorded)
+//!   exists, so an alert on a misspelt or missing metric fails here even while it is not firing;
+//! - every variable of deploy/grafana/dashboards/rankpulse.json resolves to values, and every
+//!   panel query, with the variables substituted as Grafana would, returns at least one series;
+//! - every query of the README's PromQL cookbook evaluates, and returns data unless it looks a
+//!   day back (`offset 1d`: no such history here);
+//! - the live `/metrics` passes `promtool check metrics`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A Prometheus server in its own temporary directory, killed when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn require_tool(name: &str) {
+    let found = Command::new(name).arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    assert!(found, "`{name}` is required: install Debian's `prometheus` package (bash tests/run.sh does)");
+}
+
+/// The shipped prometheus.yml with only what a test must change: the scrape target (the demo's
+/// port), the scrape and evaluation intervals (1s instead of 15s, so rate() and the rules have
+/// samples within seconds), and the rule file paths made absolute (the config is written to a
+/// temporary directory). Each substitution must match exactly once, so a change to the shipped
+/// file cannot silently leave this test checking something else.
+fn test_config(target: &str) -> String {
+    let shipped = std::fs::read_to_string(repo("deploy/prometheus/prometheus.yml")).unwrap();
+    let rules = repo("deploy/prometheus/rules");
+    let mut text = shipped;
+    for (from, to) in [
+        ("\"localhost:9464\"", format!("\"{target}\"")),
+        ("scrape_interval: 15s", "scrape_interval: 1s".to_string()),
+        ("evaluation_interval: 15s", "evaluation_interval: 1s".to_string()),
+        ("- rules/rankpulse-recording.yml", format!("- {}/rankpulse-recording.yml", rules.display())),
+        ("- rules/rankpulse-alerts.yml", format!("- {}/rankpulse-alerts.yml", rules.display())),
+    ] {
+        assert_eq!(text.matches(from).count(), 1, "expected {from:?} exactly once in deploy/prometheus/prometheus.yml");
+        text = text.replace(from, &to);
+    }
+    text
+}
+
+fn start_prometheus(dir: &Path, target: &str) -> Prometheus {
+    let config = dir.join("prometheus.yml");
+    std::fs::write(&config, test_config(target)).unwrap();
+    let check = Command::new("promtool").args(["check", "config"]).arg(&config).output().unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    let port = free_port();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting prometheus");
+    let prometheus = Prometheus { child, port };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(port, "/-/ready").map(|(s, _)| s) != Some(200) {
+        assert!(Instant::now() < deadline, "prometheus did not become ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    prometheus
+}
+
+/// GET over HTTP/1.0, so that the server closes the connection instead of chunking the body.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, response.split_once("\r\n\r\n")?.1.to_string()))
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A Prometheus API call: `Ok(data)`, or `Err(error text)` for a failed query.
+fn api(port: u16, path: &str) -> Result<Value, String> {
+    let (status, body) = get(port, path).ok_or_else(|| format!("no response to {path}"))?;
+    let json: Value = serde_json::from_str(&body).map_err(|e| format!("HTTP {status}, not JSON ({e}): {body}"))?;
+    if json["status"] != "success" {
+        return Err(format!("{}: {}", json["errorType"], json["error"]));
+    }
+    Ok(json["data"].clone())
+}
+
+/// Evaluates a PromQL expression now; the number of series (or 1 for a scalar) or the error.
+fn query(port: u16, expr: &str) -> Result<usize, String> {
+    let data = api(port, &format!("/api/v1/query?query={}", encode(expr)))?;
+    Ok(match data["resultType"].as_str() {
+        Some("vector") | Some("matrix") => data["result"].as_array().map_or(0, Vec::len),
+        _ => 1,
+    })
+}
+
+/// Metric names a PromQL expression reads: identifiers outside strings and label matchers that
+/// name rankpulse series or `up`, not followed by `(` (functions and aggregations are).
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut cleaned = String::new();
+    let (mut in_string, mut in_braces) = (false, false);
+    for c in expr.chars() {
+        if in_string {
+            in_string = c != '"';
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => in_braces = true,
+            '}' => {
+                in_braces = false;
+                cleaned.push(' ');
+            }
+            _ if in_braces => {}
+            _ => cleaned.push(c),
+        }
+    }
+    let chars: Vec<char> = cleaned.chars().collect();
+    let mut names = BTreeSet::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_ascii_alphabetic() || chars[i] == '_' || chars[i] == ':' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':') {
+                i += 1;
+            }
+            let name: String = chars[start..i].iter().collect();
+            let next = chars[i..].iter().find(|c| !c.is_whitespace());
+            if (name.contains("rankpulse") || name == "up") && next != Some(&'(') {
+                names.insert(name);
+            }
+        } else if chars[i].is_ascii_digit() {
+            // Numbers and durations (10m, 0.10).
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    names
+}
+
+/// The queries of README.md's PromQL cookbook: its first `promql` block, one query per run of
+/// lines that are neither blank nor comments.
+fn cookbook_queries() -> Vec<String> {
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let section = readme.split_once("### PromQL cookbook").expect("README.md has a PromQL cookbook").1;
+    let block = section.split_once("```promql\n").unwrap().1.split_once("```").unwrap().0;
+    let mut queries = Vec::new();
+    let mut current = String::new();
+    for line in block.lines() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            if !current.is_empty() {
+                queries.push(std::mem::take(&mut current));
+            }
+        } else {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    if !current.is_empty() {
+        queries.push(current);
+    }
+    queries
+}
+
+/// A cookbook query's outcome: an error, or whether it may legitimately be empty.
+fn check_cookbook_query(port: u16, expr: &str) -> Result<(), String> {
+    match query(port, expr) {
+        Err(e) => Err(format!("cookbook query {expr}: {e}")),
+        Ok(0) if !expr.contains("offset") => Err(format!("cookbook query returned nothing: {expr}")),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// A loaded rule: its kind ("recording" or "alerting"), name, expression and health.
+#[derive(Debug)]
+struct Rule {
+    kind: String,
+    name: String,
+    expr: String,
+    health: String,
+    error: String,
+}
+
+fn loaded_rules(port: u16) -> Vec<Rule> {
+    let data = api(port, "/api/v1/rules").unwrap();
+    let mut rules = Vec::new();
+    for group in data["groups"].as_array().unwrap() {
+        for r in group["rules"].as_array().unwrap() {
+            rules.push(Rule {
+                kind: r["type"].as_str().unwrap().to_string(),
+                name: r["name"].as_str().unwrap().to_string(),
+                expr: r["query"].as_str().unwrap().to_string(),
+                health: r["health"].as_str().unwrap_or("").to_string(),
+                error: r["lastError"].as_str().unwrap_or("").to_string(),
+            });
+        }
+    }
+    rules
+}
+
+/// The dashboard's variables resolved as Grafana would on load, by variable name: each
+/// alternative value to try (the custom `window` variable has several, every other one one).
+fn resolve_variables(port: u16, dashboard: &Value) -> Result<BTreeMap<String, Vec<String>>, String> {
+    let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Grafana's built-ins, as they are for a 6-hour range on a 1-second scrape interval.
+    values.insert("__rate_interval".into(), vec!["1m".into()]);
+    values.insert("__interval".into(), vec!["15s".into()]);
+    values.insert("__range".into(), vec!["6h".into()]);
+    for var in dashboard["templating"]["list"].as_array().ok_or("no templating list")? {
+        let name = var["name"].as_str().ok_or("a variable without a name")?.to_string();
+        let current = &var["current"]["value"];
+        match var["type"].as_str().unwrap_or_default() {
+            "datasource" if var["query"] == "prometheus" => {
+                values.insert(name, vec!["prometheus".into()]);
+            }
+            "custom" => {
+                let options: Vec<String> =
+                    var["query"].as_str().unwrap_or_default().split(',').map(|o| o.trim().to_string()).collect();
+                if !current.as_str().is_some_and(|c| options.iter().any(|o| o == c)) {
+                    return Err(format!("variable {name}: default {current} is not among {options:?}"));
+                }
+                values.insert(name, options);
+            }
+            "query" => {
+                let text = var["definition"].as_str().unwrap_or_default();
+                if var["query"]["query"] != text {
+                    return Err(format!("variable {name}: definition and query differ"));
+                }
+                let (selector, label) = text
+                    .strip_prefix("label_values(")
+                    .and_then(|t| t.strip_suffix(')'))
+                    .and_then(|t| t.rsplit_once(','))
+                    .ok_or_else(|| format!("variable {name}: expected label_values(selector, label), got {text}"))?;
+                let selector = substitute(selector.trim(), &values, &BTreeMap::new());
+                let path = format!("/api/v1/label/{}/values?match[]={}", label.trim(), encode(&selector));
+                let found: Vec<String> = api(port, &path)?
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                    .unwrap_or_default();
+                if found.is_empty() {
+                    return Err(format!("variable {name} ({text}, as {selector}) has no values"));
+                }
+                let chosen = if var["includeAll"] == true && current[0] == "$__all" {
+                    // "All": Grafana's regex alternation of every value.
+                    let escaped: Vec<String> = found.iter().map(|v| regex_escape(v)).collect();
+                    format!("({})", escaped.join("|"))
+                } else {
+                    let current = current.as_str().unwrap_or_default().to_string();
+                    if !found.contains(&current) {
+                        return Err(format!("variable {name}: default {current:?} is not among {found:?}"));
+                    }
+                    current
+                };
+                values.insert(name, vec![chosen]);
+            }
+            other => return Err(format!("variable {name}: unexpected type {other} ({var})")),
+        }
+    }
+    Ok(values)
+}
+
+fn regex_escape(value: &str) -> String {
+    value.chars().flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
+
+/// `$name` and `${name}` replaced, longest names first; `choice` picks among alternatives.
+fn substitute(expr: &str, values: &BTreeMap<String, Vec<String>>, choice: &BTreeMap<String, usize>) -> String {
+    let mut names: Vec<&String> = values.keys().collect();
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    let mut out = expr.to_string();
+    for name in names {
+        let value = &values[name][choice.get(name).copied().unwrap_or(0)];
+        out = out.replace(&format!("${{{name}}}"), value).replace(&format!("${name}"), value);
+    }
+    out
+}
+
+/// Every panel target of the dashboard: (panel title, expression), after structural checks.
+fn dashboard_targets(dashboard: &Value) -> Vec<(String, String)> {
+    assert!(dashboard["schemaVersion"].as_u64().unwrap() >= 38);
+    assert!(dashboard["uid"].as_str().is_some_and(|u| !u.is_empty() && u.len() <= 40));
+    assert!(dashboard["id"].is_null(), "a provisionable dashboard has no fixed id");
+    let names: BTreeSet<&str> =
+        dashboard["templating"]["list"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+    for required in ["datasource", "experiment", "variant", "k"] {
+        assert!(names.contains(required), "dashboard variable {required} missing");
+    }
+    let mut ids = BTreeSet::new();
+    let mut targets = Vec::new();
+    let mut rows = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        let title = panel["title"].as_str().unwrap().to_string();
+        assert!(ids.insert(panel["id"].as_u64().unwrap()), "duplicate panel id in {title}");
+        let pos = &panel["gridPos"];
+        assert!(pos["x"].as_u64().unwrap() + pos["w"].as_u64().unwrap() <= 24, "{title} is wider than the grid");
+        if panel["type"] == "row" {
+            rows += 1;
+            continue;
+        }
+        assert_eq!(panel["datasource"]["uid"], "${datasource}", "{title} must use the datasource variable");
+        let panel_targets = panel["targets"].as_array().unwrap();
+        assert!(!panel_targets.is_empty(), "{title} has no query");
+        for t in panel_targets {
+            assert_eq!(t["datasource"]["uid"], "${datasource}", "{title}");
+            targets.push((title.clone(), t["expr"].as_str().unwrap().to_string()));
+        }
+    }
+    assert!(rows >= 3, "rows: quality by variant, treatment minus control, pipeline health");
+    targets
+}
+
+#[test]
+fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
+    require_tool("prometheus");
+    require_tool("promtool");
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let demo_port = free_port();
+    let demo = Daemon::spawn(&["demo", "--listen", &format!("127.0.0.1:{demo_port}"), "--duration", "400"]);
+    let prometheus = start_prometheus(dir.path(), &format!("127.0.0.1:{demo_port}"));
+    let port = prometheus.port;
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo("deploy/grafana/dashboards/rankpulse.json")).unwrap())
+            .expect("the dashboard is valid JSON");
+    let targets = dashboard_targets(&dashboard);
+    let cookbook = cookbook_queries();
+    assert!(cookbook.len() >= 10, "{cookbook:?}");
+
+    // Wait until every recorded series, every series an alert reads and every panel has data:
+    // the demo finalizes its first impressions about 35 s after start, and its first 1-minute
+    // window closes within about 95 s.
+    let deadline = started + Duration::from_secs(170);
+    let missing = loop {
+        let rules = loaded_rules(port);
+        let mut missing: Vec<String> = Vec::new();
+        for rule in &rules {
+            let names: Vec<String> = match rule.kind.as_str() {
+                "recording" => vec![rule.name.clone()],
+                _ => metric_names(&rule.expr).into_iter().collect(),
+            };
+            for name in names {
+                if query(port, &name).unwrap_or(0) == 0 {
+                    missing.push(format!("series {name} (rule {})", rule.name));
+                }
+            }
+        }
+        if missing.is_empty() {
+            match resolve_variables(port, &dashboard) {
+                Err(e) => missing.push(e),
+                Ok(values) => {
+                    for (title, expr) in &targets {
+                        for choice in choices(&values) {
+                            let expr = substitute(expr, &values, &choice);
+                            if query(port, &expr).unwrap_or(0) == 0 {
+                                missing.push(format!("panel {title}: {expr}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        missing.extend(cookbook.iter().filter_map(|q| check_cookbook_query(port, q).err()));
+        if missing.is_empty() || Instant::now() > deadline {
+            break missing;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    let waited = started.elapsed();
+    if !missing.is_empty() {
+        let targets = api(port, "/api/v1/targets").map(|t| t["activeTargets"].to_string());
+        let demo_alive = get(demo_port, "/healthz").map(|r| r.0);
+        panic!(
+            "no data after {waited:?} for:\n{}\nscrape targets: {targets:?}\ndemo /healthz: {demo_alive:?}",
+            missing.join("\n")
+        );
+    }
+
+    // Rules: all healthy, every expression evaluates, recording ones to data.
+    let rules = loaded_rules(port);
+    let (mut recording, mut alerting, mut alert_series) = (0, 0, BTreeSet::new());
+    for rule in &rules {
+        assert_eq!(rule.health, "ok", "rule {} is {}: {}", rule.name, rule.health, rule.error);
+        let result = query(port, &rule.expr);
+        match rule.kind.as_str() {
+            "recording" => {
+                recording += 1;
+                assert!(result.as_ref().is_ok_and(|n| *n > 0), "recording rule {}: {result:?}", rule.name);
+                assert!(query(port, &rule.name).unwrap() > 0, "recorded series {} is empty", rule.name);
+            }
+            "alerting" => {
+                alerting += 1;
+                assert!(result.is_ok(), "alert {}: {result:?}", rule.name);
+                let names = metric_names(&rule.expr);
+                assert!(!names.is_empty(), "alert {} reads no series?", rule.name);
+                alert_series.extend(names);
+            }
+            other => panic!("unexpected rule type {other}"),
+        }
+    }
+    let shipped = |file: &str, prefix: &str| {
+        std::fs::read_to_string(repo("deploy/prometheus/rules").join(file))
+            .unwrap()
+            .lines()
+            .filter(|l| l.trim_start().starts_with(prefix))
+            .count()
+    };
+    let shipped_recording =
+        shipped("rankpulse-recording.yml", "- record:") + shipped("rankpulse-alerts.yml", "- record:");
+    assert_eq!(recording, shipped_recording, "every shipped recording rule is loaded");
+    assert_eq!(alerting, shipped("rankpulse-alerts.yml", "- alert:"), "every shipped alert is loaded");
+
+    // Panels: every query with every alternative of the variables, at least one series each.
+    let values = resolve_variables(port, &dashboard).unwrap();
+    let mut panel_queries = 0;
+    let mut panel_series = 0;
+    for (title, expr) in &targets {
+        for choice in choices(&values) {
+            let expr = substitute(expr, &values, &choice);
+            assert!(!expr.contains('$'), "panel {title}: unresolved variable in {expr}");
+            let n = query(port, &expr).unwrap_or_else(|e| panic!("panel {title}: {expr}: {e}"));
+            assert!(n > 0, "panel {title}: {expr} returned no series");
+            panel_queries += 1;
+            panel_series += n;
+        }
+    }
+
+    for q in &cookbook {
+        check_cookbook_query(port, q).unwrap();
+    }
+
+    // The live exposition passes promtool check metrics.
+    let (exposition, _) = scrape_until(demo_port, Duration::from_secs(5), |_| true);
+    promtool_check(&exposition);
+
+    eprintln!(
+        "ecosystem: data after {waited:.0?}; {} rules healthy ({recording} recording, {alerting} alerting reading {} \
+         distinct series); {} panel targets, {panel_queries} panel queries returning {panel_series} series; {} cookbook \
+         queries; total {:.0?}",
+        rules.len(),
+        alert_series.len(),
+        targets.len(),
+        cookbook.len(),
+        started.elapsed()
+    );
+    let (status, _) = demo.terminate(Duration::from_secs(10));
+    assert!(status.success());
+    drop(prometheus);
+}
+
+/// Every combination of alternative values (only custom variables have more than one).
+fn choices(values: &BTreeMap<String, Vec<String>>) -> Vec<BTreeMap<String, usize>> {
+    let mut out = vec![BTreeMap::new()];
+    for (name, options) in values {
+        out = out
+            .into_iter()
+            .flat_map(|c| {
+                (0..options.len()).map(move |i| {
+                    let mut c = c.clone();
+                    c.insert(name.clone(), i);
+                    c
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+#[test]
+fn metric_names_finds_the_series_an_expression_reads() {
+    let expr = r#"experiment_variant:rankpulse_ndcg:ratio_rate1h{k="10", gain="linear"}
+        < (1 - scalar(rankpulse:alert_quality_drop:ratio)) * experiment_variant:rankpulse_ndcg:ratio_rate1h offset 1d
+        and on (experiment, variant) sum by (job) (rate(rankpulse_impressions_total{job="rankpulse"}[10m])) >= 0.10
+        or absent(up{job="rankpulse"})"#;
+    let names: Vec<String> = metric_names(expr).into_iter().collect();
+    assert_eq!(
+        names,
+        [
+            "experiment_variant:rankpulse_ndcg:ratio_rate1h",
+            "rankpulse:alert_quality_drop:ratio",
+            "rankpulse_impressions_total",
+            "up"
+        ]
+    );
+}
