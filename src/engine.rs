@@ -748,7 +748,18 @@ impl Engine {
         table: &crate::accumulate::GroupTable,
         span: crate::experiments::Span<'_>,
     ) -> Vec<crate::experiments::ExperimentReport> {
-        crate::experiments::reports(&self.aggregation.layout, &self.groups, table, &self.ab, span)
+        let partitions: Vec<i32> = self
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.as_ref().is_some_and(|s| !s.parked))
+            .map(|(i, _)| i32::try_from(i).unwrap_or(i32::MAX))
+            .collect();
+        let mut reports = crate::experiments::reports(&self.aggregation.layout, &self.groups, table, &self.ab, span);
+        for report in &mut reports {
+            report.partitions.clone_from(&partitions);
+        }
+        reports
     }
     pub fn ab(&self) -> &crate::config::AbConfig {
         &self.ab

@@ -41,6 +41,10 @@ pub struct ExperimentReport {
     /// RFC 3339 bounds of a closed window, `[start, end)`; absent for `cumulative`.
     pub start: Option<String>,
     pub end: Option<String>,
+    /// The input partitions this process evaluates. Each replica of a consumer group reports on
+    /// the impressions of its own partitions; for experiment-wide figures, run the A/B feed in a
+    /// group of its own with one replica (see README, "A/B statistics").
+    pub partitions: Vec<i32>,
     /// `ab.unit`: what the standard errors treat as independent.
     pub unit: &'static str,
     pub confidence: f64,
@@ -186,6 +190,7 @@ fn report(
         window,
         start,
         end,
+        partitions: Vec::new(),
         unit: ab.unit.label(),
         confidence: ab.confidence,
         control: control.to_string(),
