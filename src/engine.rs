@@ -752,7 +752,7 @@ impl Engine {
             .shards
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.as_ref().is_some_and(|s| !s.parked))
+            .filter(|(_, s)| s.is_some())
             .map(|(i, _)| i32::try_from(i).unwrap_or(i32::MAX))
             .collect();
         let mut reports = crate::experiments::reports(&self.aggregation.layout, &self.groups, table, &self.ab, span);

@@ -41,7 +41,8 @@ pub struct ExperimentReport {
     /// RFC 3339 bounds of a closed window, `[start, end)`; absent for `cumulative`.
     pub start: Option<String>,
     pub end: Option<String>,
-    /// The input partitions this process evaluates. Each replica of a consumer group reports on
+    /// The input partitions whose impressions this process holds (assigned now, or restored and
+    /// not yet handed back). Each replica of a consumer group reports on
     /// the impressions of its own partitions; for experiment-wide figures, run the A/B feed in a
     /// group of its own with one replica (see README, "A/B statistics").
     pub partitions: Vec<i32>,
