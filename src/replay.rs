@@ -41,6 +41,8 @@ struct LineSource {
     scratch: Vec<u64>,
     /// The engine's decoders: the timestamp is read in the input's configured format.
     decoders: crate::ubi::Decoders,
+    /// The previous line's buffer, handed back after processing: no allocation per line.
+    spare: Vec<u8>,
 }
 
 impl LineSource {
@@ -54,6 +56,7 @@ impl LineSource {
             head_time: None,
             scratch: Vec::new(),
             decoders: decoders.clone(),
+            spare: Vec::new(),
         };
         s.advance()?;
         Ok(s)
@@ -63,7 +66,8 @@ impl LineSource {
         self.head = None;
         self.head_time = None;
         loop {
-            let mut line = Vec::new();
+            let mut line = std::mem::take(&mut self.spare);
+            line.clear();
             let n = self
                 .reader
                 .read_until(b'\n', &mut line)
@@ -72,6 +76,7 @@ impl LineSource {
                 return Ok(());
             }
             if line.iter().all(u8::is_ascii_whitespace) {
+                self.spare = line;
                 continue;
             }
             self.head_time = self.decoders.event_time(self.kind, &line, &mut self.scratch);
@@ -130,6 +135,7 @@ pub fn run_with_trec(
             writer.lock().unwrap_or_else(|p| p.into_inner()).impression_line(&line);
         }
         let _ = engine.process(source.kind, 0, &line, now);
+        source.spare = line;
         source.advance()?;
         since_advance += 1;
         if since_advance == 1024 {

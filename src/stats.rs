@@ -99,12 +99,43 @@ pub struct SampleRatioTest {
 
 /// The quantile `q` of Student's t with `df` degrees of freedom.
 ///
-/// statrs's inverse is off by up to 1e-4 for very large `df` (it returns 1.95985 for df = 1e6
-/// where the answer is 1.95997), so its value only seeds a few Newton steps on the CDF, which
-/// statrs computes to full precision.
+/// statrs's inverse is slow and off by up to 1e-4 for very large `df` (it returns 1.95985 for
+/// df = 1e6 where the answer is 1.95997), so a series expansion (or, below 3 degrees of freedom,
+/// that inverse) only seeds Newton steps on the CDF, which statrs computes to full precision.
 pub fn t_quantile(q: f64, df: f64) -> f64 {
+    // A report asks for the same (level, df) once per metric: every metric of a variant shares
+    // n - 1. Remembering recent answers makes a report's intervals cost one quantile per variant.
+    thread_local! {
+        static RECENT: std::cell::RefCell<std::collections::HashMap<(u64, u64), f64>> = Default::default();
+    }
+    let key = (q.to_bits(), df.to_bits());
+    if let Some(x) = RECENT.with(|r| r.borrow().get(&key).copied()) {
+        return x;
+    }
+    let x = t_quantile_uncached(q, df);
+    RECENT.with(|r| {
+        let mut recent = r.borrow_mut();
+        if recent.len() >= 4096 {
+            recent.clear();
+        }
+        recent.insert(key, x);
+    });
+    x
+}
+
+fn t_quantile_uncached(q: f64, df: f64) -> f64 {
     let t = StudentsT::new(0.0, 1.0, df).expect("df > 0");
-    let mut x = t.inverse_cdf(q);
+    let mut x = if df >= 3.0 {
+        // The Cornish-Fisher expansion around the normal quantile: within 1e-3 from df = 3 on,
+        // so two or three Newton steps finish, where statrs's inverse costs dozens of CDFs.
+        let z = statrs::distribution::Normal::standard().inverse_cdf(q);
+        let (z2, v) = (z * z, df);
+        z + z * (z2 + 1.0) / (4.0 * v)
+            + z * ((5.0 * z2 + 16.0) * z2 + 3.0) / (96.0 * v * v)
+            + z * (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) / (384.0 * v * v * v)
+    } else {
+        t.inverse_cdf(q)
+    };
     for _ in 0..20 {
         let step = (t.cdf(x) - q) / t.pdf(x);
         x -= step;
