@@ -278,6 +278,8 @@ fn main() {
         eprintln!("benchmarks run with `bash benches/run.sh` (cargo bench --bench pipeline); skipped under cargo test");
         return;
     }
+    // RANKPULSE_BENCH_ONLY=replay (or "end to end", "memory", "render") runs one stage, to profile it.
+    let only = std::env::var("RANKPULSE_BENCH_ONLY").ok();
     let mut results = serde_json::Map::new();
     results.insert("cores".into(), std::thread::available_parallelism().map_or(0, |n| n.get()).into());
     for (name, stage) in [
@@ -286,6 +288,9 @@ fn main() {
         ("memory", memory),
         ("render", render),
     ] {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
         eprintln!("running: {name}");
         stage(&mut results);
     }
