@@ -309,8 +309,9 @@ pub struct GroupStats {
     sums: Box<[i128]>,
     /// Fixed-point sum of squared values per slot, for standard deviations.
     squares: Box<[i128]>,
-    /// Per unit bucket, when the A/B unit is a user or session; empty otherwise.
-    buckets: HashMap<u32, BucketSums>,
+    /// Per unit bucket, when the A/B unit is a user or session; empty otherwise. Ordered, so
+    /// the floating-point sums over buckets come out the same in every run and after a restore.
+    buckets: BTreeMap<u32, BucketSums>,
     /// The distinct units (32-bit hashes) seen, up to `ab.max_units`: the sample-ratio test
     /// counts units, because impressions per unit vary far more than chance.
     units: HashSet<u32>,
@@ -326,7 +327,7 @@ impl GroupStats {
             engaged: 0,
             sums: zeros(),
             squares: zeros(),
-            buckets: HashMap::new(),
+            buckets: BTreeMap::new(),
             units: HashSet::new(),
             units_overflowed: false,
         }

@@ -133,6 +133,10 @@ idle_timeout = "3s"
 windows = ["10s", "1m"]
 [limits]
 max_past = "3650d"   # the traffic is stamped 2026-01-01
+[ab]
+# Clients as the A/B unit: the whole-report comparison then also covers the UBI client_id
+# mapping (cluster-robust errors and the split test count clients).
+unit = "client_id"
 "#;
 
 const UBI: &str = r#"
@@ -160,6 +164,27 @@ fn replay(impressions: &Path, engagements: &Path, config: &Path) -> Value {
 }
 
 /// Every (group, metric) mean of a replay report's groups, keyed `experiment/variant metric`.
+/// The JSON path of the first difference between two documents, with both values.
+fn first_difference(a: &Value, b: &Value, path: &str) -> String {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                match y.get(k) {
+                    Some(w) if v == w => {}
+                    Some(w) => return first_difference(v, w, &format!("{path}.{k}")),
+                    None => return format!("{path}.{k}: only in the first"),
+                }
+            }
+            format!("{path}: keys only in the second")
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            let i = x.iter().zip(y).position(|(v, w)| v != w).unwrap_or(0);
+            first_difference(&x[i], &y[i], &format!("{path}[{i}]"))
+        }
+        _ => format!("{path}: {a} vs {b}"),
+    }
+}
+
 fn group_means(groups: &Value) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for g in groups.as_array().unwrap() {
@@ -211,7 +236,7 @@ fn ubi_documents_replay_to_the_same_metrics_as_native_events() {
     // The event accounting too: rejects (the generator's malformed lines), duplicates, late ones.
     assert_eq!(native["events"], ubi["events"], "event counts");
     // And everything else the report holds (whatever keys it has), exactly.
-    assert_eq!(native, ubi, "the whole replay report");
+    assert!(native == ubi, "the whole replay report differs, first at {}", first_difference(&native, &ubi, "$"));
 
     let impressions: f64 =
         native["groups"].as_array().unwrap().iter().map(|g| g["impressions"].as_f64().unwrap()).sum();
