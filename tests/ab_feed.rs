@@ -15,7 +15,6 @@ use rankpulse::engine::Engine;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::Message;
 use serde_json::{json, Value};
 
@@ -149,13 +148,7 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
     cluster.create_topic(OUTPUT, 1, 1).unwrap();
     let brokers = cluster.bootstrap_servers();
     let (impressions, engagements, _) = traffic(8_000);
-    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
-    for (topic, list) in [(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)] {
-        for (partition, payload) in list {
-            producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())).unwrap();
-        }
-    }
-    producer.flush(Duration::from_secs(10)).unwrap();
+    produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
 
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -249,7 +242,6 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
 
     let (status, _) = daemon.terminate(Duration::from_secs(10));
     assert!(status.success());
-    drop(producer);
 }
 
 /// With `ab.unit = "client_id"` and more buckets than clients, the standard error in the report

@@ -12,7 +12,6 @@ use common::*;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::json;
 
@@ -100,14 +99,8 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
     cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
     let brokers = cluster.bootstrap_servers();
-    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
     let (impressions, engagements) = events();
-    for (topic, list) in [(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)] {
-        for (partition, payload) in list {
-            producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())).unwrap();
-        }
-    }
-    producer.flush(Duration::from_secs(10)).unwrap();
+    produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
 
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -244,7 +237,6 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     assert_eq!(report["events"]["rejected"], 4);
     assert_eq!(report["windows"][0]["size"], "5s");
     assert_eq!(report["windows"][0]["start"], "2026-01-01T00:00:00Z");
-    drop(producer);
 }
 
 fn committed_offsets(brokers: &str, group: &str) -> BTreeMap<(String, i32), i64> {

@@ -151,3 +151,16 @@ pub fn promtool_check(exposition: &str) {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.trim().is_empty(), "promtool check metrics complained:\n{text}");
 }
+
+/// Produces (partition, payload) messages to each topic and waits until the brokers have them.
+pub fn produce_to_partitions(brokers: &str, topics: &[(&str, &[(i32, String)])]) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer =
+        rdkafka::config::ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap();
+    for (topic, messages) in topics {
+        for (partition, payload) in *messages {
+            producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())).unwrap();
+        }
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+}
