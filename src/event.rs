@@ -3,7 +3,8 @@
 //! Decoding is zero-copy on the hot path: strings borrow from the message unless they contain
 //! escapes, and result ids are hashed straight into a caller-owned buffer, so a well-formed event
 //! costs no heap allocation. Ids are identified by 128-bit (query) and 64-bit (document) xxh3
-//! hashes from here on; the join never needs the text back.
+//! hashes from here on; the join never needs the text back. A strict scanner (`scan`) decodes the
+//! common shape in one pass; serde_json decodes everything else and is the reference for both.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -12,6 +13,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde::Deserialize;
 
 use crate::time::{parse_rfc3339_ms, EventTime};
+
+mod scan;
 
 /// The identity of a search response: the xxh3-128 hash of its `query_id`. 128 bits make a
 /// collision between any two live impressions practically impossible.
@@ -155,8 +158,29 @@ const DEFAULT_ACTION: &str = "click";
 
 /// Decodes an impression; result ids are hashed into `results` (cleared first), in rank order.
 pub fn decode_impression<'a>(payload: &'a [u8], results: &mut Vec<DocKey>) -> Result<Impression<'a>, Rejection> {
+    let text = object_text(payload)?;
     results.clear();
-    let fields = decode_object(payload, ImpressionVisitor { results })?;
+    let fields = match scan::impression(text, results) {
+        Some(fields) => fields,
+        None => {
+            results.clear();
+            serde_object(text, ImpressionVisitor { results })?
+        }
+    };
+    finish_impression(fields)
+}
+
+/// Decodes an engagement.
+pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
+    let text = object_text(payload)?;
+    let fields = match scan::engagement(text) {
+        Some(fields) => fields,
+        None => serde_object(text, EngagementVisitor)?,
+    };
+    finish_engagement(fields)
+}
+
+fn finish_impression(fields: ImpressionFields<'_>) -> Result<Impression<'_>, Rejection> {
     let query_id = required_id(fields.query_id, "query_id")?;
     let timestamp = fields.timestamp.ok_or_else(|| Rejection::missing("timestamp"))?.resolve()?;
     if !fields.saw_results {
@@ -175,9 +199,7 @@ pub fn decode_impression<'a>(payload: &'a [u8], results: &mut Vec<DocKey>) -> Re
     })
 }
 
-/// Decodes an engagement.
-pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
-    let fields = decode_object(payload, EngagementVisitor)?;
+fn finish_engagement(fields: EngagementFields<'_>) -> Result<Engagement<'_>, Rejection> {
     Ok(Engagement {
         query_id: required_id(fields.query_id, "query_id")?,
         timestamp: fields.timestamp.ok_or_else(|| Rejection::missing("timestamp"))?.resolve()?,
@@ -188,6 +210,49 @@ pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
     })
 }
 
+/// One decoder alone, for the differential test of the scanner against serde_json.
+#[cfg(test)]
+#[derive(Clone, Copy)]
+pub(crate) enum Path {
+    /// The scanner, `None` where it declines.
+    ScanOnly,
+    /// serde_json alone.
+    Serde,
+}
+
+#[cfg(test)]
+pub(crate) fn decode_impression_with<'a>(
+    payload: &'a [u8],
+    results: &mut Vec<DocKey>,
+    path: Path,
+) -> Option<Result<Impression<'a>, Rejection>> {
+    results.clear();
+    let fields = match (object_text(payload), path) {
+        (Err(e), Path::Serde) => return Some(Err(e)),
+        (Err(_), Path::ScanOnly) => return None,
+        (Ok(text), Path::ScanOnly) => scan::impression(text, results)?,
+        (Ok(text), Path::Serde) => match serde_object(text, ImpressionVisitor { results }) {
+            Ok(fields) => fields,
+            Err(e) => return Some(Err(e)),
+        },
+    };
+    Some(finish_impression(fields))
+}
+
+#[cfg(test)]
+pub(crate) fn decode_engagement_with(payload: &[u8], path: Path) -> Option<Result<Engagement<'_>, Rejection>> {
+    let fields = match (object_text(payload), path) {
+        (Err(e), Path::Serde) => return Some(Err(e)),
+        (Err(_), Path::ScanOnly) => return None,
+        (Ok(text), Path::ScanOnly) => scan::engagement(text)?,
+        (Ok(text), Path::Serde) => match serde_object(text, EngagementVisitor) {
+            Ok(fields) => fields,
+            Err(e) => return Some(Err(e)),
+        },
+    };
+    Some(finish_engagement(fields))
+}
+
 pub(crate) fn required_id<'a>(value: Option<Text<'a>>, field: &str) -> Result<Cow<'a, str>, Rejection> {
     let text = value.ok_or_else(|| Rejection::missing(field))?.0;
     if text.is_empty() {
@@ -196,7 +261,13 @@ pub(crate) fn required_id<'a>(value: Option<Text<'a>>, field: &str) -> Result<Co
     Ok(text)
 }
 
+/// Decodes a JSON object with a serde visitor (the UBI formats, and the reference path here).
 pub(crate) fn decode_object<'a, V: Visitor<'a>>(payload: &'a [u8], visitor: V) -> Result<V::Value, Rejection> {
+    serde_object(object_text(payload)?, visitor)
+}
+
+/// The message as text, once it is known to be UTF-8 that starts like a JSON object.
+fn object_text(payload: &[u8]) -> Result<&str, Rejection> {
     match payload.iter().find(|b| !b.is_ascii_whitespace()) {
         None => return Err(Rejection::new(RejectReason::EmptyMessage, "empty payload")),
         Some(b'{') => {}
@@ -211,8 +282,11 @@ pub(crate) fn decode_object<'a, V: Visitor<'a>>(payload: &'a [u8], visitor: V) -
     }
     // One UTF-8 check of the whole message (a fast ASCII scan) instead of one per string, which
     // is what parsing from bytes costs.
-    let text = std::str::from_utf8(payload)
-        .map_err(|e| Rejection::new(RejectReason::InvalidJson, format!("not UTF-8 at byte {}", e.valid_up_to())))?;
+    std::str::from_utf8(payload)
+        .map_err(|e| Rejection::new(RejectReason::InvalidJson, format!("not UTF-8 at byte {}", e.valid_up_to())))
+}
+
+fn serde_object<'a, V: Visitor<'a>>(text: &'a str, visitor: V) -> Result<V::Value, Rejection> {
     let mut de = serde_json::Deserializer::from_str(text);
     let value = de.deserialize_map(visitor).map_err(classify)?;
     de.end().map_err(classify)?;
