@@ -8,15 +8,15 @@
 //! If the group committed past our checkpoint, another consumer owned the partition meanwhile;
 //! our stale state for it is finalized and we continue from the group's offsets.
 //!
-//! Rebalance callbacks run inside `recv`, between two messages, so they never see a
+//! Rebalance callbacks run inside `poll`, between two messages, so they never see a
 //! half-processed message.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -29,9 +29,16 @@ use crate::event::EventKind;
 use crate::export::{Health, SharedEngine};
 use crate::shutdown::Shutdown;
 
-/// How often watermarks are recomputed when messages keep arriving, and the idle tick.
+/// How often watermarks are recomputed when messages keep arriving, and when they do not.
 const ADVANCE_INTERVAL: Duration = Duration::from_millis(50);
 const IDLE_TICK: Duration = Duration::from_millis(200);
+/// The longest one poll waits for a message: bounds how late shutdown, the idle tick and a
+/// checkpoint can be when nothing arrives.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// Messages between two shutdown checks while messages keep arriving (about a millisecond).
+const SHUTDOWN_CHECK_EVERY: u32 = 1024;
+/// The pause after a consume error, so a broken connection recovers without spinning.
+const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// How long an assignment may wait for the group's committed offsets.
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -120,7 +127,7 @@ impl SourceContext {
                 HashMap::new()
             }
         };
-        let now = tokio::time::Instant::now().into_std();
+        let now = Instant::now();
         let mut engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
         let partitions = partitions_of(tpl);
         for &p in &partitions {
@@ -175,7 +182,7 @@ impl SourceContext {
     }
 
     fn park(&self, partitions: &BTreeSet<i32>) {
-        let now = tokio::time::Instant::now().into_std();
+        let now = Instant::now();
         let mut engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
         for &p in partitions {
             engine.park(p, now);
@@ -218,8 +225,8 @@ fn client_config(cfg: &KafkaConfig) -> ClientConfig {
 }
 
 /// Checkpoints the engine (when durable) and then commits the offsets it covers.
-async fn checkpoint_and_commit(
-    consumer: &StreamConsumer<SourceContext>,
+fn checkpoint_and_commit(
+    consumer: &BaseConsumer<SourceContext>,
     engine: &SharedEngine,
     store: Option<&Store>,
     topics: &[String; 2],
@@ -230,20 +237,18 @@ async fn checkpoint_and_commit(
         (store.map(|_| checkpoint::encode(&engine)), engine.positions(false))
     };
     if let (Some(store), Some(encoded)) = (store, encoded) {
-        let started = std::time::Instant::now();
-        let bytes = encoded.len() as u64;
-        let store = store.clone();
-        let written =
-            tokio::task::spawn_blocking(move || store.lock().unwrap_or_else(|p| p.into_inner()).write(&encoded)).await;
-        let ok = matches!(written, Ok(Ok(_)));
-        match written {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "checkpoint failed; offsets not committed (the previous checkpoint stands)")
-            }
-            Err(e) => tracing::error!(error = %e, "checkpoint task failed"),
+        let started = Instant::now();
+        let written = store.lock().unwrap_or_else(|p| p.into_inner()).write(&encoded);
+        let ok = written.is_ok();
+        if let Err(e) = written {
+            tracing::error!(error = %e, "checkpoint failed; offsets not committed (the previous checkpoint stands)");
         }
-        engine.lock().unwrap_or_else(|p| p.into_inner()).record_checkpoint(bytes, started.elapsed(), ok, started);
+        engine.lock().unwrap_or_else(|p| p.into_inner()).record_checkpoint(
+            encoded.len() as u64,
+            started.elapsed(),
+            ok,
+            started,
+        );
         if !ok {
             return;
         }
@@ -252,6 +257,10 @@ async fn checkpoint_and_commit(
 }
 
 /// Consumes until shutdown; checkpoints and commits before returning.
+///
+/// The consumer runs on a thread of its own: polling librdkafka is a blocking call, and a
+/// dedicated thread polls it directly, without an async wake-up, a `select!` over timers and a
+/// shutdown future per message (which had cost more than decoding and joining the message).
 pub async fn run(
     cfg: &KafkaConfig,
     engine: SharedEngine,
@@ -267,72 +276,112 @@ pub async fn run(
     };
     let context =
         SourceContext { engine: engine.clone(), health: health.clone(), topics: topics.clone(), store: store.clone() };
-    let consumer: StreamConsumer<SourceContext> =
+    let consumer: BaseConsumer<SourceContext> =
         client_config(cfg).create_with_context(context).map_err(SourceError::Create)?;
     consumer
         .subscribe(&[topics[0].as_str(), topics[1].as_str()])
         .map_err(|source| SourceError::Subscribe { topics: topics.clone(), source })?;
     tracing::info!(brokers = %cfg.brokers, group = %cfg.group_id, ?topics, "consuming");
 
-    let mut idle_tick = tokio::time::interval(IDLE_TICK);
-    idle_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut checkpoint_tick = tokio::time::interval(checkpoint_interval);
-    checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    checkpoint_tick.tick().await;
-    let mut last_advance = tokio::time::Instant::now();
-    let mut consecutive_errors = 0u32;
+    let (finished, done) = tokio::sync::oneshot::channel();
+    let consume = ConsumeLoop { consumer, engine, health, shutdown, store, topics, checkpoint_interval };
+    std::thread::Builder::new()
+        .name("rankpulse-source".into())
+        .spawn(move || {
+            consume.run();
+            let _ = finished.send(());
+        })
+        .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the consumer thread: {e}"))))?;
+    // The thread always reports; a dropped sender means it panicked, which ends the source too.
+    let _ = done.await;
+    Ok(())
+}
 
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.wait() => break,
-            received = consumer.recv() => match received {
-                Ok(message) => {
-                    consecutive_errors = 0;
-                    let kind = if message.topic() == topics[0] {
+/// Everything the consumer thread owns.
+struct ConsumeLoop {
+    consumer: BaseConsumer<SourceContext>,
+    engine: SharedEngine,
+    health: Arc<Health>,
+    shutdown: Shutdown,
+    store: Option<Store>,
+    /// Impressions topic, engagements topic: a message's kind is the index of its topic.
+    topics: [String; 2],
+    checkpoint_interval: Duration,
+}
+
+impl ConsumeLoop {
+    fn run(self) {
+        let ConsumeLoop { consumer, engine, health, shutdown, store, topics, checkpoint_interval } = &self;
+        let mut last_advance = Instant::now();
+        let mut next_checkpoint = last_advance + *checkpoint_interval;
+        let mut consecutive_errors = 0u32;
+        // Shutdown is checked before every poll that may wait, and every `SHUTDOWN_CHECK_EVERY`
+        // messages while they keep arriving.
+        let mut until_shutdown_check = 0u32;
+        loop {
+            if until_shutdown_check == 0 {
+                if shutdown.is_triggered() {
+                    break;
+                }
+                until_shutdown_check = SHUTDOWN_CHECK_EVERY;
+            }
+            let now = match consumer.poll(POLL_TIMEOUT) {
+                Some(Ok(message)) => {
+                    until_shutdown_check -= 1;
+                    if consecutive_errors > 0 {
+                        consecutive_errors = 0;
+                        health.set_ready(true);
+                    }
+                    let topic = message.topic();
+                    let kind = if topic == topics[0] {
                         EventKind::Impression
-                    } else if message.topic() == topics[1] {
+                    } else if topic == topics[1] {
                         EventKind::Engagement
                     } else {
                         continue;
                     };
-                    let started = tokio::time::Instant::now();
+                    let started = Instant::now();
                     let mut engine = engine.lock().unwrap_or_else(|p| p.into_inner());
-                    let _ = engine.process(kind, message.partition(), message.payload().unwrap_or(&[]), started.into_std());
+                    let _ = engine.process(kind, message.partition(), message.payload().unwrap_or(&[]), started);
                     // Only now is the message's effect in the state.
                     engine.consumed(kind, message.partition(), message.offset());
-                    engine.record_processing_time(started.elapsed());
-                    if started.duration_since(last_advance) >= ADVANCE_INTERVAL {
-                        engine.advance(started.into_std());
-                        last_advance = started;
+                    let finished = Instant::now();
+                    engine.record_processing_time(finished - started);
+                    if finished - last_advance >= ADVANCE_INTERVAL {
+                        engine.advance(finished);
+                        last_advance = finished;
                     }
-                    drop(engine);
-                    health.set_ready(true);
+                    finished
                 }
-                Err(e) => {
+                Some(Err(e)) => {
+                    until_shutdown_check = 0;
                     consecutive_errors += 1;
                     if consecutive_errors == 1 || consecutive_errors.is_power_of_two() {
                         tracing::warn!(error = %e, consecutive_errors, "consume error");
                     }
                     health.set_ready(false);
                     // Let a broken connection recover without spinning.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    std::thread::sleep(ERROR_BACKOFF);
+                    Instant::now()
                 }
-            },
-            _ = idle_tick.tick() => {
-                let now = tokio::time::Instant::now();
-                engine.lock().unwrap_or_else(|p| p.into_inner()).advance(now.into_std());
+                None => {
+                    until_shutdown_check = 0;
+                    Instant::now()
+                }
+            };
+            if now - last_advance >= IDLE_TICK {
+                engine.lock().unwrap_or_else(|p| p.into_inner()).advance(now);
                 last_advance = now;
             }
-            _ = checkpoint_tick.tick() => {
-                checkpoint_and_commit(&consumer, &engine, store.as_ref(), &topics, CommitMode::Async).await;
+            if now >= next_checkpoint {
+                checkpoint_and_commit(consumer, engine, store.as_ref(), topics, CommitMode::Async);
+                next_checkpoint = Instant::now() + *checkpoint_interval;
             }
         }
-    }
 
-    tracing::info!("stopping the consumer: final checkpoint and commit");
-    checkpoint_and_commit(&consumer, &engine, store.as_ref(), &topics, CommitMode::Sync).await;
-    consumer.unsubscribe();
-    health.set_ready(false);
-    Ok(())
+        tracing::info!("stopping the consumer: final checkpoint and commit");
+        checkpoint_and_commit(consumer, engine, store.as_ref(), topics, CommitMode::Sync);
+        consumer.unsubscribe();
+        health.set_ready(false);
+    }
 }

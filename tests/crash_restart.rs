@@ -194,7 +194,16 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
     broker.create_topic(IMP_TOPIC);
     broker.create_topic(ENG_TOPIC);
     let brokers = broker.bootstrap();
-    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
+    // One message per record batch: tansu 0.6 serves a fetch that starts inside a batch from the
+    // next batch (measured: a fetch at offset 5 of a 10-message batch returned offsets 10 on), so
+    // resuming from a checkpoint taken mid-batch would skip messages on it, though not on Kafka.
+    // The mock-cluster variant keeps librdkafka's batching.
+    let batch_messages = if matches!(broker, Broker::Tansu { .. }) { "1" } else { "10000" };
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("batch.num.messages", batch_messages)
+        .create()
+        .unwrap();
     let t0 = chrono::Utc::now().timestamp_millis() - 300_000;
     let messages = stream(t0);
     let consumed =
