@@ -29,60 +29,121 @@ pub enum ReplayError {
     Write { path: PathBuf, source: std::io::Error },
 }
 
-/// One input file, read line by line with its next event's timestamp peeked.
+/// Lines per batch handed from a reader thread to the merge: large enough that the hand-over
+/// costs nothing per line, small enough to keep memory flat.
+const BATCH_LINES: usize = 4096;
+/// Batches in flight per file, so reading runs ahead of the merge without bound.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// Non-blank lines of one file with the event time of each, read and timed on a reader thread.
+#[derive(Default)]
+struct Batch {
+    /// The lines back to back (newlines kept).
+    bytes: Vec<u8>,
+    /// Where each line ends in `bytes`.
+    ends: Vec<usize>,
+    /// Each line's event time, `None` for a line that does not decode.
+    times: Vec<Option<EventTime>>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        self.times.clear();
+    }
+    fn line(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+}
+
+/// One input file in event order as the merge sees it: the head line and its event time.
+///
+/// A reader thread reads the file and decodes each line's timestamp (what the merge orders on),
+/// so on a machine with a spare core the merge thread only joins and evaluates. Batches go back
+/// to the reader for reuse: no allocation per line.
 struct LineSource {
     kind: EventKind,
-    path: PathBuf,
-    reader: BufReader<File>,
-    /// The next non-blank line, if any.
-    head: Option<Vec<u8>>,
-    /// Its timestamp when it decodes; undecodable lines go first and are rejected by the engine.
-    head_time: Option<EventTime>,
-    scratch: Vec<u64>,
-    /// The engine's decoders: the timestamp is read in the input's configured format.
-    decoders: crate::ubi::Decoders,
-    /// The previous line's buffer, handed back after processing: no allocation per line.
-    spare: Vec<u8>,
+    /// Filled batches from the reader; closed after the last one (or an error).
+    batches: std::sync::mpsc::Receiver<Result<Batch, ReplayError>>,
+    /// Emptied batches back to the reader.
+    recycle: std::sync::mpsc::Sender<Batch>,
+    /// The batch being merged and the index of its head line; `None` at the end of the file.
+    current: Option<(Batch, usize)>,
 }
 
 impl LineSource {
     fn open(kind: EventKind, path: &Path, decoders: &crate::ubi::Decoders) -> Result<Self, ReplayError> {
         let file = File::open(path).map_err(|source| ReplayError::Io { path: path.to_path_buf(), source })?;
-        let mut s = LineSource {
-            kind,
-            path: path.to_path_buf(),
-            reader: BufReader::with_capacity(1 << 20, file),
-            head: None,
-            head_time: None,
-            scratch: Vec::new(),
-            decoders: decoders.clone(),
-            spare: Vec::new(),
-        };
-        s.advance()?;
+        let (batch_tx, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+        let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
+        let (path, decoders) = (path.to_path_buf(), decoders.clone());
+        std::thread::Builder::new()
+            .name(format!("replay-{kind:?}"))
+            .spawn(move || {
+                let mut reader = BufReader::with_capacity(1 << 20, file);
+                let mut scratch = Vec::new();
+                loop {
+                    let mut batch = recycled.try_recv().unwrap_or_default();
+                    batch.clear();
+                    let mut eof = false;
+                    while batch.ends.len() < BATCH_LINES {
+                        let start = batch.bytes.len();
+                        match reader.read_until(b'\n', &mut batch.bytes) {
+                            Ok(0) => {
+                                eof = true;
+                                break;
+                            }
+                            Ok(_) => {}
+                            Err(source) => {
+                                let _ = batch_tx.send(Err(ReplayError::Io { path, source }));
+                                return;
+                            }
+                        }
+                        let line = &batch.bytes[start..];
+                        if line.iter().all(u8::is_ascii_whitespace) {
+                            batch.bytes.truncate(start);
+                            continue;
+                        }
+                        batch.times.push(decoders.event_time(kind, line, &mut scratch));
+                        batch.ends.push(batch.bytes.len());
+                    }
+                    // A send fails only when the merge stopped early; nothing more to do then.
+                    if (!batch.ends.is_empty() && batch_tx.send(Ok(batch)).is_err()) || eof {
+                        return;
+                    }
+                }
+            })
+            .map_err(|source| ReplayError::Io { path: PathBuf::from("(replay reader thread)"), source })?;
+        let mut s = LineSource { kind, batches, recycle, current: None };
+        s.next_batch()?;
         Ok(s)
     }
 
-    fn advance(&mut self) -> Result<(), ReplayError> {
-        self.head = None;
-        self.head_time = None;
-        loop {
-            let mut line = std::mem::take(&mut self.spare);
-            line.clear();
-            let n = self
-                .reader
-                .read_until(b'\n', &mut line)
-                .map_err(|source| ReplayError::Io { path: self.path.clone(), source })?;
-            if n == 0 {
-                return Ok(());
-            }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                self.spare = line;
-                continue;
-            }
-            self.head_time = self.decoders.event_time(self.kind, &line, &mut self.scratch);
-            self.head = Some(line);
-            return Ok(());
+    /// The head line and its event time.
+    fn head(&self) -> Option<(&[u8], Option<EventTime>)> {
+        self.current.as_ref().map(|(batch, i)| (batch.line(*i), batch.times[*i]))
+    }
+
+    fn next_batch(&mut self) -> Result<(), ReplayError> {
+        if let Some((done, _)) = self.current.take() {
+            let _ = self.recycle.send(done);
         }
+        // A closed channel is the end of the file.
+        if let Ok(batch) = self.batches.recv() {
+            self.current = Some((batch?, 0));
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self) -> Result<(), ReplayError> {
+        let Some((batch, i)) = &mut self.current else { return Ok(()) };
+        *i += 1;
+        if *i == batch.ends.len() {
+            self.next_batch()?;
+        }
+        Ok(())
     }
 }
 
@@ -119,23 +180,23 @@ pub fn run_with_trec(
     let mut since_advance = 0u32;
     loop {
         // Impressions first on equal timestamps; an undecodable line goes at once.
-        let pick = match (&sources[0].head, &sources[1].head) {
+        let pick = match (sources[0].head(), sources[1].head()) {
             (None, None) => break,
             (Some(_), None) => 0,
             (None, Some(_)) => 1,
-            (Some(_), Some(_)) => match (sources[0].head_time, sources[1].head_time) {
+            (Some((_, a)), Some((_, b))) => match (a, b) {
                 (None, _) => 0,
                 (_, None) => 1,
                 (Some(a), Some(b)) => usize::from(b < a),
             },
         };
         let source = &mut sources[pick];
-        let line = source.head.take().expect("picked a source with a head");
-        if let (Some(writer), EventKind::Impression) = (&trec, source.kind) {
-            writer.lock().unwrap_or_else(|p| p.into_inner()).impression_line(&line);
+        if let Some((line, _)) = source.head() {
+            if let (Some(writer), EventKind::Impression) = (&trec, source.kind) {
+                writer.lock().unwrap_or_else(|p| p.into_inner()).impression_line(line);
+            }
+            let _ = engine.process(source.kind, 0, line, now);
         }
-        let _ = engine.process(source.kind, 0, &line, now);
-        source.spare = line;
         source.advance()?;
         since_advance += 1;
         if since_advance == 1024 {
