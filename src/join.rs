@@ -538,6 +538,88 @@ mod tests {
         assert_eq!(s.offer_impression(1, 1400, 0, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
     }
 
+    /// A finalized impression as a test sees it: query, timestamp, group, unit, gains, delay.
+    type FinalizedRow = (QueryKey, EventTime, GroupId, u32, Vec<u8>, Option<i64>);
+
+    /// Everything a shard reports while fed: outcomes, finalized impressions, tally, sizes.
+    #[derive(Debug, PartialEq)]
+    struct Observed {
+        /// Every impression and engagement outcome, in order.
+        outcomes: Vec<String>,
+        /// Every finalized impression, in order.
+        finalized: Vec<FinalizedRow>,
+        /// The engagement counts at the end.
+        tally: EngagementTally,
+        /// Pending, held and de-duplication sizes at the end.
+        sizes: (usize, usize, usize),
+    }
+
+    /// Feeds a shard a mix of events from time `start` (new impressions, engagements for them and
+    /// for the queries `0..40` and `500..540`, impressions for the latter, duplicates, late ones,
+    /// evictions, watermark advances), then drains it.
+    fn feed(s: &mut Shard, start: EventTime) -> Observed {
+        let mut o = Observed {
+            outcomes: Vec::new(),
+            finalized: Vec::new(),
+            tally: EngagementTally::default(),
+            sizes: (0, 0, 0),
+        };
+        let mut record = |f: Finalized<'_>| {
+            o.finalized.push((f.query, f.timestamp, f.group, f.unit, f.gains.to_vec(), f.first_engagement_delay_ms))
+        };
+        for i in 0..120u64 {
+            let t = start + (i as i64 * 7) % 150;
+            let (q, docs) = (u128::from(i % 45) + 1000, [i % 5, i % 3, 7]);
+            let outcome = match i % 6 {
+                0 => format!("{:?}", s.offer_impression(q, t, (i % 3) as u32, i as u32, &docs, &SETTINGS)),
+                1 => format!("{:?}", s.offer_engagement(q, u128::from(i), t + 5, i % 5, (i % 4) as u8, &SETTINGS)),
+                2 => format!("{:?}", s.offer_engagement(u128::from(i % 40), u128::from(i), t - 60, 3, 3, &SETTINGS)),
+                3 => format!("{:?}", s.offer_impression(u128::from(i % 40) + 500, t - 70, 1, 1, &[3, 4], &SETTINGS)),
+                4 => format!("{:?}", s.offer_engagement(q, u128::from(i % 7), t, 7, 2, &SETTINGS)),
+                _ => {
+                    s.evict_oldest_pending(&SETTINGS, &mut record);
+                    s.evict_oldest_held();
+                    s.evict_oldest_dedup_key();
+                    s.advance(start + i as i64 - 40, &SETTINGS, &mut record);
+                    continue;
+                }
+            };
+            o.outcomes.push(outcome);
+        }
+        s.drain(&SETTINGS, &mut record);
+        o.tally = s.tally;
+        o.sizes = (s.pending_len(), s.held_len(), s.dedup_len());
+        o
+    }
+
+    #[test]
+    fn a_checkpointed_shard_behaves_exactly_like_the_original() {
+        let mut original = Shard::default();
+        // Pending impressions (engaged and not), held engagements, an evicted impression and
+        // held engagement, de-duplication memory; then a checkpoint.
+        for q in 0..40u128 {
+            let t = 5000 + (q as i64 * 37) % 90;
+            original.offer_impression(q, t, 1, q as u32, &[q as u64, 3, 9], &SETTINGS);
+            original.offer_engagement(q, 10_000 + q, t + 3, 3, 2, &SETTINGS);
+            original.offer_engagement(q + 500, 20_000 + q, 5080 + q as i64, 4, 1, &SETTINGS);
+        }
+        let mut evicted = Vec::new();
+        assert!(original.evict_oldest_pending(&SETTINGS, |f| evicted.push(f.query)));
+        assert!(original.evict_oldest_held());
+        original.advance(5030, &SETTINGS, |f| evicted.push(f.query));
+        assert!(original.pending_len() > 20 && original.held_len() > 20 && original.tally.evicted == 1);
+        assert!(evicted.len() == 1 && original.dedup_len() > 40);
+        let bytes = postcard::to_stdvec(&original).unwrap();
+        let mut restored: Shard = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(
+            (restored.pending_len(), restored.held_len(), restored.dedup_len(), restored.watermark()),
+            (original.pending_len(), original.held_len(), original.dedup_len(), original.watermark())
+        );
+        let (a, b) = (feed(&mut restored, 5040), feed(&mut original, 5040));
+        assert!(a.finalized.len() > 60 && a.tally.attributed > 40 && a.tally.orphaned > 0, "{a:?}");
+        assert_eq!(a, b);
+    }
+
     #[test]
     fn eviction_finalizes_the_earliest_deadline_and_drops_the_oldest_held() {
         let mut s = Shard::default();
