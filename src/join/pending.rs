@@ -960,6 +960,9 @@ mod tests {
     }
 
     proptest! {
+        // A failure prints its minimal case; no regressions file is written into the source tree.
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
         /// The set behaves like an ordered map keyed by (deadline, query) under any sequence of
         /// insertions, engagements, removals and checkpoint round trips.
         #[test]
