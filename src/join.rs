@@ -319,12 +319,7 @@ impl Shard {
             return;
         }
         self.watermark = Some(watermark);
-        while let Some(deadline) = self.pending.earliest_deadline(settings.attribution_window) {
-            if deadline >= watermark {
-                break;
-            }
-            self.finalize_earliest(settings, &mut on_final);
-        }
+        while self.finalize_earliest(Some(watermark), settings, &mut on_final) {}
         while let Some(&Reverse((timestamp, query))) = self.held_expiry.peek() {
             if timestamp >= watermark {
                 break;
@@ -347,10 +342,15 @@ impl Shard {
         self.finalized_recently.expire(watermark);
     }
 
-    /// Finalizes the pending impression with the earliest deadline and remembers its query; false
-    /// if nothing is pending.
-    fn finalize_earliest(&mut self, settings: &JoinSettings, on_final: &mut impl FnMut(Finalized<'_>)) -> bool {
-        let Some(p) = self.pending.take_earliest(settings.attribution_window, &mut self.gains_scratch) else {
+    /// Finalizes the pending impression with the earliest deadline, if that deadline is before
+    /// `limit` (or whatever it is, when `None`), and remembers its query; false if there is none.
+    fn finalize_earliest(
+        &mut self,
+        limit: Option<EventTime>,
+        settings: &JoinSettings,
+        on_final: &mut impl FnMut(Finalized<'_>),
+    ) -> bool {
+        let Some(p) = self.pending.take_earliest(settings.attribution_window, limit, &mut self.gains_scratch) else {
             return false;
         };
         let deadline = p.timestamp.saturating_add(settings.attribution_window);
@@ -369,7 +369,7 @@ impl Shard {
     /// Finalizes the pending impression with the earliest deadline before its time, to bound
     /// memory. False if nothing is pending.
     pub fn evict_oldest_pending(&mut self, settings: &JoinSettings, mut on_final: impl FnMut(Finalized<'_>)) -> bool {
-        self.finalize_earliest(settings, &mut on_final)
+        self.finalize_earliest(None, settings, &mut on_final)
     }
 
     /// Drops the held engagement with the earliest timestamp, to bound memory.

@@ -11,14 +11,17 @@
 //!   finalizes first never depends on where its record sits in the arena, ties of deadline go to
 //!   the smaller query key (as they always have), and a checkpoint need not keep any id. Every
 //!   record has exactly one queue entry, removed when it is finalized, so there are no stale
-//!   entries to skip. Impressions arrive nearly in deadline order, so the queue is a sorted run
-//!   that takes them at (or a few places before) its end and gives them back from its front, in
-//!   O(1) with a comparison or two; only one that arrives further out of order goes to a binary
-//!   heap of stragglers, and the earlier of the two fronts is due first.
+//!   entries to skip. Impressions arrive nearly in deadline order, so the queue is mostly a
+//!   sorted run of ids that takes them at its end and gives them back from its front: O(1) with
+//!   a comparison for an arrival in order. One up to [`RUN_REACH`] places out of order (a tie of
+//!   deadline broken by query key, producer jitter) is inserted in place after a galloping and a
+//!   binary search; one further out goes to a binary heap of stragglers, whose entries keep
+//!   their deadline beside the id (16 bytes) so that sifting reads no record. The earlier of
+//!   the run's front and the heap's top is due first.
 //!
-//! The deadline is `timestamp + attribution_window` (saturating), computed on comparison rather
-//! than stored: the window is the same for every call on a shard, and a checkpoint is only
-//! restored under the same window (the engine refuses another one).
+//! The deadline is `timestamp + attribution_window` (saturating), computed when needed rather
+//! than stored in the record: the window is the same for every call on a shard, and a
+//! checkpoint is only restored under the same window (the engine refuses another one).
 //!
 //! The arena grows in chunks of [`CHUNK_WORDS`], so it has no doubling slack. A finalized record
 //! goes onto the free list of its result count and the next record of that count reuses it,
@@ -75,9 +78,10 @@ const BIG_WORDS: usize = CHUNK_WORDS / 8;
 /// End of a free list (no record can start at the last word of a chunk).
 const NONE: u32 = u32::MAX;
 /// How many places before the end of the sorted run an impression may still be inserted
-/// (impressions of one millisecond, ordered by query key; small reorderings) before it goes to
-/// the heap of stragglers instead: bounds the cost of an insertion into the run.
-const RUN_SCAN: usize = 8;
+/// (impressions of one millisecond, ordered by query key; producer jitter) before it goes to the
+/// heap of stragglers instead: bounds an insertion into the run to a few comparisons and a move
+/// of at most 256 bytes.
+const RUN_REACH: usize = 64;
 
 /// One shown result: the low 56 bits of its id hash and, in the high byte, its gain so far.
 /// Packing both keeps a result to one word; a collision of 56-bit hashes within one result list
@@ -233,74 +237,91 @@ impl Arena {
     }
 }
 
-/// The deadline order: is `a` due before `b`? (deadline, then query key; a total order.)
-/// Inlined: it is the inner step of every queue operation.
-#[inline(always)]
-fn due_before(arena: &Arena, window: i64, a: u32, b: u32) -> bool {
-    let (da, db) = (arena.timestamp(a).saturating_add(window), arena.timestamp(b).saturating_add(window));
-    da < db || (da == db && arena.query(a) < arena.query(b))
-}
-
-/// [`due_before`] as an ordering, for sorting.
+/// The deadline order of two records (deadline, then query key: a total order), for sorting.
 fn due_order(arena: &Arena, window: i64, a: u32, b: u32) -> Ordering {
     let key = |id| (arena.timestamp(id).saturating_add(window), arena.query(id));
     key(a).cmp(&key(b))
 }
 
-/// A binary min-heap of record ids in deadline order (see [`due_before`]).
+/// A record id with its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Due {
+    /// `timestamp + attribution_window`, saturating.
+    deadline: EventTime,
+    /// The record.
+    id: u32,
+}
+
+impl Due {
+    fn of(arena: &Arena, window: i64, id: u32) -> Self {
+        Due { deadline: arena.timestamp(id).saturating_add(window), id }
+    }
+
+    /// The deadline order: is `self` due before `other`? (Deadline, then query key: a total
+    /// order.) Inlined: it is the inner step of every queue operation.
+    #[inline(always)]
+    fn before(self, other: Due, arena: &Arena) -> bool {
+        self.deadline < other.deadline
+            || (self.deadline == other.deadline && arena.query(self.id) < arena.query(other.id))
+    }
+}
+
+/// A binary min-heap of record ids in deadline order (see [`Due::before`]), for the few that
+/// arrive too far out of order for the run. Each entry keeps its deadline beside the id (16
+/// bytes rather than 4) so that sifting, a comparison per level, reads no record but on a tie.
 #[derive(Default)]
 struct DeadlineHeap {
     /// The heap array: each entry is due no earlier than its parent.
-    ids: Vec<u32>,
+    entries: Vec<Due>,
 }
 
 impl DeadlineHeap {
-    fn push(&mut self, id: u32, arena: &Arena, window: i64) {
-        self.ids.push(id);
-        self.sift_up(self.ids.len() - 1, arena, window);
+    fn push(&mut self, due: Due, arena: &Arena) {
+        self.entries.push(due);
+        self.sift_up(self.entries.len() - 1, arena);
     }
 
-    fn peek(&self) -> Option<u32> {
-        self.ids.first().copied()
+    fn peek(&self) -> Option<Due> {
+        self.entries.first().copied()
     }
 
-    fn pop(&mut self, arena: &Arena, window: i64) -> Option<u32> {
-        let last = self.ids.pop()?;
-        if self.ids.is_empty() {
-            return Some(last);
+    fn pop(&mut self, arena: &Arena) -> Option<u32> {
+        let last = self.entries.pop()?;
+        if self.entries.is_empty() {
+            return Some(last.id);
         }
-        let top = std::mem::replace(&mut self.ids[0], last);
+        let top = std::mem::replace(&mut self.entries[0], last);
         // As the standard library's heap does: the moved element came from the bottom and
         // usually belongs near it, so move the hole to the bottom (one comparison per level)
         // and sift the element up from there (rarely far).
-        let end = self.ids.len();
+        let end = self.entries.len();
         let (mut hole, mut child) = (0, 1);
         while child + 1 < end {
-            child += usize::from(due_before(arena, window, self.ids[child + 1], self.ids[child]));
-            self.ids[hole] = self.ids[child];
+            child += usize::from(self.entries[child + 1].before(self.entries[child], arena));
+            self.entries[hole] = self.entries[child];
             hole = child;
             child = 2 * hole + 1;
         }
         if child == end - 1 {
-            self.ids[hole] = self.ids[child];
+            self.entries[hole] = self.entries[child];
             hole = child;
         }
-        self.ids[hole] = last;
-        self.sift_up(hole, arena, window);
-        Some(top)
+        self.entries[hole] = last;
+        self.sift_up(hole, arena);
+        Some(top.id)
     }
 
-    fn sift_up(&mut self, mut hole: usize, arena: &Arena, window: i64) {
-        let id = self.ids[hole];
+    fn sift_up(&mut self, mut hole: usize, arena: &Arena) {
+        let due = self.entries[hole];
         while hole > 0 {
             let parent = (hole - 1) / 2;
-            if !due_before(arena, window, id, self.ids[parent]) {
+            if !due.before(self.entries[parent], arena) {
                 break;
             }
-            self.ids[hole] = self.ids[parent];
+            self.entries[hole] = self.entries[parent];
             hole = parent;
         }
-        self.ids[hole] = id;
+        self.entries[hole] = due;
     }
 }
 
@@ -310,44 +331,78 @@ impl DeadlineHeap {
 struct DeadlineQueue {
     /// Ids in deadline order, earliest first.
     run: VecDeque<u32>,
-    /// Ids that arrived more than [`RUN_SCAN`] places out of order.
+    /// Ids that arrived more than [`RUN_REACH`] places out of order.
     stragglers: DeadlineHeap,
 }
 
 impl DeadlineQueue {
     fn len(&self) -> usize {
-        self.run.len() + self.stragglers.ids.len()
+        self.run.len() + self.stragglers.entries.len()
+    }
+
+    /// The run's entry `i` with its deadline.
+    #[inline(always)]
+    fn run_due(&self, i: usize, arena: &Arena, window: i64) -> Due {
+        Due::of(arena, window, self.run[i])
     }
 
     fn push(&mut self, id: u32, arena: &Arena, window: i64) {
+        let me = Due::of(arena, window, id);
         let end = self.run.len();
-        let mut at = end;
-        while at > 0 && due_before(arena, window, id, self.run[at - 1]) {
-            if end - at == RUN_SCAN {
-                self.stragglers.push(id, arena, window);
-                return;
-            }
-            at -= 1;
-        }
-        if at == end {
+        if end == 0 || !me.before(self.run_due(end - 1, arena, window), arena) {
             self.run.push_back(id);
+            return;
+        }
+        // Out of order. Further back than the run reaches: onto the heap.
+        if end > RUN_REACH && me.before(self.run_due(end - 1 - RUN_REACH, arena, window), arena) {
+            self.stragglers.push(me, arena);
+            return;
+        }
+        // Within reach: gallop back from the end (1, 2, 4, ... places) to an entry due before
+        // it, then binary search between that entry and the last one it is due before. A tie
+        // of deadline broken by query key, the usual disorder, costs two more comparisons.
+        let (mut after, mut step) = (end - 1, 1);
+        let mut lo = loop {
+            match after.checked_sub(step) {
+                None => break 0,
+                Some(i) if me.before(self.run_due(i, arena, window), arena) => (after, step) = (i, step * 2),
+                Some(i) => break i + 1,
+            }
+        };
+        let mut hi = after;
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if me.before(self.run_due(mid, arena, window), arena) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        self.run.insert(lo, id);
+    }
+
+    /// Removes the earliest due id if its deadline is before `limit` (any, when `None`).
+    fn pop_due_before(&mut self, limit: Option<EventTime>, arena: &Arena, window: i64) -> Option<u32> {
+        let first = match (self.run.front(), self.stragglers.peek()) {
+            (None, None) => return None,
+            (Some(&id), None) => Due::of(arena, window, id),
+            (None, Some(top)) => top,
+            (Some(&id), Some(top)) => {
+                let front = Due::of(arena, window, id);
+                if top.before(front, arena) {
+                    top
+                } else {
+                    front
+                }
+            }
+        };
+        if limit.is_some_and(|limit| first.deadline >= limit) {
+            return None;
+        }
+        if self.run.front() == Some(&first.id) {
+            self.run.pop_front()
         } else {
-            self.run.insert(at, id);
-        }
-    }
-
-    fn peek(&self, arena: &Arena, window: i64) -> Option<u32> {
-        match (self.run.front(), self.stragglers.peek()) {
-            (Some(&a), Some(b)) => Some(if due_before(arena, window, b, a) { b } else { a }),
-            (a, b) => a.copied().or(b),
-        }
-    }
-
-    fn pop(&mut self, arena: &Arena, window: i64) -> Option<u32> {
-        match (self.run.front(), self.stragglers.peek()) {
-            (Some(&a), Some(b)) if due_before(arena, window, b, a) => self.stragglers.pop(arena, window),
-            (Some(_), _) => self.run.pop_front(),
-            (None, _) => self.stragglers.pop(arena, window),
+            self.stragglers.pop(arena)
         }
     }
 }
@@ -484,15 +539,15 @@ impl PendingSet {
         PendingMut { words: &mut chunk[o..o + HEADER_WORDS + len] }
     }
 
-    /// The earliest deadline of any pending impression.
-    pub(super) fn earliest_deadline(&self, window: i64) -> Option<EventTime> {
-        self.queue.peek(&self.arena, window).map(|id| self.arena.timestamp(id).saturating_add(window))
-    }
-
-    /// Removes the impression with the earliest deadline; its gains, in rank order, replace the
-    /// content of `gains`.
-    pub(super) fn take_earliest(&mut self, window: i64, gains: &mut Vec<u8>) -> Option<Taken> {
-        let id = self.queue.pop(&self.arena, window)?;
+    /// Removes the impression with the earliest deadline, if that deadline is before `limit` (or
+    /// whatever it is, when `None`); its gains, in rank order, replace the content of `gains`.
+    pub(super) fn take_earliest(
+        &mut self,
+        window: i64,
+        limit: Option<EventTime>,
+        gains: &mut Vec<u8>,
+    ) -> Option<Taken> {
+        let id = self.queue.pop_due_before(limit, &self.arena, window)?;
         let record = self.arena.record(id);
         let query = u128::from(record[QUERY_LOW]) | (u128::from(record[QUERY_HIGH]) << 64);
         let taken = Taken {
@@ -516,7 +571,7 @@ impl PendingSet {
     /// copied, so memory never holds both arenas), then rebuilds the index, and the queue as one
     /// sorted run.
     fn compact(&mut self, window: i64) {
-        let mut ids = std::mem::take(&mut self.queue.stragglers.ids);
+        let mut ids: Vec<u32> = std::mem::take(&mut self.queue.stragglers.entries).iter().map(|due| due.id).collect();
         ids.extend(self.queue.run.drain(..));
         ids.sort_unstable();
         let mut old = std::mem::take(&mut self.arena);
@@ -569,48 +624,70 @@ struct RecordIn {
     slots: Vec<u64>,
 }
 
-/// Records as checkpoints hold them: a sequence of records.
-struct RecordsOut<'a> {
-    /// Where the records are.
-    arena: &'a Arena,
-    /// Which, in this order: one slice, then the other (the two halves of a ring buffer).
-    ids: (&'a [u32], &'a [u32]),
+/// Serializes what an iterator yields as a sequence (its size hint must be exact).
+struct SeqOf<I>(I);
+
+impl<I: Iterator<Item: Serialize> + Clone> Serialize for SeqOf<I> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.clone())
+    }
 }
 
-impl Serialize for RecordsOut<'_> {
+/// Two sequences of records: the run in order, then the stragglers in heap-array order, each
+/// with its deadline. Reading them back in that order into a fresh arena puts each in the same
+/// place of the run or the heap, so neither needs sorting again (it could not be: the
+/// attribution window is not known there).
+impl Serialize for PendingSet {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.ids.0.iter().chain(self.ids.1).map(|&id| {
-            let record = self.arena.record(id);
+        let arena = &self.arena;
+        let record = |id: u32| {
+            let record = arena.record(id);
             RecordOut {
-                query: self.arena.query(id),
+                query: arena.query(id),
                 timestamp: record[TIMESTAMP] as EventTime,
                 first_engagement: record[FIRST_ENGAGEMENT] as EventTime,
                 group: record[GROUP_UNIT] as u32,
                 unit: (record[GROUP_UNIT] >> 32) as u32,
                 slots: &record[HEADER_WORDS..],
             }
-        }))
-    }
-}
-
-/// Two sequences of records: the run in order, then the stragglers in heap-array order. Reading
-/// them back in that order into a fresh arena puts each in the same place of the run or the
-/// heap, so neither needs sorting again (it could not be: the attribution window is not known
-/// there).
-impl Serialize for PendingSet {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        };
         let mut tuple = serializer.serialize_tuple(2)?;
-        tuple.serialize_element(&RecordsOut { arena: &self.arena, ids: self.queue.run.as_slices() })?;
-        tuple.serialize_element(&RecordsOut { arena: &self.arena, ids: (&self.queue.stragglers.ids, &[]) })?;
+        tuple.serialize_element(&SeqOf(self.queue.run.iter().map(|&id| record(id))))?;
+        tuple.serialize_element(&SeqOf(
+            self.queue.stragglers.entries.iter().map(|due| (due.deadline, record(due.id))),
+        ))?;
         tuple.end()
     }
 }
 
-/// Reads one sequence of records into a set, appending their ids to the run or the heap array.
+impl PendingSet {
+    /// Appends a checkpointed record to the arena and the index (not yet to the queue).
+    fn restore(&mut self, r: RecordIn) -> Result<u32, &'static str> {
+        if self.find(r.query).is_some() {
+            return Err("a query is pending twice");
+        }
+        let words = HEADER_WORDS + r.slots.len();
+        let id = self.arena.alloc(words);
+        let record = self.arena.words_mut(id, words);
+        record[QUERY_LOW] = r.query as u64;
+        record[QUERY_HIGH] = (r.query >> 64) as u64;
+        record[TIMESTAMP] = r.timestamp as u64;
+        record[FIRST_ENGAGEMENT] = r.first_engagement as u64;
+        record[GROUP_UNIT] = u64::from(r.group) | (u64::from(r.unit) << 32);
+        record[LEN] = r.slots.len() as u64;
+        record[HEADER_WORDS..].copy_from_slice(&r.slots);
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.index.insert_unique(hasher.hash_one(r.query), id, |&id| hasher.hash_one(arena.query(id)));
+        Ok(id)
+    }
+}
+
+/// Reads one sequence of records into a set, appending them to the run or the heap array: the
+/// same place as when written, so the run stays sorted and the heap array a heap.
 struct RecordsIn<'a> {
     /// The set being restored.
     set: &'a mut PendingSet,
-    /// Whether these are the stragglers (else the run).
+    /// Whether these are the stragglers (each with its deadline), else the run.
     stragglers: bool,
 }
 
@@ -628,26 +705,14 @@ impl<'de> Visitor<'de> for RecordsIn<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let set = self.set;
-        while let Some(r) = seq.next_element::<RecordIn>()? {
-            if set.find(r.query).is_some() {
-                return Err(A::Error::custom("a query is pending twice"));
+        if self.stragglers {
+            while let Some((deadline, record)) = seq.next_element::<(EventTime, RecordIn)>()? {
+                let id = set.restore(record).map_err(A::Error::custom)?;
+                set.queue.stragglers.entries.push(Due { deadline, id });
             }
-            let words = HEADER_WORDS + r.slots.len();
-            let id = set.arena.alloc(words);
-            let record = set.arena.words_mut(id, words);
-            record[QUERY_LOW] = r.query as u64;
-            record[QUERY_HIGH] = (r.query >> 64) as u64;
-            record[TIMESTAMP] = r.timestamp as u64;
-            record[FIRST_ENGAGEMENT] = r.first_engagement as u64;
-            record[GROUP_UNIT] = u64::from(r.group) | (u64::from(r.unit) << 32);
-            record[LEN] = r.slots.len() as u64;
-            record[HEADER_WORDS..].copy_from_slice(&r.slots);
-            let (arena, hasher) = (&set.arena, &set.hasher);
-            set.index.insert_unique(hasher.hash_one(r.query), id, |&id| hasher.hash_one(arena.query(id)));
-            // The same place as when written: the run stays sorted, the heap array a heap.
-            if self.stragglers {
-                set.queue.stragglers.ids.push(id);
-            } else {
+        } else {
+            while let Some(record) = seq.next_element::<RecordIn>()? {
+                let id = set.restore(record).map_err(A::Error::custom)?;
                 set.queue.run.push_back(id);
             }
         }
@@ -692,23 +757,25 @@ mod tests {
 
     fn take(set: &mut PendingSet) -> Option<(Taken, Vec<u8>)> {
         let mut gains = Vec::new();
-        set.take_earliest(WINDOW, &mut gains).map(|t| (t, gains))
+        set.take_earliest(WINDOW, None, &mut gains).map(|t| (t, gains))
     }
 
     /// Every invariant the set relies on: the index and the queue hold exactly the live ids, the
     /// run is sorted, the heap is a heap, and the arena's word accounting matches the records.
     fn check(set: &PendingSet) {
         let mut indexed: Vec<u32> = set.index.iter().copied().collect();
-        let heap = &set.queue.stragglers.ids;
-        let mut heaped: Vec<u32> = set.queue.run.iter().chain(heap).copied().collect();
+        let heap = &set.queue.stragglers.entries;
+        let mut heaped: Vec<u32> = set.queue.run.iter().copied().chain(heap.iter().map(|due| due.id)).collect();
         indexed.sort_unstable();
         heaped.sort_unstable();
         assert_eq!(indexed, heaped);
-        for (i, &id) in heap.iter().enumerate().skip(1) {
-            assert!(!due_before(&set.arena, WINDOW, id, heap[(i - 1) / 2]), "heap order at {i}");
+        for (i, &due) in heap.iter().enumerate().skip(1) {
+            assert_eq!(due, Due::of(&set.arena, WINDOW, due.id), "deadline of {i}");
+            assert!(!due.before(heap[(i - 1) / 2], &set.arena), "heap order at {i}");
         }
         for pair in set.queue.run.iter().collect::<Vec<_>>().windows(2) {
-            assert!(due_before(&set.arena, WINDOW, *pair[0], *pair[1]), "run order");
+            let due = |id| Due::of(&set.arena, WINDOW, id);
+            assert!(due(*pair[0]).before(due(*pair[1]), &set.arena), "run order");
         }
         for &id in &heaped {
             assert_eq!(set.find(set.arena.query(id)), Some(id));
@@ -772,30 +839,46 @@ mod tests {
     }
 
     #[test]
-    fn late_arrivals_beyond_the_scan_become_stragglers_and_still_come_out_in_order() {
+    fn arrivals_out_of_order_go_into_the_run_within_reach_and_onto_the_heap_beyond() {
         let mut set = PendingSet::default();
-        for t in 10..30 {
+        for t in 10..110 {
             set.insert(t as QueryKey, t, 0, 0, &[], WINDOW);
         }
-        // Within RUN_SCAN places of the end: into the run; further: onto the heap.
-        set.insert(100, 25, 0, 0, &[], WINDOW);
-        set.insert(101, 12, 0, 0, &[], WINDOW);
-        set.insert(102, 0, 0, 0, &[], WINDOW);
-        assert_eq!((set.queue.run.len(), set.queue.stragglers.ids.len()), (21, 2));
+        // Into the run: a tie with the last (after it by query key), and every place back to
+        // RUN_REACH from the end (one back, then the binary search).
+        set.insert(1000, 109, 0, 0, &[], WINDOW);
+        for back in (1..RUN_REACH as i64).rev() {
+            set.insert(2000 + back as QueryKey, 109 - back, 0, 0, &[], WINDOW);
+        }
+        assert_eq!((set.queue.run.len(), set.queue.stragglers.entries.len()), (164, 0));
         check(&set);
-        // Take 0 to 19 (with both 12s), wrap the run's ring buffer: a checkpoint keeps both parts.
-        for _ in 0..12 {
-            take(&mut set);
+        // Beyond reach, and before everything: onto the heap.
+        set.insert(3000, 20, 0, 0, &[], WINDOW);
+        set.insert(3001, 0, 0, 0, &[], WINDOW);
+        assert_eq!((set.queue.run.len(), set.queue.stragglers.entries.len()), (164, 2));
+        // A short run takes an arrival earlier than all of it at its front.
+        let mut short = PendingSet::default();
+        short.insert(1, 50, 0, 0, &[], WINDOW);
+        short.insert(2, 60, 0, 0, &[], WINDOW);
+        short.insert(3, 10, 0, 0, &[], WINDOW);
+        assert_eq!(short.queue.run, [2, 0, 1].map(|i| i * HEADER_WORDS as u32));
+        check(&short);
+        // Take and append one at a time until the run's ring buffer wraps: a checkpoint keeps both
+        // parts, in order.
+        let mut expected: Vec<EventTime> =
+            (10..110).chain([109, 20, 0]).chain((1..RUN_REACH as i64).map(|b| 109 - b)).collect();
+        expected.sort_unstable();
+        let mut next = 110;
+        while set.queue.run.as_slices().1.is_empty() {
+            assert!(next < 1000, "the ring buffer never wrapped");
+            assert_eq!(take(&mut set).unwrap().0.timestamp, expected.remove(0));
+            set.insert(next as QueryKey, next, 0, 0, &[], WINDOW);
+            expected.push(next);
+            next += 1;
         }
-        for t in 30..45 {
-            set.insert(t as QueryKey, t, 0, 0, &[], WINDOW);
-        }
-        assert!(!set.queue.run.as_slices().1.is_empty(), "wrapped");
         let mut set: PendingSet = postcard::from_bytes(&postcard::to_stdvec(&set).unwrap()).unwrap();
         check(&set);
         let order: Vec<EventTime> = std::iter::from_fn(|| take(&mut set)).map(|(t, _)| t.timestamp).collect();
-        let mut expected: Vec<EventTime> = (20..45).chain([25]).collect();
-        expected.sort_unstable();
         assert_eq!(order, expected);
     }
 
@@ -805,7 +888,8 @@ mod tests {
         set.insert(2, EventTime::MAX - 10, 0, 0, &[], WINDOW);
         set.insert(1, EventTime::MAX - 50, 0, 0, &[], WINDOW);
         set.insert(3, 0, 0, 0, &[], WINDOW);
-        assert_eq!(set.earliest_deadline(WINDOW), Some(WINDOW));
+        let mut gains = Vec::new();
+        assert_eq!(set.take_earliest(WINDOW, Some(WINDOW), &mut gains), None, "due at WINDOW, not before");
         let order: Vec<QueryKey> = std::iter::from_fn(|| take(&mut set)).map(|(t, _)| t.query).collect();
         assert_eq!(order, [3, 1, 2], "both others saturate to the same deadline");
     }
@@ -819,9 +903,11 @@ mod tests {
         let (early, _) = take(&mut set).unwrap();
         let reused = set.insert(3, 9000, 0, 0, &docs(2), WINDOW).unwrap();
         assert_eq!((early.query, reused), (1, 0));
-        assert_eq!(set.earliest_deadline(WINDOW), Some(5000 + WINDOW));
-        let order: Vec<QueryKey> = std::iter::from_fn(|| take(&mut set)).map(|(t, _)| t.query).collect();
-        assert_eq!(order, [2, 3]);
+        let mut gains = Vec::new();
+        assert_eq!(set.take_earliest(WINDOW, Some(5000 + WINDOW), &mut gains), None);
+        assert_eq!(set.take_earliest(WINDOW, Some(5001 + WINDOW), &mut gains).map(|t| t.query), Some(2));
+        assert_eq!(take(&mut set).map(|(t, _)| t.query), Some(3));
+        assert_eq!(take(&mut set), None);
         assert!(set.find(1).is_none());
     }
 
