@@ -17,7 +17,7 @@ use crate::engine::{Engine, EngineSnapshot};
 
 const MAGIC: [u8; 8] = *b"RPULSECK";
 /// Bumped whenever the payload layout changes (3: pending impressions as a deadline-ordered run
-/// and a heap of stragglers, without the separate deadline heap).
+/// of records and a heap of records with their deadlines, no separate deadline heap).
 pub const FORMAT_VERSION: u32 = 3;
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 const PREFIX: &str = "checkpoint-";
