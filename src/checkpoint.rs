@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use crate::engine::{Engine, EngineSnapshot};
 
 const MAGIC: [u8; 8] = *b"RPULSECK";
-/// Bumped whenever the payload layout changes.
-pub const FORMAT_VERSION: u32 = 2;
+/// Bumped whenever the payload layout changes (3: pending impressions as a deadline-ordered run
+/// of records and a heap of records with their deadlines, no separate deadline heap).
+pub const FORMAT_VERSION: u32 = 3;
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 const PREFIX: &str = "checkpoint-";
 const SUFFIX: &str = ".bin";

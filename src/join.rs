@@ -2,7 +2,8 @@
 //! co-partitioned impressions and engagements topics).
 //!
 //! State is keyed by time and expired by the watermark: pending impressions wait in a
-//! deadline-ordered heap until the watermark passes `timestamp + attribution_window`;
+//! deadline-ordered heap until the watermark passes `timestamp + attribution_window` (how they
+//! are stored compactly is [`pending`]'s business);
 //! engagements that arrive before their impression wait in a second heap until the watermark
 //! passes their own timestamp, after which no impression they could belong to can still be
 //! accepted, and they are orphaned. De-duplication memory is expired the same way. The watermark
@@ -24,6 +25,8 @@
 //! * when the engine's state limits are reached, the impression with the earliest deadline is
 //!   finalized early (*evicted*) and the oldest held engagement is dropped (*evicted*).
 
+mod pending;
+
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -34,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::accumulate::GroupId;
 use crate::event::{DocKey, EventKind, QueryKey};
 use crate::time::EventTime;
+use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
 
 /// The identity of an engagement for de-duplication: a 128-bit hash of its `event_id`, or of
 /// its query, document, action and timestamp when it has none.
@@ -65,51 +69,6 @@ impl InputClock {
     pub fn is_active(&self, now: Instant, idle_timeout: Duration) -> bool {
         self.last_active.is_some_and(|t| now.saturating_duration_since(t) < idle_timeout)
     }
-}
-
-/// One shown result: the low 56 bits of its id hash and, in the high byte, its gain so far.
-/// Packing both keeps a pending impression to a single allocation of 8 bytes per result; a
-/// collision of 56-bit hashes within one result list is out of reach (about 2^-50 for 200
-/// results).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-struct Slot(u64);
-
-impl Slot {
-    const DOC_BITS: u32 = 56;
-    const DOC_MASK: u64 = (1 << Self::DOC_BITS) - 1;
-
-    fn new(doc: DocKey) -> Self {
-        Slot(doc & Self::DOC_MASK)
-    }
-    fn is(self, doc: DocKey) -> bool {
-        self.0 & Self::DOC_MASK == doc & Self::DOC_MASK
-    }
-    fn gain(self) -> u8 {
-        (self.0 >> Self::DOC_BITS) as u8
-    }
-    fn raise_gain(&mut self, gain: u8) {
-        if gain > self.gain() {
-            self.0 = (self.0 & Self::DOC_MASK) | (u64::from(gain) << Self::DOC_BITS);
-        }
-    }
-}
-
-/// No engagement attributed yet.
-const NO_ENGAGEMENT: EventTime = EventTime::MAX;
-
-/// An impression waiting for its attribution window to close.
-#[derive(Debug, Serialize, Deserialize)]
-struct PendingImpression {
-    timestamp: EventTime,
-    /// Timestamp of the earliest attributed engagement on a shown result (or [`NO_ENGAGEMENT`]),
-    /// for the delay histogram.
-    first_engagement: EventTime,
-    group: GroupId,
-    /// 32-bit hash of the impression's A/B unit (client or session; 0 when the unit is the
-    /// impression itself). A u32 sits in the padding after `group`, so it costs no memory.
-    unit: u32,
-    /// Results in rank order with their gains.
-    slots: Box<[Slot]>,
 }
 
 /// An engagement that arrived before its impression.
@@ -239,10 +198,8 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
 /// Join state of one shard.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Shard {
-    pending: HashMap<QueryKey, PendingImpression>,
-    /// (deadline, query) of every pending impression, earliest deadline first; entries of
-    /// impressions evicted early are skipped when they surface.
-    deadlines: BinaryHeap<Reverse<(EventTime, QueryKey)>>,
+    /// Impressions waiting for their attribution window to close, by query and by deadline.
+    pending: PendingSet,
     held: HashMap<QueryKey, Vec<HeldEngagement>>,
     /// (timestamp, query) of every held engagement, earliest first.
     held_expiry: BinaryHeap<Reverse<(EventTime, QueryKey)>>,
@@ -314,21 +271,13 @@ impl Shard {
         if self.passed(deadline) {
             return ImpressionOutcome::Late;
         }
-        let impression = match self.pending.entry(query) {
-            Entry::Occupied(_) => return ImpressionOutcome::Duplicate,
-            Entry::Vacant(slot) => slot.insert(PendingImpression {
-                timestamp,
-                first_engagement: NO_ENGAGEMENT,
-                group,
-                unit,
-                slots: docs.iter().map(|&d| Slot::new(d)).collect(),
-            }),
+        let Some(id) = self.pending.insert(query, timestamp, group, unit, docs, settings.attribution_window) else {
+            return ImpressionOutcome::Duplicate;
         };
-        self.deadlines.push(Reverse((deadline, query)));
         if let Some(held) = self.held.remove(&query) {
             self.held_count -= held.len();
             for e in held {
-                let outcome = attribute(impression, e.timestamp, e.doc, e.gain, settings);
+                let outcome = attribute(self.pending.get_mut(id), e.timestamp, e.doc, e.gain, settings);
                 self.tally.count(outcome);
             }
             // Their expiry entries stay in the heap and are skipped when they surface.
@@ -349,8 +298,8 @@ impl Shard {
         let outcome = if !self.seen_engagements.insert(identity, timestamp.saturating_add(settings.attribution_window))
         {
             EngagementOutcome::Duplicate
-        } else if let Some(impression) = self.pending.get_mut(&query) {
-            attribute(impression, timestamp, doc, gain, settings)
+        } else if let Some(id) = self.pending.find(query) {
+            attribute(self.pending.get_mut(id), timestamp, doc, gain, settings)
         } else if self.passed(timestamp) || self.finalized_recently.contains(&query) {
             EngagementOutcome::Late
         } else {
@@ -370,13 +319,7 @@ impl Shard {
             return;
         }
         self.watermark = Some(watermark);
-        while let Some(&Reverse((deadline, query))) = self.deadlines.peek() {
-            if deadline >= watermark {
-                break;
-            }
-            self.deadlines.pop();
-            self.finalize(query, settings, &mut on_final);
-        }
+        while self.finalize_earliest(Some(watermark), settings, &mut on_final) {}
         while let Some(&Reverse((timestamp, query))) = self.held_expiry.peek() {
             if timestamp >= watermark {
                 break;
@@ -399,15 +342,21 @@ impl Shard {
         self.finalized_recently.expire(watermark);
     }
 
-    /// Finalizes one pending impression (if it still is) and remembers its query.
-    fn finalize(&mut self, query: QueryKey, settings: &JoinSettings, on_final: &mut impl FnMut(Finalized<'_>)) -> bool {
-        let Some(p) = self.pending.remove(&query) else { return false };
-        self.gains_scratch.clear();
-        self.gains_scratch.extend(p.slots.iter().map(|s| s.gain()));
+    /// Finalizes the pending impression with the earliest deadline, if that deadline is before
+    /// `limit` (or whatever it is, when `None`), and remembers its query; false if there is none.
+    fn finalize_earliest(
+        &mut self,
+        limit: Option<EventTime>,
+        settings: &JoinSettings,
+        on_final: &mut impl FnMut(Finalized<'_>),
+    ) -> bool {
+        let Some(p) = self.pending.take_earliest(settings.attribution_window, limit, &mut self.gains_scratch) else {
+            return false;
+        };
         let deadline = p.timestamp.saturating_add(settings.attribution_window);
-        self.finalized_recently.insert(query, deadline.saturating_add(settings.attribution_window));
+        self.finalized_recently.insert(p.query, deadline.saturating_add(settings.attribution_window));
         on_final(Finalized {
-            query,
+            query: p.query,
             timestamp: p.timestamp,
             group: p.group,
             unit: p.unit,
@@ -420,12 +369,7 @@ impl Shard {
     /// Finalizes the pending impression with the earliest deadline before its time, to bound
     /// memory. False if nothing is pending.
     pub fn evict_oldest_pending(&mut self, settings: &JoinSettings, mut on_final: impl FnMut(Finalized<'_>)) -> bool {
-        while let Some(Reverse((_, query))) = self.deadlines.pop() {
-            if self.finalize(query, settings, &mut on_final) {
-                return true;
-            }
-        }
-        false
+        self.finalize_earliest(None, settings, &mut on_final)
     }
 
     /// Drops the held engagement with the earliest timestamp, to bound memory.
@@ -465,21 +409,21 @@ impl Shard {
 
 /// Applies one engagement to a pending impression: the attribution rule.
 fn attribute(
-    p: &mut PendingImpression,
+    mut p: PendingMut<'_>,
     timestamp: EventTime,
     doc: DocKey,
     gain: u8,
     settings: &JoinSettings,
 ) -> EngagementOutcome {
-    if timestamp < p.timestamp || timestamp - p.timestamp > settings.attribution_window {
+    let shown_at = p.timestamp();
+    if timestamp < shown_at || timestamp - shown_at > settings.attribution_window {
         return EngagementOutcome::OutsideWindow;
     }
     // The first occurrence of a repeated result id is the one engaged with.
-    let Some(slot) = p.slots.iter_mut().find(|s| s.is(doc)) else {
+    if !p.raise_gain(doc, gain) {
         return EngagementOutcome::NotShown;
-    };
-    slot.raise_gain(gain);
-    p.first_engagement = p.first_engagement.min(timestamp);
+    }
+    p.note_engagement(timestamp);
     EngagementOutcome::Attributed
 }
 
@@ -594,6 +538,88 @@ mod tests {
         assert_eq!(s.offer_impression(1, 1400, 0, 0, &[10], &SETTINGS), ImpressionOutcome::Pending);
     }
 
+    /// A finalized impression as a test sees it: query, timestamp, group, unit, gains, delay.
+    type FinalizedRow = (QueryKey, EventTime, GroupId, u32, Vec<u8>, Option<i64>);
+
+    /// Everything a shard reports while fed: outcomes, finalized impressions, tally, sizes.
+    #[derive(Debug, PartialEq)]
+    struct Observed {
+        /// Every impression and engagement outcome, in order.
+        outcomes: Vec<String>,
+        /// Every finalized impression, in order.
+        finalized: Vec<FinalizedRow>,
+        /// The engagement counts at the end.
+        tally: EngagementTally,
+        /// Pending, held and de-duplication sizes at the end.
+        sizes: (usize, usize, usize),
+    }
+
+    /// Feeds a shard a mix of events from time `start` (new impressions, engagements for them and
+    /// for the queries `0..40` and `500..540`, impressions for the latter, duplicates, late ones,
+    /// evictions, watermark advances), then drains it.
+    fn feed(s: &mut Shard, start: EventTime) -> Observed {
+        let mut o = Observed {
+            outcomes: Vec::new(),
+            finalized: Vec::new(),
+            tally: EngagementTally::default(),
+            sizes: (0, 0, 0),
+        };
+        let mut record = |f: Finalized<'_>| {
+            o.finalized.push((f.query, f.timestamp, f.group, f.unit, f.gains.to_vec(), f.first_engagement_delay_ms))
+        };
+        for i in 0..120u64 {
+            let t = start + (i as i64 * 7) % 150;
+            let (q, docs) = (u128::from(i % 45) + 1000, [i % 5, i % 3, 7]);
+            let outcome = match i % 6 {
+                0 => format!("{:?}", s.offer_impression(q, t, (i % 3) as u32, i as u32, &docs, &SETTINGS)),
+                1 => format!("{:?}", s.offer_engagement(q, u128::from(i), t + 5, i % 5, (i % 4) as u8, &SETTINGS)),
+                2 => format!("{:?}", s.offer_engagement(u128::from(i % 40), u128::from(i), t - 60, 3, 3, &SETTINGS)),
+                3 => format!("{:?}", s.offer_impression(u128::from(i % 40) + 500, t - 70, 1, 1, &[3, 4], &SETTINGS)),
+                4 => format!("{:?}", s.offer_engagement(q, u128::from(i % 7), t, 7, 2, &SETTINGS)),
+                _ => {
+                    s.evict_oldest_pending(&SETTINGS, &mut record);
+                    s.evict_oldest_held();
+                    s.evict_oldest_dedup_key();
+                    s.advance(start + i as i64 - 40, &SETTINGS, &mut record);
+                    continue;
+                }
+            };
+            o.outcomes.push(outcome);
+        }
+        s.drain(&SETTINGS, &mut record);
+        o.tally = s.tally;
+        o.sizes = (s.pending_len(), s.held_len(), s.dedup_len());
+        o
+    }
+
+    #[test]
+    fn a_checkpointed_shard_behaves_exactly_like_the_original() {
+        let mut original = Shard::default();
+        // Pending impressions (engaged and not), held engagements, an evicted impression and
+        // held engagement, de-duplication memory; then a checkpoint.
+        for q in 0..40u128 {
+            let t = 5000 + (q as i64 * 37) % 90;
+            original.offer_impression(q, t, 1, q as u32, &[q as u64, 3, 9], &SETTINGS);
+            original.offer_engagement(q, 10_000 + q, t + 3, 3, 2, &SETTINGS);
+            original.offer_engagement(q + 500, 20_000 + q, 5080 + q as i64, 4, 1, &SETTINGS);
+        }
+        let mut evicted = Vec::new();
+        assert!(original.evict_oldest_pending(&SETTINGS, |f| evicted.push(f.query)));
+        assert!(original.evict_oldest_held());
+        original.advance(5030, &SETTINGS, |f| evicted.push(f.query));
+        assert!(original.pending_len() > 20 && original.held_len() > 20 && original.tally.evicted == 1);
+        assert!(evicted.len() == 1 && original.dedup_len() > 40);
+        let bytes = postcard::to_stdvec(&original).unwrap();
+        let mut restored: Shard = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(
+            (restored.pending_len(), restored.held_len(), restored.dedup_len(), restored.watermark()),
+            (original.pending_len(), original.held_len(), original.dedup_len(), original.watermark())
+        );
+        let (a, b) = (feed(&mut restored, 5040), feed(&mut original, 5040));
+        assert!(a.finalized.len() > 60 && a.tally.attributed > 40 && a.tally.orphaned > 0, "{a:?}");
+        assert_eq!(a, b);
+    }
+
     #[test]
     fn eviction_finalizes_the_earliest_deadline_and_drops_the_oldest_held() {
         let mut s = Shard::default();
@@ -610,15 +636,5 @@ mod tests {
         // The survivor is the later one: an impression for query 9 still finds it.
         s.offer_impression(9, 4990, 0, 0, &[10], &SETTINGS);
         assert_eq!(s.tally.attributed, 2);
-    }
-
-    #[test]
-    fn gains_pack_with_the_document() {
-        let mut slot = Slot::new(u64::MAX);
-        assert!(slot.is(u64::MAX) && slot.gain() == 0);
-        slot.raise_gain(3);
-        slot.raise_gain(1);
-        assert!(slot.is(u64::MAX) && slot.gain() == 3);
-        assert!(!slot.is(7));
     }
 }
