@@ -604,15 +604,26 @@ impl Engine {
         }
         let key = query_key(&impression.query_id);
         let unit = self.unit_hash(&impression);
-        let shard = Self::shard(&mut self.shards, partition);
+        let Engine { shards, state, join, aggregation, counters, scratch_docs, .. } = self;
+        let shard = Self::shard(shards, partition);
         shard.observe(EventKind::Impression, Some(impression.timestamp), now);
-        let outcome = self.state.track(shard, |s| {
-            s.offer_impression(key, impression.timestamp, group, unit, &self.scratch_docs, &self.join)
-        });
+        let offer = |s: &mut Shard| s.offer_impression(key, impression.timestamp, group, unit, scratch_docs, join);
+        let mut outcome = state.track(shard, &offer);
+        while outcome == ImpressionOutcome::StateFull {
+            // As for `join.max_pending_impressions`: the earliest deadline is finalized early.
+            if !state.track(shard, |s| s.evict_oldest_pending(join, |f| aggregation.finalize(f))) {
+                break;
+            }
+            counters.impressions_evicted += 1;
+            outcome = state.track(shard, &offer);
+        }
         match outcome {
             ImpressionOutcome::Pending => self.enforce_state_limits(partition),
             ImpressionOutcome::Duplicate => self.counters.impressions_duplicate += 1,
             ImpressionOutcome::Late => self.counters.impressions_late += 1,
+            // Nothing pending and still no room cannot happen (an empty shard compacts to
+            // nothing); counted rather than lost silently if it ever did.
+            ImpressionOutcome::StateFull => self.counters.impressions_evicted += 1,
         }
         Ok(())
     }

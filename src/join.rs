@@ -85,6 +85,9 @@ pub enum ImpressionOutcome {
     Pending,
     Duplicate,
     Late,
+    /// Not taken: the shard's pending records fill the 32 GiB their ids address. The caller
+    /// finalizes the earliest impression early (an eviction) and offers it again.
+    StateFull,
 }
 
 /// What happened to an engagement offered to the join (or released from holding).
@@ -270,6 +273,12 @@ impl Shard {
         let deadline = timestamp.saturating_add(settings.attribution_window);
         if self.passed(deadline) {
             return ImpressionOutcome::Late;
+        }
+        if !self.pending.has_room(docs.len()) {
+            return match self.pending.find(query) {
+                Some(_) => ImpressionOutcome::Duplicate,
+                None => ImpressionOutcome::StateFull,
+            };
         }
         let Some(id) = self.pending.insert(query, timestamp, group, unit, docs, settings.attribution_window) else {
             return ImpressionOutcome::Duplicate;
@@ -636,5 +645,25 @@ mod tests {
         // The survivor is the later one: an impression for query 9 still finds it.
         s.offer_impression(9, 4990, 0, 0, &[10], &SETTINGS);
         assert_eq!(s.tally.attributed, 2);
+    }
+
+    #[test]
+    fn a_shard_whose_records_fill_their_id_space_asks_for_an_eviction() {
+        let mut s = Shard::default();
+        s.pending.limit_chunks(1);
+        // 1,000-result records: 16 fit in one 128 KiB chunk.
+        let docs: Vec<DocKey> = (0..1000).collect();
+        let mut query = 0;
+        while s.offer_impression(query, 1000 + query as i64, 0, 0, &docs, &SETTINGS) == ImpressionOutcome::Pending {
+            query += 1;
+        }
+        assert_eq!((query, s.pending_len()), (16, 16));
+        assert_eq!(s.offer_impression(query, 2000, 0, 0, &docs, &SETTINGS), ImpressionOutcome::StateFull);
+        // A duplicate is still a duplicate when there is no room.
+        assert_eq!(s.offer_impression(3, 2000, 0, 0, &docs, &SETTINGS), ImpressionOutcome::Duplicate);
+        let mut evicted = Vec::new();
+        assert!(s.evict_oldest_pending(&SETTINGS, |f| evicted.push(f.query)));
+        assert_eq!(evicted, vec![0]);
+        assert_eq!(s.offer_impression(query, 2000, 0, 0, &docs, &SETTINGS), ImpressionOutcome::Pending);
     }
 }

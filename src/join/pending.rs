@@ -127,6 +127,9 @@ struct Arena {
     /// Words of ordinary chunks holding no live record: free records and the chunk tails left
     /// when the next record did not fit. What compaction would give back.
     dead_words: usize,
+    /// The most chunks there may be, when below the [`MAX_CHUNKS`] ids address (0): only
+    /// tests lower it, since they cannot fill 32 GiB.
+    chunk_limit: usize,
 }
 
 impl Arena {
@@ -173,6 +176,24 @@ impl Arena {
             && self.free.get(words - HEADER_WORDS).is_none_or(|&head| head == NONE)
             && !matches!(self.bump, Some((_, used)) if used + words <= CHUNK_WORDS)
             && self.dead_words >= self.live_words.max(CHUNK_WORDS)
+    }
+
+    /// Whether [`Arena::alloc`] finds room for `words` words within the chunks ids can address.
+    fn has_room(&self, words: usize) -> bool {
+        if self.chunks.len() < self.max_chunks() || !self.vacant.is_empty() {
+            return true;
+        }
+        words <= BIG_WORDS
+            && (self.free.get(words - HEADER_WORDS).is_some_and(|&head| head != NONE)
+                || matches!(self.bump, Some((_, used)) if used + words <= CHUNK_WORDS))
+    }
+
+    fn max_chunks(&self) -> usize {
+        if self.chunk_limit == 0 {
+            MAX_CHUNKS
+        } else {
+            self.chunk_limit
+        }
     }
 
     /// Room for a record of `words` words (its content is left for the caller to write).
@@ -227,7 +248,8 @@ impl Arena {
             self.chunks[c as usize] = chunk;
             return c as usize;
         }
-        assert!(self.chunks.len() < MAX_CHUNKS, "one shard's pending impressions outgrew 32 GiB");
+        // Unreachable: inserts first ask `PendingSet::has_room`.
+        assert!(self.chunks.len() < self.max_chunks(), "one shard's pending impressions outgrew 32 GiB");
         self.chunks.push(chunk);
         self.chunks.len() - 1
     }
@@ -483,6 +505,20 @@ impl PendingSet {
     }
 
     /// The id of the pending impression of this query.
+    /// Whether an impression of `results` results fits, possibly after a compaction: false only
+    /// when one shard's records would outgrow the 32 GiB its 32-bit ids address, and then the
+    /// caller makes room by finalizing the earliest impression early, as for any state limit.
+    pub(super) fn has_room(&self, results: usize) -> bool {
+        let words = HEADER_WORDS + results;
+        self.arena.has_room(words) || self.arena.needs_compaction(words)
+    }
+
+    /// Caps the arena at `chunks` chunks, so tests can reach the limit 32-bit ids impose.
+    #[cfg(test)]
+    pub(super) fn limit_chunks(&mut self, chunks: usize) {
+        self.arena.chunk_limit = chunks;
+    }
+
     pub(super) fn find(&self, query: QueryKey) -> Option<u32> {
         let arena = &self.arena;
         self.index.find(self.hasher.hash_one(query), |&id| arena.query(id) == query).copied()
@@ -575,6 +611,7 @@ impl PendingSet {
         ids.extend(self.queue.run.drain(..));
         ids.sort_unstable();
         let mut old = std::mem::take(&mut self.arena);
+        self.arena.chunk_limit = old.chunk_limit;
         let mut copying = None;
         for id in &mut ids {
             let (chunk, _) = Arena::locate(*id);
