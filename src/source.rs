@@ -48,6 +48,8 @@ pub enum SourceError {
     Create(#[source] KafkaError),
     #[error("subscribing to {topics:?}: {source}")]
     Subscribe { topics: [String; 2], source: KafkaError },
+    #[error("the consumer thread stopped without its final checkpoint (it panicked); a restart resumes from the last checkpoint")]
+    ConsumerThread,
 }
 
 /// Where and how often state is checkpointed; `None` in the demo, which has nothing to resume.
@@ -292,9 +294,8 @@ pub async fn run(
             let _ = finished.send(());
         })
         .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the consumer thread: {e}"))))?;
-    // The thread always reports; a dropped sender means it panicked, which ends the source too.
-    let _ = done.await;
-    Ok(())
+    // The thread reports when it has checkpointed and stopped; a dropped sender means it panicked.
+    done.await.map_err(|_| SourceError::ConsumerThread)
 }
 
 /// Everything the consumer thread owns.
