@@ -262,7 +262,7 @@ fn checkpoint_and_commit(
 ///
 /// The consumer runs on a thread of its own: polling librdkafka is a blocking call, and a
 /// dedicated thread polls it directly, without an async wake-up, a `select!` over timers and a
-/// shutdown future per message (which had cost more than decoding and joining the message).
+/// shutdown future per message.
 pub async fn run(
     cfg: &KafkaConfig,
     engine: SharedEngine,
@@ -300,13 +300,19 @@ pub async fn run(
 
 /// Everything the consumer thread owns.
 struct ConsumeLoop {
+    /// Polled only by this thread, which is also where its rebalance callbacks run.
     consumer: BaseConsumer<SourceContext>,
+    /// Locked per message, never across a poll (the rebalance callback locks it too).
     engine: SharedEngine,
+    /// Readiness: lost on consume errors, regained with the next message.
     health: Arc<Health>,
+    /// Checked between messages; the loop then checkpoints and commits one last time.
     shutdown: Shutdown,
+    /// Where checkpoints go; `None` in the demo, which only commits.
     store: Option<Store>,
     /// Impressions topic, engagements topic: a message's kind is the index of its topic.
     topics: [String; 2],
+    /// How often the state is checkpointed and the offsets it covers committed.
     checkpoint_interval: Duration,
 }
 
