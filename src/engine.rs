@@ -608,14 +608,14 @@ impl Engine {
         let shard = Self::shard(shards, partition);
         shard.observe(EventKind::Impression, Some(impression.timestamp), now);
         let offer = |s: &mut Shard| s.offer_impression(key, impression.timestamp, group, unit, scratch_docs, join);
-        let mut outcome = state.track(shard, &offer);
+        let mut outcome = state.track(shard, offer);
         while outcome == ImpressionOutcome::StateFull {
             // As for `join.max_pending_impressions`: the earliest deadline is finalized early.
             if !state.track(shard, |s| s.evict_oldest_pending(join, |f| aggregation.finalize(f))) {
                 break;
             }
             counters.impressions_evicted += 1;
-            outcome = state.track(shard, &offer);
+            outcome = state.track(shard, offer);
         }
         match outcome {
             ImpressionOutcome::Pending => self.enforce_state_limits(partition),

@@ -179,7 +179,10 @@ impl<'a> Cursor<'a> {
                     self.skip_value(depth + 1)?;
                     match self.peek()? {
                         b',' => self.at += 1,
-                        b'}' => return Some(self.at += 1),
+                        b'}' => {
+                            self.at += 1;
+                            return Some(());
+                        }
                         _ => return None,
                     }
                 }
@@ -193,7 +196,10 @@ impl<'a> Cursor<'a> {
                     self.skip_value(depth + 1)?;
                     match self.peek()? {
                         b',' => self.at += 1,
-                        b']' => return Some(self.at += 1),
+                        b']' => {
+                            self.at += 1;
+                            return Some(());
+                        }
                         _ => return None,
                     }
                 }
