@@ -12,9 +12,9 @@
 //! |---|---|---|
 //! | [`config`] | start-up | the TOML schema, defaults, env overrides, cross-field checks |
 //! | [`time`] | everywhere | event timestamps (ms since epoch) and duration strings |
-//! | [`event`] | decoding | turning a message's bytes into a borrowed impression or engagement, or a reject reason |
+//! | [`event`] | decoding | turning a message's bytes into a borrowed impression or engagement, or a reject reason (a strict one-pass scanner, serde_json behind it as the reference) |
 //! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
-//! | [`join`] | attribution | per-partition pending impressions, held engagements, input clocks |
+//! | [`join`] | attribution | per-partition pending impressions (word records in a chunked arena, ordered by deadline), held engagements, input clocks |
 //! | [`accumulate`] | aggregation | exact (fixed-point) sums, sums of squares and unit buckets per group, cumulative and per tumbling window |
 //! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test |
 //! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators |
@@ -22,12 +22,12 @@
 //! | [`export`] | output | Prometheus text exposition, `/healthz`, `/readyz`, the A/B API `/api/v1/experiments` |
 //! | [`publish`] | output | the A/B output topic: one record per experiment and closed window, at least once |
 //! | [`checkpoint`] | durability | the engine's state and input offsets, written atomically, read back on start |
-//! | [`source`] | input | the Kafka consumer: offsets stored after processing, commits on revoke and shutdown |
-//! | [`replay`] | input | JSON-lines files merged on event time through the same engine |
+//! | [`source`] | input | the Kafka consumer on its own thread: offsets stored after processing, commits on revoke and shutdown |
+//! | [`replay`] | input | JSON-lines files, read and timed on reader threads, merged on event time through the same engine |
 //! | [`ubi`] | decoding | OpenSearch UBI query and event documents as impressions and engagements; the per-input format choice |
 //! | [`demo`] | demo | in-process Kafka cluster and a realistic A/B traffic generator |
 //! | [`shutdown`] | lifecycle | the one signal every task listens to |
-//! | [`commands`] | CLI | `demo`, `serve`, `replay`, `check-config` |
+//! | [`commands`] | CLI | `demo`, `serve`, `replay`, `generate`, `produce`, `check-config` |
 //!
 //! The engine is deliberately synchronous and owns all evaluation state: the Kafka source and
 //! `replay` feed it the same way, which is why offline backfills and online numbers agree.
