@@ -122,6 +122,17 @@ impl<'a> Cursor<'a> {
         Some(if negative { -magnitude } else { magnitude })
     }
 
+    /// After a list element: a comma (another element follows: true) or the list's closing
+    /// byte (false), consumed; anything else fails.
+    fn more(&mut self, close: u8) -> Option<bool> {
+        let next = self.peek()?;
+        if next != b',' && next != close {
+            return None;
+        }
+        self.at += 1;
+        Some(next == b',')
+    }
+
     fn literal(&mut self, word: &str) -> Option<()> {
         self.skip_whitespace();
         self.bytes()[self.at..].starts_with(word.as_bytes()).then(|| self.at += word.len())
@@ -177,13 +188,8 @@ impl<'a> Cursor<'a> {
                     self.string()?;
                     self.eat(b':')?;
                     self.skip_value(depth + 1)?;
-                    match self.peek()? {
-                        b',' => self.at += 1,
-                        b'}' => {
-                            self.at += 1;
-                            return Some(());
-                        }
-                        _ => return None,
+                    if !self.more(b'}')? {
+                        return Some(());
                     }
                 }
             }
@@ -194,13 +200,8 @@ impl<'a> Cursor<'a> {
                 }
                 loop {
                     self.skip_value(depth + 1)?;
-                    match self.peek()? {
-                        b',' => self.at += 1,
-                        b']' => {
-                            self.at += 1;
-                            return Some(());
-                        }
-                        _ => return None,
+                    if !self.more(b']')? {
+                        return Some(());
                     }
                 }
             }
@@ -246,13 +247,8 @@ impl<'a> Cursor<'a> {
                 let key = self.string()?;
                 self.eat(b':')?;
                 field(self, key)?;
-                match self.peek()? {
-                    b',' => self.at += 1,
-                    b'}' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
+                if !self.more(b'}')? {
+                    break;
                 }
             }
         }
@@ -282,13 +278,8 @@ pub(super) fn impression<'a>(text: &'a str, results: &mut Vec<DocKey>) -> Option
                             let id = c.string()?;
                             fields.empty_result_id |= id.is_empty();
                             results.push(doc_key(id));
-                            match c.peek()? {
-                                b',' => c.at += 1,
-                                b']' => {
-                                    c.at += 1;
-                                    break;
-                                }
-                                _ => return None,
+                            if !c.more(b']')? {
+                                break;
                             }
                         }
                     }
