@@ -11,13 +11,15 @@
 //! 3. Bytes per pending impression (10 results) at one million pending, from a counting allocator.
 //! 4. Time to render `/metrics` with about 1,000 series; p50 and p99 per-message processing time.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rankpulse::config::Config;
 use rankpulse::engine::Engine;
+use rankpulse::engine::SharedEngine;
 use rankpulse::event::EventKind;
-use rankpulse::export::{self, Health};
+use rankpulse::export;
+use rankpulse::health::Health;
 use rankpulse::shutdown::Shutdown;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -124,7 +126,7 @@ fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
         cfg.kafka.engagements_topic = ENG_TOPIC.into();
         cfg.join.attribution_window = "5s".parse().unwrap();
         cfg.join.max_out_of_orderness = "2s".parse().unwrap();
-        let engine = Arc::new(Mutex::new(Engine::new(&cfg)));
+        let engine = SharedEngine::new(Engine::new(&cfg));
         let shutdown = Shutdown::new();
         let runner = {
             let (engine, shutdown, kafka) = (engine.clone(), shutdown.clone(), cfg.kafka.clone());
@@ -145,7 +147,7 @@ fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
         let mut first = None;
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let n = consumed(&engine.lock().unwrap());
+            let n = consumed(&engine.lock());
             assert!(Instant::now() < deadline, "pipeline consumed {n} of {total} messages");
             if n > 0 {
                 first.get_or_insert_with(Instant::now);
@@ -158,7 +160,7 @@ fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
         let rate = total as f64 / first.unwrap().elapsed().as_secs_f64();
         shutdown.trigger();
         runner.join().unwrap();
-        let engine = Arc::try_unwrap(engine).ok().unwrap().into_inner().unwrap();
+        let engine = engine.into_inner().unwrap();
         (rate, engine)
     };
 
@@ -269,7 +271,7 @@ fn render(results: &mut serde_json::Map<String, serde_json::Value>) {
             engine.process(EventKind::Impression, 0, payload.as_bytes(), now).unwrap();
         }
         engine.finish();
-        let registry = export::registry(Arc::new(Mutex::new(engine)));
+        let registry = export::registry(SharedEngine::new(engine));
         let text = export::render(&registry);
         (registry, text.lines().filter(|l| !l.starts_with('#')).count())
     };

@@ -6,8 +6,7 @@
 //! no label maps and no atomics, and a scrape costs one short lock.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -19,30 +18,12 @@ use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricT
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use crate::accumulate::{FoldedLabel, GroupStats};
-use crate::engine::{Distribution, Engine};
+use crate::engine::{Distribution, Engine, SharedEngine};
 use crate::event::{EventKind, RejectReason};
 use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
+use crate::health::Health;
 use crate::metrics::{recall_level_label, MetricKind};
 use crate::shutdown::Shutdown;
-
-/// Shared handle on the engine: the source mutates it, scrapes read it.
-pub type SharedEngine = Arc<Mutex<Engine>>;
-
-/// Liveness and readiness, set by the source and read by the probes.
-#[derive(Debug, Default)]
-pub struct Health {
-    /// True while the consumer has partitions assigned and the brokers are reachable.
-    ready: AtomicBool,
-}
-
-impl Health {
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Relaxed);
-    }
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
-    }
-}
 
 /// The contract's name and help text for each per-impression metric kind.
 fn summary_family(kind: MetricKind) -> Option<(&'static str, &'static str)> {
@@ -461,7 +442,7 @@ impl Collector for EngineCollector {
         self.descs.iter().collect()
     }
     fn collect(&self) -> Vec<MetricFamily> {
-        let engine = self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let engine = self.engine.lock();
         gather(&engine)
     }
 }
@@ -533,7 +514,7 @@ pub fn experiment_report(
 async fn list_experiments(State(state): State<AppState>) -> axum::response::Response {
     let engine = state.engine.clone();
     let listing = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+        let engine = engine.lock();
         let acc = engine.accumulators();
         let windows: Vec<&str> =
             std::iter::once(CUMULATIVE).chain(acc.newest_closed().map(|w| engine.window_label(w.size_index))).collect();
@@ -572,7 +553,7 @@ async fn get_experiment(
     let engine = state.engine.clone();
     let window = query.window.unwrap_or_else(|| CUMULATIVE.to_string());
     let report = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+        let engine = engine.lock();
         experiment_report(&engine, &experiment, &window).map(|r| serde_json::to_value(r).unwrap_or_default())
     })
     .await;

@@ -41,6 +41,7 @@ pub mod engine;
 pub mod event;
 pub mod experiments;
 pub mod export;
+pub mod health;
 pub mod join;
 pub mod metrics;
 pub mod publish;

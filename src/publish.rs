@@ -12,7 +12,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use crate::config::KafkaConfig;
-use crate::export::SharedEngine;
+use crate::engine::SharedEngine;
 use crate::shutdown::Shutdown;
 
 /// How often closed windows are looked for; windows close at most once a minute in practice.
@@ -72,7 +72,7 @@ async fn run(producer: &FutureProducer, topic: &str, engine: &SharedEngine, shut
 
 /// Sends every record of the unpublished windows; forgets the windows only if all arrived.
 async fn publish_pending(producer: &FutureProducer, topic: &str, engine: &SharedEngine) {
-    let (records, windows) = engine.lock().unwrap_or_else(|p| p.into_inner()).unpublished_records();
+    let (records, windows) = engine.lock().unpublished_records();
     if windows == 0 {
         return;
     }
@@ -101,6 +101,6 @@ async fn publish_pending(producer: &FutureProducer, topic: &str, engine: &Shared
     if failed > 0 {
         return;
     }
-    engine.lock().unwrap_or_else(|p| p.into_inner()).published(windows);
+    engine.lock().published(windows);
     tracing::debug!(%topic, records = records.len(), windows, "A/B records published");
 }

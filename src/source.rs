@@ -25,8 +25,9 @@ use rdkafka::ClientContext;
 
 use crate::checkpoint::{self, CheckpointStore};
 use crate::config::KafkaConfig;
+use crate::engine::SharedEngine;
 use crate::event::EventKind;
-use crate::export::{Health, SharedEngine};
+use crate::health::Health;
 use crate::shutdown::Shutdown;
 
 /// How often watermarks are recomputed when messages keep arriving, and when they do not.
@@ -130,7 +131,7 @@ impl SourceContext {
             }
         };
         let now = Instant::now();
-        let mut engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        let mut engine = self.engine.lock();
         let partitions = partitions_of(tpl);
         for &p in &partitions {
             if let Some(ours) = engine.position(p) {
@@ -159,7 +160,7 @@ impl SourceContext {
         let partitions = partitions_of(tpl);
         tracing::info!(?partitions, "partitions revoked: checkpointing and committing");
         let (encoded, positions) = {
-            let engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+            let engine = self.engine.lock();
             (self.store.as_ref().map(|_| checkpoint::encode(&engine)), engine.positions(false))
         };
         if let (Some(store), Some(encoded)) = (&self.store, encoded) {
@@ -169,12 +170,7 @@ impl SourceContext {
             if let Err(e) = written {
                 tracing::error!(error = %e, "checkpoint on revoke failed; offsets not committed (the previous checkpoint stands)");
             }
-            self.engine.lock().unwrap_or_else(|p| p.into_inner()).record_checkpoint(
-                encoded.len() as u64,
-                started.elapsed(),
-                ok,
-                started,
-            );
+            self.engine.lock().record_checkpoint(encoded.len() as u64, started.elapsed(), ok, started);
             if !ok {
                 return self.park(&partitions);
             }
@@ -185,7 +181,7 @@ impl SourceContext {
 
     fn park(&self, partitions: &BTreeSet<i32>) {
         let now = Instant::now();
-        let mut engine = self.engine.lock().unwrap_or_else(|p| p.into_inner());
+        let mut engine = self.engine.lock();
         for &p in partitions {
             engine.park(p, now);
         }
@@ -235,7 +231,7 @@ fn checkpoint_and_commit(
     mode: CommitMode,
 ) {
     let (encoded, positions) = {
-        let engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+        let engine = engine.lock();
         (store.map(|_| checkpoint::encode(&engine)), engine.positions(false))
     };
     if let (Some(store), Some(encoded)) = (store, encoded) {
@@ -245,12 +241,7 @@ fn checkpoint_and_commit(
         if let Err(e) = written {
             tracing::error!(error = %e, "checkpoint failed; offsets not committed (the previous checkpoint stands)");
         }
-        engine.lock().unwrap_or_else(|p| p.into_inner()).record_checkpoint(
-            encoded.len() as u64,
-            started.elapsed(),
-            ok,
-            started,
-        );
+        engine.lock().record_checkpoint(encoded.len() as u64, started.elapsed(), ok, started);
         if !ok {
             return;
         }
@@ -348,7 +339,7 @@ impl ConsumeLoop {
                         continue;
                     };
                     let started = Instant::now();
-                    let mut engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut engine = engine.lock();
                     let _ = engine.process(kind, message.partition(), message.payload().unwrap_or(&[]), started);
                     // Only now is the message's effect in the state.
                     engine.consumed(kind, message.partition(), message.offset());
@@ -377,7 +368,7 @@ impl ConsumeLoop {
                 }
             };
             if now - last_advance >= IDLE_TICK {
-                engine.lock().unwrap_or_else(|p| p.into_inner()).advance(now);
+                engine.lock().advance(now);
                 last_advance = now;
             }
             if now >= next_checkpoint {

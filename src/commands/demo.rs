@@ -1,14 +1,13 @@
 //! `rankpulse demo`: the whole pipeline against an in-process Kafka cluster with generated traffic.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::config::Config;
 use crate::demo::{DemoCluster, EXPERIMENT};
 use crate::engine::Engine;
+use crate::engine::SharedEngine;
 use crate::experiments::Span;
-use crate::export::SharedEngine;
 use crate::metrics::MetricKind;
 use crate::shutdown::Shutdown;
 use crate::time::HumanDuration;
@@ -42,7 +41,7 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32) -> anyhow:
                 tokio::select! { _ = tokio::time::sleep(d) => s.trigger(), _ = s.wait() => {} }
             });
         }
-        let engine: SharedEngine = Arc::new(Mutex::new(Engine::new(&cfg)));
+        let engine = SharedEngine::new(Engine::new(&cfg));
         println!("rankpulse demo: in-process Kafka at {} producing {rate} searches/s for experiment {EXPERIMENT} (control vs treatment)", cluster.bootstrap_servers);
         println!("  metrics:  http://{listen}/metrics   (attribution window 30s: first results after ~35s)");
         println!("  MRR by variant in PromQL: sum by (variant) (rate(rankpulse_reciprocal_rank_sum[5m])) / sum by (variant) (rate(rankpulse_reciprocal_rank_count[5m]))");
@@ -61,7 +60,7 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
     tick.tick().await;
     loop {
         tokio::select! { _ = tick.tick() => {}, _ = shutdown.wait() => return }
-        let engine = engine.lock().unwrap_or_else(|p| p.into_inner());
+        let engine = engine.lock();
         let layout = engine.layout();
         let (Some(mrr), Some(ndcg)) =
             (layout.slot(MetricKind::ReciprocalRank, None), layout.slot(MetricKind::Ndcg, Some(10)))

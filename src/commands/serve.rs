@@ -1,7 +1,7 @@
 //! `rankpulse serve`: the daemon. Also the pipeline that `demo` runs against its own cluster.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -9,7 +9,9 @@ use anyhow::Context;
 use crate::checkpoint::CheckpointStore;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::export::{Health, HttpServer, SharedEngine};
+use crate::engine::SharedEngine;
+use crate::export::HttpServer;
+use crate::health::Health;
 use crate::publish::Publisher;
 use crate::shutdown::Shutdown;
 use crate::source::{self, Durability};
@@ -35,7 +37,7 @@ pub fn run(config: &Path) -> anyhow::Result<()> {
     super::runtime()?.block_on(async {
         let shutdown = Shutdown::new();
         shutdown.on_signals();
-        run_pipeline(&cfg, Arc::new(Mutex::new(engine)), shutdown, Some(durability)).await
+        run_pipeline(&cfg, SharedEngine::new(engine), shutdown, Some(durability)).await
     })
 }
 

@@ -34,6 +34,9 @@ use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
 use crate::ubi::Decoders;
 
+mod shared;
+pub use shared::SharedEngine;
+
 /// Counts of everything the engine saw that is not a metric value.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Counters {
