@@ -1,5 +1,6 @@
-//! Checkpoints: the engine's complete state, with the offset of every input, written atomically
-//! to `[state] dir` and read back on start.
+//! Checkpoint files: a payload (the source's: the engine's complete state with the offset of
+//! every input) written atomically to `[state] dir` and read back on start. This module knows
+//! how to keep bytes safe, not what they mean.
 //!
 //! A file is `checkpoint-<sequence>.bin`: a 28-byte header (magic `RPULSECK`, format version,
 //! payload length, xxh3-64 checksum of the payload, all little-endian) and a postcard payload.
@@ -13,12 +14,14 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::engine::{Engine, EngineSnapshot};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 const MAGIC: [u8; 8] = *b"RPULSECK";
 /// Bumped whenever the payload layout changes (3: pending impressions as a deadline-ordered run
-/// of records and a heap of records with their deadlines, no separate deadline heap).
-pub const FORMAT_VERSION: u32 = 3;
+/// of records and a heap of records with their deadlines, no separate deadline heap; 4: state per
+/// partition task, offsets beside the engine's state instead of inside its input clocks).
+pub const FORMAT_VERSION: u32 = 4;
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 const PREFIX: &str = "checkpoint-";
 const SUFFIX: &str = ".bin";
@@ -37,9 +40,10 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
     move |source| CheckpointError::Io { path: path.to_path_buf(), source }
 }
 
-/// Encodes the engine's state (under whatever lock guards it; the caller writes it outside).
-pub fn encode(engine: &Engine) -> Vec<u8> {
-    let payload = postcard::to_stdvec(&engine.snapshot()).expect("engine state always serializes");
+/// Encodes a payload with the header (under whatever lock guards its state; the caller writes
+/// it outside).
+pub fn encode(payload: &impl Serialize) -> Vec<u8> {
+    let payload = postcard::to_stdvec(payload).expect("checkpoint payloads always serialize");
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -69,9 +73,10 @@ fn verify(path: &Path, bytes: &[u8]) -> Result<Result<usize, Damage>, Checkpoint
     if version != FORMAT_VERSION {
         return Err(CheckpointError::Incompatible { path: path.to_path_buf(), found: version });
     }
-    let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes")) as usize;
+    let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
     let checksum = u64::from_le_bytes(bytes[20..28].try_into().expect("8 bytes"));
-    if bytes.len() != HEADER_LEN + len {
+    // The length comes from the file: compared, never added to, so a corrupt one cannot overflow.
+    if u64::try_from(bytes.len() - HEADER_LEN) != Ok(len) {
         return Ok(Err(Damage::Truncated));
     }
     if xxhash_rust::xxh3::xxh3_64(&bytes[HEADER_LEN..]) != checksum {
@@ -118,7 +123,7 @@ impl CheckpointStore {
     }
 
     /// The newest checkpoint that verifies, decoded. Damaged ones are reported and skipped.
-    pub fn load_latest(&self) -> Result<Option<(PathBuf, EngineSnapshot)>, CheckpointError> {
+    pub fn load_latest<T: DeserializeOwned>(&self) -> Result<Option<(PathBuf, T)>, CheckpointError> {
         for (_, path) in Self::list(&self.dir)?.into_iter().rev() {
             let bytes = fs::read(&path).map_err(io_err(&path))?;
             match verify(&path, &bytes)? {
@@ -166,31 +171,47 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
+    use crate::engine::Engine;
     use crate::event::EventKind;
+    use crate::source::{encode_checkpoint, Checkpoint, Positions};
 
-    fn engine_with(impressions: usize) -> Engine {
+    /// An engine fed `impressions` impressions on partition 0, and the positions they leave.
+    fn engine_with(impressions: usize) -> (Engine, Positions) {
         let cfg = Config::default();
         let mut e = Engine::new(&cfg).without_past_limit();
+        let mut positions = Positions::default();
         let now = Instant::now();
         for i in 0..impressions {
             let payload =
                 format!(r#"{{"query_id":"q{i}","timestamp":{},"results":["a","b"],"variant":"t"}}"#, 1000 + i);
             e.process(EventKind::Impression, 0, payload.as_bytes(), now).unwrap();
-            e.consumed(EventKind::Impression, 0, i as i64);
+            positions.consumed(EventKind::Impression, 0, i as i64);
         }
-        e
+        (e, positions)
+    }
+
+    /// The source's checkpoint of [`engine_with`].
+    fn checkpoint_with(impressions: usize) -> Vec<u8> {
+        let (engine, positions) = engine_with(impressions);
+        encode_checkpoint(&engine, &positions)
+    }
+
+    /// The newest checkpoint's engine state, restored under `cfg`.
+    fn restore_latest(store: &CheckpointStore, cfg: &Config) -> Result<Engine, crate::engine::RestoreError> {
+        let (_, checkpoint) = store.load_latest::<Checkpoint>().unwrap().unwrap();
+        Engine::restore(cfg, checkpoint.engine)
     }
 
     #[test]
     fn round_trip_restores_state_and_positions() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = CheckpointStore::open(dir.path(), 2).unwrap();
-        let engine = engine_with(3);
-        store.write(&encode(&engine)).unwrap();
-        let (_, snapshot) = store.load_latest().unwrap().unwrap();
-        let mut restored = Engine::restore(&Config::default(), snapshot).unwrap();
+        store.write(&checkpoint_with(3)).unwrap();
+        let (_, checkpoint) = store.load_latest::<Checkpoint>().unwrap().unwrap();
+        let positions = checkpoint.positions.clone();
+        let mut restored = Engine::restore(&Config::default(), checkpoint.engine).unwrap();
         assert_eq!(restored.pending_impressions(), 3);
-        assert_eq!(restored.position(0), Some([Some(3), None]));
+        assert_eq!(positions.of(0), Some([Some(3), None]));
         assert_eq!(restored.counters().consumed, [3, 0]);
         restored.finish();
         assert_eq!(restored.accumulators().cumulative.iter().map(|(_, s)| s.impressions).sum::<u64>(), 3);
@@ -200,35 +221,34 @@ mod tests {
     fn damaged_newest_checkpoint_falls_back_to_the_previous_one() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = CheckpointStore::open(dir.path(), 3).unwrap();
-        store.write(&encode(&engine_with(1))).unwrap();
-        store.write(&encode(&engine_with(2))).unwrap();
-        let newest = store.write(&encode(&engine_with(3))).unwrap();
+        store.write(&checkpoint_with(1)).unwrap();
+        store.write(&checkpoint_with(2)).unwrap();
+        let newest = store.write(&checkpoint_with(3)).unwrap();
         let bytes = fs::read(&newest).unwrap();
 
         // Truncated: the previous checkpoint (two impressions) is used.
         fs::write(&newest, &bytes[..bytes.len() - 5]).unwrap();
-        let (path, snapshot) = store.load_latest().unwrap().unwrap();
+        let (path, _) = store.load_latest::<Checkpoint>().unwrap().unwrap();
         assert_ne!(path, newest);
-        assert_eq!(Engine::restore(&Config::default(), snapshot).unwrap().pending_impressions(), 2);
+        assert_eq!(restore_latest(&store, &Config::default()).unwrap().pending_impressions(), 2);
 
         // One flipped bit: detected by the checksum.
         let mut flipped = bytes.clone();
         let last = flipped.len() - 1;
         flipped[last] ^= 0x10;
         fs::write(&newest, &flipped).unwrap();
-        let (_, snapshot) = store.load_latest().unwrap().unwrap();
-        assert_eq!(Engine::restore(&Config::default(), snapshot).unwrap().pending_impressions(), 2);
+        assert_eq!(restore_latest(&store, &Config::default()).unwrap().pending_impressions(), 2);
     }
 
     #[test]
     fn another_format_version_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = CheckpointStore::open(dir.path(), 2).unwrap();
-        let path = store.write(&encode(&engine_with(1))).unwrap();
+        let path = store.write(&checkpoint_with(1)).unwrap();
         let mut bytes = fs::read(&path).unwrap();
         bytes[8..12].copy_from_slice(&99u32.to_le_bytes());
         fs::write(&path, &bytes).unwrap();
-        let err = store.load_latest().err().unwrap().to_string();
+        let err = store.load_latest::<Checkpoint>().err().unwrap().to_string();
         assert!(err.contains("format version 99") && err.contains("move the state directory away"), "{err}");
     }
 
@@ -236,10 +256,9 @@ mod tests {
     fn a_different_metrics_configuration_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = CheckpointStore::open(dir.path(), 2).unwrap();
-        store.write(&encode(&engine_with(1))).unwrap();
-        let (_, snapshot) = store.load_latest().unwrap().unwrap();
+        store.write(&checkpoint_with(1)).unwrap();
         let other = Config::from_toml_with_env("[metrics]\ncutoffs = [5]\n", "t", std::iter::empty()).unwrap();
-        let err = Engine::restore(&other, snapshot).err().unwrap().to_string();
+        let err = restore_latest(&store, &other).err().unwrap().to_string();
         assert!(err.contains("metrics.cutoffs"), "{err}");
     }
 
@@ -263,18 +282,16 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let mut store = CheckpointStore::open(dir.path(), 2).unwrap();
-        store.write(&encode(&e)).unwrap();
-        let (_, snapshot) = store.load_latest().unwrap().unwrap();
-        let mut restored = Engine::restore(&cfg, snapshot).unwrap();
+        store.write(&encode_checkpoint(&e, &Positions::default())).unwrap();
+        let mut restored = restore_latest(&store, &cfg).unwrap();
         assert_eq!(restored.unpublished_records(), (records, 1), "the same record, published after the restart");
         restored.published(1);
         assert_eq!(restored.unpublished_records().1, 0);
 
         // Buckets hashed one way cannot be read under another unit.
-        store.write(&encode(&e)).unwrap();
-        let (_, snapshot) = store.load_latest().unwrap().unwrap();
+        store.write(&encode_checkpoint(&e, &Positions::default())).unwrap();
         let other = Config::from_toml_with_env("[metrics]\nwindows = [\"1m\"]\n", "t", std::iter::empty()).unwrap();
-        let err = Engine::restore(&other, snapshot).err().unwrap().to_string();
+        let err = restore_latest(&store, &other).err().unwrap().to_string();
         assert!(err.contains("ab.unit"), "{err}");
     }
 
@@ -283,11 +300,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut store = CheckpointStore::open(dir.path(), 2).unwrap();
         for _ in 0..4 {
-            store.write(&encode(&engine_with(1))).unwrap();
+            store.write(&checkpoint_with(1)).unwrap();
         }
         assert_eq!(CheckpointStore::list(dir.path()).unwrap().iter().map(|(s, _)| *s).collect::<Vec<_>>(), [3, 4]);
         let mut reopened = CheckpointStore::open(dir.path(), 2).unwrap();
-        let path = reopened.write(&encode(&engine_with(1))).unwrap();
+        let path = reopened.write(&checkpoint_with(1)).unwrap();
         assert!(path.to_string_lossy().ends_with("checkpoint-00000000000000000005.bin"));
+    }
+
+    #[test]
+    fn a_corrupt_length_in_the_header_is_damage_not_an_overflow() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = CheckpointStore::open(dir.path(), 3).unwrap();
+        store.write(&checkpoint_with(2)).unwrap();
+        let newest = store.write(&checkpoint_with(3)).unwrap();
+        let mut bytes = fs::read(&newest).unwrap();
+        // A length that `HEADER_LEN + len` would overflow (it panicked in debug builds), and its
+        // neighbours at the edge of the address space.
+        for len in [u64::MAX, u64::MAX - 27, u64::MAX - 28, 1 << 63] {
+            bytes[12..20].copy_from_slice(&len.to_le_bytes());
+            fs::write(&newest, &bytes).unwrap();
+            assert!(matches!(verify(&newest, &bytes), Ok(Err(Damage::Truncated))), "length {len}");
+            assert_eq!(restore_latest(&store, &Config::default()).unwrap().pending_impressions(), 2);
+        }
     }
 }

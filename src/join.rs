@@ -7,8 +7,9 @@
 //! engagements that arrive before their impression wait in a second heap until the watermark
 //! passes their own timestamp, after which no impression they could belong to can still be
 //! accepted, and they are orphaned. De-duplication memory is expired the same way. The watermark
-//! itself is computed by the engine (it needs every shard to handle idleness); a shard only
-//! records what its inputs have seen.
+//! itself is computed by the engine (it needs every input of every partition to handle
+//! idleness) and handed to [`Shard::advance`]; the join knows nothing of inputs, offsets or
+//! partition ownership.
 //!
 //! The rules, each in one place:
 //! * an impression whose query is pending, or was finalized within the last attribution window,
@@ -30,12 +31,11 @@ mod pending;
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::accumulate::GroupId;
-use crate::event::{DocKey, EventKind, QueryKey};
+use crate::event::{DocKey, QueryKey};
 use crate::time::EventTime;
 use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
 
@@ -46,36 +46,18 @@ pub type EngagementId = u128;
 /// Event-time rules of the join, in milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct JoinSettings {
+    /// `join.attribution_window`: how long after an impression its engagements count.
     pub attribution_window: i64,
-    pub max_out_of_orderness: i64,
-    pub idle_timeout: Duration,
-}
-
-/// What one input (a topic partition) has delivered so far; the engine derives watermarks
-/// from these, and checkpoints record where to resume.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-pub struct InputClock {
-    /// Largest event time delivered; `None` before the first event.
-    pub max_event_time: Option<EventTime>,
-    /// When the input last delivered anything, valid or not: a partition carrying only rejects
-    /// is still alive. Wall-clock state: not checkpointed (a restored input is re-assigned).
-    #[serde(skip)]
-    pub last_active: Option<Instant>,
-    /// The offset of the next message to consume: everything before it is in the state.
-    pub next_offset: Option<i64>,
-}
-
-impl InputClock {
-    pub fn is_active(&self, now: Instant, idle_timeout: Duration) -> bool {
-        self.last_active.is_some_and(|t| now.saturating_duration_since(t) < idle_timeout)
-    }
 }
 
 /// An engagement that arrived before its impression.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct HeldEngagement {
+    /// Its event time: attribution checks it against the impression's window.
     timestamp: EventTime,
+    /// The result engaged with.
     doc: DocKey,
+    /// Its action's gain, looked up once on arrival.
     gain: u8,
 }
 
@@ -142,11 +124,17 @@ impl EngagementTally {
 /// A finalized impression, handed to the accumulators.
 #[derive(Debug)]
 pub struct Finalized<'a> {
+    /// Its query, for observers (replay's TREC export, the conformance tests).
     pub query: QueryKey,
+    /// Its event time: which windows it falls in.
     pub timestamp: EventTime,
+    /// Its (experiment, variant).
     pub group: GroupId,
+    /// The hash of its A/B unit: which unit bucket its values go to.
     pub unit: u32,
+    /// The attributed gain per rank: what the metrics are computed from.
     pub gains: &'a [u8],
+    /// Impression to its first attributed engagement, for the delay distribution.
     pub first_engagement_delay_ms: Option<i64>,
 }
 
@@ -154,6 +142,7 @@ pub struct Finalized<'a> {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(bound(serialize = "K: Serialize", deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord"))]
 struct ExpiringSet<K> {
+    /// The keys, for membership.
     keys: HashSet<K>,
     /// (expiry, key) for every key, earliest first.
     expiry: BinaryHeap<Reverse<(EventTime, K)>>,
@@ -203,27 +192,25 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
 pub struct Shard {
     /// Impressions waiting for their attribution window to close, by query and by deadline.
     pending: PendingSet,
+    /// Engagements that arrived before their impression, by query: released into the
+    /// impression when it arrives.
     held: HashMap<QueryKey, Vec<HeldEngagement>>,
-    /// (timestamp, query) of every held engagement, earliest first.
+    /// (timestamp, query) of every held engagement, earliest first: how held engagements are
+    /// orphaned by the watermark and evicted oldest first. Entries of released engagements stay
+    /// and are skipped when they surface.
     held_expiry: BinaryHeap<Reverse<(EventTime, QueryKey)>>,
+    /// Held engagements in all lists: kept so the size is O(1) for the state limits.
     held_count: usize,
     /// Engagements seen within their attribution window, for de-duplication.
     seen_engagements: ExpiringSet<EngagementId>,
     /// Queries finalized within the last attribution window: a redelivered impression is a
     /// duplicate, and an engagement for it is late rather than held.
     finalized_recently: ExpiringSet<QueryKey>,
-    /// One clock per input kind (impressions, engagements).
-    pub inputs: [InputClock; 2],
     /// This shard's watermark: no event behind it can still change an open impression.
     watermark: Option<EventTime>,
+    /// Outcome counts of every engagement offered here: exported totals, so they survive a
+    /// [`Shard::reset_keeping_tally`].
     pub tally: EngagementTally,
-    /// Revoked from this consumer: frozen (nothing finalizes, it holds back no watermark) and
-    /// kept in checkpoints until the partition is assigned here again or found taken over.
-    pub parked: bool,
-    /// When it was parked (wall clock; not checkpointed): for a grace period a parked partition
-    /// still holds back window closing, in case it comes back here.
-    #[serde(skip)]
-    pub parked_since: Option<Instant>,
     /// Reused buffer handing a finalized impression's gains to the accumulators.
     #[serde(skip)]
     gains_scratch: Vec<u8>,
@@ -242,15 +229,6 @@ impl Shard {
     }
     pub fn watermark(&self) -> Option<EventTime> {
         self.watermark
-    }
-
-    /// Records that an input delivered a message (with its event time, when it had a valid one).
-    pub fn observe(&mut self, kind: EventKind, event_time: Option<EventTime>, now: Instant) {
-        let clock = &mut self.inputs[kind.index()];
-        clock.last_active = Some(now);
-        if let Some(t) = event_time {
-            clock.max_event_time = Some(clock.max_event_time.map_or(t, |m| m.max(t)));
-        }
     }
 
     fn passed(&self, t: EventTime) -> bool {
@@ -440,8 +418,7 @@ fn attribute(
 mod tests {
     use super::*;
 
-    const SETTINGS: JoinSettings =
-        JoinSettings { attribution_window: 100, max_out_of_orderness: 0, idle_timeout: Duration::from_secs(1) };
+    const SETTINGS: JoinSettings = JoinSettings { attribution_window: 100 };
 
     fn finalize(shard: &mut Shard, watermark: EventTime) -> Vec<(QueryKey, Vec<u8>)> {
         let mut out = Vec::new();

@@ -44,6 +44,7 @@ pub mod export;
 pub mod health;
 pub mod join;
 pub mod metrics;
+pub mod pipeline;
 pub mod publish;
 pub mod replay;
 pub mod shutdown;

@@ -67,7 +67,7 @@ fn bytes_per_pending_impression_with_ten_results() {
         return;
     }
     let started = Instant::now();
-    let encoded = rankpulse::checkpoint::encode(&e);
+    let encoded = rankpulse::checkpoint::encode(&e.snapshot());
     let encode_time = started.elapsed();
     let dir = tempfile::tempdir().unwrap();
     let mut store = rankpulse::checkpoint::CheckpointStore::open(dir.path(), 1).unwrap();
@@ -75,7 +75,7 @@ fn bytes_per_pending_impression_with_ten_results() {
     store.write(&encoded).unwrap();
     let write_time = started.elapsed();
     let started = Instant::now();
-    let (_, snapshot) = store.load_latest().unwrap().unwrap();
+    let (_, snapshot) = store.load_latest::<rankpulse::engine::EngineSnapshot>().unwrap().unwrap();
     let restored = Engine::restore(&Config::default(), snapshot).unwrap();
     let restore_time = started.elapsed();
     assert_eq!(restored.pending_impressions(), PENDING as usize);

@@ -48,7 +48,7 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32) -> anyhow:
         println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT}?window=1m");
         println!("  Ctrl-C to stop.");
         tokio::spawn(report_periodically(engine.clone(), shutdown.clone()));
-        crate::commands::serve::run_pipeline(&cfg, engine, shutdown, None).await
+        crate::pipeline::run(&cfg, engine, shutdown, None).await
     });
     cluster.stop();
     result

@@ -1,13 +1,16 @@
-//! The command line: `demo`, `serve`, `replay`, `check-config`.
+//! The command line: every command parses its arguments here and calls its own file, which only
+//! loads what it needs and calls the library: `demo`, `serve`, `replay`, `generate`, `produce`,
+//! `check-config`.
 
 pub mod check_config;
 pub mod demo;
+pub mod generate;
 pub mod produce;
 pub mod replay;
 pub mod serve;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -122,7 +125,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             replay::run(&impressions, &engagements, config.as_deref(), format, trec_out.as_deref())
         }
         Command::Generate { impressions, engagements, count, rate, seed, start } => {
-            generate(&impressions, &engagements, count, rate, seed, &start)
+            generate::run(&impressions, &engagements, count, rate, seed, &start)
         }
         Command::Produce { brokers, impressions_topic, engagements_topic, rate, seed, duration } => produce::run(
             &brokers,
@@ -133,32 +136,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         ),
         Command::CheckConfig { config } => check_config::run(&config),
     }
-}
-
-fn generate(
-    impressions: &Path,
-    engagements: &Path,
-    count: u64,
-    rate: u32,
-    seed: u64,
-    start: &str,
-) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let start_ms =
-        crate::time::parse_rfc3339_ms(start).with_context(|| format!("--start {start:?} is not RFC 3339"))?;
-    let open = |p: &Path| {
-        std::fs::File::create(p).map(std::io::BufWriter::new).with_context(|| format!("creating {}", p.display()))
-    };
-    let (mut imp, mut eng) = (open(impressions)?, open(engagements)?);
-    crate::demo::write_traffic(&mut imp, &mut eng, count, rate, seed, start_ms)?;
-    std::io::Write::flush(&mut imp)?;
-    std::io::Write::flush(&mut eng)?;
-    eprintln!(
-        "wrote {count} impressions to {} and their engagements to {}",
-        impressions.display(),
-        engagements.display()
-    );
-    Ok(())
 }
 
 /// A tokio runtime for the long-running commands.

@@ -1,80 +1,18 @@
-//! `rankpulse serve`: the daemon. Also the pipeline that `demo` runs against its own cluster.
+//! `rankpulse serve`: the daemon against real Kafka brokers.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::Context;
-
-use crate::checkpoint::CheckpointStore;
 use crate::config::Config;
-use crate::engine::Engine;
 use crate::engine::SharedEngine;
-use crate::export::HttpServer;
-use crate::health::Health;
-use crate::publish::Publisher;
+use crate::pipeline;
 use crate::shutdown::Shutdown;
-use crate::source::{self, Durability};
-
-/// How long the HTTP server may take to finish in-flight scrapes after shutdown.
-const HTTP_DRAIN: Duration = Duration::from_secs(3);
 
 pub fn run(config: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(Some(config))?;
-    let store = CheckpointStore::open(&cfg.state.dir, cfg.state.keep_checkpoints)?;
-    let engine = match store.load_latest()? {
-        Some((path, snapshot)) => {
-            let engine = Engine::restore(&cfg, snapshot).with_context(|| format!("restoring {}", path.display()))?;
-            tracing::info!(checkpoint = %path.display(), pending = engine.pending_impressions(), "state restored");
-            engine
-        }
-        None => {
-            tracing::info!(dir = %store.dir().display(), "no checkpoint: starting with empty state");
-            Engine::new(&cfg)
-        }
-    };
-    let durability = Durability { store, interval: cfg.state.checkpoint_interval.as_duration() };
+    let (engine, durability) = pipeline::restore(&cfg)?;
     super::runtime()?.block_on(async {
         let shutdown = Shutdown::new();
         shutdown.on_signals();
-        run_pipeline(&cfg, SharedEngine::new(engine), shutdown, Some(durability)).await
+        pipeline::run(&cfg, SharedEngine::new(engine), shutdown, Some(durability)).await
     })
-}
-
-/// Serves HTTP and consumes until `shutdown` fires (or the source fails), then drains.
-/// Without `durability` (the demo) nothing is checkpointed and offsets are committed every
-/// `state.checkpoint_interval`.
-pub async fn run_pipeline(
-    cfg: &Config,
-    engine: SharedEngine,
-    shutdown: Shutdown,
-    durability: Option<Durability>,
-) -> anyhow::Result<()> {
-    let health = Arc::new(Health::default());
-    let addr = cfg.listen_addr()?;
-    let http = HttpServer::start(addr, engine.clone(), health.clone(), shutdown.clone())
-        .await
-        .with_context(|| format!("binding the metrics endpoint to {addr} (http.listen)"))?;
-    tracing::info!("metrics on http://{}/metrics", http.local_addr);
-    let interval = cfg.state.checkpoint_interval.as_duration();
-    let publisher = match cfg.ab.output_topic.as_str() {
-        "" => None,
-        topic => {
-            let publisher = Publisher::new(&cfg.kafka, topic)?;
-            Some(tokio::spawn(publisher.run(engine.clone(), shutdown.clone())))
-        }
-    };
-    let consumed = source::run(&cfg.kafka, engine, health, shutdown.clone(), durability, interval).await;
-    shutdown.trigger();
-    if let Some(publisher) = publisher {
-        if let Err(e) = publisher.await {
-            tracing::error!(error = %e, "the A/B publisher task failed");
-        }
-    }
-    if tokio::time::timeout(HTTP_DRAIN, http.join()).await.is_err() {
-        tracing::warn!("HTTP server did not finish within {HTTP_DRAIN:?}; exiting anyway");
-    }
-    consumed?;
-    tracing::info!("stopped");
-    Ok(())
 }

@@ -5,312 +5,95 @@
 //! input has ended. Owning all evaluation state in one synchronous struct keeps the hot path free
 //! of locks and makes the online and offline numbers agree by construction.
 //!
-//! # Watermarks
-//! Each shard (partition number) has two inputs, its impressions and engagements partitions.
-//! An input's progress is its largest event time minus `max_out_of_orderness`. An input is
-//! *active* while it delivered something within `idle_timeout`; inputs that are active but have
-//! not delivered an event time yet (just assigned) hold progress back, so a backlog of
-//! impressions is not finalized before its engagements had a chance to be read.
-//! * A shard with active inputs advances to the least progress among them.
-//! * A shard with no active input follows the *frontier*: the least progress among all active
-//!   inputs of every shard, so a silent partition does not freeze, nor is frozen by, the rest.
-//! * When no input is active at all, the frontier advances with the wall clock from the moment
-//!   the stream went idle, so impressions without any engagement still get finalized.
+//! The engine orchestrates; each rule it applies has a file of its own:
 //!
-//! Windows close once the least shard watermark has passed their last possible deadline.
+//! | file | owns |
+//! |---|---|
+//! | [`task`] | per-partition state (join shard, input clocks, parked or not): the unit of ownership |
+//! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
+//! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
+//! | [`aggregation`] | a finalized impression's metric values into the accumulators |
+//! | [`snapshot`] | the checkpointed state, its fingerprint, and the restore |
+//! | [`telemetry`] | event counters, latency distributions, checkpoint health, the reject log |
+//! | [`shared`] | [`SharedEngine`]: the engine behind one lock, and the locking rule |
+//!
+//! Offsets are not the engine's: the Kafka source keeps them, beside the engine's snapshot.
+
+mod aggregation;
+mod limits;
+mod shared;
+mod snapshot;
+mod task;
+mod telemetry;
+mod watermark;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
-
-use serde::{Deserialize, Serialize};
-
-use crate::accumulate::{Accumulators, GroupId, Groups, LabelLimits, StatsShape};
-use crate::config::{AbUnit, Config};
-use crate::event::{doc_key, query_key, DocKey, Engagement, EventKind, QueryKey, RejectReason, Rejection};
-use crate::join::{EngagementId, EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
-use crate::metrics::{MetricKind, MetricLayout};
+use crate::accumulate::{Accumulators, Groups, LabelLimits, StatsShape};
+use crate::config::{AbConfig, AbUnit, Config};
+use crate::event::{doc_key, query_key, Engagement, EventKind, Impression, RejectReason, Rejection};
+use crate::experiments::{ExperimentReport, Span};
+use crate::join::{EngagementId, EngagementTally, ImpressionOutcome, JoinSettings};
+use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 use crate::ubi::Decoders;
 
-mod shared;
+pub use aggregation::{FinalizedObserver, FinalizedView};
+pub use limits::{InputLimits, StateSize};
 pub use shared::SharedEngine;
+pub use snapshot::{EngineSnapshot, RestoreError, StateFingerprint};
+pub use task::{Task, Tasks};
+pub use telemetry::{CheckpointStats, Counters, Distribution};
+pub use watermark::InputClock;
 
-/// Counts of everything the engine saw that is not a metric value.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub struct Counters {
-    /// Messages consumed, per input kind.
-    pub consumed: [u64; 2],
-    /// Messages rejected, per input kind and [`RejectReason`].
-    pub rejected: [[u64; RejectReason::ALL.len()]; 2],
-    /// Impressions whose query was already pending.
-    pub impressions_duplicate: u64,
-    /// Impressions whose attribution window had already closed when they arrived.
-    pub impressions_late: u64,
-    /// Impressions finalized before their deadline because `join.max_pending_impressions` was reached.
-    pub impressions_evicted: u64,
-    /// De-duplication keys forgotten early because `join.max_dedup_keys` was reached.
-    pub dedup_keys_evicted: u64,
-    /// Impressions without the field `ab.unit` names; each counts as its own cluster.
-    pub impressions_without_unit: u64,
-}
-
-/// The `[limits]` on a single message, checked before it can touch any state.
-#[derive(Debug, Clone, Copy)]
-pub struct InputLimits {
-    pub max_message_bytes: usize,
-    pub max_results: usize,
-    pub max_future_ms: i64,
-    /// `None` in replay, where old files are the point.
-    pub max_past_ms: Option<i64>,
-}
-
-impl InputLimits {
-    fn check_size(&self, payload: &[u8]) -> Result<(), Rejection> {
-        if payload.len() > self.max_message_bytes {
-            return Err(Rejection::new(
-                RejectReason::TooLarge,
-                format!("{} bytes, limits.max_message_bytes is {}", payload.len(), self.max_message_bytes),
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_timestamp(&self, timestamp: EventTime, wall_clock: EventTime) -> Result<(), Rejection> {
-        // Before 1970 is absurd for a search log in any mode (replay included), and keeping event
-        // time non-negative keeps every window and deadline computation far from overflow.
-        if timestamp < 0 {
-            return Err(Rejection::new(RejectReason::TimestampTooOld, format!("{timestamp} is before 1970")));
-        }
-        if timestamp > wall_clock.saturating_add(self.max_future_ms) {
-            return Err(Rejection::new(
-                RejectReason::TimestampInFuture,
-                format!(
-                    "{} is more than limits.max_future ahead of the wall clock",
-                    crate::time::format_rfc3339_ms(timestamp)
-                ),
-            ));
-        }
-        if self.max_past_ms.is_some_and(|past| timestamp < wall_clock.saturating_sub(past)) {
-            return Err(Rejection::new(
-                RejectReason::TimestampTooOld,
-                format!(
-                    "{} is more than limits.max_past behind the wall clock",
-                    crate::time::format_rfc3339_ms(timestamp)
-                ),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Limits on the join's state, from `[join]`.
-#[derive(Debug, Clone, Copy)]
-struct StateLimits {
-    max_pending: usize,
-    max_held: usize,
-    max_dedup: usize,
-}
-
-/// Sizes of the join's state, summed over shards and kept exact by accounting each change.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StateSize {
-    pub pending: usize,
-    pub held: usize,
-    pub dedup: usize,
-}
-
-impl StateSize {
-    fn of(shard: &Shard) -> Self {
-        StateSize { pending: shard.pending_len(), held: shard.held_len(), dedup: shard.dedup_len() }
-    }
-
-    /// Runs `change` on a shard and applies its effect on the shard's size to the totals.
-    fn track<R>(&mut self, shard: &mut Shard, change: impl FnOnce(&mut Shard) -> R) -> R {
-        let before = Self::of(shard);
-        let result = change(shard);
-        let after = Self::of(shard);
-        self.pending = self.pending + after.pending - before.pending;
-        self.held = self.held + after.held - before.held;
-        self.dedup = self.dedup + after.dedup - before.dedup;
-        result
-    }
-}
-
-/// A latency distribution: hdrhistogram for quantiles plus an exact sum for the `_sum` series.
-#[derive(Debug)]
-pub struct Distribution {
-    pub histogram: Histogram<u64>,
-    /// Sum of recorded values, in the histogram's unit.
-    pub sum: u128,
-}
-
-impl Distribution {
-    fn new(max_value: u64) -> Self {
-        Distribution { histogram: Histogram::new_with_bounds(1, max_value, 3).expect("valid histogram bounds"), sum: 0 }
-    }
-    fn record(&mut self, value: u64) {
-        self.histogram.saturating_record(value.max(1));
-        self.sum += u128::from(value);
-    }
-
-    /// (value, count) of every recorded bucket: what a checkpoint keeps of the histogram.
-    fn recorded(&self) -> Vec<(u64, u64)> {
-        self.histogram.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect()
-    }
-
-    fn restore(&mut self, recorded: &[(u64, u64)], sum: u128) {
-        for &(value, count) in recorded {
-            let _ = self.histogram.record_n(value, count);
-        }
-        self.sum = sum;
-    }
-}
-
-/// Checkpoint health, exported next to the evaluation state.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CheckpointStats {
-    pub written: u64,
-    pub failed: u64,
-    pub last_bytes: u64,
-    pub last_duration: Duration,
-    /// Wall-clock milliseconds of the last successful checkpoint.
-    pub last_success_ms: Option<EventTime>,
-}
-
-/// Logs rejected messages at a bounded rate: a flood of bad input must not become a flood of logs.
-#[derive(Debug, Default)]
-struct RejectLog {
-    window_start: Option<Instant>,
-    logged_in_window: u32,
-    suppressed: u64,
-}
-
-impl RejectLog {
-    const PER_WINDOW: u32 = 5;
-    const WINDOW: Duration = Duration::from_secs(10);
-
-    fn log(&mut self, now: Instant, topic: &str, partition: i32, rejection: &Rejection) {
-        if self.window_start.is_none_or(|s| now.saturating_duration_since(s) >= Self::WINDOW) {
-            if self.suppressed > 0 {
-                tracing::warn!(suppressed = self.suppressed, "further rejected messages were not logged");
-            }
-            *self = RejectLog { window_start: Some(now), logged_in_window: 0, suppressed: 0 };
-        }
-        if self.logged_in_window < Self::PER_WINDOW {
-            self.logged_in_window += 1;
-            tracing::warn!(topic, partition, reason = rejection.reason.label(), detail = %rejection.detail, "rejected message");
-        } else {
-            self.suppressed += 1;
-        }
-    }
-}
-
-/// A finalized impression as an observer sees it.
-#[derive(Debug)]
-pub struct FinalizedView<'a> {
-    pub query: QueryKey,
-    pub group: GroupId,
-    pub timestamp: EventTime,
-    /// Gain per rank, as attributed.
-    pub gains: &'a [u8],
-    /// Metric values in layout order.
-    pub values: &'a [f64],
-}
-
-/// Called with every finalized impression. Used by replay (TREC export) and the conformance tests.
-pub type FinalizedObserver = Box<dyn FnMut(&FinalizedView<'_>) + Send>;
+use aggregation::Aggregation;
+use limits::StateLimits;
+use telemetry::RejectLog;
+use watermark::Watermarks;
 
 /// The evaluation engine. See the module documentation.
 pub struct Engine {
+    /// The join's event-time rules.
     join: JoinSettings,
+    /// `[limits]`, checked on every message before it touches state.
     input_limits: InputLimits,
+    /// `[join]`'s limits on the state, over every partition.
     state_limits: StateLimits,
     /// Current state sizes, for the limits and the gauges.
     state: StateSize,
     /// Maps the monotonic `now` every caller passes to wall-clock milliseconds, for the
     /// timestamp limits: (instant, epoch milliseconds) at construction.
     wall_clock_origin: (Instant, EventTime),
+    /// `metrics.action_gains`: the gain of each engagement action (unknown actions gain 0).
     action_gains: HashMap<Box<str>, u8>,
     /// The `topic` label of each input kind.
     topics: [String; 2],
     /// The `window` label of each configured window size.
     window_labels: Vec<String>,
-    /// Join state per partition number; partitions are small dense integers.
-    shards: Vec<Option<Box<Shard>>>,
+    /// Per-partition state.
+    tasks: Tasks,
+    /// Interned (experiment, variant) labels, with their limits and retirement.
     groups: Groups,
     /// Everything that turns a finalized impression into numbers.
     aggregation: Aggregation,
+    /// Exported totals of what the engine saw that is not a metric value.
     counters: Counters,
-    /// Least progress of all active inputs; see the module documentation.
-    frontier: Option<EventTime>,
-    /// [`Engine::watermark`] as of the last [`Engine::advance`]: label retirement needs a bound
-    /// per impression, and scanning every shard for it each time would be waste.
-    least_watermark: Option<EventTime>,
+    /// The watermark rules and the progress they keep.
+    watermarks: Watermarks,
     /// Time to process one message, in nanoseconds.
     processing_time: Distribution,
     /// Reused buffer for decoded result ids: decoding allocates nothing per event.
-    scratch_docs: Vec<DocKey>,
+    scratch_docs: Vec<crate::event::DocKey>,
     /// The decoder of each input (`kafka.impressions_format`, `kafka.engagements_format`).
     decoders: Decoders,
+    /// Rejected messages are logged through this, at a bounded rate.
     reject_log: RejectLog,
+    /// Health of the checkpoints taken of this engine, for the gauges.
     checkpoint_stats: CheckpointStats,
-    /// How long a parked partition still holds back window closing (`state.rebalance_grace`).
-    rebalance_grace: Duration,
-    /// `ab.unit`: which impression field names the cluster for the A/B statistics.
-    unit: AbUnit,
-    /// `ab.unit_buckets`: clusters are hashed into this many buckets (for the fingerprint).
-    unit_buckets: u32,
-    /// `[ab]`, for the reports built from this engine's accumulators.
-    ab: crate::config::AbConfig,
-}
-
-/// What a checkpoint must agree on with the running configuration for its state to mean the
-/// same thing: the metric vector, the windows and the attribution window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StateFingerprint {
-    pub metric_keys: Vec<String>,
-    pub window_sizes_ms: Vec<i64>,
-    pub attribution_window_ms: i64,
-    /// `ab.unit` and `ab.unit_buckets` (0 for the impression unit): pending impressions and
-    /// accumulators hold bucket numbers that mean nothing under another hashing.
-    pub unit_buckets: (AbUnit, u32),
-}
-
-/// The engine's state as a checkpoint writes it (borrowed, no copy).
-#[derive(Serialize)]
-struct SnapshotRef<'a> {
-    fingerprint: StateFingerprint,
-    shards: &'a [Option<Box<Shard>>],
-    groups: &'a Groups,
-    accumulators: &'a Accumulators,
-    counters: &'a Counters,
-    frontier: Option<EventTime>,
-    first_engagement_delay: Vec<(u64, u64)>,
-    first_engagement_delay_sum: u128,
-}
-
-/// The engine's state as a checkpoint reads it back: [`SnapshotRef`]'s fields, owned.
-#[derive(Deserialize)]
-pub struct EngineSnapshot {
-    fingerprint: StateFingerprint,
-    shards: Vec<Option<Box<Shard>>>,
-    groups: Groups,
-    accumulators: Accumulators,
-    counters: Counters,
-    frontier: Option<EventTime>,
-    first_engagement_delay: Vec<(u64, u64)>,
-    first_engagement_delay_sum: u128,
-}
-
-/// A checkpoint that cannot be restored into this configuration.
-#[derive(Debug, thiserror::Error)]
-#[error("the checkpoint was written with a different configuration ({what} differs: checkpoint {checkpoint}, configuration {configured}); start with the configuration it was written with, or move the state directory away to start afresh")]
-pub struct RestoreError {
-    what: &'static str,
-    checkpoint: String,
-    configured: String,
+    /// `[ab]`: the unit (which impression field is the cluster), its bucket count, and what
+    /// the reports built from this engine's accumulators compare.
+    ab: AbConfig,
 }
 
 impl Engine {
@@ -336,11 +119,7 @@ impl Engine {
         // Closed windows wait for the A/B publisher, in the state, when there is one.
         accumulators.keep_closed_windows(!cfg.ab.output_topic.is_empty());
         Engine {
-            join: JoinSettings {
-                attribution_window,
-                max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
-                idle_timeout: cfg.join.idle_timeout.as_duration(),
-            },
+            join: JoinSettings { attribution_window },
             input_limits: InputLimits {
                 max_message_bytes: cfg.limits.max_message_bytes,
                 max_results: cfg.limits.max_results,
@@ -364,7 +143,7 @@ impl Engine {
             action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
-            shards: Vec::new(),
+            tasks: Tasks::default(),
             groups: Groups::new(LabelLimits {
                 max_experiments: cfg.labels.max_experiments,
                 max_variants: cfg.labels.max_variants,
@@ -373,163 +152,26 @@ impl Engine {
                 idle_expiry_ms: cfg.labels.idle_expiry.as_millis_i64(),
             }),
             counters: Counters::default(),
-            frontier: None,
-            least_watermark: None,
+            watermarks: Watermarks {
+                max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
+                idle_timeout: cfg.join.idle_timeout.as_duration(),
+                rebalance_grace: cfg.state.rebalance_grace.as_duration(),
+                frontier: None,
+                least: None,
+            },
             processing_time: Distribution::new(60_000_000_000),
             scratch_docs: Vec::with_capacity(256),
             decoders: Decoders::new(cfg),
             reject_log: RejectLog::default(),
             checkpoint_stats: CheckpointStats::default(),
-            rebalance_grace: cfg.state.rebalance_grace.as_duration(),
-            unit: cfg.ab.unit,
-            unit_buckets: cfg.ab.unit_buckets,
             ab: cfg.ab.clone(),
         }
     }
 
-    fn fingerprint(&self) -> StateFingerprint {
-        let acc = &self.aggregation.accumulators;
-        StateFingerprint {
-            metric_keys: self.aggregation.layout.keys().iter().map(|k| k.name()).collect(),
-            window_sizes_ms: (0..acc.window_count()).map(|i| acc.window_size_ms(i)).collect(),
-            attribution_window_ms: self.join.attribution_window,
-            unit_buckets: (self.unit, if self.unit == AbUnit::Impression { 0 } else { self.unit_buckets }),
-        }
-    }
-
-    /// The state to checkpoint: everything that determines future output, nothing wall-clock.
-    pub fn snapshot(&self) -> impl Serialize + '_ {
-        let delays = &self.aggregation.first_engagement_delay;
-        SnapshotRef {
-            fingerprint: self.fingerprint(),
-            shards: &self.shards,
-            groups: &self.groups,
-            accumulators: &self.aggregation.accumulators,
-            counters: &self.counters,
-            frontier: self.frontier,
-            first_engagement_delay: delays.recorded(),
-            first_engagement_delay_sum: delays.sum,
-        }
-    }
-
-    /// An engine for this configuration continuing from a snapshot. Every restored partition is
-    /// parked until the consumer is assigned it again.
-    pub fn restore(cfg: &Config, snapshot: EngineSnapshot) -> Result<Engine, RestoreError> {
-        let mut engine = Engine::new(cfg);
-        let (theirs, ours) = (&snapshot.fingerprint, engine.fingerprint());
-        let mismatch = |what, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
-            Err(RestoreError { what, checkpoint: format!("{a:?}"), configured: format!("{b:?}") })
-        };
-        if theirs.metric_keys != ours.metric_keys {
-            return mismatch("the metrics (metrics.cutoffs)", &theirs.metric_keys, &ours.metric_keys);
-        }
-        if theirs.window_sizes_ms != ours.window_sizes_ms {
-            return mismatch("metrics.windows (ms)", &theirs.window_sizes_ms, &ours.window_sizes_ms);
-        }
-        if theirs.attribution_window_ms != ours.attribution_window_ms {
-            return mismatch(
-                "join.attribution_window (ms)",
-                &theirs.attribution_window_ms,
-                &ours.attribution_window_ms,
-            );
-        }
-        if theirs.unit_buckets != ours.unit_buckets {
-            return mismatch("ab.unit / ab.unit_buckets", &theirs.unit_buckets, &ours.unit_buckets);
-        }
-        let limits = std::mem::take(&mut engine.groups);
-        engine.groups = snapshot.groups;
-        engine.groups.set_limits(limits.into_limits());
-        let keep = engine.aggregation.accumulators.keeps_closed();
-        engine.aggregation.accumulators = snapshot.accumulators;
-        engine.aggregation.accumulators.keep_closed_windows(keep);
-        engine
-            .aggregation
-            .first_engagement_delay
-            .restore(&snapshot.first_engagement_delay, snapshot.first_engagement_delay_sum);
-        engine.counters = snapshot.counters;
-        engine.frontier = snapshot.frontier;
-        engine.shards = snapshot.shards;
-        engine.state = StateSize::default();
-        let restored_at = Instant::now();
-        for shard in engine.shards.iter_mut().flatten() {
-            shard.parked = true;
-            shard.parked_since = Some(restored_at);
-            let size = StateSize::of(shard);
-            engine.state.pending += size.pending;
-            engine.state.held += size.held;
-            engine.state.dedup += size.dedup;
-        }
-        Ok(engine)
-    }
-
-    /// Records that the message at `offset` of an input is in the state.
-    pub fn consumed(&mut self, kind: EventKind, partition: i32, offset: i64) {
-        Self::shard(&mut self.shards, partition).inputs[kind.index()].next_offset = Some(offset + 1);
-    }
-
-    /// Next offset to consume per partition and input. Parked partitions are left out unless
-    /// asked for: their offsets must never be committed (another consumer may own them now).
-    pub fn positions(&self, include_parked: bool) -> Vec<(EventKind, i32, i64)> {
-        let mut out = Vec::new();
-        for (p, shard) in self.shards.iter().enumerate() {
-            let Some(shard) = shard.as_ref().filter(|s| include_parked || !s.parked) else { continue };
-            for kind in EventKind::ALL {
-                if let Some(next) = shard.inputs[kind.index()].next_offset {
-                    out.push((kind, p as i32, next));
-                }
-            }
-        }
-        out
-    }
-
-    /// The checkpointed next offsets of a partition (impressions, engagements), if it has state.
-    pub fn position(&self, partition: i32) -> Option<[Option<i64>; 2]> {
-        let shard = self.shards.get(usize::try_from(partition).ok()?)?.as_ref()?;
-        Some([shard.inputs[0].next_offset, shard.inputs[1].next_offset])
-    }
-
-    /// A partition was revoked: freeze its state until it comes back.
-    pub fn park(&mut self, partition: i32, now: Instant) {
-        if let Some(Some(shard)) = self.shards.get_mut(usize::try_from(partition).unwrap_or(usize::MAX)) {
-            shard.parked = true;
-            shard.parked_since = Some(now);
-        }
-    }
-
-    /// A parked partition was consumed elsewhere meanwhile (the group committed past our
-    /// position): its open impressions are finalized now with what they have (counted as
-    /// evicted), and it starts afresh from the group's offsets.
-    pub fn take_over(&mut self, partition: i32) {
-        let Engine { shards, aggregation, state, join, counters, .. } = self;
-        let Some(Some(shard)) = shards.get_mut(usize::try_from(partition).unwrap_or(usize::MAX)) else { return };
-        let finalized = state.track(shard, |s| {
-            let mut n = 0u64;
-            s.drain(join, |f| {
-                n += 1;
-                aggregation.finalize(f)
-            });
-            s.reset_keeping_tally();
-            n
-        });
-        counters.impressions_evicted += finalized;
-    }
-
-    /// Records a checkpoint attempt.
-    pub fn record_checkpoint(&mut self, bytes: u64, took: Duration, ok: bool, now: Instant) {
-        let wall_clock = self.wall_clock_ms(now);
-        let stats = &mut self.checkpoint_stats;
-        if ok {
-            stats.written += 1;
-            stats.last_bytes = bytes;
-            stats.last_duration = took;
-            stats.last_success_ms = Some(wall_clock);
-        } else {
-            stats.failed += 1;
-        }
-    }
-
-    pub fn checkpoint_stats(&self) -> CheckpointStats {
-        self.checkpoint_stats
+    /// Replay reads old files: no event is too old for it.
+    pub fn without_past_limit(mut self) -> Self {
+        self.input_limits.max_past_ms = None;
+        self
     }
 
     /// Registers a callback for every finalized impression.
@@ -542,37 +184,52 @@ impl Engine {
         self.aggregation.accumulators.keep_closed_windows(true);
     }
 
-    fn shard(shards: &mut Vec<Option<Box<Shard>>>, partition: i32) -> &mut Shard {
-        let i = usize::try_from(partition).unwrap_or(0);
-        if shards.len() <= i {
-            shards.resize_with(i + 1, || None);
-        }
-        shards[i].get_or_insert_with(Box::default)
-    }
+    // ---- partition lifecycle (the source's rebalance callbacks) ----
 
     /// Marks a partition as assigned: until its inputs deliver an event time (or go idle), they
     /// hold its watermark back.
     pub fn assign(&mut self, partition: i32, now: Instant) {
-        let shard = Self::shard(&mut self.shards, partition);
-        shard.parked = false;
-        shard.parked_since = None;
+        let Some(task) = self.tasks.get_or_create(partition) else { return };
+        task.parked = false;
+        task.parked_since = None;
         for kind in EventKind::ALL {
-            shard.observe(kind, None, now);
+            task.observe(kind, None, now);
         }
     }
 
-    /// Replay reads old files: no event is too old for it.
-    pub fn without_past_limit(mut self) -> Self {
-        self.input_limits.max_past_ms = None;
-        self
+    /// A partition was revoked: freeze its state until it comes back.
+    pub fn park(&mut self, partition: i32, now: Instant) {
+        if let Some(task) = self.tasks.get_mut(partition) {
+            task.parked = true;
+            task.parked_since = Some(now);
+        }
     }
 
-    /// Wall-clock milliseconds at the monotonic instant `now`.
-    fn wall_clock_ms(&self, now: Instant) -> EventTime {
-        let (origin, origin_ms) = self.wall_clock_origin;
-        let since = i64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(i64::MAX);
-        origin_ms.saturating_add(since)
+    /// Whether the engine holds state for a partition (owned or parked).
+    pub fn has_partition(&self, partition: i32) -> bool {
+        self.tasks.get(partition).is_some()
     }
+
+    /// A parked partition was consumed elsewhere meanwhile (the group committed past our
+    /// position): its open impressions are finalized now with what they have (counted as
+    /// evicted), and it starts afresh from the group's offsets.
+    pub fn take_over(&mut self, partition: i32) {
+        let Engine { tasks, aggregation, state, join, counters, .. } = self;
+        let Some(task) = tasks.get_mut(partition) else { return };
+        let finalized = state.track(&mut task.join, |s| {
+            let mut n = 0u64;
+            s.drain(join, |f| {
+                n += 1;
+                aggregation.finalize(f)
+            });
+            s.reset_keeping_tally();
+            n
+        });
+        task.inputs = Default::default();
+        counters.impressions_evicted += finalized;
+    }
+
+    // ---- the pipeline ----
 
     /// Processes one message. Rejections are counted and logged here; the result tells the
     /// caller only for its own bookkeeping.
@@ -584,33 +241,45 @@ impl Engine {
         });
         if let Err(rejection) = &result {
             // A rejected message proves the input alive, but its timestamp must not move anything.
-            Self::shard(&mut self.shards, partition).observe(kind, None, now);
+            if let Some(task) = self.tasks.get_or_create(partition) {
+                task.observe(kind, None, now);
+            }
             self.counters.rejected[kind.index()][rejection.reason.index()] += 1;
             self.reject_log.log(now, &self.topics[kind.index()], partition, rejection);
         }
         result
     }
 
+    /// A negative partition number names no partition: its messages are rejected, not
+    /// attributed to some other partition's state.
+    fn no_such_partition(partition: i32) -> Rejection {
+        Rejection::new(RejectReason::InvalidValue, format!("partition {partition} is not a partition number"))
+    }
+
     fn process_impression(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         let impression = self.decoders.impression(payload, &mut self.scratch_docs)?;
-        if self.scratch_docs.len() > self.input_limits.max_results {
-            return Err(Rejection::new(
-                RejectReason::TooManyResults,
-                format!("{} results, limits.max_results is {}", self.scratch_docs.len(), self.input_limits.max_results),
-            ));
-        }
+        self.input_limits.check_results(self.scratch_docs.len())?;
         self.input_limits.check_timestamp(impression.timestamp, self.wall_clock_ms(now))?;
-        let group =
-            self.groups.intern(&impression.experiment, &impression.variant, impression.timestamp, self.least_watermark);
+        if self.tasks.get_or_create(partition).is_none() {
+            return Err(Self::no_such_partition(partition));
+        }
+        let group = self.groups.intern(
+            &impression.experiment,
+            &impression.variant,
+            impression.timestamp,
+            self.watermarks.least,
+        );
         for retired in self.groups.take_retired() {
             self.aggregation.accumulators.cumulative.remove(retired);
         }
         let key = query_key(&impression.query_id);
         let unit = self.unit_hash(&impression);
-        let Engine { shards, state, join, aggregation, counters, scratch_docs, .. } = self;
-        let shard = Self::shard(shards, partition);
-        shard.observe(EventKind::Impression, Some(impression.timestamp), now);
-        let offer = |s: &mut Shard| s.offer_impression(key, impression.timestamp, group, unit, scratch_docs, join);
+        let Engine { tasks, state, state_limits, join, aggregation, counters, scratch_docs, .. } = self;
+        let task = tasks.get_or_create(partition).expect("checked above");
+        task.observe(EventKind::Impression, Some(impression.timestamp), now);
+        let shard = &mut task.join;
+        let offer =
+            |s: &mut crate::join::Shard| s.offer_impression(key, impression.timestamp, group, unit, scratch_docs, join);
         let mut outcome = state.track(shard, offer);
         while outcome == ImpressionOutcome::StateFull {
             // As for `join.max_pending_impressions`: the earliest deadline is finalized early.
@@ -621,12 +290,12 @@ impl Engine {
             outcome = state.track(shard, offer);
         }
         match outcome {
-            ImpressionOutcome::Pending => self.enforce_state_limits(partition),
-            ImpressionOutcome::Duplicate => self.counters.impressions_duplicate += 1,
-            ImpressionOutcome::Late => self.counters.impressions_late += 1,
+            ImpressionOutcome::Pending => state_limits.enforce(state, shard, join, aggregation, counters),
+            ImpressionOutcome::Duplicate => counters.impressions_duplicate += 1,
+            ImpressionOutcome::Late => counters.impressions_late += 1,
             // Nothing pending and still no room cannot happen (an empty shard compacts to
             // nothing); counted rather than lost silently if it ever did.
-            ImpressionOutcome::StateFull => self.counters.impressions_evicted += 1,
+            ImpressionOutcome::StateFull => counters.impressions_evicted += 1,
         }
         Ok(())
     }
@@ -634,8 +303,8 @@ impl Engine {
     /// The 32-bit hash of an impression's A/B unit. An impression without the configured unit
     /// field is its own cluster (hashed by query id), which is what the impression unit assumes;
     /// it is counted, because many of them mean the statistics are not clustered as configured.
-    fn unit_hash(&mut self, impression: &crate::event::Impression<'_>) -> u32 {
-        let unit = match self.unit {
+    fn unit_hash(&mut self, impression: &Impression<'_>) -> u32 {
+        let unit = match self.ab.unit {
             AbUnit::Impression => return 0,
             AbUnit::ClientId => impression.client_id.as_deref(),
             AbUnit::SessionId => impression.session_id.as_deref(),
@@ -655,100 +324,66 @@ impl Engine {
         self.input_limits.check_timestamp(engagement.timestamp, self.wall_clock_ms(now))?;
         let gain = self.action_gains.get(engagement.action.as_ref()).copied().unwrap_or(0);
         let identity = engagement_identity(&engagement);
-        let shard = Self::shard(&mut self.shards, partition);
-        shard.observe(EventKind::Engagement, Some(engagement.timestamp), now);
+        let Engine { tasks, state, state_limits, join, aggregation, counters, .. } = self;
+        let Some(task) = tasks.get_or_create(partition) else { return Err(Self::no_such_partition(partition)) };
+        task.observe(EventKind::Engagement, Some(engagement.timestamp), now);
         let (query, doc) = (query_key(&engagement.query_id), doc_key(&engagement.doc_id));
-        self.state.track(shard, |s| s.offer_engagement(query, identity, engagement.timestamp, doc, gain, &self.join));
-        self.enforce_state_limits(partition);
+        let shard = &mut task.join;
+        state.track(shard, |s| s.offer_engagement(query, identity, engagement.timestamp, doc, gain, join));
+        state_limits.enforce(state, shard, join, aggregation, counters);
         Ok(())
     }
 
-    /// Brings the state back within `[join]`'s limits by evicting from the shard that grew:
-    /// the impression with the earliest deadline is finalized early, the oldest held engagement
-    /// dropped, the oldest de-duplication key forgotten. Each is counted.
-    fn enforce_state_limits(&mut self, partition: i32) {
-        let Engine { shards, state, state_limits: limits, join, aggregation, counters, .. } = self;
-        let shard = Self::shard(shards, partition);
-        while state.pending > limits.max_pending
-            && state.track(shard, |s| s.evict_oldest_pending(join, |f| aggregation.finalize(f)))
-        {
-            counters.impressions_evicted += 1;
+    /// Recomputes watermarks at wall time `now`, finalizes what they passed and closes windows.
+    pub fn advance(&mut self, now: Instant) {
+        self.watermarks.update_frontier(&self.tasks, now);
+        let Engine { tasks, aggregation, watermarks, state, join, .. } = self;
+        for task in tasks.active_mut() {
+            if let Some(w) = watermarks.target(task, now) {
+                state.track(&mut task.join, |s| s.advance(w, join, |f| aggregation.finalize(f)));
+            }
         }
-        while state.held > limits.max_held && state.track(shard, Shard::evict_oldest_held) {}
-        while state.dedup > limits.max_dedup && state.track(shard, Shard::evict_oldest_dedup_key) {
-            counters.dedup_keys_evicted += 1;
+        if let Some(w) = self.watermarks.window_closing(&self.tasks, now) {
+            self.aggregation.accumulators.close_windows(w);
         }
+        self.watermarks.least = watermark::least(&self.tasks);
     }
+
+    /// The input has ended: finalizes every pending impression and closes every window.
+    pub fn finish(&mut self) {
+        let Engine { tasks, aggregation, state, join, .. } = self;
+        for task in tasks.iter_mut() {
+            state.track(&mut task.join, |s| s.drain(join, |f| aggregation.finalize(f)));
+        }
+        aggregation.accumulators.close_all();
+    }
+
+    // ---- telemetry from the callers ----
 
     /// Records the wall time one message took, for the processing-time distribution.
     pub fn record_processing_time(&mut self, elapsed: Duration) {
         self.processing_time.record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
     }
 
-    /// Recomputes watermarks at wall time `now`, finalizes what they passed and closes windows.
-    pub fn advance(&mut self, now: Instant) {
-        let bound = self.join.max_out_of_orderness;
-        let idle = self.join.idle_timeout;
-        let progress = |clock: &crate::join::InputClock| -> Progress {
-            if !clock.is_active(now, idle) {
-                Progress::Idle
-            } else {
-                clock.max_event_time.map_or(Progress::Blocked, |t| Progress::At(t.saturating_sub(bound)))
-            }
-        };
-
-        // The frontier over every input of every shard.
-        let mut least = Progress::Idle;
-        let mut newest_event = None::<EventTime>;
-        let mut last_active = None::<Instant>;
-        for shard in self.shards.iter().flatten().filter(|s| !s.parked) {
-            for clock in &shard.inputs {
-                least = least.meet(progress(clock));
-                newest_event = newest_event.max(clock.max_event_time);
-                last_active = last_active.max(clock.last_active);
-            }
+    /// Records a checkpoint attempt.
+    pub fn record_checkpoint(&mut self, bytes: u64, took: Duration, ok: bool, now: Instant) {
+        let wall_clock = self.wall_clock_ms(now);
+        let stats = &mut self.checkpoint_stats;
+        if ok {
+            stats.written += 1;
+            stats.last_bytes = bytes;
+            stats.last_duration = took;
+            stats.last_success_ms = Some(wall_clock);
+        } else {
+            stats.failed += 1;
         }
-        let candidate = match least {
-            Progress::At(t) => Some(t),
-            Progress::Blocked => None,
-            Progress::Idle => match (newest_event, last_active) {
-                (Some(newest), Some(last)) => {
-                    let idle_for = now.saturating_duration_since(last + idle);
-                    let idle_ms = i64::try_from(idle_for.as_millis()).unwrap_or(i64::MAX);
-                    Some(newest.saturating_sub(bound).saturating_add(idle_ms))
-                }
-                _ => None,
-            },
-        };
-        if let Some(c) = candidate {
-            self.frontier = Some(self.frontier.map_or(c, |f| f.max(c)));
-        }
-
-        let Engine { shards, aggregation, frontier, state, join, .. } = self;
-        for shard in shards.iter_mut().flatten().filter(|s| !s.parked) {
-            let own = shard.inputs.iter().fold(Progress::Idle, |acc, c| acc.meet(progress(c)));
-            let target = match own {
-                Progress::At(t) => Some(t),
-                Progress::Blocked => None,
-                Progress::Idle => *frontier,
-            };
-            if let Some(w) = target {
-                state.track(shard, |s| s.advance(w, join, |f| aggregation.finalize(f)));
-            }
-        }
-        if let Some(w) = self.window_closing_watermark(now) {
-            self.aggregation.accumulators.close_windows(w);
-        }
-        self.least_watermark = self.watermark();
     }
 
-    /// The input has ended: finalizes every pending impression and closes every window.
-    pub fn finish(&mut self) {
-        let Engine { shards, aggregation, state, join, .. } = self;
-        for shard in shards.iter_mut().flatten() {
-            state.track(shard, |s| s.drain(join, |f| aggregation.finalize(f)));
-        }
-        aggregation.accumulators.close_all();
+    /// Wall-clock milliseconds at the monotonic instant `now`.
+    fn wall_clock_ms(&self, now: Instant) -> EventTime {
+        let (origin, origin_ms) = self.wall_clock_origin;
+        let since = i64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(i64::MAX);
+        origin_ms.saturating_add(since)
     }
 
     // ---- read access for exporters and reports ----
@@ -756,26 +391,17 @@ impl Engine {
     pub fn layout(&self) -> &MetricLayout {
         &self.aggregation.layout
     }
-    /// The A/B reports of every experiment over `table` (the cumulative one or a closed window's).
-    pub fn experiment_reports(
-        &self,
-        table: &crate::accumulate::GroupTable,
-        span: crate::experiments::Span<'_>,
-    ) -> Vec<crate::experiments::ExperimentReport> {
-        let partitions: Vec<i32> = self
-            .shards
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| i32::try_from(i).unwrap_or(i32::MAX))
-            .collect();
+    /// The A/B reports of every experiment over `table` (the cumulative one or a closed window's),
+    /// naming every partition held in state.
+    pub fn experiment_reports(&self, table: &crate::accumulate::GroupTable, span: Span<'_>) -> Vec<ExperimentReport> {
+        let partitions: Vec<i32> = self.tasks.iter().map(|(p, _)| p).collect();
         let mut reports = crate::experiments::reports(&self.aggregation.layout, &self.groups, table, &self.ab, span);
         for report in &mut reports {
             report.partitions.clone_from(&partitions);
         }
         reports
     }
-    pub fn ab(&self) -> &crate::config::AbConfig {
+    pub fn ab(&self) -> &AbConfig {
         &self.ab
     }
     pub fn groups(&self) -> &Groups {
@@ -825,8 +451,8 @@ impl Engine {
     }
     /// Engagement outcomes summed over every shard.
     pub fn engagement_tally(&self) -> EngagementTally {
-        self.shards.iter().flatten().fold(EngagementTally::default(), |mut t, s| {
-            t.merge(&s.tally);
+        self.tasks.iter().fold(EngagementTally::default(), |mut t, (_, task)| {
+            t.merge(&task.join.tally);
             t
         })
     }
@@ -843,28 +469,13 @@ impl Engine {
     pub fn watermark_lag_ms(&self, now: Instant) -> Option<i64> {
         self.watermark().map(|w| self.wall_clock_ms(now).saturating_sub(w))
     }
-    /// The least shard watermark, if every shard has one: everything before it is final.
+    /// The least partition watermark, if every owned partition has one: everything before it
+    /// is final.
     pub fn watermark(&self) -> Option<EventTime> {
-        let mut least = None;
-        for shard in self.shards.iter().flatten().filter(|s| !s.parked) {
-            let w = shard.watermark()?;
-            least = Some(least.map_or(w, |l: EventTime| l.min(w)));
-        }
-        least
+        watermark::least(&self.tasks)
     }
-    /// The watermark windows close on: [`Engine::watermark`], also held back by partitions parked
-    /// less than `state.rebalance_grace` ago, which may still come back here.
-    fn window_closing_watermark(&self, now: Instant) -> Option<EventTime> {
-        let mut least = None;
-        for shard in self.shards.iter().flatten() {
-            let holds_back = !shard.parked
-                || shard.parked_since.is_some_and(|since| now.saturating_duration_since(since) < self.rebalance_grace);
-            if holds_back {
-                let w = shard.watermark()?;
-                least = Some(least.map_or(w, |l: EventTime| l.min(w)));
-            }
-        }
-        least
+    pub fn checkpoint_stats(&self) -> CheckpointStats {
+        self.checkpoint_stats
     }
 
     pub fn first_engagement_delay(&self) -> &Distribution {
@@ -890,56 +501,6 @@ fn engagement_identity(e: &Engagement<'_>) -> EngagementId {
             }
             h.update(&e.timestamp.to_le_bytes());
             h.digest128()
-        }
-    }
-}
-
-/// Progress of a set of inputs, combined by taking the least.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Progress {
-    /// No active input: nothing constrains.
-    Idle,
-    /// An active input has not delivered an event time yet: nothing may advance.
-    Blocked,
-    At(EventTime),
-}
-
-impl Progress {
-    fn meet(self, other: Progress) -> Progress {
-        match (self, other) {
-            (Progress::Blocked, _) | (_, Progress::Blocked) => Progress::Blocked,
-            (Progress::Idle, p) | (p, Progress::Idle) => p,
-            (Progress::At(a), Progress::At(b)) => Progress::At(a.min(b)),
-        }
-    }
-}
-
-/// What turns finalized impressions into numbers: split from [`Engine`] so that the join's
-/// finalization callback can borrow it while the shards are borrowed.
-struct Aggregation {
-    layout: MetricLayout,
-    accumulators: Accumulators,
-    /// Reused buffer for one impression's metric values.
-    values: Vec<f64>,
-    /// Impression timestamp to first attributed engagement, in milliseconds.
-    first_engagement_delay: Distribution,
-    observer: Option<FinalizedObserver>,
-}
-
-impl Aggregation {
-    /// Computes a finalized impression's metrics and adds them to the accumulators: the one
-    /// place where an impression becomes numbers.
-    fn finalize(&mut self, f: Finalized<'_>) {
-        let values = &mut self.values;
-        self.layout.evaluate(f.gains, &[], values);
-        let abandoned =
-            values[self.layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout")];
-        self.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0, f.unit);
-        if let Some(delay) = f.first_engagement_delay_ms {
-            self.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
-        }
-        if let Some(observe) = &mut self.observer {
-            observe(&FinalizedView { query: f.query, group: f.group, timestamp: f.timestamp, gains: f.gains, values });
         }
     }
 }
@@ -1066,8 +627,8 @@ mod tests {
         );
         e.process(EventKind::Impression, 0, &imp("q", now_ms, &["a", "b", "c"]), t0).unwrap();
         // The rejected future timestamps did not move the input clocks.
-        assert_eq!(e.shards[0].as_ref().unwrap().inputs[0].max_event_time, Some(now_ms));
-        assert_eq!(e.shards[0].as_ref().unwrap().inputs[1].max_event_time, None);
+        assert_eq!(e.tasks.get(0).unwrap().inputs[0].max_event_time, Some(now_ms));
+        assert_eq!(e.tasks.get(0).unwrap().inputs[1].max_event_time, None);
     }
 
     #[test]

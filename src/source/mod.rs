@@ -1,0 +1,239 @@
+//! The Kafka source: consumes both topics on a thread of its own and feeds the engine.
+//!
+//! Offset discipline: a message's offset is recorded in [`Positions`] once the message is in the
+//! engine's state, and a checkpoint holds the state *and* the positions, so it is the position of
+//! every partition. Offsets are committed to the group only after the checkpoint that covers
+//! them is on disk (periodically, on revoke, and at shutdown). On assignment, a partition resumes
+//! from its checkpointed offsets, not the group's: every message is in the state exactly once,
+//! whatever happened in between. If the group committed past our checkpoint, another consumer
+//! owned the partition meanwhile; our stale state for it is finalized and we continue from the
+//! group's offsets.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | the consumer thread's poll loop, the client configuration |
+//! | [`positions`] | the next offset of every input partition in the state |
+//! | [`commit`] | checkpoint, then commit: the only path by which offsets reach the group |
+//! | `rebalance` | assignment (resume from checkpointed offsets, or take over) and revoke (checkpoint, commit, park) |
+
+mod commit;
+mod positions;
+mod rebalance;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+
+use crate::checkpoint::CheckpointStore;
+use crate::config::KafkaConfig;
+use crate::engine::SharedEngine;
+use crate::event::EventKind;
+use crate::health::Health;
+use crate::shutdown::Shutdown;
+use commit::{checkpoint_and_commit, SourceState};
+use rebalance::SourceContext;
+
+pub use commit::{encode_checkpoint, Checkpoint};
+pub use positions::Positions;
+
+/// How often watermarks are recomputed when messages keep arriving, and when they do not.
+const ADVANCE_INTERVAL: Duration = Duration::from_millis(50);
+const IDLE_TICK: Duration = Duration::from_millis(200);
+/// The longest one poll waits for a message: bounds how late shutdown, the idle tick and a
+/// checkpoint can be when nothing arrives.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// Messages between two shutdown checks while messages keep arriving (about a millisecond).
+const SHUTDOWN_CHECK_EVERY: u32 = 1024;
+/// The pause after a consume error, so a broken connection recovers without spinning.
+const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("creating the Kafka consumer: {0}")]
+    Create(#[source] KafkaError),
+    #[error("subscribing to {topics:?}: {source}")]
+    Subscribe { topics: [String; 2], source: KafkaError },
+    #[error("the consumer thread stopped without its final checkpoint (it panicked); a restart resumes from the last checkpoint")]
+    ConsumerThread,
+}
+
+/// Where and how often state is checkpointed; `None` in the demo, which has nothing to resume.
+pub struct Durability {
+    /// The state directory's checkpoint files.
+    pub store: CheckpointStore,
+    /// `state.checkpoint_interval`.
+    pub interval: Duration,
+    /// The positions of the checkpoint the engine was restored from (empty without one).
+    pub positions: Positions,
+}
+
+fn client_config(cfg: &KafkaConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("auto.offset.reset", "earliest");
+    // User properties first, so that the settings offset handling depends on always win
+    // (validation refuses them in the file anyway).
+    for (k, v) in &cfg.properties {
+        c.set(k, v);
+    }
+    c.set("bootstrap.servers", &cfg.brokers)
+        .set("group.id", &cfg.group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false");
+    c
+}
+
+/// Consumes until shutdown; checkpoints and commits before returning.
+///
+/// The consumer runs on a thread of its own: polling librdkafka is a blocking call, and a
+/// dedicated thread polls it directly, without an async wake-up, a `select!` over timers and a
+/// shutdown future per message.
+pub async fn run(
+    cfg: &KafkaConfig,
+    engine: SharedEngine,
+    health: Arc<Health>,
+    shutdown: Shutdown,
+    durability: Option<Durability>,
+    commit_interval: Duration,
+) -> Result<(), SourceError> {
+    let topics = [cfg.impressions_topic.clone(), cfg.engagements_topic.clone()];
+    let (state, checkpoint_interval) = match durability {
+        Some(d) => {
+            (SourceState { positions: d.positions, assigned: BTreeSet::new(), store: Some(d.store) }, d.interval)
+        }
+        None => {
+            (SourceState { positions: Positions::default(), assigned: BTreeSet::new(), store: None }, commit_interval)
+        }
+    };
+    let context = SourceContext {
+        engine: engine.clone(),
+        health: health.clone(),
+        topics: topics.clone(),
+        state: Mutex::new(state),
+    };
+    let consumer: BaseConsumer<SourceContext> =
+        client_config(cfg).create_with_context(context).map_err(SourceError::Create)?;
+    consumer
+        .subscribe(&[topics[0].as_str(), topics[1].as_str()])
+        .map_err(|source| SourceError::Subscribe { topics: topics.clone(), source })?;
+    tracing::info!(brokers = %cfg.brokers, group = %cfg.group_id, ?topics, "consuming");
+
+    let (finished, done) = tokio::sync::oneshot::channel();
+    let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval };
+    std::thread::Builder::new()
+        .name("rankpulse-source".into())
+        .spawn(move || {
+            consume.run();
+            let _ = finished.send(());
+        })
+        .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the consumer thread: {e}"))))?;
+    // The thread reports when it has checkpointed and stopped; a dropped sender means it panicked.
+    done.await.map_err(|_| SourceError::ConsumerThread)
+}
+
+/// Everything the consumer thread owns.
+struct ConsumeLoop {
+    /// Polled only by this thread, which is also where its rebalance callbacks run.
+    consumer: BaseConsumer<SourceContext>,
+    /// Locked per message, never across a poll (the rebalance callback locks it too).
+    engine: SharedEngine,
+    /// Readiness: lost on consume errors, regained with the next message.
+    health: Arc<Health>,
+    /// Checked between messages; the loop then checkpoints and commits one last time.
+    shutdown: Shutdown,
+    /// Impressions topic, engagements topic: a message's kind is the index of its topic.
+    topics: [String; 2],
+    /// How often the state is checkpointed and the offsets it covers committed.
+    checkpoint_interval: Duration,
+}
+
+impl ConsumeLoop {
+    fn run(self) {
+        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval } = &self;
+        let mut last_advance = Instant::now();
+        let mut next_checkpoint = last_advance + *checkpoint_interval;
+        let mut consecutive_errors = 0u32;
+        // Shutdown is checked before every poll that may wait, and every `SHUTDOWN_CHECK_EVERY`
+        // messages while they keep arriving.
+        let mut until_shutdown_check = 0u32;
+        loop {
+            if until_shutdown_check == 0 {
+                if shutdown.is_triggered() {
+                    break;
+                }
+                until_shutdown_check = SHUTDOWN_CHECK_EVERY;
+            }
+            let now = match consumer.poll(POLL_TIMEOUT) {
+                Some(Ok(message)) => {
+                    until_shutdown_check -= 1;
+                    if consecutive_errors > 0 {
+                        consecutive_errors = 0;
+                        health.set_ready(true);
+                    }
+                    let topic = message.topic();
+                    let kind = if topic == topics[0] {
+                        EventKind::Impression
+                    } else if topic == topics[1] {
+                        EventKind::Engagement
+                    } else {
+                        continue;
+                    };
+                    let started = Instant::now();
+                    // Source state before engine, as everywhere: one lock order.
+                    let mut state = consumer.context().state();
+                    let mut engine = engine.lock();
+                    let _ = engine.process(kind, message.partition(), message.payload().unwrap_or(&[]), started);
+                    // Only now is the message's effect in the state.
+                    state.positions.consumed(kind, message.partition(), message.offset());
+                    drop(state);
+                    let finished = Instant::now();
+                    engine.record_processing_time(finished - started);
+                    if finished - last_advance >= ADVANCE_INTERVAL {
+                        engine.advance(finished);
+                        last_advance = finished;
+                    }
+                    finished
+                }
+                Some(Err(e)) => {
+                    until_shutdown_check = 0;
+                    consecutive_errors += 1;
+                    if consecutive_errors == 1 || consecutive_errors.is_power_of_two() {
+                        tracing::warn!(error = %e, consecutive_errors, "consume error");
+                    }
+                    health.set_ready(false);
+                    // Let a broken connection recover without spinning.
+                    std::thread::sleep(ERROR_BACKOFF);
+                    Instant::now()
+                }
+                None => {
+                    until_shutdown_check = 0;
+                    Instant::now()
+                }
+            };
+            if now - last_advance >= IDLE_TICK {
+                engine.lock().advance(now);
+                last_advance = now;
+            }
+            if now >= next_checkpoint {
+                checkpoint_and_commit(
+                    consumer,
+                    engine,
+                    &mut consumer.context().state(),
+                    topics,
+                    CommitMode::Async,
+                    "interval",
+                );
+                next_checkpoint = Instant::now() + *checkpoint_interval;
+            }
+        }
+
+        tracing::info!("stopping the consumer: final checkpoint and commit");
+        checkpoint_and_commit(consumer, engine, &mut consumer.context().state(), topics, CommitMode::Sync, "shutdown");
+        consumer.unsubscribe();
+        health.set_ready(false);
+    }
+}
