@@ -11,9 +11,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -22,6 +20,8 @@ use rand::{Rng, SeedableRng};
 use rdkafka::config::ClientConfig;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+use crate::shutdown::Shutdown;
 
 /// Experiment name used by the generated traffic.
 pub const EXPERIMENT: &str = "ranker-2026-11";
@@ -221,8 +221,12 @@ fn now_ms() -> i64 {
 
 /// The mock cluster and generator, on their own thread (the mock cluster is `!Send`).
 pub struct DemoCluster {
+    /// Where the pipeline connects.
     pub bootstrap_servers: String,
-    stop: Arc<AtomicBool>,
+    /// The cluster's own stop signal, not the pipeline's: the cluster must outlive the
+    /// pipeline's shutdown, whose final commit still needs it.
+    stop: Shutdown,
+    /// The cluster's thread, joined on [`DemoCluster::stop`].
     thread: Option<JoinHandle<()>>,
 }
 
@@ -240,7 +244,7 @@ impl DemoCluster {
         impressions_per_second: u32,
         seed: u64,
     ) -> Result<Self, DemoError> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Shutdown::new();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<String, String>>();
         let topics = (impressions_topic.to_string(), engagements_topic.to_string());
         let thread_stop = stop.clone();
@@ -262,7 +266,7 @@ impl DemoCluster {
 
     /// Stops the generator, then the cluster.
     pub fn stop(mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.trigger();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -271,7 +275,7 @@ impl DemoCluster {
 
 impl Drop for DemoCluster {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.trigger();
     }
 }
 
@@ -280,7 +284,7 @@ fn run_cluster(
     engagements_topic: &str,
     impressions_per_second: u32,
     seed: u64,
-    stop: &AtomicBool,
+    stop: &Shutdown,
     ready: &mpsc::Sender<Result<String, String>>,
 ) -> Result<(), String> {
     let cluster = MockCluster::new(3).map_err(|e| e.to_string())?;
@@ -308,20 +312,20 @@ fn run_cluster(
 }
 
 /// Produces generated traffic in real time, impressions keyed by `query_id` and each engagement
-/// when it happens, until `stop` is set: the demo's cluster and `rankpulse produce` share it.
+/// when it happens, until `stop` is triggered: the demo's cluster and `rankpulse produce` share it.
 pub fn produce_live(
     producer: &BaseProducer,
     mut generator: TrafficGenerator,
     (impressions_topic, engagements_topic): (&str, &str),
     impressions_per_second: u32,
-    stop: &AtomicBool,
+    stop: &Shutdown,
 ) {
     let send = |topic: &str, key: &str, payload: &str| send(producer, topic, key, payload, stop);
     let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
     let tick = Duration::from_millis(10);
     let per_tick = f64::from(impressions_per_second) * tick.as_secs_f64();
     let mut owed = 0.0;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_triggered() {
         let now = now_ms();
         owed += per_tick;
         while owed >= 1.0 {
@@ -347,7 +351,7 @@ pub fn produce_live(
     }
 }
 
-fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str, stop: &AtomicBool) {
+fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str, stop: &Shutdown) {
     let mut record = BaseRecord::to(topic).key(key).payload(payload);
     // A full local queue means the brokers do not keep up (or are down): wait for room rather
     // than drop, unless asked to stop.
@@ -355,7 +359,7 @@ fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str, stop: &A
         match producer.send(record) {
             Ok(()) => return,
             Err((_, returned)) => {
-                if stop.load(Ordering::Relaxed) {
+                if stop.is_triggered() {
                     return;
                 }
                 producer.poll(Duration::from_millis(10));

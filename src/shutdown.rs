@@ -40,17 +40,33 @@ impl Shutdown {
     }
 
     /// Spawns a task that triggers shutdown on SIGINT or SIGTERM.
+    ///
+    /// Installing the SIGTERM handler can fail (the process may not be allowed to); the daemon
+    /// then still stops on SIGINT and says loudly that SIGTERM will kill it without the final
+    /// checkpoint, rather than the task dying silently and leaving no handler at all.
     pub fn on_signals(&self) {
         let this = self.clone();
         tokio::spawn(async move {
             let ctrl_c = tokio::signal::ctrl_c();
             #[cfg(unix)]
             {
-                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("installing a SIGTERM handler");
+                use tokio::signal::unix::{signal, SignalKind};
+                let term = match signal(SignalKind::terminate()) {
+                    Ok(term) => Some(term),
+                    Err(error) => {
+                        tracing::error!(%error, "installing a SIGTERM handler failed: SIGTERM now stops rankpulse without a final checkpoint (the last periodic one stands); SIGINT still stops it cleanly");
+                        None
+                    }
+                };
+                let term_received = async {
+                    match term {
+                        Some(mut term) => term.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = ctrl_c => tracing::info!("SIGINT received, shutting down"),
-                    _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+                    _ = term_received => tracing::info!("SIGTERM received, shutting down"),
                     _ = this.wait() => return,
                 }
             }

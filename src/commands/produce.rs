@@ -1,7 +1,5 @@
 //! `rankpulse produce`: the demo's generated A/B traffic, produced live to real Kafka topics.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -26,25 +24,25 @@ pub fn run(
     // Ids continue from the wall clock, so a restarted producer never repeats a recent one.
     let first_id = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0) * 1000;
     let generator = TrafficGenerator::new(seed).numbered_from(first_id);
-    let stop = Arc::new(AtomicBool::new(false));
+    // The one shutdown signal: SIGINT/SIGTERM or the end of --duration stop the producer thread.
+    let shutdown = Shutdown::new();
     println!(
         "rankpulse produce: {rate} searches/s of experiment {EXPERIMENT} (control vs treatment) to {impressions_topic} and {engagements_topic} at {brokers}; Ctrl-C to stop"
     );
-    let thread_stop = stop.clone();
+    let thread_stop = shutdown.clone();
     let topics = (impressions_topic.to_string(), engagements_topic.to_string());
     let worker = std::thread::Builder::new().name("produce".into()).spawn(move || {
         produce_live(&producer, generator, (&topics.0, &topics.1), rate, &thread_stop);
         producer.flush(Duration::from_secs(5))
     })?;
     super::runtime()?.block_on(async {
-        let shutdown = Shutdown::new();
         shutdown.on_signals();
         match duration {
             Some(d) => tokio::select! { _ = tokio::time::sleep(d) => {}, _ = shutdown.wait() => {} },
             None => shutdown.wait().await,
         }
     });
-    stop.store(true, Ordering::Relaxed);
+    shutdown.trigger();
     let flushed = worker.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
     flushed.context("flushing the last messages")?;
     Ok(())
