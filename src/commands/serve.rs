@@ -10,9 +10,9 @@ use crate::checkpoint::CheckpointStore;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::engine::SharedEngine;
-use crate::export::HttpServer;
 use crate::health::Health;
-use crate::publish::Publisher;
+use crate::output::HttpServer;
+use crate::output::Publisher;
 use crate::shutdown::Shutdown;
 use crate::source::{self, Durability};
 
