@@ -1,7 +1,9 @@
 //! Output: everything that leaves the process.
 
+mod http;
 mod prometheus;
 mod publish;
 
-pub use self::prometheus::{experiment_report, gather, registry, render, HttpServer};
+pub use self::http::{experiment_report, HttpServer};
+pub use self::prometheus::{gather, registry, render};
 pub use self::publish::{PublishError, Publisher};

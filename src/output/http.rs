@@ -1,0 +1,173 @@
+//! The HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B API `/api/v1/experiments[/{id}]`.
+//!
+//! Handlers that read the engine run on the blocking pool: a scrape or a report holds the
+//! engine's lock for a while, and the async workers must stay free for other requests.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus::Registry;
+
+use super::prometheus::{registry, render};
+use crate::engine::{Engine, SharedEngine};
+use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
+use crate::health::Health;
+use crate::shutdown::Shutdown;
+
+#[derive(Clone)]
+struct AppState {
+    registry: Registry,
+    health: Arc<Health>,
+    /// For the A/B API, which reads reports straight from the accumulators.
+    engine: SharedEngine,
+}
+
+/// Query of `GET /api/v1/experiments/{id}`.
+#[derive(Debug, serde::Deserialize)]
+struct ExperimentQuery {
+    /// A configured window size (`5m`: its newest closed window) or `cumulative` (default).
+    window: Option<String>,
+}
+
+fn json_error(status: StatusCode, message: String) -> axum::response::Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// The report of `experiment` over `window` (a size label or `cumulative`).
+pub fn experiment_report(
+    engine: &Engine,
+    experiment: &str,
+    window: &str,
+) -> Result<ExperimentReport, (StatusCode, String)> {
+    let acc = engine.accumulators();
+    let reports = if window == CUMULATIVE {
+        engine.experiment_reports(&acc.cumulative, Span::Cumulative)
+    } else {
+        let size_index = (0..acc.window_count()).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
+            let mut known: Vec<&str> = (0..acc.window_count()).map(|i| engine.window_label(i)).collect();
+            known.push(CUMULATIVE);
+            (StatusCode::BAD_REQUEST, format!("unknown window {window:?}; one of {}", known.join(", ")))
+        })?;
+        match acc.newest_closed().find(|w| w.size_index == size_index) {
+            Some(closed) => engine.experiment_reports(
+                &closed.groups,
+                Span::Window { label: window, start: closed.start, size_ms: acc.window_size_ms(size_index) },
+            ),
+            None => Vec::new(),
+        }
+    };
+    reports.into_iter().find(|r| r.experiment == experiment).ok_or_else(|| {
+        (StatusCode::NOT_FOUND, format!("experiment {experiment:?} has no finalized impressions in window {window:?}"))
+    })
+}
+
+/// `GET /api/v1/experiments`: every experiment with its cumulative traffic and split check.
+async fn list_experiments(State(state): State<AppState>) -> axum::response::Response {
+    let engine = state.engine.clone();
+    let listing = tokio::task::spawn_blocking(move || {
+        let engine = engine.lock();
+        let acc = engine.accumulators();
+        let windows: Vec<&str> =
+            std::iter::once(CUMULATIVE).chain(acc.newest_closed().map(|w| engine.window_label(w.size_index))).collect();
+        let experiments: Vec<serde_json::Value> = engine
+            .experiment_reports(&acc.cumulative, Span::Cumulative)
+            .into_iter()
+            .map(|r| {
+                serde_json::json!({
+                    "experiment": r.experiment,
+                    "control": r.control,
+                    "unit": r.unit,
+                    "variants": r.variants.iter().map(|v| serde_json::json!({
+                        "variant": v.variant, "impressions": v.impressions, "engaged": v.engaged,
+                    })).collect::<Vec<_>>(),
+                    "sample_ratio_p_value": r.sample_ratio.as_ref().map(|s| s.p_value),
+                    "windows": windows,
+                    "href": format!("/api/v1/experiments/{}", r.experiment),
+                })
+            })
+            .collect();
+        serde_json::json!({ "experiments": experiments })
+    })
+    .await;
+    match listing {
+        Ok(body) => axum::Json(body).into_response(),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `GET /api/v1/experiments/{id}?window=5m`: the full report.
+async fn get_experiment(
+    State(state): State<AppState>,
+    axum::extract::Path(experiment): axum::extract::Path<String>,
+    axum::extract::Query(query): axum::extract::Query<ExperimentQuery>,
+) -> axum::response::Response {
+    let engine = state.engine.clone();
+    let window = query.window.unwrap_or_else(|| CUMULATIVE.to_string());
+    let report = tokio::task::spawn_blocking(move || {
+        let engine = engine.lock();
+        experiment_report(&engine, &experiment, &window).map(|r| serde_json::to_value(r).unwrap_or_default())
+    })
+    .await;
+    match report {
+        Ok(Ok(body)) => axum::Json(body).into_response(),
+        Ok(Err((status, message))) => json_error(status, message),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let body = tokio::task::spawn_blocking(move || render(&state.registry)).await.unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.health.is_ready() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready: no partitions assigned or brokers unreachable\n")
+    }
+}
+
+/// The HTTP server, bound and serving until shutdown.
+pub struct HttpServer {
+    pub local_addr: SocketAddr,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl HttpServer {
+    /// Binds `addr` and serves in a background task until `shutdown` fires.
+    pub async fn start(
+        addr: SocketAddr,
+        engine: SharedEngine,
+        health: Arc<Health>,
+        shutdown: Shutdown,
+    ) -> std::io::Result<HttpServer> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+        let app = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .route("/api/v1/experiments", get(list_experiments))
+            .route("/api/v1/experiments/{id}", get(get_experiment))
+            .with_state(AppState { registry: registry(engine.clone()), health, engine });
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await
+        });
+        Ok(HttpServer { local_addr, task })
+    }
+
+    /// Waits for the server to stop after shutdown.
+    pub async fn join(self) -> std::io::Result<()> {
+        self.task.await.unwrap_or(Ok(()))
+    }
+}
