@@ -8,11 +8,11 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary};
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use crate::accumulate::{FoldedLabel, GroupStats};
+use crate::accumulate::{FoldedLabel, GroupId, GroupStats, Groups};
 use crate::engine::{Distribution, Engine, SharedEngine};
 use crate::event::{EventKind, RejectReason};
 use crate::experiments::Span;
-use crate::metrics::{recall_level_label, MetricKind};
+use crate::metrics::{recall_level_label, MetricKey, MetricKind};
 
 /// The contract's name and help text for each per-impression metric kind.
 fn summary_family(kind: MetricKind) -> Option<(&'static str, &'static str)> {
@@ -95,20 +95,56 @@ fn distribution_summary(d: &Distribution, seconds_per_unit: f64) -> Metric {
 }
 
 /// Builds every metric family from the engine's current state.
+///
+/// Families without a single series are left out: the text format has no use for a bare
+/// `# HELP`, and an absent family reads better in Prometheus than an empty one.
 pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
-    let layout = engine.layout();
-    let groups = engine.groups();
-    let group_labels = |id| {
-        let (experiment, variant) = groups.name(id);
-        vec![label("experiment", experiment), label("variant", variant)]
-    };
-    let cumulative: Vec<(u32, &GroupStats)> = engine.accumulators().cumulative.iter().collect();
-    let mut families = Vec::new();
+    let mut families = metric_summaries(engine);
+    families.extend(impression_counters(engine));
+    families.extend(event_counters(engine));
+    families.extend(outcome_counters(engine));
+    families.extend(checkpoint_families(engine));
+    families.extend(label_families(engine));
+    families.extend(state_gauges(engine));
+    families.extend(window_gauges(engine));
+    families.extend(ab_families(engine));
+    families.extend(latency_summaries(engine));
+    families.retain(|f| !f.get_metric().is_empty());
+    families
+}
 
-    // Per-impression metric values: one summary family per metric name, one series per
-    // group × k (× gain), with _sum and _count only.
+/// The `experiment` and `variant` labels of a group, as its series carry them.
+fn group_labels(groups: &Groups, id: GroupId) -> Vec<LabelPair> {
+    let (experiment, variant) = groups.name(id);
+    vec![label("experiment", experiment), label("variant", variant)]
+}
+
+/// The labels that tell the series of one metric name apart within a group: the cutoff `k`
+/// (or the `recall` level of the interpolated-precision curve) and the nDCG `gain`.
+fn key_labels(key: &MetricKey) -> Vec<LabelPair> {
+    let mut labels = Vec::new();
+    match (key.kind, key.k) {
+        (MetricKind::InterpolatedPrecision, Some(level)) => labels.push(label("recall", &recall_level_label(level))),
+        (_, Some(k)) => labels.push(label("k", &k.to_string())),
+        (_, None) => {}
+    }
+    match key.kind {
+        MetricKind::Ndcg => labels.push(label("gain", "linear")),
+        MetricKind::NdcgExp => labels.push(label("gain", "exponential")),
+        _ => {}
+    }
+    labels
+}
+
+/// Per-impression metric values, cumulative: one summary family per metric name, one series per
+/// group × k (× gain), with `_sum` and `_count` only (quantiles of per-impression values that
+/// are mostly 0 or 1 would say nothing).
+fn metric_summaries(engine: &Engine) -> Vec<MetricFamily> {
+    let groups = engine.groups();
+    let cumulative: Vec<(GroupId, &GroupStats)> = engine.accumulators().cumulative.iter().collect();
+    // Several metric keys (k = 1, 3, 10 ...) share one family; families keep the layout's order.
     let mut by_name: Vec<(&str, &str, Vec<Metric>)> = Vec::new();
-    for (slot, key) in layout.keys().iter().enumerate() {
+    for (slot, key) in engine.layout().keys().iter().enumerate() {
         let Some((name, help)) = summary_family(key.kind) else {
             continue;
         };
@@ -120,49 +156,42 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
             }
         };
         for &(group, stats) in &cumulative {
-            let mut labels = group_labels(group);
-            match (key.kind, key.k) {
-                (MetricKind::InterpolatedPrecision, Some(level)) => {
-                    labels.push(label("recall", &recall_level_label(level)))
-                }
-                (_, Some(k)) => labels.push(label("k", &k.to_string())),
-                (_, None) => {}
-            }
-            match key.kind {
-                MetricKind::Ndcg => labels.push(label("gain", "linear")),
-                MetricKind::NdcgExp => labels.push(label("gain", "exponential")),
-                _ => {}
-            }
+            let mut labels = group_labels(groups, group);
+            labels.extend(key_labels(key));
             metrics.push(summary(labels, stats.sum(slot), stats.impressions, vec![]));
         }
     }
-    for (name, help, metrics) in by_name {
-        families.push(family(name, help, MetricType::SUMMARY, metrics));
-    }
+    by_name.into_iter().map(|(name, help, metrics)| family(name, help, MetricType::SUMMARY, metrics)).collect()
+}
 
-    families.push(family(
-        "rankpulse_impressions_total",
-        "Finalized impressions.",
-        MetricType::COUNTER,
-        cumulative.iter().map(|&(g, s)| counter(group_labels(g), s.impressions as f64)).collect(),
-    ));
-    families.push(family(
-        "rankpulse_impressions_engaged_total",
-        "Finalized impressions with at least one relevant result (1 - engaged/total is the abandonment rate).",
-        MetricType::COUNTER,
-        cumulative.iter().map(|&(g, s)| counter(group_labels(g), s.engaged as f64)).collect(),
-    ));
+/// Finalized and engaged impressions per group, cumulative.
+fn impression_counters(engine: &Engine) -> Vec<MetricFamily> {
+    let groups = engine.groups();
+    let cumulative = || engine.accumulators().cumulative.iter();
+    vec![
+        family(
+            "rankpulse_impressions_total",
+            "Finalized impressions.",
+            MetricType::COUNTER,
+            cumulative().map(|(g, s)| counter(group_labels(groups, g), s.impressions as f64)).collect(),
+        ),
+        family(
+            "rankpulse_impressions_engaged_total",
+            "Finalized impressions with at least one relevant result (1 - engaged/total is the abandonment rate).",
+            MetricType::COUNTER,
+            cumulative().map(|(g, s)| counter(group_labels(groups, g), s.engaged as f64)).collect(),
+        ),
+    ]
+}
 
+/// Messages consumed per topic, and rejected per topic and reason (every reason, also at 0, so
+/// that `rate()` works from the first reject on).
+fn event_counters(engine: &Engine) -> Vec<MetricFamily> {
     let counters = engine.counters();
-    families.push(family(
-        "rankpulse_events_consumed_total",
-        "Messages consumed, valid or not.",
-        MetricType::COUNTER,
-        EventKind::ALL
-            .iter()
-            .map(|&k| counter(vec![label("topic", engine.topic(k))], counters.consumed[k.index()] as f64))
-            .collect(),
-    ));
+    let consumed = EventKind::ALL
+        .iter()
+        .map(|&k| counter(vec![label("topic", engine.topic(k))], counters.consumed[k.index()] as f64))
+        .collect();
     let mut rejected = Vec::new();
     for kind in EventKind::ALL {
         for reason in RejectReason::ALL {
@@ -172,13 +201,16 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
             ));
         }
     }
-    families.push(family(
-        "rankpulse_events_rejected_total",
-        "Messages rejected, by reason.",
-        MetricType::COUNTER,
-        rejected,
-    ));
+    vec![
+        family("rankpulse_events_consumed_total", "Messages consumed, valid or not.", MetricType::COUNTER, consumed),
+        family("rankpulse_events_rejected_total", "Messages rejected, by reason.", MetricType::COUNTER, rejected),
+    ]
+}
 
+/// What became of valid events in the join: duplicates, late and orphaned arrivals, evictions
+/// by the state limits, attributions and the reasons an engagement changed nothing.
+fn outcome_counters(engine: &Engine) -> Vec<MetricFamily> {
+    let counters = engine.counters();
     let tally = engine.engagement_tally();
     let plain_counters: [(&str, &str, u64); 11] = [
         ("rankpulse_engagements_duplicate_total", "Engagements seen before (same event_id, or same query, document, action and timestamp); counted once, then ignored.", tally.duplicate),
@@ -193,9 +225,10 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
         ("rankpulse_ab_impressions_without_unit_total", "Impressions without the field ab.unit names (client_id or session_id); each is its own cluster in the A/B statistics.", counters.impressions_without_unit),
         ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window.", engine.accumulators().window_late_impressions),
     ];
-    for (name, help, value) in plain_counters {
-        families.push(family(name, help, MetricType::COUNTER, vec![counter(vec![], value as f64)]));
-    }
+    let mut families: Vec<MetricFamily> = plain_counters
+        .into_iter()
+        .map(|(name, help, value)| family(name, help, MetricType::COUNTER, vec![counter(vec![], value as f64)]))
+        .collect();
     families.push(family(
         "rankpulse_engagements_unattributed_total",
         "Engagements matched to an open impression that changed nothing: the document was not in its results, or the timestamp was outside its attribution window.",
@@ -205,61 +238,83 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
             counter(vec![label("reason", "outside_window")], tally.outside_window as f64),
         ],
     ));
+    families
+}
 
+/// Checkpoint health: written and failed counts always, the last success's time, size and
+/// duration only once there was one (a 0 timestamp would read as "stale since 1970").
+fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
     let checkpoints = engine.checkpoint_stats();
-    families.push(family(
-        "rankpulse_checkpoints_total",
-        "Checkpoints written to state.dir (offsets are committed after each).",
-        MetricType::COUNTER,
-        vec![counter(vec![], checkpoints.written as f64)],
-    ));
-    families.push(family(
-        "rankpulse_checkpoint_failures_total",
-        "Checkpoints that could not be written (disk full, permissions); offsets stay uncommitted until one succeeds.",
-        MetricType::COUNTER,
-        vec![counter(vec![], checkpoints.failed as f64)],
-    ));
+    let mut families = vec![
+        family(
+            "rankpulse_checkpoints_total",
+            "Checkpoints written to state.dir (offsets are committed after each).",
+            MetricType::COUNTER,
+            vec![counter(vec![], checkpoints.written as f64)],
+        ),
+        family(
+            "rankpulse_checkpoint_failures_total",
+            "Checkpoints that could not be written (disk full, permissions); offsets stay uncommitted until one succeeds.",
+            MetricType::COUNTER,
+            vec![counter(vec![], checkpoints.failed as f64)],
+        ),
+    ];
     if let Some(last) = checkpoints.last_success_ms {
-        families.push(family(
-            "rankpulse_checkpoint_last_success_timestamp_seconds",
-            "Wall-clock time of the last successful checkpoint.",
-            MetricType::GAUGE,
-            vec![gauge(vec![], last as f64 / 1000.0)],
-        ));
-        families.push(family(
-            "rankpulse_checkpoint_bytes",
-            "Size of the last checkpoint.",
-            MetricType::GAUGE,
-            vec![gauge(vec![], checkpoints.last_bytes as f64)],
-        ));
-        families.push(family(
-            "rankpulse_checkpoint_duration_seconds",
-            "Time to write and fsync the last checkpoint.",
-            MetricType::GAUGE,
-            vec![gauge(vec![], checkpoints.last_duration.as_secs_f64())],
-        ));
+        families.extend([
+            family(
+                "rankpulse_checkpoint_last_success_timestamp_seconds",
+                "Wall-clock time of the last successful checkpoint.",
+                MetricType::GAUGE,
+                vec![gauge(vec![], last as f64 / 1000.0)],
+            ),
+            family(
+                "rankpulse_checkpoint_bytes",
+                "Size of the last checkpoint.",
+                MetricType::GAUGE,
+                vec![gauge(vec![], checkpoints.last_bytes as f64)],
+            ),
+            family(
+                "rankpulse_checkpoint_duration_seconds",
+                "Time to write and fsync the last checkpoint.",
+                MetricType::GAUGE,
+                vec![gauge(vec![], checkpoints.last_duration.as_secs_f64())],
+            ),
+        ]);
     }
-    families.push(family(
-        "rankpulse_labels_folded_total",
-        "Impressions whose experiment or variant value was folded into \"other\" by the [labels] cardinality guard.",
-        MetricType::COUNTER,
-        vec![
-            counter(vec![label("label", "experiment")], groups.folded(FoldedLabel::Experiment) as f64),
-            counter(vec![label("label", "variant")], groups.folded(FoldedLabel::Variant) as f64),
-        ],
-    ));
-    families.push(family(
-        "rankpulse_label_groups",
-        "(experiment, variant) pairs with their own series right now (bounded by the [labels] limits).",
-        MetricType::GAUGE,
-        vec![gauge(vec![], groups.active() as f64)],
-    ));
-    families.push(family(
+    families
+}
+
+/// The `[labels]` cardinality guard: values folded into `other`, and the groups it keeps.
+fn label_families(engine: &Engine) -> Vec<MetricFamily> {
+    let groups = engine.groups();
+    vec![
+        family(
+            "rankpulse_labels_folded_total",
+            "Impressions whose experiment or variant value was folded into \"other\" by the [labels] cardinality guard.",
+            MetricType::COUNTER,
+            vec![
+                counter(vec![label("label", "experiment")], groups.folded(FoldedLabel::Experiment) as f64),
+                counter(vec![label("label", "variant")], groups.folded(FoldedLabel::Variant) as f64),
+            ],
+        ),
+        family(
+            "rankpulse_label_groups",
+            "(experiment, variant) pairs with their own series right now (bounded by the [labels] limits).",
+            MetricType::GAUGE,
+            vec![gauge(vec![], groups.active() as f64)],
+        ),
+    ]
+}
+
+/// The join's state right now: its sizes, and the watermark (absent until every partition has
+/// one, rather than a misleading 0).
+fn state_gauges(engine: &Engine) -> Vec<MetricFamily> {
+    let mut families = vec![family(
         "rankpulse_dedup_keys",
         "Keys remembered for de-duplication (engagement identities and recently finalized queries).",
         MetricType::GAUGE,
         vec![gauge(vec![], engine.state_size().dedup as f64)],
-    ));
+    )];
     if let Some(lag) = engine.watermark_lag_ms(std::time::Instant::now()) {
         families.push(family(
             "rankpulse_watermark_lag_seconds",
@@ -288,17 +343,23 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
             vec![gauge(vec![], w as f64 / 1000.0)],
         ));
     }
+    families
+}
 
-    let acc = engine.accumulators();
+/// The newest closed event-time window of each size: every metric's mean per group, the
+/// group's impressions, and the window's start.
+fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
+    let groups = engine.groups();
+    let keys = engine.layout().keys();
     let mut means = Vec::new();
     let mut starts = Vec::new();
     let mut window_impressions = Vec::new();
-    for closed in acc.newest_closed() {
+    for closed in engine.accumulators().newest_closed() {
         let window = engine.window_label(closed.size_index);
         starts.push(gauge(vec![label("window", window)], closed.start as f64 / 1000.0));
         for (group, stats) in closed.groups.iter() {
             let (experiment, variant) = groups.name(group);
-            for (slot, key) in layout.keys().iter().enumerate() {
+            for (slot, key) in keys.iter().enumerate() {
                 means.push(gauge(
                     vec![
                         label("window", window),
@@ -315,41 +376,26 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
             ));
         }
     }
-    families.push(family(
-        "rankpulse_window_mean",
-        "Mean of each metric over the newest closed event-time window of each size (empty-R impressions count as 0).",
-        MetricType::GAUGE,
-        means,
-    ));
-    families.push(family(
-        "rankpulse_window_impressions",
-        "Impressions in the newest closed window of each size.",
-        MetricType::GAUGE,
-        window_impressions,
-    ));
-    families.push(family(
-        "rankpulse_window_start_timestamp_seconds",
-        "Start of the newest closed window of each size.",
-        MetricType::GAUGE,
-        starts,
-    ));
-
-    families.extend(ab_families(engine));
-
-    families.push(family(
-        "rankpulse_first_engagement_delay_seconds",
-        "Delay from an impression to its first attributed engagement.",
-        MetricType::SUMMARY,
-        vec![distribution_summary(engine.first_engagement_delay(), 1e-3)],
-    ));
-    families.push(family(
-        "rankpulse_event_processing_seconds",
-        "Time to decode, join and account one consumed message.",
-        MetricType::SUMMARY,
-        vec![distribution_summary(engine.processing_time(), 1e-9)],
-    ));
-    families.retain(|f| !f.get_metric().is_empty());
-    families
+    vec![
+        family(
+            "rankpulse_window_mean",
+            "Mean of each metric over the newest closed event-time window of each size (empty-R impressions count as 0).",
+            MetricType::GAUGE,
+            means,
+        ),
+        family(
+            "rankpulse_window_impressions",
+            "Impressions in the newest closed window of each size.",
+            MetricType::GAUGE,
+            window_impressions,
+        ),
+        family(
+            "rankpulse_window_start_timestamp_seconds",
+            "Start of the newest closed window of each size.",
+            MetricType::GAUGE,
+            starts,
+        ),
+    ]
 }
 
 /// The A/B feed of the newest closed window of each size: treatment minus control per metric,
@@ -416,6 +462,25 @@ fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
             "p-value of the chi-square sample-ratio-mismatch test of the experiment's split against the expected one; below 0.001 the split is broken.",
             MetricType::GAUGE,
             srm,
+        ),
+    ]
+}
+
+/// Latency distributions: engagement delay (kept in milliseconds) and per-message processing
+/// time (kept in nanoseconds), both exposed in seconds.
+fn latency_summaries(engine: &Engine) -> Vec<MetricFamily> {
+    vec![
+        family(
+            "rankpulse_first_engagement_delay_seconds",
+            "Delay from an impression to its first attributed engagement.",
+            MetricType::SUMMARY,
+            vec![distribution_summary(engine.first_engagement_delay(), 1e-3)],
+        ),
+        family(
+            "rankpulse_event_processing_seconds",
+            "Time to decode, join and account one consumed message.",
+            MetricType::SUMMARY,
+            vec![distribution_summary(engine.processing_time(), 1e-9)],
         ),
     ]
 }
