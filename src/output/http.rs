@@ -19,9 +19,12 @@ use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 use crate::health::Health;
 use crate::shutdown::Shutdown;
 
+/// What every handler may need; cloned per request, so only shared handles.
 #[derive(Clone)]
 struct AppState {
+    /// Built once at start: the collector in it is what `/metrics` renders.
     registry: Registry,
+    /// Set by the source as partitions come and go; `/readyz` answers from it.
     health: Arc<Health>,
     /// For the A/B API, which reads reports straight from the accumulators.
     engine: SharedEngine,
@@ -38,20 +41,49 @@ fn json_error(status: StatusCode, message: String) -> axum::response::Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
+/// Why the A/B API has no report to give. The message is the API's `error` field, so it names
+/// what the caller can change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    /// The `window` query is neither a configured window size nor `cumulative`.
+    #[error("unknown window {window:?}; one of {}", .known.join(", "))]
+    UnknownWindow {
+        /// The window asked for, quoted back.
+        window: String,
+        /// Every valid value, in configuration order and then `cumulative`: the fix is one of them.
+        known: Vec<String>,
+    },
+    /// The window exists but holds no finalized impression of the experiment (yet): the
+    /// experiment may be unknown, or its first window may still be open.
+    #[error("experiment {experiment:?} has no finalized impressions in window {window:?}")]
+    NoReport {
+        /// The experiment asked for.
+        experiment: String,
+        /// The window it was looked up in.
+        window: String,
+    },
+}
+
+impl ReportError {
+    /// The HTTP status of this error: a malformed request, or nothing there.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ReportError::UnknownWindow { .. } => StatusCode::BAD_REQUEST,
+            ReportError::NoReport { .. } => StatusCode::NOT_FOUND,
+        }
+    }
+}
+
 /// The report of `experiment` over `window` (a size label or `cumulative`).
-pub fn experiment_report(
-    engine: &Engine,
-    experiment: &str,
-    window: &str,
-) -> Result<ExperimentReport, (StatusCode, String)> {
+pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Result<ExperimentReport, ReportError> {
     let acc = engine.accumulators();
     let reports = if window == CUMULATIVE {
         engine.experiment_reports(&acc.cumulative, Span::Cumulative)
     } else {
         let size_index = (0..acc.window_count()).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
-            let mut known: Vec<&str> = (0..acc.window_count()).map(|i| engine.window_label(i)).collect();
-            known.push(CUMULATIVE);
-            (StatusCode::BAD_REQUEST, format!("unknown window {window:?}; one of {}", known.join(", ")))
+            let mut known: Vec<String> = (0..acc.window_count()).map(|i| engine.window_label(i).to_string()).collect();
+            known.push(CUMULATIVE.to_string());
+            ReportError::UnknownWindow { window: window.to_string(), known }
         })?;
         match acc.newest_closed().find(|w| w.size_index == size_index) {
             Some(closed) => engine.experiment_reports(
@@ -61,9 +93,10 @@ pub fn experiment_report(
             None => Vec::new(),
         }
     };
-    reports.into_iter().find(|r| r.experiment == experiment).ok_or_else(|| {
-        (StatusCode::NOT_FOUND, format!("experiment {experiment:?} has no finalized impressions in window {window:?}"))
-    })
+    reports
+        .into_iter()
+        .find(|r| r.experiment == experiment)
+        .ok_or_else(|| ReportError::NoReport { experiment: experiment.to_string(), window: window.to_string() })
 }
 
 /// `GET /api/v1/experiments`: every experiment with its cumulative traffic and split check.
@@ -115,7 +148,7 @@ async fn get_experiment(
     .await;
     match report {
         Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err((status, message))) => json_error(status, message),
+        Ok(Err(error)) => json_error(error.status(), error.to_string()),
         Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
@@ -139,7 +172,10 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
 
 /// The HTTP server, bound and serving until shutdown.
 pub struct HttpServer {
+    /// The address actually bound: `http.listen` may ask for port 0, and the log and the tests
+    /// need the real one.
     pub local_addr: SocketAddr,
+    /// The serving task, awaited by [`HttpServer::join`] so in-flight scrapes can finish.
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 

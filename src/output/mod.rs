@@ -4,6 +4,6 @@ mod http;
 mod prometheus;
 mod publish;
 
-pub use self::http::{experiment_report, HttpServer};
+pub use self::http::{experiment_report, HttpServer, ReportError};
 pub use self::prometheus::{gather, registry, render};
 pub use self::publish::{PublishError, Publisher};

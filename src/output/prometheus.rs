@@ -487,7 +487,10 @@ fn latency_summaries(engine: &Engine) -> Vec<MetricFamily> {
 
 /// Registers the engine's families with a `prometheus` registry.
 struct EngineCollector {
+    /// Locked once per scrape, for the whole of [`gather`], so a scrape sees one consistent state.
     engine: SharedEngine,
+    /// Empty: the families depend on the configuration and the traffic, so they cannot be
+    /// declared up front; a registry takes a collector without descriptors unchecked.
     descs: Vec<Desc>,
 }
 
