@@ -6,4 +6,4 @@ mod publish;
 
 pub use self::http::{experiment_report, HttpServer, ReportError};
 pub use self::prometheus::{gather, registry, render};
-pub use self::publish::{PublishError, Publisher};
+pub use self::publish::{unpublished_records, PublishError, Publisher};
