@@ -519,3 +519,283 @@ pub fn render(registry: &Registry) -> String {
     TextEncoder::new().encode(&registry.gather(), &mut buf).expect("text encoding into a Vec cannot fail");
     String::from_utf8(buf).expect("the text format is UTF-8")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::config::Config;
+
+    const CONFIG: &str = "[join]\nattribution_window = \"10s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n[labels]\nmax_variants = 2\n";
+
+    fn engine() -> Engine {
+        Engine::new(&Config::from_toml_with_env(CONFIG, "test", std::iter::empty()).unwrap()).without_past_limit()
+    }
+
+    fn impression(e: &mut Engine, query: &str, timestamp: i64, variant: &str) {
+        let payload = format!(
+            r#"{{"query_id":"{query}","timestamp":{timestamp},"results":["a","b","c","d"],"experiment":"x","variant":"{variant}"}}"#
+        );
+        e.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
+    }
+
+    fn click(e: &mut Engine, query: &str, timestamp: i64, doc: &str) {
+        let payload = format!(r#"{{"query_id":"{query}","timestamp":{timestamp},"doc_id":"{doc}"}}"#);
+        e.process(EventKind::Engagement, 0, payload.as_bytes(), Instant::now()).unwrap();
+    }
+
+    /// Experiment `x` in the first minute: control clicked at ranks 2 and 1 (RR 0.5 + 1), treatment
+    /// not clicked and clicked at rank 4 (RR 0 + 0.25), one impression of a third variant folded
+    /// into `other`; first engagements 500 ms and 1500 ms after their impressions, and one
+    /// malformed message on each topic. Nothing is final yet: see [`finished`].
+    fn traffic() -> Engine {
+        let mut e = engine();
+        impression(&mut e, "c1", 1_000, "control");
+        impression(&mut e, "c2", 2_000, "control");
+        impression(&mut e, "t1", 3_000, "treatment");
+        impression(&mut e, "t2", 4_000, "treatment");
+        impression(&mut e, "o1", 5_000, "third");
+        click(&mut e, "c1", 1_500, "b");
+        click(&mut e, "c2", 3_500, "a");
+        click(&mut e, "t2", 4_000, "d");
+        let now = Instant::now();
+        assert!(e.process(EventKind::Impression, 0, b"not json", now).is_err());
+        assert!(e.process(EventKind::Engagement, 0, b"{}", now).is_err());
+        e
+    }
+
+    fn finished() -> Engine {
+        let mut e = traffic();
+        e.finish();
+        e
+    }
+
+    fn find<'a>(families: &'a [MetricFamily], name: &str) -> Option<&'a MetricFamily> {
+        families.iter().find(|f| f.name() == name)
+    }
+
+    fn labels_of(m: &Metric) -> Vec<(&str, &str)> {
+        m.get_label().iter().map(|l| (l.name(), l.value())).collect()
+    }
+
+    /// The one series of `name` with exactly these labels.
+    fn series<'a>(families: &'a [MetricFamily], name: &str, labels: &[(&str, &str)]) -> &'a Metric {
+        let family = find(families, name).unwrap_or_else(|| panic!("no family {name}"));
+        let mut matching = family.get_metric().iter().filter(|m| labels_of(m) == labels);
+        let metric = matching.next().unwrap_or_else(|| panic!("no series {name}{labels:?}"));
+        assert!(matching.next().is_none(), "{name}{labels:?} twice");
+        metric
+    }
+
+    fn counter_value(families: &[MetricFamily], name: &str, labels: &[(&str, &str)]) -> f64 {
+        series(families, name, labels).get_counter().get_value()
+    }
+
+    fn gauge_value(families: &[MetricFamily], name: &str, labels: &[(&str, &str)]) -> f64 {
+        series(families, name, labels).get_gauge().get_value()
+    }
+
+    fn sum_and_count(families: &[MetricFamily], name: &str, labels: &[(&str, &str)]) -> (f64, u64) {
+        let s = series(families, name, labels).get_summary();
+        (s.sample_sum(), s.sample_count())
+    }
+
+    const CONTROL: [(&str, &str); 2] = [("experiment", "x"), ("variant", "control")];
+    const TREATMENT: [(&str, &str); 2] = [("experiment", "x"), ("variant", "treatment")];
+    const OTHER: [(&str, &str); 2] = [("experiment", "x"), ("variant", "other")];
+
+    #[test]
+    fn reciprocal_rank_sums_and_counts_are_what_was_fed() {
+        let f = gather(&finished());
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &CONTROL), (1.5, 2));
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &TREATMENT), (0.25, 2));
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &OTHER), (0.0, 1));
+        let rr = find(&f, "rankpulse_reciprocal_rank").unwrap();
+        assert_eq!(rr.get_field_type(), MetricType::SUMMARY);
+        assert!(rr.get_metric().iter().all(|m| m.get_summary().get_quantile().is_empty()), "_sum and _count only");
+    }
+
+    #[test]
+    fn cutoff_metrics_carry_k_and_ndcg_its_gain_and_iprec_its_recall_level() {
+        let f = gather(&finished());
+        let hit = |k| sum_and_count(&f, "rankpulse_hit", &[CONTROL[0], CONTROL[1], ("k", k)]);
+        assert_eq!((hit("1"), hit("3")), ((1.0, 2), (2.0, 2)), "control: ranks 2 and 1");
+        let ndcg: Vec<Vec<(&str, &str)>> = find(&f, "rankpulse_ndcg")
+            .unwrap()
+            .get_metric()
+            .iter()
+            .filter(|m| labels_of(m)[..2] == CONTROL)
+            .map(|m| labels_of(m)[2..].to_vec())
+            .collect();
+        assert_eq!(
+            ndcg,
+            [
+                [("k", "1"), ("gain", "linear")],
+                [("k", "1"), ("gain", "exponential")],
+                [("k", "3"), ("gain", "linear")],
+                [("k", "3"), ("gain", "exponential")],
+            ]
+        );
+        let levels: Vec<&str> = find(&f, "rankpulse_interpolated_precision")
+            .unwrap()
+            .get_metric()
+            .iter()
+            .filter(|m| labels_of(m)[..2] == CONTROL)
+            .map(|m| labels_of(m)[2].1)
+            .collect();
+        assert_eq!(levels, ["0.0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1.0"]);
+        assert_eq!(
+            sum_and_count(&f, "rankpulse_r_precision", &CONTROL),
+            (1.0, 2),
+            "no k label; rank 2 is outside the top |R| = 1"
+        );
+        assert!(find(&f, "rankpulse_abandonment").is_none(), "abandonment is 1 - engaged/total, not a summary");
+    }
+
+    #[test]
+    fn impressions_and_engaged_impressions_per_group() {
+        let f = gather(&finished());
+        let both = |labels: &[(&str, &str)]| {
+            (
+                counter_value(&f, "rankpulse_impressions_total", labels),
+                counter_value(&f, "rankpulse_impressions_engaged_total", labels),
+            )
+        };
+        assert_eq!((both(&CONTROL), both(&TREATMENT), both(&OTHER)), ((2.0, 2.0), (2.0, 1.0), (1.0, 0.0)));
+    }
+
+    #[test]
+    fn a_rejected_message_counts_under_its_topic_and_reason() {
+        let f = gather(&finished());
+        let impressions = ("topic", "search-impressions");
+        let engagements = ("topic", "search-engagements");
+        assert_eq!(counter_value(&f, "rankpulse_events_consumed_total", &[impressions]), 6.0);
+        assert_eq!(counter_value(&f, "rankpulse_events_consumed_total", &[engagements]), 4.0);
+        let rejected =
+            |topic, reason| counter_value(&f, "rankpulse_events_rejected_total", &[topic, ("reason", reason)]);
+        assert_eq!(rejected(impressions, "invalid_json"), 1.0);
+        assert_eq!(rejected(engagements, "missing_field"), 1.0);
+        let all = find(&f, "rankpulse_events_rejected_total").unwrap().get_metric();
+        assert_eq!(all.len(), 2 * RejectReason::ALL.len(), "every reason of every topic, also at 0");
+        assert_eq!(all.iter().map(|m| m.get_counter().get_value()).sum::<f64>(), 2.0);
+    }
+
+    #[test]
+    fn engagement_outcomes_and_folded_labels_are_counted() {
+        let mut e = traffic();
+        click(&mut e, "c1", 1_600, "b");
+        click(&mut e, "c1", 1_700, "zzz");
+        e.finish();
+        let f = gather(&e);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_attributed_total", &[]), 4.0);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_unattributed_total", &[("reason", "not_shown")]), 1.0);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_unattributed_total", &[("reason", "outside_window")]), 0.0);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_late_total", &[]), 0.0);
+        assert_eq!(counter_value(&f, "rankpulse_labels_folded_total", &[("label", "variant")]), 1.0);
+        assert_eq!(counter_value(&f, "rankpulse_labels_folded_total", &[("label", "experiment")]), 0.0);
+        assert_eq!(gauge_value(&f, "rankpulse_label_groups", &[]), 3.0, "control, treatment, other");
+    }
+
+    #[test]
+    fn join_state_gauges_follow_pending_work() {
+        let open = gather(&traffic());
+        assert_eq!(gauge_value(&open, "rankpulse_pending_impressions", &[]), 5.0);
+        assert_eq!(gauge_value(&open, "rankpulse_held_engagements", &[]), 0.0);
+        let f = gather(&finished());
+        assert_eq!(gauge_value(&f, "rankpulse_pending_impressions", &[]), 0.0);
+        assert!(find(&f, "rankpulse_impressions_total").is_some());
+        assert!(find(&open, "rankpulse_impressions_total").is_none(), "no finalized impression, no series, no family");
+    }
+
+    #[test]
+    fn checkpoint_details_appear_after_the_first_success() {
+        let mut e = finished();
+        let f = gather(&e);
+        assert_eq!(counter_value(&f, "rankpulse_checkpoints_total", &[]), 0.0);
+        assert!(find(&f, "rankpulse_checkpoint_last_success_timestamp_seconds").is_none());
+        assert!(find(&f, "rankpulse_checkpoint_bytes").is_none());
+        let now = Instant::now();
+        e.record_checkpoint(4096, Duration::from_millis(250), true, now);
+        e.record_checkpoint(0, Duration::ZERO, false, now);
+        let f = gather(&e);
+        assert_eq!(counter_value(&f, "rankpulse_checkpoints_total", &[]), 1.0);
+        assert_eq!(counter_value(&f, "rankpulse_checkpoint_failures_total", &[]), 1.0);
+        assert_eq!(gauge_value(&f, "rankpulse_checkpoint_bytes", &[]), 4096.0);
+        assert_eq!(gauge_value(&f, "rankpulse_checkpoint_duration_seconds", &[]), 0.25);
+        assert!(gauge_value(&f, "rankpulse_checkpoint_last_success_timestamp_seconds", &[]) > 1.6e9);
+    }
+
+    #[test]
+    fn window_and_ab_gauges_appear_only_for_closed_windows() {
+        let open = gather(&traffic());
+        for name in
+            ["rankpulse_window_mean", "rankpulse_window_impressions", "rankpulse_window_start_timestamp_seconds"]
+        {
+            assert!(find(&open, name).is_none(), "{name} before any window closed");
+        }
+        assert!(!open.iter().any(
+            |f| f.name().starts_with("rankpulse_ab_") && f.name() != "rankpulse_ab_impressions_without_unit_total"
+        ));
+
+        let f = gather(&finished());
+        let window = ("window", "1m");
+        assert_eq!(gauge_value(&f, "rankpulse_window_start_timestamp_seconds", &[window]), 0.0);
+        assert_eq!(gauge_value(&f, "rankpulse_window_impressions", &[window, CONTROL[0], CONTROL[1]]), 2.0);
+        let mean = |metric, variant| {
+            gauge_value(
+                &f,
+                "rankpulse_window_mean",
+                &[window, ("metric", metric), ("experiment", "x"), ("variant", variant)],
+            )
+        };
+        assert_eq!((mean("mrr", "control"), mean("mrr", "treatment")), (0.75, 0.125));
+        assert_eq!((mean("hit_rate@3", "control"), mean("hit_rate@3", "treatment")), (1.0, 0.0), "rank 4 is no hit");
+        let difference = gauge_value(
+            &f,
+            "rankpulse_ab_difference",
+            &[("experiment", "x"), ("variant", "treatment"), ("metric", "mrr"), window],
+        );
+        assert_eq!(difference, 0.125 - 0.75);
+        let labels = [("experiment", "x"), ("variant", "treatment"), ("metric", "mrr"), window];
+        let (lower, upper) = (
+            gauge_value(&f, "rankpulse_ab_difference_lower", &labels),
+            gauge_value(&f, "rankpulse_ab_difference_upper", &labels),
+        );
+        assert!(lower < difference && difference < upper, "{lower} < {difference} < {upper}");
+        assert!(find(&f, "rankpulse_ab_srm_p_value").is_some());
+    }
+
+    #[test]
+    fn latencies_are_exposed_in_seconds() {
+        let mut e = finished();
+        e.record_processing_time(Duration::from_micros(250));
+        e.record_processing_time(Duration::from_micros(750));
+        let f = gather(&e);
+        let delay = find(&f, "rankpulse_first_engagement_delay_seconds").unwrap().get_metric()[0].get_summary();
+        assert_eq!((delay.sample_sum(), delay.sample_count()), (0.5 + 1.5 + 0.0, 3));
+        let quantiles: Vec<f64> = delay.get_quantile().iter().map(|q| q.quantile()).collect();
+        assert_eq!(quantiles, [0.5, 0.9, 0.99, 0.999]);
+        let processing = find(&f, "rankpulse_event_processing_seconds").unwrap().get_metric()[0].get_summary();
+        assert_eq!(
+            (processing.sample_sum(), processing.sample_count()),
+            (1_000_000.0 * 1e-9, 2),
+            "kept in nanoseconds"
+        );
+    }
+
+    #[test]
+    fn the_text_exposition_renders_sums_and_counts_per_group() {
+        let text = render(&registry(SharedEngine::new(finished())));
+        for line in [
+            "# TYPE rankpulse_reciprocal_rank summary",
+            "rankpulse_reciprocal_rank_sum{experiment=\"x\",variant=\"control\"} 1.5",
+            "rankpulse_reciprocal_rank_count{experiment=\"x\",variant=\"control\"} 2",
+            "rankpulse_impressions_total{experiment=\"x\",variant=\"other\"} 1",
+            "rankpulse_events_rejected_total{topic=\"search-impressions\",reason=\"invalid_json\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains("rankpulse_checkpoint_bytes"));
+    }
+}
