@@ -207,3 +207,117 @@ impl HttpServer {
         self.task.await.unwrap_or(Ok(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::time::Instant;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::event::EventKind;
+
+    /// Experiment `x`, two impressions per variant in the first minute of event time, with
+    /// windows of `1m` and `5m`; `finish` closes them.
+    fn engine(finish: bool) -> Engine {
+        let toml = "[metrics]\nwindows = [\"1m\", \"5m\"]\n";
+        let mut e =
+            Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap()).without_past_limit();
+        for (i, variant) in ["control", "treatment", "control", "treatment"].into_iter().enumerate() {
+            let payload = format!(
+                r#"{{"query_id":"q{i}","timestamp":{},"results":["a"],"experiment":"x","variant":"{variant}"}}"#,
+                1_000 + i
+            );
+            e.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
+        }
+        if finish {
+            e.finish();
+        }
+        e
+    }
+
+    #[test]
+    fn a_report_for_every_known_window_once_it_closed() {
+        let e = engine(true);
+        for window in ["cumulative", "1m", "5m"] {
+            let report = experiment_report(&e, "x", window).unwrap();
+            assert_eq!((report.experiment.as_str(), report.variants.len()), ("x", 2), "{window}");
+        }
+        assert_eq!(experiment_report(&e, "x", "1m").unwrap().id, "x/1m/1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn an_unknown_window_is_a_bad_request_listing_the_valid_ones() {
+        let error = experiment_report(&engine(true), "x", "2m").unwrap_err();
+        assert_eq!(
+            error,
+            ReportError::UnknownWindow {
+                window: "2m".into(),
+                known: vec!["1m".into(), "5m".into(), "cumulative".into()]
+            }
+        );
+        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(error.to_string(), r#"unknown window "2m"; one of 1m, 5m, cumulative"#);
+    }
+
+    #[test]
+    fn an_unknown_experiment_or_a_window_not_closed_yet_is_not_found() {
+        let error = experiment_report(&engine(true), "nope", "cumulative").unwrap_err();
+        assert_eq!(error.status(), StatusCode::NOT_FOUND);
+        assert_eq!(error.to_string(), r#"experiment "nope" has no finalized impressions in window "cumulative""#);
+
+        let open = engine(false);
+        let error = experiment_report(&open, "x", "1m").unwrap_err();
+        assert_eq!(error, ReportError::NoReport { experiment: "x".into(), window: "1m".into() });
+        assert_eq!(error.to_string(), r#"experiment "x" has no finalized impressions in window "1m""#);
+    }
+
+    /// One `GET` over a plain socket: the status line's code and the body.
+    fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+        let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
+        (status, body)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_api_answers_errors_as_json_with_their_status() {
+        let shutdown = Shutdown::new();
+        let health = Arc::new(Health::default());
+        let engine = SharedEngine::new(engine(true));
+        let server =
+            HttpServer::start("127.0.0.1:0".parse().unwrap(), engine, health.clone(), shutdown.clone()).await.unwrap();
+        let addr = server.local_addr;
+        let answers = tokio::task::spawn_blocking(move || {
+            let not_ready = get(addr, "/readyz");
+            health.set_ready(true);
+            [
+                get(addr, "/api/v1/experiments/nope"),
+                get(addr, "/api/v1/experiments/x?window=2m"),
+                not_ready,
+                get(addr, "/readyz"),
+                get(addr, "/healthz"),
+            ]
+        })
+        .await
+        .unwrap();
+        shutdown.trigger();
+        server.join().await.unwrap();
+        assert_eq!(
+            answers,
+            [
+                (
+                    404,
+                    r#"{"error":"experiment \"nope\" has no finalized impressions in window \"cumulative\""}"#.into()
+                ),
+                (400, r#"{"error":"unknown window \"2m\"; one of 1m, 5m, cumulative"}"#.into()),
+                (503, "not ready: no partitions assigned or brokers unreachable\n".into()),
+                (200, "ready\n".into()),
+                (200, "ok\n".into()),
+            ]
+        );
+    }
+}
