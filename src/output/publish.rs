@@ -24,9 +24,14 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// On shutdown, how long the last publication may take.
 const FINAL_FLUSH: Duration = Duration::from_secs(5);
 
+/// The A/B output topic cannot be served: `serve` stops at start-up rather than run without it.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot create the producer for ab.output_topic: {0}")]
-pub struct PublishError(#[from] rdkafka::error::KafkaError);
+pub struct PublishError(
+    /// The client library's reason, usually a bad `[kafka]` property.
+    #[from]
+    rdkafka::error::KafkaError,
+);
 
 /// The producer of the A/B output topic.
 pub struct Publisher {
