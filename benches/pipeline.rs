@@ -18,8 +18,8 @@ use rankpulse::config::Config;
 use rankpulse::engine::Engine;
 use rankpulse::engine::SharedEngine;
 use rankpulse::event::EventKind;
-use rankpulse::export;
 use rankpulse::health::Health;
+use rankpulse::output;
 use rankpulse::shutdown::Shutdown;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -271,8 +271,8 @@ fn render(results: &mut serde_json::Map<String, serde_json::Value>) {
             engine.process(EventKind::Impression, 0, payload.as_bytes(), now).unwrap();
         }
         engine.finish();
-        let registry = export::registry(SharedEngine::new(engine));
-        let text = export::render(&registry);
+        let registry = output::registry(SharedEngine::new(engine));
+        let text = output::render(&registry);
         (registry, text.lines().filter(|l| !l.starts_with('#')).count())
     };
     let (_, base) = series_of(0);
@@ -283,7 +283,7 @@ fn render(results: &mut serde_json::Map<String, serde_json::Value>) {
         (0..21)
             .map(|_| {
                 let started = Instant::now();
-                std::hint::black_box(export::render(&registry));
+                std::hint::black_box(output::render(&registry));
                 started.elapsed().as_secs_f64() * 1000.0
             })
             .collect(),

@@ -19,8 +19,7 @@
 //! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test |
 //! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators |
 //! | [`engine`] | orchestration | the single-threaded core: decode → join → watermark → finalize → accumulate |
-//! | [`export`] | output | Prometheus text exposition, `/healthz`, `/readyz`, the A/B API `/api/v1/experiments` |
-//! | [`publish`] | output | the A/B output topic: one record per experiment and closed window, at least once |
+//! | [`output`] | output | Prometheus text exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API `/api/v1/experiments`; the A/B output topic (one record per experiment and closed window, at least once) |
 //! | [`checkpoint`] | durability | the engine's state and input offsets, written atomically, read back on start |
 //! | [`source`] | input | the Kafka consumer on its own thread: offsets stored after processing, commits on revoke and shutdown |
 //! | [`replay`] | input | JSON-lines files, read and timed on reader threads, merged on event time through the same engine |
@@ -40,12 +39,11 @@ pub mod demo;
 pub mod engine;
 pub mod event;
 pub mod experiments;
-pub mod export;
 pub mod health;
 pub mod join;
 pub mod metrics;
+pub mod output;
 pub mod pipeline;
-pub mod publish;
 pub mod replay;
 pub mod shutdown;
 pub mod source;

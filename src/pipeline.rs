@@ -10,9 +10,8 @@ use anyhow::Context;
 use crate::checkpoint::CheckpointStore;
 use crate::config::Config;
 use crate::engine::{Engine, SharedEngine};
-use crate::export::HttpServer;
 use crate::health::Health;
-use crate::publish::Publisher;
+use crate::output::{HttpServer, Publisher};
 use crate::shutdown::Shutdown;
 use crate::source::{self, Checkpoint, Durability, Positions};
 

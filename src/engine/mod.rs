@@ -413,25 +413,6 @@ impl Engine {
     pub fn take_closed_windows(&mut self) -> Vec<crate::accumulate::ClosedWindow> {
         self.aggregation.accumulators.take_closed()
     }
-    /// The A/B records of the closed windows not yet published: (record id, JSON) per
-    /// experiment, and how many windows they cover (to [`Engine::published`] once delivered).
-    pub fn unpublished_records(&self) -> (Vec<(String, String)>, usize) {
-        let acc = &self.aggregation.accumulators;
-        let closed = acc.kept_closed();
-        let mut records = Vec::new();
-        for window in closed {
-            let span = crate::experiments::Span::Window {
-                label: self.window_label(window.size_index),
-                start: window.start,
-                size_ms: acc.window_size_ms(window.size_index),
-            };
-            for report in self.experiment_reports(&window.groups, span) {
-                let json = serde_json::to_string(&report).expect("reports always serialize");
-                records.push((report.id, json));
-            }
-        }
-        (records, closed.len())
-    }
     /// The first `windows` unpublished closed windows have been delivered.
     pub fn published(&mut self, windows: usize) {
         self.aggregation.accumulators.forget_closed(windows);

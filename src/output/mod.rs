@@ -1,0 +1,18 @@
+//! Output: everything that leaves the process, all of it read from the engine's state.
+//!
+//! | file | role |
+//! |---|---|
+//! | `prometheus.rs` | the Prometheus text exposition: one collector builds every family at scrape time, one function per group of families |
+//! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B JSON API `/api/v1/experiments[/{id}]` |
+//! | `publish.rs` | the A/B output topic: one JSON record per experiment and closed window, delivered at least once |
+//!
+//! Nothing here changes what the engine computes: the exposition and the API only read it, and
+//! the publisher only tells the engine which closed windows it may forget.
+
+mod http;
+mod prometheus;
+mod publish;
+
+pub use self::http::{experiment_report, HttpServer, ReportError};
+pub use self::prometheus::{gather, registry, render};
+pub use self::publish::{unpublished_records, PublishError, Publisher};

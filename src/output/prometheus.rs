@@ -1,0 +1,801 @@
+//! The Prometheus text exposition of the engine's state.
+//!
+//! Metric families are built at scrape time from the engine's accumulators by one custom
+//! [`Collector`], instead of updating `prometheus` vectors per event: the hot path then touches
+//! no label maps and no atomics, and a scrape costs one short lock.
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary};
+use prometheus::{Encoder, Registry, TextEncoder};
+
+use crate::accumulate::{FoldedLabel, GroupId, GroupStats, Groups};
+use crate::engine::{Distribution, Engine, SharedEngine};
+use crate::event::{EventKind, RejectReason};
+use crate::experiments::Span;
+use crate::metrics::{recall_level_label, MetricKey, MetricKind};
+
+/// The contract's name and help text for each per-impression metric kind.
+fn summary_family(kind: MetricKind) -> Option<(&'static str, &'static str)> {
+    Some(match kind {
+        MetricKind::ReciprocalRank => ("rankpulse_reciprocal_rank", "Reciprocal rank of the first relevant result per finalized impression (trec_eval recip_rank); _sum/_count is MRR."),
+        MetricKind::Hit => ("rankpulse_hit", "1 if a relevant result is in the top k (trec_eval success.k); _sum/_count is the hit rate."),
+        MetricKind::Precision => ("rankpulse_precision", "Relevant results in the top k divided by k (trec_eval P.k)."),
+        MetricKind::Recall => ("rankpulse_recall", "Relevant results in the top k divided by all relevant results (trec_eval recall.k)."),
+        MetricKind::AveragePrecision => ("rankpulse_average_precision", "Average precision cut at k (trec_eval map_cut.k); _sum/_count is MAP@k."),
+        MetricKind::Ndcg | MetricKind::NdcgExp => ("rankpulse_ndcg", "Normalized discounted cumulative gain at k (trec_eval ndcg_cut.k); gain linear (g) or exponential (2^g - 1)."),
+        MetricKind::F1 => ("rankpulse_f1", "Harmonic mean of precision@k and recall@k (0 when both are 0)."),
+        MetricKind::Err => (
+            "rankpulse_err",
+            "Expected reciprocal rank at k, stopping probability (2^g - 1) / 2^g_max with g_max the largest action gain.",
+        ),
+        MetricKind::RPrecision => ("rankpulse_r_precision", "Relevant results in the top |R| divided by |R| (trec_eval Rprec)."),
+        MetricKind::InterpolatedPrecision => (
+            "rankpulse_interpolated_precision",
+            "Largest precision at any rank whose recall reaches the recall label (trec_eval iprec_at_recall): the 11-point curve.",
+        ),
+        MetricKind::Abandonment => return None,
+    })
+}
+
+fn label(name: &str, value: &str) -> LabelPair {
+    let mut l = LabelPair::default();
+    l.set_name(name.to_string());
+    l.set_value(value.to_string());
+    l
+}
+
+fn family(name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+    let mut f = MetricFamily::default();
+    f.set_name(name.to_string());
+    f.set_help(help.to_string());
+    f.set_field_type(kind);
+    f.set_metric(metrics);
+    f
+}
+
+fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
+    let mut c = Counter::default();
+    c.set_value(value);
+    let mut m = Metric::from_label(labels);
+    m.set_counter(c);
+    m
+}
+
+fn gauge(labels: Vec<LabelPair>, value: f64) -> Metric {
+    let mut g = Gauge::default();
+    g.set_value(value);
+    let mut m = Metric::from_label(labels);
+    m.set_gauge(g);
+    m
+}
+
+fn summary(labels: Vec<LabelPair>, sum: f64, count: u64, quantiles: Vec<Quantile>) -> Metric {
+    let mut s = Summary::default();
+    s.set_sample_sum(sum);
+    s.set_sample_count(count);
+    s.set_quantile(quantiles);
+    let mut m = Metric::from_label(labels);
+    m.set_summary(s);
+    m
+}
+
+/// A latency distribution as a summary with quantiles, in seconds.
+fn distribution_summary(d: &Distribution, seconds_per_unit: f64) -> Metric {
+    let quantiles = [0.5, 0.9, 0.99, 0.999]
+        .into_iter()
+        .filter(|_| !d.histogram.is_empty())
+        .map(|q| {
+            let mut quantile = Quantile::default();
+            quantile.set_quantile(q);
+            quantile.set_value(d.histogram.value_at_quantile(q) as f64 * seconds_per_unit);
+            quantile
+        })
+        .collect();
+    summary(vec![], d.sum as f64 * seconds_per_unit, d.histogram.len(), quantiles)
+}
+
+/// Builds every metric family from the engine's current state.
+///
+/// Families without a single series are left out: the text format has no use for a bare
+/// `# HELP`, and an absent family reads better in Prometheus than an empty one.
+pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
+    let mut families = metric_summaries(engine);
+    families.extend(impression_counters(engine));
+    families.extend(event_counters(engine));
+    families.extend(outcome_counters(engine));
+    families.extend(checkpoint_families(engine));
+    families.extend(label_families(engine));
+    families.extend(state_gauges(engine));
+    families.extend(window_gauges(engine));
+    families.extend(ab_families(engine));
+    families.extend(latency_summaries(engine));
+    families.retain(|f| !f.get_metric().is_empty());
+    families
+}
+
+/// The `experiment` and `variant` labels of a group, as its series carry them.
+fn group_labels(groups: &Groups, id: GroupId) -> Vec<LabelPair> {
+    let (experiment, variant) = groups.name(id);
+    vec![label("experiment", experiment), label("variant", variant)]
+}
+
+/// The labels that tell the series of one metric name apart within a group: the cutoff `k`
+/// (or the `recall` level of the interpolated-precision curve) and the nDCG `gain`.
+fn key_labels(key: &MetricKey) -> Vec<LabelPair> {
+    let mut labels = Vec::new();
+    match (key.kind, key.k) {
+        (MetricKind::InterpolatedPrecision, Some(level)) => labels.push(label("recall", &recall_level_label(level))),
+        (_, Some(k)) => labels.push(label("k", &k.to_string())),
+        (_, None) => {}
+    }
+    match key.kind {
+        MetricKind::Ndcg => labels.push(label("gain", "linear")),
+        MetricKind::NdcgExp => labels.push(label("gain", "exponential")),
+        _ => {}
+    }
+    labels
+}
+
+/// Per-impression metric values, cumulative: one summary family per metric name, one series per
+/// group × k (× gain), with `_sum` and `_count` only (quantiles of per-impression values that
+/// are mostly 0 or 1 would say nothing).
+fn metric_summaries(engine: &Engine) -> Vec<MetricFamily> {
+    let groups = engine.groups();
+    let cumulative: Vec<(GroupId, &GroupStats)> = engine.accumulators().cumulative.iter().collect();
+    // Several metric keys (k = 1, 3, 10 ...) share one family; families keep the layout's order.
+    let mut by_name: Vec<(&str, &str, Vec<Metric>)> = Vec::new();
+    for (slot, key) in engine.layout().keys().iter().enumerate() {
+        let Some((name, help)) = summary_family(key.kind) else {
+            continue;
+        };
+        let metrics = match by_name.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, _, m)) => m,
+            None => {
+                by_name.push((name, help, Vec::new()));
+                &mut by_name.last_mut().expect("just pushed").2
+            }
+        };
+        for &(group, stats) in &cumulative {
+            let mut labels = group_labels(groups, group);
+            labels.extend(key_labels(key));
+            metrics.push(summary(labels, stats.sum(slot), stats.impressions, vec![]));
+        }
+    }
+    by_name.into_iter().map(|(name, help, metrics)| family(name, help, MetricType::SUMMARY, metrics)).collect()
+}
+
+/// Finalized and engaged impressions per group, cumulative.
+fn impression_counters(engine: &Engine) -> Vec<MetricFamily> {
+    let groups = engine.groups();
+    let cumulative = || engine.accumulators().cumulative.iter();
+    vec![
+        family(
+            "rankpulse_impressions_total",
+            "Finalized impressions.",
+            MetricType::COUNTER,
+            cumulative().map(|(g, s)| counter(group_labels(groups, g), s.impressions as f64)).collect(),
+        ),
+        family(
+            "rankpulse_impressions_engaged_total",
+            "Finalized impressions with at least one relevant result (1 - engaged/total is the abandonment rate).",
+            MetricType::COUNTER,
+            cumulative().map(|(g, s)| counter(group_labels(groups, g), s.engaged as f64)).collect(),
+        ),
+    ]
+}
+
+/// Messages consumed per topic, and rejected per topic and reason (every reason, also at 0, so
+/// that `rate()` works from the first reject on).
+fn event_counters(engine: &Engine) -> Vec<MetricFamily> {
+    let counters = engine.counters();
+    let consumed = EventKind::ALL
+        .iter()
+        .map(|&k| counter(vec![label("topic", engine.topic(k))], counters.consumed[k.index()] as f64))
+        .collect();
+    let mut rejected = Vec::new();
+    for kind in EventKind::ALL {
+        for reason in RejectReason::ALL {
+            rejected.push(counter(
+                vec![label("topic", engine.topic(kind)), label("reason", reason.label())],
+                counters.rejected[kind.index()][reason.index()] as f64,
+            ));
+        }
+    }
+    vec![
+        family("rankpulse_events_consumed_total", "Messages consumed, valid or not.", MetricType::COUNTER, consumed),
+        family("rankpulse_events_rejected_total", "Messages rejected, by reason.", MetricType::COUNTER, rejected),
+    ]
+}
+
+/// What became of valid events in the join: duplicates, late and orphaned arrivals, evictions
+/// by the state limits, attributions and the reasons an engagement changed nothing.
+fn outcome_counters(engine: &Engine) -> Vec<MetricFamily> {
+    let counters = engine.counters();
+    let tally = engine.engagement_tally();
+    let plain_counters: [(&str, &str, u64); 11] = [
+        ("rankpulse_engagements_duplicate_total", "Engagements seen before (same event_id, or same query, document, action and timestamp); counted once, then ignored.", tally.duplicate),
+        ("rankpulse_engagements_evicted_total", "Held engagements dropped because join.max_held_engagements was reached.", tally.evicted),
+        ("rankpulse_impressions_evicted_total", "Impressions finalized before their attribution window closed because join.max_pending_impressions was reached.", counters.impressions_evicted),
+        ("rankpulse_dedup_keys_evicted_total", "De-duplication keys forgotten early because join.max_dedup_keys was reached.", counters.dedup_keys_evicted),
+        ("rankpulse_engagements_late_total", "Engagements that arrived after the watermark passed them with no open impression (their impression was final or never came in time); dropped.", tally.late),
+        ("rankpulse_engagements_orphaned_total", "Engagements held for an impression that did not arrive before the watermark passed them; dropped.", tally.orphaned),
+        ("rankpulse_engagements_attributed_total", "Engagements attributed to a shown result of an open impression.", tally.attributed),
+        ("rankpulse_impressions_duplicate_total", "Impressions whose query_id was already open; the first one counts.", counters.impressions_duplicate),
+        ("rankpulse_impressions_late_total", "Impressions that arrived after the watermark passed the end of their attribution window; dropped.", counters.impressions_late),
+        ("rankpulse_ab_impressions_without_unit_total", "Impressions without the field ab.unit names (client_id or session_id); each is its own cluster in the A/B statistics.", counters.impressions_without_unit),
+        ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window.", engine.accumulators().window_late_impressions),
+    ];
+    let mut families: Vec<MetricFamily> = plain_counters
+        .into_iter()
+        .map(|(name, help, value)| family(name, help, MetricType::COUNTER, vec![counter(vec![], value as f64)]))
+        .collect();
+    families.push(family(
+        "rankpulse_engagements_unattributed_total",
+        "Engagements matched to an open impression that changed nothing: the document was not in its results, or the timestamp was outside its attribution window.",
+        MetricType::COUNTER,
+        vec![
+            counter(vec![label("reason", "not_shown")], tally.not_shown as f64),
+            counter(vec![label("reason", "outside_window")], tally.outside_window as f64),
+        ],
+    ));
+    families
+}
+
+/// Checkpoint health: written and failed counts always, the last success's time, size and
+/// duration only once there was one (a 0 timestamp would read as "stale since 1970").
+fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
+    let checkpoints = engine.checkpoint_stats();
+    let mut families = vec![
+        family(
+            "rankpulse_checkpoints_total",
+            "Checkpoints written to state.dir (offsets are committed after each).",
+            MetricType::COUNTER,
+            vec![counter(vec![], checkpoints.written as f64)],
+        ),
+        family(
+            "rankpulse_checkpoint_failures_total",
+            "Checkpoints that could not be written (disk full, permissions); offsets stay uncommitted until one succeeds.",
+            MetricType::COUNTER,
+            vec![counter(vec![], checkpoints.failed as f64)],
+        ),
+    ];
+    if let Some(last) = checkpoints.last_success_ms {
+        families.extend([
+            family(
+                "rankpulse_checkpoint_last_success_timestamp_seconds",
+                "Wall-clock time of the last successful checkpoint.",
+                MetricType::GAUGE,
+                vec![gauge(vec![], last as f64 / 1000.0)],
+            ),
+            family(
+                "rankpulse_checkpoint_bytes",
+                "Size of the last checkpoint.",
+                MetricType::GAUGE,
+                vec![gauge(vec![], checkpoints.last_bytes as f64)],
+            ),
+            family(
+                "rankpulse_checkpoint_duration_seconds",
+                "Time to write and fsync the last checkpoint.",
+                MetricType::GAUGE,
+                vec![gauge(vec![], checkpoints.last_duration.as_secs_f64())],
+            ),
+        ]);
+    }
+    families
+}
+
+/// The `[labels]` cardinality guard: values folded into `other`, and the groups it keeps.
+fn label_families(engine: &Engine) -> Vec<MetricFamily> {
+    let groups = engine.groups();
+    vec![
+        family(
+            "rankpulse_labels_folded_total",
+            "Impressions whose experiment or variant value was folded into \"other\" by the [labels] cardinality guard.",
+            MetricType::COUNTER,
+            vec![
+                counter(vec![label("label", "experiment")], groups.folded(FoldedLabel::Experiment) as f64),
+                counter(vec![label("label", "variant")], groups.folded(FoldedLabel::Variant) as f64),
+            ],
+        ),
+        family(
+            "rankpulse_label_groups",
+            "(experiment, variant) pairs with their own series right now (bounded by the [labels] limits).",
+            MetricType::GAUGE,
+            vec![gauge(vec![], groups.active() as f64)],
+        ),
+    ]
+}
+
+/// The join's state right now: its sizes, and the watermark (absent until every partition has
+/// one, rather than a misleading 0).
+fn state_gauges(engine: &Engine) -> Vec<MetricFamily> {
+    let mut families = vec![family(
+        "rankpulse_dedup_keys",
+        "Keys remembered for de-duplication (engagement identities and recently finalized queries).",
+        MetricType::GAUGE,
+        vec![gauge(vec![], engine.state_size().dedup as f64)],
+    )];
+    if let Some(lag) = engine.watermark_lag_ms(std::time::Instant::now()) {
+        families.push(family(
+            "rankpulse_watermark_lag_seconds",
+            "How far the event-time watermark trails the wall clock.",
+            MetricType::GAUGE,
+            vec![gauge(vec![], lag as f64 / 1000.0)],
+        ));
+    }
+    families.push(family(
+        "rankpulse_pending_impressions",
+        "Impressions waiting for their attribution window to pass.",
+        MetricType::GAUGE,
+        vec![gauge(vec![], engine.pending_impressions() as f64)],
+    ));
+    families.push(family(
+        "rankpulse_held_engagements",
+        "Engagements waiting for their impression to arrive.",
+        MetricType::GAUGE,
+        vec![gauge(vec![], engine.held_engagements() as f64)],
+    ));
+    if let Some(w) = engine.watermark() {
+        families.push(family(
+            "rankpulse_watermark_timestamp_seconds",
+            "Event-time watermark (least over partitions): impressions older than this minus the attribution window are final.",
+            MetricType::GAUGE,
+            vec![gauge(vec![], w as f64 / 1000.0)],
+        ));
+    }
+    families
+}
+
+/// The newest closed event-time window of each size: every metric's mean per group, the
+/// group's impressions, and the window's start.
+fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
+    let groups = engine.groups();
+    let keys = engine.layout().keys();
+    let mut means = Vec::new();
+    let mut starts = Vec::new();
+    let mut window_impressions = Vec::new();
+    for closed in engine.accumulators().newest_closed() {
+        let window = engine.window_label(closed.size_index);
+        starts.push(gauge(vec![label("window", window)], closed.start as f64 / 1000.0));
+        for (group, stats) in closed.groups.iter() {
+            let (experiment, variant) = groups.name(group);
+            for (slot, key) in keys.iter().enumerate() {
+                means.push(gauge(
+                    vec![
+                        label("window", window),
+                        label("metric", &key.name()),
+                        label("experiment", experiment),
+                        label("variant", variant),
+                    ],
+                    stats.mean(slot),
+                ));
+            }
+            window_impressions.push(gauge(
+                vec![label("window", window), label("experiment", experiment), label("variant", variant)],
+                stats.impressions as f64,
+            ));
+        }
+    }
+    vec![
+        family(
+            "rankpulse_window_mean",
+            "Mean of each metric over the newest closed event-time window of each size (empty-R impressions count as 0).",
+            MetricType::GAUGE,
+            means,
+        ),
+        family(
+            "rankpulse_window_impressions",
+            "Impressions in the newest closed window of each size.",
+            MetricType::GAUGE,
+            window_impressions,
+        ),
+        family(
+            "rankpulse_window_start_timestamp_seconds",
+            "Start of the newest closed window of each size.",
+            MetricType::GAUGE,
+            starts,
+        ),
+    ]
+}
+
+/// The A/B feed of the newest closed window of each size: treatment minus control per metric,
+/// its confidence interval and Welch p-value, and the sample-ratio test per experiment.
+fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
+    let acc = engine.accumulators();
+    let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
+    let push = |into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>| {
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            into.push(gauge(labels.to_vec(), v));
+        }
+    };
+    for closed in acc.newest_closed() {
+        let window = engine.window_label(closed.size_index);
+        let span = Span::Window { label: window, start: closed.start, size_ms: acc.window_size_ms(closed.size_index) };
+        for report in engine.experiment_reports(&closed.groups, span) {
+            let experiment = label("experiment", &report.experiment);
+            if let Some(test) = &report.sample_ratio {
+                push(&mut srm, &[experiment.clone(), label("window", window)], Some(test.p_value));
+            }
+            for comparison in &report.comparisons {
+                for (metric, c) in &comparison.metrics {
+                    let labels = [
+                        experiment.clone(),
+                        label("variant", &comparison.variant),
+                        label("metric", metric),
+                        label("window", window),
+                    ];
+                    push(&mut difference, &labels, Some(c.difference));
+                    push(&mut lower, &labels, c.difference_ci.map(|ci| ci[0]));
+                    push(&mut upper, &labels, c.difference_ci.map(|ci| ci[1]));
+                    push(&mut p_values, &labels, c.p_value);
+                }
+            }
+        }
+    }
+    vec![
+        family(
+            "rankpulse_ab_difference",
+            "Mean of the metric in the variant minus in the experiment's control, over the newest closed window of each size.",
+            MetricType::GAUGE,
+            difference,
+        ),
+        family(
+            "rankpulse_ab_difference_lower",
+            "Lower bound of the confidence interval (ab.confidence) of rankpulse_ab_difference (Welch).",
+            MetricType::GAUGE,
+            lower,
+        ),
+        family(
+            "rankpulse_ab_difference_upper",
+            "Upper bound of the confidence interval (ab.confidence) of rankpulse_ab_difference (Welch).",
+            MetricType::GAUGE,
+            upper,
+        ),
+        family(
+            "rankpulse_ab_p_value",
+            "Two-sided p-value of Welch's t-test of the variant against the control (cluster-robust when ab.unit is a user or session).",
+            MetricType::GAUGE,
+            p_values,
+        ),
+        family(
+            "rankpulse_ab_srm_p_value",
+            "p-value of the chi-square sample-ratio-mismatch test of the experiment's split against the expected one; below 0.001 the split is broken.",
+            MetricType::GAUGE,
+            srm,
+        ),
+    ]
+}
+
+/// Latency distributions: engagement delay (kept in milliseconds) and per-message processing
+/// time (kept in nanoseconds), both exposed in seconds.
+fn latency_summaries(engine: &Engine) -> Vec<MetricFamily> {
+    vec![
+        family(
+            "rankpulse_first_engagement_delay_seconds",
+            "Delay from an impression to its first attributed engagement.",
+            MetricType::SUMMARY,
+            vec![distribution_summary(engine.first_engagement_delay(), 1e-3)],
+        ),
+        family(
+            "rankpulse_event_processing_seconds",
+            "Time to decode, join and account one consumed message.",
+            MetricType::SUMMARY,
+            vec![distribution_summary(engine.processing_time(), 1e-9)],
+        ),
+    ]
+}
+
+/// Registers the engine's families with a `prometheus` registry.
+struct EngineCollector {
+    /// Locked once per scrape, for the whole of [`gather`], so a scrape sees one consistent state.
+    engine: SharedEngine,
+    /// Empty: the families depend on the configuration and the traffic, so they cannot be
+    /// declared up front; a registry takes a collector without descriptors unchecked.
+    descs: Vec<Desc>,
+}
+
+impl Collector for EngineCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+    fn collect(&self) -> Vec<MetricFamily> {
+        let engine = self.engine.lock();
+        gather(&engine)
+    }
+}
+
+/// A registry holding the engine collector.
+pub fn registry(engine: SharedEngine) -> Registry {
+    let registry = Registry::new();
+    registry
+        .register(Box::new(EngineCollector { engine, descs: Vec::new() }))
+        .expect("the engine collector registers once");
+    registry
+}
+
+/// Renders the registry in the text exposition format.
+pub fn render(registry: &Registry) -> String {
+    let mut buf = Vec::new();
+    TextEncoder::new().encode(&registry.gather(), &mut buf).expect("text encoding into a Vec cannot fail");
+    String::from_utf8(buf).expect("the text format is UTF-8")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::config::Config;
+
+    const CONFIG: &str = "[join]\nattribution_window = \"10s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n[labels]\nmax_variants = 2\n";
+
+    fn engine() -> Engine {
+        Engine::new(&Config::from_toml_with_env(CONFIG, "test", std::iter::empty()).unwrap()).without_past_limit()
+    }
+
+    fn impression(e: &mut Engine, query: &str, timestamp: i64, variant: &str) {
+        let payload = format!(
+            r#"{{"query_id":"{query}","timestamp":{timestamp},"results":["a","b","c","d"],"experiment":"x","variant":"{variant}"}}"#
+        );
+        e.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
+    }
+
+    fn click(e: &mut Engine, query: &str, timestamp: i64, doc: &str) {
+        let payload = format!(r#"{{"query_id":"{query}","timestamp":{timestamp},"doc_id":"{doc}"}}"#);
+        e.process(EventKind::Engagement, 0, payload.as_bytes(), Instant::now()).unwrap();
+    }
+
+    /// Experiment `x` in the first minute: control clicked at ranks 2 and 1 (RR 0.5 + 1), treatment
+    /// not clicked and clicked at rank 4 (RR 0 + 0.25), one impression of a third variant folded
+    /// into `other`; first engagements 500 ms and 1500 ms after their impressions, and one
+    /// malformed message on each topic. Nothing is final yet: see [`finished`].
+    fn traffic() -> Engine {
+        let mut e = engine();
+        impression(&mut e, "c1", 1_000, "control");
+        impression(&mut e, "c2", 2_000, "control");
+        impression(&mut e, "t1", 3_000, "treatment");
+        impression(&mut e, "t2", 4_000, "treatment");
+        impression(&mut e, "o1", 5_000, "third");
+        click(&mut e, "c1", 1_500, "b");
+        click(&mut e, "c2", 3_500, "a");
+        click(&mut e, "t2", 4_000, "d");
+        let now = Instant::now();
+        assert!(e.process(EventKind::Impression, 0, b"not json", now).is_err());
+        assert!(e.process(EventKind::Engagement, 0, b"{}", now).is_err());
+        e
+    }
+
+    fn finished() -> Engine {
+        let mut e = traffic();
+        e.finish();
+        e
+    }
+
+    fn find<'a>(families: &'a [MetricFamily], name: &str) -> Option<&'a MetricFamily> {
+        families.iter().find(|f| f.name() == name)
+    }
+
+    fn labels_of(m: &Metric) -> Vec<(&str, &str)> {
+        m.get_label().iter().map(|l| (l.name(), l.value())).collect()
+    }
+
+    /// The one series of `name` with exactly these labels.
+    fn series<'a>(families: &'a [MetricFamily], name: &str, labels: &[(&str, &str)]) -> &'a Metric {
+        let family = find(families, name).unwrap_or_else(|| panic!("no family {name}"));
+        let mut matching = family.get_metric().iter().filter(|m| labels_of(m) == labels);
+        let metric = matching.next().unwrap_or_else(|| panic!("no series {name}{labels:?}"));
+        assert!(matching.next().is_none(), "{name}{labels:?} twice");
+        metric
+    }
+
+    fn counter_value(families: &[MetricFamily], name: &str, labels: &[(&str, &str)]) -> f64 {
+        series(families, name, labels).get_counter().get_value()
+    }
+
+    fn gauge_value(families: &[MetricFamily], name: &str, labels: &[(&str, &str)]) -> f64 {
+        series(families, name, labels).get_gauge().get_value()
+    }
+
+    fn sum_and_count(families: &[MetricFamily], name: &str, labels: &[(&str, &str)]) -> (f64, u64) {
+        let s = series(families, name, labels).get_summary();
+        (s.sample_sum(), s.sample_count())
+    }
+
+    const CONTROL: [(&str, &str); 2] = [("experiment", "x"), ("variant", "control")];
+    const TREATMENT: [(&str, &str); 2] = [("experiment", "x"), ("variant", "treatment")];
+    const OTHER: [(&str, &str); 2] = [("experiment", "x"), ("variant", "other")];
+
+    #[test]
+    fn reciprocal_rank_sums_and_counts_are_what_was_fed() {
+        let f = gather(&finished());
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &CONTROL), (1.5, 2));
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &TREATMENT), (0.25, 2));
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &OTHER), (0.0, 1));
+        let rr = find(&f, "rankpulse_reciprocal_rank").unwrap();
+        assert_eq!(rr.get_field_type(), MetricType::SUMMARY);
+        assert!(rr.get_metric().iter().all(|m| m.get_summary().get_quantile().is_empty()), "_sum and _count only");
+    }
+
+    #[test]
+    fn cutoff_metrics_carry_k_and_ndcg_its_gain_and_iprec_its_recall_level() {
+        let f = gather(&finished());
+        let hit = |k| sum_and_count(&f, "rankpulse_hit", &[CONTROL[0], CONTROL[1], ("k", k)]);
+        assert_eq!((hit("1"), hit("3")), ((1.0, 2), (2.0, 2)), "control: ranks 2 and 1");
+        let ndcg: Vec<Vec<(&str, &str)>> = find(&f, "rankpulse_ndcg")
+            .unwrap()
+            .get_metric()
+            .iter()
+            .filter(|m| labels_of(m)[..2] == CONTROL)
+            .map(|m| labels_of(m)[2..].to_vec())
+            .collect();
+        assert_eq!(
+            ndcg,
+            [
+                [("k", "1"), ("gain", "linear")],
+                [("k", "1"), ("gain", "exponential")],
+                [("k", "3"), ("gain", "linear")],
+                [("k", "3"), ("gain", "exponential")],
+            ]
+        );
+        let levels: Vec<&str> = find(&f, "rankpulse_interpolated_precision")
+            .unwrap()
+            .get_metric()
+            .iter()
+            .filter(|m| labels_of(m)[..2] == CONTROL)
+            .map(|m| labels_of(m)[2].1)
+            .collect();
+        assert_eq!(levels, ["0.0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1.0"]);
+        assert_eq!(
+            sum_and_count(&f, "rankpulse_r_precision", &CONTROL),
+            (1.0, 2),
+            "no k label; rank 2 is outside the top |R| = 1"
+        );
+        assert!(find(&f, "rankpulse_abandonment").is_none(), "abandonment is 1 - engaged/total, not a summary");
+    }
+
+    #[test]
+    fn impressions_and_engaged_impressions_per_group() {
+        let f = gather(&finished());
+        let both = |labels: &[(&str, &str)]| {
+            (
+                counter_value(&f, "rankpulse_impressions_total", labels),
+                counter_value(&f, "rankpulse_impressions_engaged_total", labels),
+            )
+        };
+        assert_eq!((both(&CONTROL), both(&TREATMENT), both(&OTHER)), ((2.0, 2.0), (2.0, 1.0), (1.0, 0.0)));
+    }
+
+    #[test]
+    fn a_rejected_message_counts_under_its_topic_and_reason() {
+        let f = gather(&finished());
+        let impressions = ("topic", "search-impressions");
+        let engagements = ("topic", "search-engagements");
+        assert_eq!(counter_value(&f, "rankpulse_events_consumed_total", &[impressions]), 6.0);
+        assert_eq!(counter_value(&f, "rankpulse_events_consumed_total", &[engagements]), 4.0);
+        let rejected =
+            |topic, reason| counter_value(&f, "rankpulse_events_rejected_total", &[topic, ("reason", reason)]);
+        assert_eq!(rejected(impressions, "invalid_json"), 1.0);
+        assert_eq!(rejected(engagements, "missing_field"), 1.0);
+        let all = find(&f, "rankpulse_events_rejected_total").unwrap().get_metric();
+        assert_eq!(all.len(), 2 * RejectReason::ALL.len(), "every reason of every topic, also at 0");
+        assert_eq!(all.iter().map(|m| m.get_counter().get_value()).sum::<f64>(), 2.0);
+    }
+
+    #[test]
+    fn engagement_outcomes_and_folded_labels_are_counted() {
+        let mut e = traffic();
+        click(&mut e, "c1", 1_600, "b");
+        click(&mut e, "c1", 1_700, "zzz");
+        e.finish();
+        let f = gather(&e);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_attributed_total", &[]), 4.0);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_unattributed_total", &[("reason", "not_shown")]), 1.0);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_unattributed_total", &[("reason", "outside_window")]), 0.0);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_late_total", &[]), 0.0);
+        assert_eq!(counter_value(&f, "rankpulse_labels_folded_total", &[("label", "variant")]), 1.0);
+        assert_eq!(counter_value(&f, "rankpulse_labels_folded_total", &[("label", "experiment")]), 0.0);
+        assert_eq!(gauge_value(&f, "rankpulse_label_groups", &[]), 3.0, "control, treatment, other");
+    }
+
+    #[test]
+    fn join_state_gauges_follow_pending_work() {
+        let open = gather(&traffic());
+        assert_eq!(gauge_value(&open, "rankpulse_pending_impressions", &[]), 5.0);
+        assert_eq!(gauge_value(&open, "rankpulse_held_engagements", &[]), 0.0);
+        let f = gather(&finished());
+        assert_eq!(gauge_value(&f, "rankpulse_pending_impressions", &[]), 0.0);
+        assert!(find(&f, "rankpulse_impressions_total").is_some());
+        assert!(find(&open, "rankpulse_impressions_total").is_none(), "no finalized impression, no series, no family");
+    }
+
+    #[test]
+    fn checkpoint_details_appear_after_the_first_success() {
+        let mut e = finished();
+        let f = gather(&e);
+        assert_eq!(counter_value(&f, "rankpulse_checkpoints_total", &[]), 0.0);
+        assert!(find(&f, "rankpulse_checkpoint_last_success_timestamp_seconds").is_none());
+        assert!(find(&f, "rankpulse_checkpoint_bytes").is_none());
+        let now = Instant::now();
+        e.record_checkpoint(4096, Duration::from_millis(250), true, now);
+        e.record_checkpoint(0, Duration::ZERO, false, now);
+        let f = gather(&e);
+        assert_eq!(counter_value(&f, "rankpulse_checkpoints_total", &[]), 1.0);
+        assert_eq!(counter_value(&f, "rankpulse_checkpoint_failures_total", &[]), 1.0);
+        assert_eq!(gauge_value(&f, "rankpulse_checkpoint_bytes", &[]), 4096.0);
+        assert_eq!(gauge_value(&f, "rankpulse_checkpoint_duration_seconds", &[]), 0.25);
+        assert!(gauge_value(&f, "rankpulse_checkpoint_last_success_timestamp_seconds", &[]) > 1.6e9);
+    }
+
+    #[test]
+    fn window_and_ab_gauges_appear_only_for_closed_windows() {
+        let open = gather(&traffic());
+        for name in
+            ["rankpulse_window_mean", "rankpulse_window_impressions", "rankpulse_window_start_timestamp_seconds"]
+        {
+            assert!(find(&open, name).is_none(), "{name} before any window closed");
+        }
+        assert!(!open.iter().any(
+            |f| f.name().starts_with("rankpulse_ab_") && f.name() != "rankpulse_ab_impressions_without_unit_total"
+        ));
+
+        let f = gather(&finished());
+        let window = ("window", "1m");
+        assert_eq!(gauge_value(&f, "rankpulse_window_start_timestamp_seconds", &[window]), 0.0);
+        assert_eq!(gauge_value(&f, "rankpulse_window_impressions", &[window, CONTROL[0], CONTROL[1]]), 2.0);
+        let mean = |metric, variant| {
+            gauge_value(
+                &f,
+                "rankpulse_window_mean",
+                &[window, ("metric", metric), ("experiment", "x"), ("variant", variant)],
+            )
+        };
+        assert_eq!((mean("mrr", "control"), mean("mrr", "treatment")), (0.75, 0.125));
+        assert_eq!((mean("hit_rate@3", "control"), mean("hit_rate@3", "treatment")), (1.0, 0.0), "rank 4 is no hit");
+        let difference = gauge_value(
+            &f,
+            "rankpulse_ab_difference",
+            &[("experiment", "x"), ("variant", "treatment"), ("metric", "mrr"), window],
+        );
+        assert_eq!(difference, 0.125 - 0.75);
+        let labels = [("experiment", "x"), ("variant", "treatment"), ("metric", "mrr"), window];
+        let (lower, upper) = (
+            gauge_value(&f, "rankpulse_ab_difference_lower", &labels),
+            gauge_value(&f, "rankpulse_ab_difference_upper", &labels),
+        );
+        assert!(lower < difference && difference < upper, "{lower} < {difference} < {upper}");
+        assert!(find(&f, "rankpulse_ab_srm_p_value").is_some());
+    }
+
+    #[test]
+    fn latencies_are_exposed_in_seconds() {
+        let mut e = finished();
+        e.record_processing_time(Duration::from_micros(250));
+        e.record_processing_time(Duration::from_micros(750));
+        let f = gather(&e);
+        let delay = find(&f, "rankpulse_first_engagement_delay_seconds").unwrap().get_metric()[0].get_summary();
+        assert_eq!((delay.sample_sum(), delay.sample_count()), (0.5 + 1.5 + 0.0, 3));
+        let quantiles: Vec<f64> = delay.get_quantile().iter().map(|q| q.quantile()).collect();
+        assert_eq!(quantiles, [0.5, 0.9, 0.99, 0.999]);
+        let processing = find(&f, "rankpulse_event_processing_seconds").unwrap().get_metric()[0].get_summary();
+        assert_eq!(
+            (processing.sample_sum(), processing.sample_count()),
+            (1_000_000.0 * 1e-9, 2),
+            "kept in nanoseconds"
+        );
+    }
+
+    #[test]
+    fn the_text_exposition_renders_sums_and_counts_per_group() {
+        let text = render(&registry(SharedEngine::new(finished())));
+        for line in [
+            "# TYPE rankpulse_reciprocal_rank summary",
+            "rankpulse_reciprocal_rank_sum{experiment=\"x\",variant=\"control\"} 1.5",
+            "rankpulse_reciprocal_rank_count{experiment=\"x\",variant=\"control\"} 2",
+            "rankpulse_impressions_total{experiment=\"x\",variant=\"other\"} 1",
+            "rankpulse_events_rejected_total{topic=\"search-impressions\",reason=\"invalid_json\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains("rankpulse_checkpoint_bytes"));
+    }
+}
