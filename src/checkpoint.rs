@@ -88,6 +88,7 @@ fn verify(path: &Path, bytes: &[u8]) -> Result<Result<usize, Damage>, Checkpoint
 /// The checkpoint files of one state directory.
 #[derive(Debug)]
 pub struct CheckpointStore {
+    /// `state.dir`.
     dir: PathBuf,
     /// Sequence number of the next checkpoint written.
     next_sequence: u64,

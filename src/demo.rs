@@ -31,15 +31,21 @@ const RESULTS_PER_QUERY: usize = 10;
 /// One generated engagement, scheduled for the moment it happens.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ScheduledEngagement {
+    /// When it happens (wall-clock milliseconds): produced no earlier, so the stream is live.
     pub due_ms: i64,
+    /// Its query, the message key (co-partitioning with its impression).
     pub query_id: String,
+    /// The engagement as JSON.
     pub payload: String,
 }
 
 /// Generates impressions and their future engagements; pure given the seed and timestamps.
 pub struct TrafficGenerator {
+    /// Seeded: the same seed and timestamps give the same traffic.
     rng: SmallRng,
+    /// Number of the next query id: ids never repeat within a generator.
     next_query: u64,
+    /// Number of the next engagement's `event_id`.
     next_event: u64,
 }
 

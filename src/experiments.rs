@@ -35,11 +35,13 @@ pub struct ExperimentReport {
     /// Stable identity: `experiment/window/start` (or `experiment/cumulative`), the same on
     /// every replica and after every restart, so consumers of the output topic can deduplicate.
     pub id: String,
+    /// The experiment's name, as the impressions carry it.
     pub experiment: String,
     /// The window size (`5m`) or `cumulative`.
     pub window: String,
     /// RFC 3339 bounds of a closed window, `[start, end)`; absent for `cumulative`.
     pub start: Option<String>,
+    /// See `start`.
     pub end: Option<String>,
     /// The input partitions whose impressions this process holds (assigned now, or restored and
     /// not yet handed back). Each replica of a consumer group reports on
@@ -48,7 +50,9 @@ pub struct ExperimentReport {
     pub partitions: Vec<i32>,
     /// `ab.unit`: what the standard errors treat as independent.
     pub unit: &'static str,
+    /// `ab.confidence`: the level of every interval in the report.
     pub confidence: f64,
+    /// The variant every other is compared with (`ab.control`, or the experiment's own).
     pub control: String,
     /// Control first, then the other variants by name.
     pub variants: Vec<VariantReport>,
@@ -60,10 +64,14 @@ pub struct ExperimentReport {
     pub notes: Vec<String>,
 }
 
+/// One variant's traffic and per-metric estimates.
 #[derive(Debug, Serialize)]
 pub struct VariantReport {
+    /// The variant's name.
     pub variant: String,
+    /// Finalized impressions.
     pub impressions: u64,
+    /// Of those, impressions with at least one attributed engagement.
     pub engaged: u64,
     /// Non-empty unit buckets, when the unit is a user or session.
     pub unit_buckets: Option<usize>,
@@ -72,14 +80,19 @@ pub struct VariantReport {
     pub metrics: Vec<(String, Estimate)>,
 }
 
+/// One variant against the control.
 #[derive(Debug, Serialize)]
 pub struct ComparisonReport {
+    /// The variant compared.
     pub variant: String,
+    /// What it is compared with.
     pub control: String,
+    /// Per metric key, in layout order.
     #[serde(serialize_with = "as_map")]
     pub metrics: Vec<(String, Comparison)>,
 }
 
+/// The split test: did each variant get the share it should have?
 #[derive(Debug, Serialize)]
 pub struct SampleRatioReport {
     /// What `observed` counts: `impressions`, or distinct `units` when `ab.unit` is a user or
@@ -89,8 +102,11 @@ pub struct SampleRatioReport {
     pub observed: BTreeMap<String, u64>,
     /// The share each was expected to get: `ab.experiments.NAME.split`, or equal.
     pub expected_share: BTreeMap<String, f64>,
+    /// Pearson's statistic over the tested variants.
     pub chi_square: f64,
+    /// Tested variants - 1.
     pub df: u32,
+    /// Small means the split is not what was configured (a sample-ratio mismatch).
     pub p_value: f64,
     /// Variants with traffic that the expected split does not list (or the folded `other`):
     /// not part of the test, but a split problem of their own.

@@ -87,11 +87,17 @@ pub enum EngagementOutcome {
 /// impression are counted exactly like direct ones.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementTally {
+    /// Attributed to a shown result of their impression, within its window.
     pub attributed: u64,
+    /// Their document was not in the impression's result list.
     pub not_shown: u64,
+    /// Their timestamp was before the impression or after its attribution window.
     pub outside_window: u64,
+    /// Their impression was already finalized, or the watermark passed them.
     pub late: u64,
+    /// Held for an impression that never arrived before the watermark passed them.
     pub orphaned: u64,
+    /// Seen before (same identity within the attribution window).
     pub duplicate: u64,
     /// Held engagements dropped because the held-engagement limit was reached.
     pub evicted: u64,

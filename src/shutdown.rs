@@ -7,7 +7,9 @@ use tokio::sync::watch;
 
 #[derive(Clone, Debug)]
 pub struct Shutdown {
+    /// Sets the flag; shared by every clone, so any holder can trigger.
     sender: watch::Sender<bool>,
+    /// Reads and awaits the flag; cloned per waiter.
     receiver: watch::Receiver<bool>,
 }
 

@@ -18,8 +18,11 @@ use statrs::distribution::{ChiSquared, Continuous, ContinuousCDF, StudentsT};
 /// Count, sum and sum of squares of one metric over a set of impressions.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Moments {
+    /// Impressions.
     pub n: u64,
+    /// Sum of the metric's values.
     pub sum: f64,
+    /// Sum of the squared values: with `sum`, the variance without keeping the values.
     pub sum_squares: f64,
 }
 
@@ -60,6 +63,7 @@ impl ClusterMoments {
 pub struct Estimate {
     /// Impressions.
     pub n: u64,
+    /// Mean of the metric over the impressions.
     pub mean: f64,
     /// Sample standard deviation over impressions (n - 1 in the denominator); absent below 2.
     pub sd: Option<f64>,
@@ -76,6 +80,7 @@ pub struct Estimate {
 pub struct Comparison {
     /// mean(treatment) - mean(control).
     pub difference: f64,
+    /// Welch confidence interval of the difference; absent when a side has too few impressions.
     pub difference_ci: Option<[f64; 2]>,
     /// difference / mean(control); absent when the control mean is 0.
     pub relative_difference: Option<f64>,
@@ -92,8 +97,11 @@ pub struct Comparison {
 /// Pearson's chi-square test of the observed variant counts against the expected split.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SampleRatioTest {
+    /// Pearson's statistic, sum of (observed - expected)^2 / expected.
     pub chi_square: f64,
+    /// Variants - 1.
     pub df: u32,
+    /// Upper tail of chi-square with `df`: small means the split is not what was configured.
     pub p_value: f64,
 }
 

@@ -52,6 +52,7 @@ impl HumanDuration {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("invalid duration {text:?}: expected a whole number followed by ms, s, m, h or d (for example \"250ms\", \"10s\", \"30m\", \"1h\")")]
 pub struct DurationParseError {
+    /// What was given, quoted in the message.
     text: String,
 }
 

@@ -21,6 +21,7 @@ use clap::{Parser, Subcommand, ValueEnum};
     about = "Streaming online evaluation of search ranking quality: Kafka impressions and engagements to click-based IR metrics on a Prometheus endpoint"
 )]
 pub struct Cli {
+    /// What to run.
     #[command(subcommand)]
     pub command: Command,
 }

@@ -29,7 +29,8 @@ pub struct StateFingerprint {
 }
 
 /// The engine's state as a checkpoint writes it (borrowed, no copy). Everything that
-/// determines future output, nothing wall-clock.
+/// determines future output, nothing wall-clock. The fields are the engine's of the same names
+/// (the frontier is its watermarks', the delay histogram as recorded buckets and the exact sum).
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
     fingerprint: StateFingerprint,
@@ -42,7 +43,8 @@ struct SnapshotRef<'a> {
     first_engagement_delay_sum: u128,
 }
 
-/// The engine's state as a checkpoint reads it back: [`SnapshotRef`]'s fields, owned.
+/// The engine's state as a checkpoint reads it back: [`SnapshotRef`]'s fields, owned, in the
+/// same order (postcard is positional).
 #[derive(Deserialize)]
 pub struct EngineSnapshot {
     fingerprint: StateFingerprint,

@@ -20,7 +20,9 @@ use crate::event::EventKind;
 /// What a checkpoint of the source holds, as written (borrowed, no copy).
 #[derive(Serialize)]
 struct CheckpointRef<'a, E: Serialize> {
+    /// [`crate::engine::Engine::snapshot`].
     engine: E,
+    /// Where each partition in that state resumes.
     positions: &'a Positions,
 }
 
