@@ -98,15 +98,11 @@ impl Groups {
         timestamp: EventTime,
         watermark: Option<EventTime>,
     ) -> GroupId {
-        if let Some(&id) = self.index.get(experiment).and_then(|v| v.get(variant)) {
-            let seen = &mut self.last_seen[id as usize];
-            *seen = (*seen).max(timestamp);
+        if let Some(id) = self.touch(experiment, variant, timestamp) {
             return id;
         }
         let (experiment, variant) = self.admit(experiment, variant, watermark);
-        if let Some(&id) = self.index.get(experiment).and_then(|v| v.get(variant)) {
-            let seen = &mut self.last_seen[id as usize];
-            *seen = (*seen).max(timestamp);
+        if let Some(id) = self.touch(experiment, variant, timestamp) {
             return id;
         }
         let id = GroupId::try_from(self.names.len()).expect("fewer than 2^32 groups");
@@ -114,6 +110,15 @@ impl Groups {
         self.last_seen.push(timestamp);
         self.index.entry(experiment.into()).or_default().insert(variant.into(), id);
         id
+    }
+
+    /// The id of an active (experiment, variant) pair, its last impression moved up to
+    /// `timestamp` (which is what keeps it from retirement).
+    fn touch(&mut self, experiment: &str, variant: &str, timestamp: EventTime) -> Option<GroupId> {
+        let id = *self.index.get(experiment)?.get(variant)?;
+        let seen = &mut self.last_seen[id as usize];
+        *seen = (*seen).max(timestamp);
+        Some(id)
     }
 
     /// Decides the labels a new (experiment, variant) pair is reported under.
