@@ -11,11 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::MAX_GAIN;
 use crate::time::HumanDuration;
-
-/// The largest action gain accepted: `2^g - 1` (exponential nDCG) stays exact in an f64 far
-/// beyond it, and graded relevance scales in practice stop at 3 or 4.
-pub const MAX_GAIN: u8 = 30;
 
 /// librdkafka properties rankpulse sets itself, because its offset handling depends on them.
 const MANAGED_KAFKA_PROPERTIES: &[&str] =
