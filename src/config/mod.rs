@@ -623,7 +623,7 @@ mod tests {
 
     #[test]
     fn shipped_default_file_equals_built_in_defaults() {
-        let text = include_str!("../config/rankpulse.toml");
+        let text = include_str!("../../config/rankpulse.toml");
         assert_eq!(parse(text).unwrap(), Config::default());
     }
 
