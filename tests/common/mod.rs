@@ -2,6 +2,8 @@
 //! exposition, and running the real `rankpulse` binary.
 #![allow(dead_code)]
 
+pub mod alloc;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
