@@ -27,7 +27,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::Message;
 
-#[path = "../tests/support/counting_alloc.rs"]
+#[path = "../tests/common/alloc.rs"]
 mod counting_alloc;
 use counting_alloc::{live, Counting};
 

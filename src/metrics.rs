@@ -22,7 +22,12 @@
 //! A result is relevant when its gain is at least the relevance threshold; nDCG uses every
 //! positive gain whatever the threshold, as trec_eval does.
 
-use crate::config::MAX_GAIN;
+/// The largest gain the metric math handles, and so the largest action gain the configuration
+/// accepts. It sizes the per-impression count of results at each gain level (an array of
+/// `MAX_GAIN + 1` counters on the stack, so the ideal DCG costs no allocation), and `2^g - 1`
+/// (exponential nDCG) and ERR's `2^g_max` stay exact in an f64 far beyond it; graded relevance
+/// scales in practice stop at 3 or 4.
+pub const MAX_GAIN: u8 = 30;
 
 /// One metric of the per-impression vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,9 +115,11 @@ pub fn recall_level_label(tenths: u32) -> String {
 pub struct MetricLayout {
     /// Cutoffs in ascending order: the evaluation pass emits each as the rank reaches it.
     cutoffs: Vec<u32>,
+    /// A result is relevant when its gain is at least this.
     relevance_threshold: u8,
     /// The largest configured gain: ERR's stopping probability of a result is (2^g - 1) / 2^max.
     max_gain: u8,
+    /// The metric at each position of the vector: how exporters name a value.
     keys: Vec<MetricKey>,
 }
 

@@ -25,9 +25,6 @@ const OUTPUT: &str = "ab-feed";
 /// Event time the traffic spans: three 5 s windows, one 10 s window and a half.
 const SPAN_MS: i64 = 15_000;
 
-/// (partition, payload) messages of one topic, in production order.
-type Messages = Vec<(i32, String)>;
-
 /// A small deterministic generator, so the test needs no seed plumbing.
 struct Lcg(u64);
 impl Lcg {
@@ -75,14 +72,12 @@ fn traffic(n: usize) -> (Messages, Messages, HashMap<String, String>) {
     (impressions, engagements, client_of)
 }
 
-fn write_config(dir: &std::path::Path, brokers: &str, port: u16) -> std::path::PathBuf {
-    let path = dir.join("rankpulse.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
+/// The configuration of `serve` and `replay`, but for what differs per run (see
+/// [`serve_config`]).
+fn sections() -> String {
+    format!(
+        r#"
 [kafka]
-brokers = "{brokers}"
 group_id = "ab-group"
 impressions_topic = "{IMPRESSIONS}"
 engagements_topic = "{ENGAGEMENTS}"
@@ -95,19 +90,12 @@ cutoffs = [1, 3]
 windows = ["5s", "10s"]
 [limits]
 max_past = "3650d"   # the events are stamped 2026-01-01
-[http]
-listen = "127.0.0.1:{port}"
 [state]
-dir = "{}"
 checkpoint_interval = "500ms"
 [ab]
 output_topic = "{OUTPUT}"
-"#,
-            dir.join("state").display()
-        ),
+"#
     )
-    .unwrap();
-    path
 }
 
 /// Every record of the output topic until `expected` arrived and `quiet` passed with no more.
@@ -152,22 +140,12 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
 
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let cfg = write_config(dir.path(), &brokers, port);
+    let cfg = serve_config(dir.path(), "rankpulse", &brokers, port, &sections());
 
     // What replay says about the same events: the expected record ids and their figures.
-    let files = |name: &str, list: &[(i32, String)]| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, list.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
-        path
-    };
-    let (imp_file, eng_file) = (files("imp.jsonl", &impressions), files("eng.jsonl", &engagements));
-    let out = std::process::Command::new(BIN)
-        .args(["replay", "--impressions", imp_file.to_str().unwrap(), "--engagements", eng_file.to_str().unwrap()])
-        .args(["--config", cfg.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let replayed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let imp_file = write_payloads(dir.path(), "imp.jsonl", &impressions);
+    let eng_file = write_payloads(dir.path(), "eng.jsonl", &engagements);
+    let replayed = replay_json(&imp_file, &eng_file, &cfg);
     let expected: BTreeMap<String, Value> = replayed["windows"]
         .as_array()
         .unwrap()
@@ -250,12 +228,8 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
 fn client_unit_standard_error_equals_a_direct_per_client_computation() {
     let (impressions, engagements, client_of) = traffic(6_000);
     let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, list: &[(i32, String)]| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, list.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
-        path
-    };
-    let (imp_file, eng_file) = (write("imp.jsonl", &impressions), write("eng.jsonl", &engagements));
+    let imp_file = write_payloads(dir.path(), "imp.jsonl", &impressions);
+    let eng_file = write_payloads(dir.path(), "eng.jsonl", &engagements);
     let toml = "[join]\nattribution_window = \"1s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"5s\"]\n\
                 [ab]\nunit = \"client_id\"\nunit_buckets = 4294967295\n";
     let cfg = Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();

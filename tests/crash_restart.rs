@@ -86,10 +86,8 @@ impl Broker {
             .expect("starting tansu");
         let broker = Broker::Tansu { child, port };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "tansu did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let listening = || TcpStream::connect(("127.0.0.1", port)).ok().map(drop);
+        wait_for(deadline, Duration::from_millis(100), &format!("tansu did not listen on {port}"), listening);
         Some(broker)
     }
 }
@@ -125,15 +123,12 @@ fn stream(t0: i64) -> Vec<(&'static str, i32, String)> {
     messages.into_iter().map(|(_, topic, p, payload)| (topic, p, payload)).collect()
 }
 
-fn write_config(dir: &std::path::Path, name: &str, brokers: &str, port: u16) -> std::path::PathBuf {
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            r#"
+/// The configuration of both daemons, but for what differs per run (see [`serve_config`]).
+fn sections(group_id: &str) -> String {
+    format!(
+        r#"
 [kafka]
-brokers = "{brokers}"
-group_id = "{name}"
+group_id = "{group_id}"
 impressions_topic = "{IMP_TOPIC}"
 engagements_topic = "{ENG_TOPIC}"
 [kafka.properties]
@@ -146,17 +141,10 @@ idle_timeout = "10s"
 [metrics]
 cutoffs = [1, 5, 10]
 windows = ["10s"]
-[http]
-listen = "127.0.0.1:{port}"
 [state]
-dir = "{}"
 checkpoint_interval = "300ms"
-"#,
-            dir.join(format!("{name}-state")).display()
-        ),
+"#
     )
-    .unwrap();
-    path
 }
 
 /// Every `_sum`, `_count` and `_total` series except wall-clock measurements of the process.
@@ -211,8 +199,8 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
 
     let dir = tempfile::tempdir().unwrap();
     let (ref_port, victim_port) = (free_port(), free_port());
-    let reference_cfg = write_config(dir.path(), "reference", &brokers, ref_port);
-    let victim_cfg = write_config(dir.path(), "victim", &brokers, victim_port);
+    let reference_cfg = serve_config(dir.path(), "reference", &brokers, ref_port, &sections("reference"));
+    let victim_cfg = serve_config(dir.path(), "victim", &brokers, victim_port, &sections("victim"));
     let reference = Daemon::spawn(&["serve", "--config", reference_cfg.to_str().unwrap()]);
     let mut victim = Some(Daemon::spawn(&["serve", "--config", victim_cfg.to_str().unwrap()]));
 

@@ -87,10 +87,8 @@ fn start_prometheus(dir: &Path, target: &str) -> Prometheus {
         .expect("starting prometheus");
     let prometheus = Prometheus { child, port };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while get(port, "/-/ready").map(|(s, _)| s) != Some(200) {
-        assert!(Instant::now() < deadline, "prometheus did not become ready");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let ready = || (get(port, "/-/ready").map(|(s, _)| s) == Some(200)).then_some(());
+    wait_for(deadline, Duration::from_millis(200), "prometheus did not become ready", ready);
     prometheus
 }
 

@@ -3,16 +3,15 @@
 //! never get engagements or a producer invents a variant per request, and the counters that say
 //! what was evicted or folded.
 
+mod common;
+
 use std::sync::Mutex;
 use std::time::Instant;
 
+use common::alloc::{live, Counting};
 use rankpulse::config::Config;
 use rankpulse::engine::Engine;
 use rankpulse::event::EventKind;
-
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-use counting_alloc::{live, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;

@@ -19,9 +19,6 @@ const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 const IMPRESSIONS: &str = "imp";
 const ENGAGEMENTS: &str = "eng";
 
-/// (partition, payload) messages of one topic, in production order.
-type Messages = Vec<(i32, String)>;
-
 /// The impressions and engagements messages.
 fn events() -> (Messages, Messages) {
     let imp = |q: &str, dt: i64, results: &[&str], variant: &str| {
@@ -55,14 +52,12 @@ fn events() -> (Messages, Messages) {
     (impressions, engagements)
 }
 
-fn config(brokers: &str, port: u16, dir: &std::path::Path) -> std::path::PathBuf {
-    let path = dir.join("rankpulse.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
+/// The configuration of `serve` and `replay`, but for what differs per run (see
+/// [`serve_config`]).
+fn sections() -> String {
+    format!(
+        r#"
 [kafka]
-brokers = "{brokers}"
 group_id = "it-group"
 impressions_topic = "{IMPRESSIONS}"
 engagements_topic = "{ENGAGEMENTS}"
@@ -75,17 +70,10 @@ cutoffs = [1, 3]
 windows = ["5s"]
 [limits]
 max_past = "3650d"   # the events are stamped 2026-01-01
-[http]
-listen = "127.0.0.1:{port}"
 [state]
-dir = "{}"
 checkpoint_interval = "500ms"
-"#,
-            dir.join("state").display()
-        ),
+"#
     )
-    .unwrap();
-    path
 }
 
 fn close(got: f64, want: f64, what: &str) {
@@ -104,7 +92,7 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
 
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let cfg = config(&brokers, port, dir.path());
+    let cfg = serve_config(dir.path(), "rankpulse", &brokers, port, &sections());
     let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
 
     let key = |name: &str, variant: &str, extra: &[(&str, &str)]| {
@@ -193,17 +181,9 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     assert_eq!(committed, expected_offsets);
 
     // The same events through `replay` give the same means as the online path.
-    let imp_file = dir.path().join("impressions.jsonl");
-    let eng_file = dir.path().join("engagements.jsonl");
-    std::fs::write(&imp_file, impressions.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
-    std::fs::write(&eng_file, engagements.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
-    let out = std::process::Command::new(BIN)
-        .args(["replay", "--impressions", imp_file.to_str().unwrap(), "--engagements", eng_file.to_str().unwrap()])
-        .args(["--config", cfg.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let imp_file = write_payloads(dir.path(), "impressions.jsonl", &impressions);
+    let eng_file = write_payloads(dir.path(), "engagements.jsonl", &engagements);
+    let report = replay_json(&imp_file, &eng_file, &cfg);
     let mut compared = 0;
     for group in report["groups"].as_array().unwrap() {
         let variant = group["variant"].as_str().unwrap();

@@ -215,18 +215,12 @@ fn messy_stream_gives_exact_ground_truth_and_counts_every_fault_once() {
 
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let config = dir.path().join("rankpulse.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[kafka]\nbrokers = \"{brokers}\"\ngroup_id = \"messy\"\nimpressions_topic = \"{IMP_TOPIC}\"\nengagements_topic = \"{ENG_TOPIC}\"\n\
-             [join]\nattribution_window = \"5s\"\nmax_out_of_orderness = \"2s\"\nidle_timeout = \"1s\"\n\
-             [metrics]\ncutoffs = [1, 3, 10]\nwindows = [\"10s\"]\n[http]\nlisten = \"127.0.0.1:{port}\"\n\
-             [state]\ndir = \"{}\"\n",
-            dir.path().join("state").display()
-        ),
-    )
-    .unwrap();
+    let sections = format!(
+        "[kafka]\ngroup_id = \"messy\"\nimpressions_topic = \"{IMP_TOPIC}\"\nengagements_topic = \"{ENG_TOPIC}\"\n\
+         [join]\nattribution_window = \"5s\"\nmax_out_of_orderness = \"2s\"\nidle_timeout = \"1s\"\n\
+         [metrics]\ncutoffs = [1, 3, 10]\nwindows = [\"10s\"]\n"
+    );
+    let config = serve_config(dir.path(), "rankpulse", &brokers, port, &sections);
     let daemon = Daemon::spawn(&["serve", "--config", config.to_str().unwrap()]);
 
     // Phase 1: everything but the late clicks, until every impression is final.

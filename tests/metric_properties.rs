@@ -27,8 +27,7 @@
 
 use proptest::collection::{btree_set, vec};
 use proptest::prelude::*;
-use rankpulse::config::MAX_GAIN;
-use rankpulse::metrics::{reference, MetricKind, MetricLayout};
+use rankpulse::metrics::{reference, MetricKind, MetricLayout, MAX_GAIN};
 
 const EPS: f64 = 1e-12;
 /// A cutoff far beyond any generated list: the metric at it is the uncut metric.

@@ -148,19 +148,15 @@ variant_key = "ab_variant"
 fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
+    checked(path)
+}
+
+/// A configuration file that `rankpulse check-config` accepts.
+fn checked(path: PathBuf) -> PathBuf {
+    let name = path.file_name().unwrap().to_string_lossy();
     let out = Command::new(BIN).args(["check-config", "--config", path.to_str().unwrap()]).output().unwrap();
     assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
     path
-}
-
-fn replay(impressions: &Path, engagements: &Path, config: &Path) -> Value {
-    let out = Command::new(BIN)
-        .args(["replay", "--impressions", impressions.to_str().unwrap(), "--engagements"])
-        .args([engagements.to_str().unwrap(), "--config", config.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "replay failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Every (group, metric) mean of a replay report's groups, keyed `experiment/variant metric`.
@@ -208,8 +204,8 @@ fn ubi_documents_replay_to_the_same_metrics_as_native_events() {
         "ubi.toml",
         &format!("[kafka]\nimpressions_format = \"ubi\"\nengagements_format = \"ubi\"\n{JOIN}{UBI}"),
     );
-    let native = replay(&imp, &eng, &native_cfg);
-    let ubi = replay(&queries, &events, &ubi_cfg);
+    let native = replay_json(&imp, &eng, &native_cfg);
+    let ubi = replay_json(&queries, &events, &ubi_cfg);
 
     // Every mean of every group, cumulatively and in every closed window.
     let mut compared = 0usize;
@@ -279,7 +275,7 @@ fn ubi_documents_through_kafka_match_native_replay() {
     const ENGAGEMENTS: &str = "ubi_events";
     let dir = tempfile::tempdir().unwrap();
     let ([imp, eng, queries, events], _) = write_both(dir.path(), 3_000, 100);
-    let native = replay(&imp, &eng, &write_config(dir.path(), "native.toml", JOIN));
+    let native = replay_json(&imp, &eng, &write_config(dir.path(), "native.toml", JOIN));
 
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
@@ -305,16 +301,11 @@ fn ubi_documents_through_kafka_match_native_replay() {
     producer.flush(Duration::from_secs(30)).unwrap();
 
     let port = free_port();
-    let config = write_config(
-        dir.path(),
-        "serve.toml",
-        &format!(
-            "[kafka]\nbrokers = \"{brokers}\"\nimpressions_topic = \"{IMPRESSIONS}\"\nengagements_topic = \"{ENGAGEMENTS}\"\n\
-             impressions_format = \"ubi\"\nengagements_format = \"ubi\"\n{JOIN}{UBI}\
-             [http]\nlisten = \"127.0.0.1:{port}\"\n[state]\ndir = \"{}\"\n",
-            dir.path().join("state").display()
-        ),
+    let sections = format!(
+        "[kafka]\nimpressions_topic = \"{IMPRESSIONS}\"\nengagements_topic = \"{ENGAGEMENTS}\"\n\
+         impressions_format = \"ubi\"\nengagements_format = \"ubi\"\n{JOIN}{UBI}"
     );
+    let config = checked(serve_config(dir.path(), "serve", &brokers, port, &sections));
     let started = Instant::now();
     let daemon = Daemon::spawn(&["serve", "--config", config.to_str().unwrap()]);
     let expected = group_means(&native["groups"]);

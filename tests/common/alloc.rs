@@ -1,6 +1,8 @@
 //! A global allocator that counts live heap bytes, for memory measurements that machine noise
-//! cannot move. Included by path (`#[path = ...] mod counting_alloc;`) by the flood tests and the
-//! benchmark; each declares `#[global_allocator] static A: Counting = Counting;` itself.
+//! cannot move. A global allocator is a property of the whole binary, so this module only
+//! defines it: the flood tests (through `common::alloc`) and the benchmark (which includes this
+//! file by `#[path]`, as it has no `common`) each declare
+//! `#[global_allocator] static ALLOCATOR: Counting = Counting;` themselves.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,231 @@
+//! The sums one group's finalized impressions add up to: [`GroupStats`].
+//!
+//! Sums are kept in fixed point (an `i128` of 2^-56 units) rather than `f64`: integer addition is
+//! associative, so a sum does not depend on the order in which impressions were finalized, on how
+//! partitions interleaved, or on whether the process restarted. Per impression the truncation is
+//! below 2^-56, far below the 1e-9 that results are compared to, and an `i128` holds 2^70
+//! impressions' worth of ones.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+/// One in fixed point: 2^56 units, so that an `i64` holds any metric value in [0, 1] (see
+/// [`to_fixed`]) with 7 bits to spare.
+const FIXED_ONE: f64 = (1u64 << 56) as f64;
+
+/// Converts a metric value to fixed point.
+/// Metric values lie in [0, 1], so the value fits an `i64`: converting through it is a single
+/// instruction, where a direct `f64 -> i128` conversion is a software routine. Truncating rather
+/// than rounding (a libm call per value) loses less than 2^-56 per impression.
+pub(super) fn to_fixed(v: f64) -> i64 {
+    (v * FIXED_ONE) as i64
+}
+
+/// Converts a fixed-point sum back to a float.
+fn from_fixed(sum: i128) -> f64 {
+    sum as f64 / FIXED_ONE
+}
+
+/// What every [`GroupStats`] of an accumulator carries: fixed when the engine is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsShape {
+    /// Metric slots of the layout.
+    pub metrics: usize,
+    /// `ab.unit_buckets` when impressions are clustered by user or session (`ab.unit`).
+    pub unit_buckets: Option<u32>,
+    /// `ab.max_units`: distinct units counted exactly per group and table, for the SRM test.
+    pub max_units: usize,
+}
+
+impl StatsShape {
+    pub fn plain(metrics: usize) -> Self {
+        StatsShape { metrics, unit_buckets: None, max_units: 0 }
+    }
+}
+
+/// An impression's unit, as the accumulators need it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unit {
+    /// 32-bit hash of the unit: what distinct units are counted by.
+    pub(super) hash: u32,
+    /// The unit bucket its impressions are summed into (`hash % ab.unit_buckets`).
+    pub(super) bucket: u32,
+    /// `ab.max_units`, carried along so that counting needs no other argument.
+    pub(super) max_units: usize,
+}
+
+/// Totals of the impressions of one unit bucket: whole users or sessions, so buckets are
+/// independent observations for the cluster-robust variance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketSums {
+    /// Impressions in the bucket: the weight of its mean in the cluster-robust variance.
+    pub impressions: u64,
+    /// Fixed-point sum per metric slot.
+    sums: Box<[i128]>,
+}
+
+impl BucketSums {
+    pub fn sum(&self, slot: usize) -> f64 {
+        from_fixed(self.sums[slot])
+    }
+}
+
+/// Sums over the finalized impressions of one group (in one window, or ever): what the means,
+/// their variances and the A/B tests are computed from. Every field merges by addition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupStats {
+    /// Finalized impressions: the denominator of every mean.
+    pub impressions: u64,
+    /// Impressions with at least one relevant result.
+    pub engaged: u64,
+    /// Fixed-point sum per metric slot of the layout.
+    sums: Box<[i128]>,
+    /// Fixed-point sum of squared values per slot, for standard deviations.
+    squares: Box<[i128]>,
+    /// Per unit bucket, when the A/B unit is a user or session; empty otherwise. Ordered, so
+    /// the floating-point sums over buckets come out the same in every run and after a restore.
+    buckets: BTreeMap<u32, BucketSums>,
+    /// The distinct units (32-bit hashes) seen, up to `ab.max_units`: the sample-ratio test
+    /// counts units, because impressions per unit vary far more than chance.
+    units: HashSet<u32>,
+    /// More than `ab.max_units` distinct units arrived: `units` is incomplete.
+    units_overflowed: bool,
+}
+
+impl GroupStats {
+    pub fn new(shape: StatsShape) -> Self {
+        let zeros = || vec![0; shape.metrics].into_boxed_slice();
+        GroupStats {
+            impressions: 0,
+            engaged: 0,
+            sums: zeros(),
+            squares: zeros(),
+            buckets: BTreeMap::new(),
+            units: HashSet::new(),
+            units_overflowed: false,
+        }
+    }
+
+    pub fn add(&mut self, values: &[f64], engaged: bool) {
+        let fixed: Vec<i64> = values.iter().map(|&v| to_fixed(v)).collect();
+        let squares: Vec<i64> = values.iter().map(|&v| to_fixed(v * v)).collect();
+        self.add_fixed(&fixed, &squares, engaged, None);
+    }
+
+    /// [`GroupStats::add`] for values already in fixed point (converted once per impression).
+    pub(super) fn add_fixed(&mut self, values: &[i64], squares: &[i64], engaged: bool, unit: Option<Unit>) {
+        self.impressions += 1;
+        self.engaged += u64::from(engaged);
+        for (sum, &v) in self.sums.iter_mut().zip(values) {
+            *sum += i128::from(v);
+        }
+        for (sum, &v) in self.squares.iter_mut().zip(squares) {
+            *sum += i128::from(v);
+        }
+        if let Some(unit) = unit {
+            if !self.units_overflowed && self.units.len() < unit.max_units {
+                self.units.insert(unit.hash);
+            } else if !self.units.contains(&unit.hash) {
+                self.units_overflowed = true;
+            }
+            let sums = self
+                .buckets
+                .entry(unit.bucket)
+                .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; values.len()].into_boxed_slice() });
+            sums.impressions += 1;
+            for (sum, &v) in sums.sums.iter_mut().zip(values) {
+                *sum += i128::from(v);
+            }
+        }
+    }
+
+    /// Adds another group's sums: exact, so partial results merge in any order.
+    pub fn merge(&mut self, other: &GroupStats) {
+        self.impressions += other.impressions;
+        self.engaged += other.engaged;
+        for (a, b) in self.sums.iter_mut().zip(other.sums.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.squares.iter_mut().zip(other.squares.iter()) {
+            *a += b;
+        }
+        for (bucket, theirs) in &other.buckets {
+            let ours = self
+                .buckets
+                .entry(*bucket)
+                .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; theirs.sums.len()].into_boxed_slice() });
+            ours.impressions += theirs.impressions;
+            for (a, b) in ours.sums.iter_mut().zip(theirs.sums.iter()) {
+                *a += b;
+            }
+        }
+        self.units.extend(&other.units);
+        self.units_overflowed |= other.units_overflowed;
+    }
+
+    pub fn sum(&self, slot: usize) -> f64 {
+        from_fixed(self.sums[slot])
+    }
+
+    /// Mean over every impression of the group, empty-R impressions counting as 0.
+    pub fn mean(&self, slot: usize) -> f64 {
+        if self.impressions == 0 {
+            0.0
+        } else {
+            from_fixed(self.sums[slot]) / self.impressions as f64
+        }
+    }
+
+    /// Count, sum and sum of squares of one metric slot.
+    pub fn moments(&self, slot: usize) -> crate::stats::Moments {
+        crate::stats::Moments {
+            n: self.impressions,
+            sum: from_fixed(self.sums[slot]),
+            sum_squares: from_fixed(self.squares[slot]),
+        }
+    }
+
+    /// The per-bucket moments of one slot, when impressions were clustered.
+    pub fn cluster_moments(&self, slot: usize) -> Option<crate::stats::ClusterMoments> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let mut moments = crate::stats::ClusterMoments::default();
+        for bucket in self.buckets.values() {
+            moments.add_bucket(bucket.impressions as f64, bucket.sum(slot));
+        }
+        Some(moments)
+    }
+
+    /// Non-empty unit buckets.
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Distinct units seen, or `None` when there were more than `ab.max_units`.
+    pub fn distinct_units(&self) -> Option<usize> {
+        (!self.units_overflowed).then_some(self.units.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_point_sums_do_not_depend_on_order() {
+        let values: Vec<f64> = (1..200).map(|i| 1.0 / f64::from(i)).collect();
+        let mut forward = GroupStats::new(StatsShape::plain(1));
+        let mut backward = GroupStats::new(StatsShape::plain(1));
+        for v in &values {
+            forward.add(&[*v], true);
+        }
+        for v in values.iter().rev() {
+            backward.add(&[*v], true);
+        }
+        assert_eq!(forward, backward);
+        let exact: f64 = values.iter().sum();
+        assert!((forward.sum(0) - exact).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,18 @@
+//! Aggregation of finalized impressions: per (experiment, variant) group, cumulatively and per
+//! event-time tumbling window.
+//!
+//! `labels` turns label values into dense group ids and guards their cardinality ([`Groups`]),
+//! `group_stats` holds the order-independent fixed-point sums of one group ([`GroupStats`]), and
+//! `accumulators` adds every finalized impression into the cumulative table and the open windows,
+//! closing a window once all of its impressions are final ([`Accumulators`]).
+
+mod accumulators;
+mod group_stats;
+mod labels;
+
+pub use accumulators::{Accumulators, ClosedWindow, GroupTable};
+pub use group_stats::{BucketSums, GroupStats, StatsShape};
+pub use labels::{FoldedLabel, Groups, LabelLimits, FOLDED};
+
+/// Dense id of an (experiment, variant) pair, assigned in order of first appearance.
+pub type GroupId = u32;

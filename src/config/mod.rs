@@ -1,0 +1,31 @@
+//! Configuration: the TOML schema, its defaults, environment overrides and start-up checks.
+//!
+//! Every key has a default, so an empty file is a valid configuration. Unknown keys are refused
+//! (`deny_unknown_fields`): a misspelt key silently falling back to its default is the most
+//! expensive kind of configuration bug. Cross-field rules live in [`Config::validate`], and every
+//! message names the key it is about.
+//!
+//! The schema (every section and its defaults) is in `schema`, reading the file and the
+//! environment in `load`, the cross-field rules in `validate`.
+
+mod load;
+mod schema;
+mod validate;
+
+use std::path::PathBuf;
+
+pub use schema::{
+    AbConfig, AbExperimentConfig, AbUnit, Config, HttpConfig, InputFormat, JoinConfig, KafkaConfig, LabelsConfig,
+    LimitsConfig, MetricsConfig, StateConfig, UbiConfig,
+};
+
+/// A configuration that could not be loaded or is inconsistent. The message names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("configuration {origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("configuration key `{key}`: {problem}")]
+    Invalid { key: String, problem: String },
+}

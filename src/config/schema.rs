@@ -1,0 +1,351 @@
+//! The configuration's schema: one struct per TOML section, each key with its documented
+//! default (an empty file is a valid configuration) and unknown keys refused.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::HumanDuration;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `[kafka]`: the brokers, topics and input formats. Default: see [`KafkaConfig`].
+    pub kafka: KafkaConfig,
+    /// `[ubi]`: where UBI documents carry experiment and variant. Default: see [`UbiConfig`].
+    pub ubi: UbiConfig,
+    /// `[join]`: attribution on event time and the join's state limits. Default: see
+    /// [`JoinConfig`].
+    pub join: JoinConfig,
+    /// `[metrics]`: which metrics, cutoffs, windows and gains. Default: see [`MetricsConfig`].
+    pub metrics: MetricsConfig,
+    /// `[http]`: the endpoint address. Default: see [`HttpConfig`].
+    pub http: HttpConfig,
+    /// `[state]`: checkpoints. Default: see [`StateConfig`].
+    pub state: StateConfig,
+    /// `[limits]`: what a message may look like. Default: see [`LimitsConfig`].
+    pub limits: LimitsConfig,
+    /// `[labels]`: the cardinality guard. Default: see [`LabelsConfig`].
+    pub labels: LabelsConfig,
+    /// `[ab]`: the A/B statistics. Default: see [`AbConfig`].
+    pub ab: AbConfig,
+}
+
+/// `[kafka]`: where events come from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaConfig {
+    /// Bootstrap brokers, comma separated. Default `localhost:9092`.
+    pub brokers: String,
+    /// Consumer group; replicas sharing it split the partitions. Default `rankpulse`.
+    pub group_id: String,
+    /// Topic of impression events. Default `search-impressions`.
+    pub impressions_topic: String,
+    /// Topic of engagement events, co-partitioned with impressions by `query_id`.
+    /// Default `search-engagements`.
+    pub engagements_topic: String,
+    /// How impression messages are written: `json` (rankpulse's own events) or `ubi` (OpenSearch
+    /// User Behavior Insights query documents). Default `json`.
+    pub impressions_format: InputFormat,
+    /// How engagement messages are written: `json` or `ubi` (UBI event documents). Default `json`.
+    pub engagements_format: InputFormat,
+    /// Extra librdkafka properties passed as they are (security.protocol, sasl.*, ...).
+    pub properties: BTreeMap<String, String>,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            brokers: "localhost:9092".into(),
+            group_id: "rankpulse".into(),
+            impressions_topic: "search-impressions".into(),
+            engagements_topic: "search-engagements".into(),
+            impressions_format: InputFormat::Json,
+            engagements_format: InputFormat::Json,
+            properties: BTreeMap::new(),
+        }
+    }
+}
+
+/// The format of one input's messages (and of replay's lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputFormat {
+    /// rankpulse's events as the contract defines them.
+    Json,
+    /// OpenSearch User Behavior Insights documents (`ubi_queries` / `ubi_events`); see [`crate::ubi`].
+    Ubi,
+}
+
+/// `[ubi]`: where UBI query documents carry the experiment and variant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UbiConfig {
+    /// Key of `query_attributes` holding the experiment name. Default `experiment`.
+    pub experiment_key: String,
+    /// Key of `query_attributes` holding the variant name. Default `variant`.
+    pub variant_key: String,
+}
+
+impl Default for UbiConfig {
+    fn default() -> Self {
+        UbiConfig { experiment_key: "experiment".into(), variant_key: "variant".into() }
+    }
+}
+
+/// `[join]`: how engagements are attributed to impressions on event time.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JoinConfig {
+    /// Engagements count for an impression when their timestamp lies in
+    /// [impression, impression + attribution_window]. Default `30m`.
+    pub attribution_window: HumanDuration,
+    /// How far behind the newest event time of an input an event may still arrive and count:
+    /// the watermark of an input is its maximum event time minus this. Default `10s`.
+    pub max_out_of_orderness: HumanDuration,
+    /// An input (topic partition) that delivered nothing for this long stops holding the
+    /// watermark back; when every input is idle, the watermark advances with the wall clock.
+    /// Default `30s`.
+    pub idle_timeout: HumanDuration,
+    /// At most this many impressions wait for their window; beyond it the one with the earliest
+    /// deadline is finalized early (counted as evicted). Default 2,000,000.
+    pub max_pending_impressions: usize,
+    /// At most this many engagements wait for their impression; beyond it the oldest is dropped
+    /// (counted as evicted). Default 500,000.
+    pub max_held_engagements: usize,
+    /// At most this many keys are remembered for de-duplication (engagement identities and
+    /// recently finalized queries); beyond it the oldest is forgotten. Default 4,000,000.
+    pub max_dedup_keys: usize,
+}
+
+impl Default for JoinConfig {
+    fn default() -> Self {
+        JoinConfig {
+            attribution_window: HumanDuration::from_millis(30 * 60_000),
+            max_out_of_orderness: HumanDuration::from_millis(10_000),
+            idle_timeout: HumanDuration::from_millis(30_000),
+            max_pending_impressions: 2_000_000,
+            max_held_engagements: 500_000,
+            max_dedup_keys: 4_000_000,
+        }
+    }
+}
+
+/// `[limits]`: what a message may look like before it is rejected.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Larger messages are rejected as `too_large` without being parsed. Default 1048576 (1 MiB).
+    pub max_message_bytes: usize,
+    /// Impressions with more results are rejected as `too_many_results`. Default 1000.
+    pub max_results: usize,
+    /// Events stamped further than this ahead of the wall clock are rejected as
+    /// `timestamp_in_future` (they would drag the watermark ahead). Default `1h`.
+    pub max_future: HumanDuration,
+    /// Events stamped further than this behind the wall clock are rejected as
+    /// `timestamp_too_old` by `serve` (`replay` of old files has no such limit). Default `7d`.
+    pub max_past: HumanDuration,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_message_bytes: 1 << 20,
+            max_results: 1000,
+            max_future: HumanDuration::from_millis(3_600_000),
+            max_past: HumanDuration::from_millis(7 * 86_400_000),
+        }
+    }
+}
+
+/// `[labels]`: the cardinality guard on `experiment` and `variant` label values.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LabelsConfig {
+    /// Distinct active experiments; further ones are folded into `other`. Default 20.
+    pub max_experiments: usize,
+    /// Distinct active variants per experiment; further ones are folded into `other`. Default 10.
+    pub max_variants: usize,
+    /// If not empty, only these experiments get their own series; others are folded into `other`.
+    /// Default empty (any experiment, up to `max_experiments`).
+    pub allowed_experiments: Vec<String>,
+    /// An experiment/variant with no impression for this long (event time) is retired: its
+    /// series leave `/metrics` and its slot is free for a new value. Default `24h`.
+    pub idle_expiry: HumanDuration,
+}
+
+impl Default for LabelsConfig {
+    fn default() -> Self {
+        LabelsConfig {
+            max_experiments: 20,
+            max_variants: 10,
+            allowed_experiments: Vec::new(),
+            idle_expiry: HumanDuration::from_millis(86_400_000),
+        }
+    }
+}
+
+/// `[metrics]`: what is computed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// The k of every @k metric. Default `[1, 3, 5, 10]`.
+    pub cutoffs: Vec<u32>,
+    /// Tumbling event-time window sizes. Default `["1m", "5m", "1h"]`.
+    pub windows: Vec<HumanDuration>,
+    /// A result is relevant when its gain is at least this. Default `1`.
+    pub relevance_threshold: u8,
+    /// Gain of each action; unknown actions gain 0. Default click 1, add_to_cart 2, purchase 3.
+    pub action_gains: BTreeMap<String, u8>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            cutoffs: vec![1, 3, 5, 10],
+            windows: vec![
+                HumanDuration::from_millis(60_000),
+                HumanDuration::from_millis(300_000),
+                HumanDuration::from_millis(3_600_000),
+            ],
+            relevance_threshold: 1,
+            action_gains: [("click", 1), ("add_to_cart", 2), ("purchase", 3)]
+                .into_iter()
+                .map(|(a, g)| (a.to_string(), g))
+                .collect(),
+        }
+    }
+}
+
+/// `[http]`: the metrics endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Address of `/metrics`, `/healthz` and `/readyz`. Default `0.0.0.0:9464`.
+    pub listen: String,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig { listen: "0.0.0.0:9464".into() }
+    }
+}
+
+/// `[state]`: checkpoints.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// Directory of the checkpoints. Default `./rankpulse-state`.
+    pub dir: PathBuf,
+    /// How often the whole state is checkpointed; Kafka offsets are committed right after each
+    /// checkpoint. Default `5s`.
+    pub checkpoint_interval: HumanDuration,
+    /// How many of the newest checkpoints are kept (a damaged newest one falls back to the
+    /// previous). Default 3.
+    pub keep_checkpoints: usize,
+    /// A partition revoked from this consumer, or restored from a checkpoint and not assigned
+    /// yet, keeps holding back window closing for this long, so its impressions still land in
+    /// their windows if it comes back (after a restart, the old member's session must expire
+    /// first: keep this above `session.timeout.ms`). Default `60s`.
+    pub rebalance_grace: HumanDuration,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            dir: PathBuf::from("./rankpulse-state"),
+            checkpoint_interval: HumanDuration::from_millis(5_000),
+            keep_checkpoints: 3,
+            rebalance_grace: HumanDuration::from_millis(60_000),
+        }
+    }
+}
+
+/// The randomization unit A/B statistics treat as independent.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum AbUnit {
+    /// Every impression is independent: right when the experiment randomizes per query.
+    #[default]
+    Impression,
+    /// Impressions of one `client_id` form a cluster: right when it randomizes per user.
+    ClientId,
+    /// Impressions of one `session_id` form a cluster: right when it randomizes per session.
+    SessionId,
+}
+
+impl AbUnit {
+    pub fn label(self) -> &'static str {
+        match self {
+            AbUnit::Impression => "impression",
+            AbUnit::ClientId => "client_id",
+            AbUnit::SessionId => "session_id",
+        }
+    }
+}
+
+/// `[ab]`: the A/B statistics feed (treatment against control, sample-ratio checks).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AbConfig {
+    /// The independent unit: `impression` (default), `client_id` or `session_id`. With a
+    /// clustered unit, standard errors are cluster-robust (delta method over unit buckets).
+    pub unit: AbUnit,
+    /// Clustered units are hashed into this many buckets per group and window; each bucket holds
+    /// whole units, and the variance is computed over buckets. More buckets: closer to per-unit
+    /// exactness and more memory (8 + 16 x metrics bytes per bucket). Default 256.
+    pub unit_buckets: u32,
+    /// With a clustered unit, distinct units are counted exactly, up to this many per group and
+    /// window, for the sample-ratio test (about 6 bytes each); beyond it that test is withheld.
+    /// Default 1000000.
+    pub max_units: usize,
+    /// Confidence level of every interval. Default 0.95.
+    pub confidence: f64,
+    /// The variant every other variant is compared with, unless an experiment says otherwise.
+    /// Default `control`.
+    pub control: String,
+    /// Kafka topic receiving one JSON record per experiment and closed window; empty (the
+    /// default) disables it.
+    pub output_topic: String,
+    /// Per-experiment settings, by experiment name.
+    pub experiments: BTreeMap<String, AbExperimentConfig>,
+}
+
+impl Default for AbConfig {
+    fn default() -> Self {
+        AbConfig {
+            unit: AbUnit::Impression,
+            unit_buckets: 256,
+            max_units: 1_000_000,
+            confidence: 0.95,
+            control: "control".into(),
+            output_topic: String::new(),
+            experiments: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[ab.experiments.NAME]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AbExperimentConfig {
+    /// This experiment's control variant; default `ab.control`.
+    pub control: Option<String>,
+    /// Expected traffic share per variant (summing to 1), for the sample-ratio-mismatch test.
+    /// Empty (the default): an equal split over the variants seen.
+    pub split: BTreeMap<String, f64>,
+}
+
+impl AbConfig {
+    /// The control variant of `experiment`.
+    pub fn control_of(&self, experiment: &str) -> &str {
+        self.experiments.get(experiment).and_then(|e| e.control.as_deref()).unwrap_or(&self.control)
+    }
+
+    /// The configured expected split of `experiment`, if any.
+    pub fn split_of(&self, experiment: &str) -> Option<&BTreeMap<String, f64>> {
+        self.experiments.get(experiment).map(|e| &e.split).filter(|s| !s.is_empty())
+    }
+}

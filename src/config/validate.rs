@@ -1,0 +1,240 @@
+//! The cross-field rules serde cannot express, each refusal naming the key it is about.
+
+use std::net::SocketAddr;
+
+use super::{Config, ConfigError};
+use crate::metrics::MAX_GAIN;
+
+/// librdkafka properties rankpulse sets itself, because its offset handling depends on them.
+const MANAGED_KAFKA_PROPERTIES: &[&str] =
+    &["bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"];
+
+/// The refusal of one key's value: every message of a failed check names the key it is about.
+fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), problem: problem.into() }
+}
+
+impl Config {
+    /// Cross-field checks that serde cannot express. Run at start-up by every command.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let k = &self.kafka;
+        if k.brokers.trim().is_empty() {
+            return Err(invalid("kafka.brokers", "must name at least one broker (host:port)"));
+        }
+        if k.group_id.trim().is_empty() {
+            return Err(invalid("kafka.group_id", "must not be empty"));
+        }
+        for (key, topic) in
+            [("kafka.impressions_topic", &k.impressions_topic), ("kafka.engagements_topic", &k.engagements_topic)]
+        {
+            if topic.trim().is_empty() {
+                return Err(invalid(key, "must not be empty"));
+            }
+        }
+        if k.impressions_topic == k.engagements_topic {
+            return Err(invalid(
+                "kafka.engagements_topic",
+                "must differ from kafka.impressions_topic: the topic tells an impression from an engagement",
+            ));
+        }
+        for managed in MANAGED_KAFKA_PROPERTIES {
+            if k.properties.contains_key(*managed) {
+                return Err(invalid(
+                    format!("kafka.properties.\"{managed}\""),
+                    "is set by rankpulse itself (offsets are stored only after processing); use kafka.brokers / kafka.group_id instead",
+                ));
+            }
+        }
+        for (key, value) in
+            [("ubi.experiment_key", &self.ubi.experiment_key), ("ubi.variant_key", &self.ubi.variant_key)]
+        {
+            if value.is_empty() {
+                return Err(invalid(key, "must name a key of the UBI query_attributes"));
+            }
+        }
+        if self.ubi.experiment_key == self.ubi.variant_key {
+            return Err(invalid("ubi.variant_key", "must differ from ubi.experiment_key"));
+        }
+        if self.state.checkpoint_interval.as_millis_i64() == 0 {
+            return Err(invalid("state.checkpoint_interval", "must be positive"));
+        }
+        if self.state.dir.as_os_str().is_empty() {
+            return Err(invalid("state.dir", "must name a directory"));
+        }
+        let j = &self.join;
+        if j.attribution_window.as_millis_i64() == 0 {
+            return Err(invalid("join.attribution_window", "must be positive"));
+        }
+        if j.idle_timeout.as_millis_i64() == 0 {
+            return Err(invalid("join.idle_timeout", "must be positive"));
+        }
+        for (key, value) in [
+            ("join.max_pending_impressions", j.max_pending_impressions),
+            ("join.max_held_engagements", j.max_held_engagements),
+            ("join.max_dedup_keys", j.max_dedup_keys),
+            ("limits.max_results", self.limits.max_results),
+            ("labels.max_experiments", self.labels.max_experiments),
+            ("labels.max_variants", self.labels.max_variants),
+            ("state.keep_checkpoints", self.state.keep_checkpoints),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        if self.limits.max_message_bytes < 64 {
+            return Err(invalid("limits.max_message_bytes", "must be at least 64: no valid event is smaller"));
+        }
+        let m = &self.metrics;
+        if m.cutoffs.is_empty() {
+            return Err(invalid("metrics.cutoffs", "must list at least one k"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for &c in &m.cutoffs {
+            if c == 0 {
+                return Err(invalid("metrics.cutoffs", "every k must be at least 1"));
+            }
+            if !seen.insert(c) {
+                return Err(invalid("metrics.cutoffs", format!("k = {c} is listed twice")));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for w in &m.windows {
+            if w.as_millis_i64() == 0 {
+                return Err(invalid("metrics.windows", "every window size must be positive"));
+            }
+            if !seen.insert(*w) {
+                return Err(invalid("metrics.windows", format!("window {w} is listed twice")));
+            }
+        }
+        if m.relevance_threshold == 0 {
+            return Err(invalid(
+                "metrics.relevance_threshold",
+                "must be at least 1: with 0 every shown result, engaged or not, would be relevant",
+            ));
+        }
+        for (action, &gain) in &m.action_gains {
+            if action.is_empty() {
+                return Err(invalid("metrics.action_gains", "action names must not be empty"));
+            }
+            if gain > MAX_GAIN {
+                return Err(invalid(
+                    format!("metrics.action_gains.{action}"),
+                    format!("gain {gain} is above the maximum {MAX_GAIN}"),
+                ));
+            }
+        }
+        let max_gain = m.action_gains.values().copied().max().unwrap_or(0);
+        if max_gain < m.relevance_threshold {
+            return Err(invalid(
+                "metrics.relevance_threshold",
+                format!("is {} but the largest gain in metrics.action_gains is {max_gain}: no result could ever be relevant", m.relevance_threshold),
+            ));
+        }
+        // A retired label group must have nothing left open: no pending impression (attribution
+        // window plus disorder) and no open window (largest window size).
+        let largest_window = m.windows.iter().map(|w| w.as_millis_i64()).max().unwrap_or(0);
+        let needed = j.attribution_window.as_millis_i64() + j.max_out_of_orderness.as_millis_i64() + largest_window;
+        if self.labels.idle_expiry.as_millis_i64() <= needed {
+            return Err(invalid(
+                "labels.idle_expiry",
+                format!(
+                    "is {} but must exceed join.attribution_window + join.max_out_of_orderness + the largest of metrics.windows ({}), so that a retired experiment has nothing left open",
+                    self.labels.idle_expiry,
+                    crate::time::HumanDuration::from_millis(needed as u64)
+                ),
+            ));
+        }
+        self.validate_ab()?;
+        self.listen_addr()?;
+        Ok(())
+    }
+
+    fn validate_ab(&self) -> Result<(), ConfigError> {
+        let ab = &self.ab;
+        if !(ab.confidence > 0.0 && ab.confidence < 1.0) {
+            return Err(invalid(
+                "ab.confidence",
+                format!("is {} but must lie strictly between 0 and 1", ab.confidence),
+            ));
+        }
+        if ab.unit_buckets < 2 {
+            return Err(invalid("ab.unit_buckets", "must be at least 2: a variance needs two buckets"));
+        }
+        if ab.control.trim().is_empty() {
+            return Err(invalid("ab.control", "must name a variant"));
+        }
+        if ab.output_topic == self.kafka.impressions_topic || ab.output_topic == self.kafka.engagements_topic {
+            return Err(invalid("ab.output_topic", "must differ from the input topics"));
+        }
+        for (name, experiment) in &ab.experiments {
+            let key = |k: &str| format!("ab.experiments.{name}.{k}");
+            if experiment.split.is_empty() {
+                continue;
+            }
+            if experiment.split.len() < 2 {
+                return Err(invalid(key("split"), "needs at least two variants"));
+            }
+            for (variant, share) in &experiment.split {
+                if !(*share > 0.0 && *share < 1.0) {
+                    return Err(invalid(
+                        format!("{}.{variant}", key("split")),
+                        format!("share {share} must lie between 0 and 1"),
+                    ));
+                }
+            }
+            let total: f64 = experiment.split.values().sum();
+            if (total - 1.0).abs() > 1e-6 {
+                return Err(invalid(key("split"), format!("shares sum to {total}, not 1")));
+            }
+            let control = ab.control_of(name);
+            if !experiment.split.contains_key(control) {
+                return Err(invalid(key("split"), format!("does not list the control variant {control:?}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The parsed `http.listen` address.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.http.listen.parse().map_err(|e| {
+            invalid("http.listen", format!("{:?} is not an address like 0.0.0.0:9464 ({e})", self.http.listen))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load::tests::parse;
+
+    #[test]
+    fn cross_field_errors_name_the_key() {
+        let cases = [
+            ("[metrics]\ncutoffs = []", "metrics.cutoffs"),
+            ("[metrics]\ncutoffs = [0]", "metrics.cutoffs"),
+            ("[metrics]\ncutoffs = [3, 3]", "metrics.cutoffs"),
+            ("[metrics]\nrelevance_threshold = 0", "metrics.relevance_threshold"),
+            ("[metrics]\nrelevance_threshold = 4", "metrics.relevance_threshold"),
+            ("[metrics.action_gains]\nclick = 31", "metrics.action_gains.click"),
+            ("[join]\nattribution_window = \"0s\"", "join.attribution_window"),
+            ("[join]\nattribution_window = \"5 minutes\"", "invalid duration"),
+            ("[ab]\nconfidence = 1.0", "ab.confidence"),
+            ("[ab]\nunit_buckets = 1", "ab.unit_buckets"),
+            ("[ab]\noutput_topic = \"search-impressions\"", "ab.output_topic"),
+            ("[ab.experiments.e]\nsplit = { control = 0.5, t = 0.4 }", "ab.experiments.e.split"),
+            ("[ab.experiments.e]\nsplit = { a = 0.5, b = 0.5 }", "ab.experiments.e.split"),
+            ("[ab.experiments.e]\nsplit = { control = 1.5, t = -0.5 }", "ab.experiments.e.split.control"),
+            ("[kafka]\nengagements_topic = \"search-impressions\"", "kafka.engagements_topic"),
+            ("[kafka.properties]\n\"enable.auto.commit\" = \"true\"", "enable.auto.commit"),
+            ("[http]\nlisten = \"nowhere\"", "http.listen"),
+            ("[metrics]\nwindows = [\"1m\", \"60s\"]", "metrics.windows"),
+            ("[join]\nmax_pending_impressions = 0", "join.max_pending_impressions"),
+            ("[limits]\nmax_message_bytes = 10", "limits.max_message_bytes"),
+            ("[labels]\nidle_expiry = \"1h\"", "labels.idle_expiry"),
+            ("[labels]\nmax_variants = 0", "labels.max_variants"),
+        ];
+        for (text, needle) in cases {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(err.contains(needle), "{text:?} gave {err:?}, expected it to mention {needle}");
+        }
+    }
+}

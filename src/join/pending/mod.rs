@@ -1,0 +1,590 @@
+//! The pending impressions of one shard, laid out for memory: [`PendingSet`].
+//!
+//! A pending impression is one record of `u64` words in an [`Arena`]: [`HEADER_WORDS`] header
+//! words (query key, timestamp, first engagement, group and unit, result count) and then one
+//! [`Slot`] word per shown result. A record is addressed by a `u32` id, and the two structures
+//! that find records hold nothing but ids, reading everything else from the records:
+//! * the [`QueryIndex`], a hash table of ids by the query key in each record;
+//! * the [`DeadlineQueue`] of ids in (deadline, query key) order, a total order, so which
+//!   impression finalizes first never depends on where its record sits in the arena.
+//!
+//! This module ties them together (every record is in both, exactly once) and is the only part
+//! the join sees. Checkpoints hold the records in queue order, never an id.
+
+mod arena;
+mod deadlines;
+mod index;
+
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
+use serde::ser::SerializeTuple;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use self::arena::{Arena, FIRST_ENGAGEMENT, GROUP_UNIT, HEADER_WORDS, LEN, QUERY_HIGH, QUERY_LOW, TIMESTAMP};
+use self::deadlines::{DeadlineQueue, Due};
+use self::index::QueryIndex;
+use crate::accumulate::GroupId;
+use crate::event::{DocKey, QueryKey};
+use crate::time::EventTime;
+
+/// No engagement attributed yet.
+pub(super) const NO_ENGAGEMENT: EventTime = EventTime::MAX;
+
+/// One shown result: the low 56 bits of its id hash and, in the high byte, its gain so far.
+/// Packing both keeps a result to one word; a collision of 56-bit hashes within one result list
+/// is out of reach (about 2^-50 for 200 results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Slot(u64);
+
+impl Slot {
+    const DOC_BITS: u32 = 56;
+    const DOC_MASK: u64 = (1 << Self::DOC_BITS) - 1;
+
+    pub(super) fn new(doc: DocKey) -> Self {
+        Slot(doc & Self::DOC_MASK)
+    }
+    pub(super) fn is(self, doc: DocKey) -> bool {
+        self.0 & Self::DOC_MASK == doc & Self::DOC_MASK
+    }
+    pub(super) fn gain(self) -> u8 {
+        (self.0 >> Self::DOC_BITS) as u8
+    }
+    pub(super) fn raise_gain(&mut self, gain: u8) {
+        if gain > self.gain() {
+            self.0 = (self.0 & Self::DOC_MASK) | (u64::from(gain) << Self::DOC_BITS);
+        }
+    }
+}
+
+/// A pending impression taken out of the set, except its gains (written to a buffer). It is
+/// also exactly what a record's header says, so it is how headers are read and written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Taken {
+    /// The impression's query key.
+    pub query: QueryKey,
+    /// The impression's timestamp.
+    pub timestamp: EventTime,
+    /// Timestamp of the earliest attributed engagement on a shown result, or [`NO_ENGAGEMENT`]
+    /// (for the delay histogram).
+    pub first_engagement: EventTime,
+    /// Its A/B group.
+    pub group: GroupId,
+    /// 32-bit hash of its A/B unit (client or session; 0 when the unit is the impression itself).
+    pub unit: u32,
+}
+
+impl Taken {
+    /// Reads a record's header.
+    #[inline]
+    fn read(record: &[u64]) -> Self {
+        Taken {
+            query: u128::from(record[QUERY_LOW]) | (u128::from(record[QUERY_HIGH]) << 64),
+            timestamp: record[TIMESTAMP] as EventTime,
+            first_engagement: record[FIRST_ENGAGEMENT] as EventTime,
+            group: record[GROUP_UNIT] as u32,
+            unit: (record[GROUP_UNIT] >> 32) as u32,
+        }
+    }
+
+    /// Writes a record's header, for a record of `results` slots.
+    #[inline]
+    fn write(self, record: &mut [u64], results: usize) {
+        record[QUERY_LOW] = self.query as u64;
+        record[QUERY_HIGH] = (self.query >> 64) as u64;
+        record[TIMESTAMP] = self.timestamp as u64;
+        record[FIRST_ENGAGEMENT] = self.first_engagement as u64;
+        record[GROUP_UNIT] = u64::from(self.group) | (u64::from(self.unit) << 32);
+        record[LEN] = results as u64;
+    }
+}
+
+/// Mutable access to one pending impression, for the attribution rule.
+pub(super) struct PendingMut<'a> {
+    /// The record: header and slots.
+    words: &'a mut [u64],
+}
+
+impl PendingMut<'_> {
+    pub(super) fn timestamp(&self) -> EventTime {
+        self.words[TIMESTAMP] as EventTime
+    }
+
+    /// Raises the gain of the first result with this document; false if it was not shown.
+    pub(super) fn raise_gain(&mut self, doc: DocKey, gain: u8) -> bool {
+        let Some(word) = self.words[HEADER_WORDS..].iter_mut().find(|w| Slot(**w).is(doc)) else {
+            return false;
+        };
+        let mut slot = Slot(*word);
+        slot.raise_gain(gain);
+        *word = slot.0;
+        true
+    }
+
+    /// Records an attributed engagement's timestamp (the earliest is kept).
+    pub(super) fn note_engagement(&mut self, timestamp: EventTime) {
+        let first = self.words[FIRST_ENGAGEMENT] as EventTime;
+        self.words[FIRST_ENGAGEMENT] = first.min(timestamp) as u64;
+    }
+}
+
+/// The pending impressions of a shard: records in an [`Arena`], found by query key through the
+/// index and in deadline order through the queue.
+#[derive(Default)]
+pub(super) struct PendingSet {
+    /// The records.
+    arena: Arena,
+    /// Ids of all records, by their query key.
+    index: QueryIndex,
+    /// Ids of all records, in deadline order.
+    queue: DeadlineQueue,
+}
+
+impl fmt::Debug for PendingSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingSet")
+            .field("len", &self.len())
+            .field("live_words", &self.arena.live_words())
+            .field("dead_words", &self.arena.dead_words())
+            .field("chunks", &self.arena.chunk_count())
+            .finish()
+    }
+}
+
+impl PendingSet {
+    pub(super) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether an impression of `results` results fits, possibly after a compaction: false only
+    /// when one shard's records would outgrow the 32 GiB its 32-bit ids address, and then the
+    /// caller makes room by finalizing the earliest impression early, as for any state limit.
+    pub(super) fn has_room(&self, results: usize) -> bool {
+        let words = HEADER_WORDS + results;
+        self.arena.has_room(words) || self.arena.needs_compaction(words)
+    }
+
+    /// The id of the pending impression of this query.
+    pub(super) fn find(&self, query: QueryKey) -> Option<u32> {
+        self.index.find(&self.arena, query)
+    }
+
+    /// Adds an impression with no engagement yet; `None` (and no change) if its query is
+    /// already pending.
+    pub(super) fn insert(
+        &mut self,
+        query: QueryKey,
+        timestamp: EventTime,
+        group: GroupId,
+        unit: u32,
+        docs: &[DocKey],
+        window: i64,
+    ) -> Option<u32> {
+        let words = HEADER_WORDS + docs.len();
+        let hash = self.index.hash(query);
+        let id = match self.index.vacancy(&self.arena, hash, query) {
+            None => return None,
+            Some(slot) if !self.arena.needs_compaction(words) => {
+                let id = self.arena.alloc(words);
+                slot.insert(id);
+                id
+            }
+            Some(_) => {
+                self.compact(window);
+                let id = self.arena.alloc(words);
+                self.index.insert(&self.arena, hash, id);
+                id
+            }
+        };
+        let record = self.arena.words_mut(id, words);
+        let header = Taken { query, timestamp, first_engagement: NO_ENGAGEMENT, group, unit };
+        header.write(record, docs.len());
+        for (word, &doc) in record[HEADER_WORDS..].iter_mut().zip(docs) {
+            *word = Slot::new(doc).0;
+        }
+        self.queue.push(id, &self.arena, window);
+        Some(id)
+    }
+
+    /// The pending impression with this id (valid until the next insertion or removal).
+    pub(super) fn get_mut(&mut self, id: u32) -> PendingMut<'_> {
+        PendingMut { words: self.arena.record_mut(id) }
+    }
+
+    /// Removes the impression with the earliest deadline, if that deadline is before `limit` (or
+    /// whatever it is, when `None`); its gains, in rank order, replace the content of `gains`.
+    pub(super) fn take_earliest(
+        &mut self,
+        window: i64,
+        limit: Option<EventTime>,
+        gains: &mut Vec<u8>,
+    ) -> Option<Taken> {
+        let id = self.queue.pop_due_before(limit, &self.arena, window)?;
+        let record = self.arena.record(id);
+        let taken = Taken::read(record);
+        gains.clear();
+        gains.extend(record[HEADER_WORDS..].iter().map(|&w| Slot(w).gain()));
+        self.index.remove(taken.query, id);
+        self.arena.free(id);
+        Some(taken)
+    }
+
+    /// Compacts the arena (see [`Arena::compact`]), then rebuilds the index, and the queue as
+    /// one sorted run.
+    fn compact(&mut self, window: i64) {
+        let mut ids = self.queue.take_ids();
+        ids.sort_unstable();
+        self.arena.compact(&mut ids);
+        self.index.rebuild(&self.arena, &ids);
+        self.queue.rebuild(ids, &self.arena, window);
+    }
+
+    /// Appends a checkpointed record to the arena and the index (not yet to the queue).
+    fn restore(&mut self, r: RecordIn) -> Result<u32, &'static str> {
+        if self.find(r.query).is_some() {
+            return Err("a query is pending twice");
+        }
+        let words = HEADER_WORDS + r.slots.len();
+        let id = self.arena.alloc(words);
+        let record = self.arena.words_mut(id, words);
+        let header = Taken {
+            query: r.query,
+            timestamp: r.timestamp,
+            first_engagement: r.first_engagement,
+            group: r.group,
+            unit: r.unit,
+        };
+        header.write(record, r.slots.len());
+        record[HEADER_WORDS..].copy_from_slice(&r.slots);
+        self.index.insert(&self.arena, self.index.hash(r.query), id);
+        Ok(id)
+    }
+}
+
+/// A pending impression as checkpoints hold it.
+#[derive(Serialize)]
+struct RecordOut<'a> {
+    /// See [`Taken::query`].
+    query: QueryKey,
+    /// See [`Taken::timestamp`].
+    timestamp: EventTime,
+    /// See [`Taken::first_engagement`].
+    first_engagement: EventTime,
+    /// See [`Taken::group`].
+    group: GroupId,
+    /// See [`Taken::unit`].
+    unit: u32,
+    /// The slot words (document hash and gain).
+    slots: &'a [u64],
+}
+
+/// [`RecordOut`], read back.
+#[derive(Deserialize)]
+struct RecordIn {
+    /// See [`Taken::query`].
+    query: QueryKey,
+    /// See [`Taken::timestamp`].
+    timestamp: EventTime,
+    /// See [`Taken::first_engagement`].
+    first_engagement: EventTime,
+    /// See [`Taken::group`].
+    group: GroupId,
+    /// See [`Taken::unit`].
+    unit: u32,
+    /// The slot words (document hash and gain).
+    slots: Vec<u64>,
+}
+
+/// Serializes what an iterator yields as a sequence (its size hint must be exact).
+struct SeqOf<I>(I);
+
+impl<I: Iterator<Item: Serialize> + Clone> Serialize for SeqOf<I> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.clone())
+    }
+}
+
+/// Two sequences of records: the run in order, then the stragglers in heap-array order, each
+/// with its deadline. Reading them back in that order into a fresh arena puts each in the same
+/// place of the run or the heap, so neither needs sorting again (it could not be: the
+/// attribution window is not known there).
+impl Serialize for PendingSet {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let arena = &self.arena;
+        let record = |id: u32| {
+            let record = arena.record(id);
+            let Taken { query, timestamp, first_engagement, group, unit } = Taken::read(record);
+            RecordOut { query, timestamp, first_engagement, group, unit, slots: &record[HEADER_WORDS..] }
+        };
+        let mut tuple = serializer.serialize_tuple(2)?;
+        tuple.serialize_element(&SeqOf(self.queue.run().map(record)))?;
+        tuple.serialize_element(&SeqOf(self.queue.stragglers().map(|due| (due.deadline, record(due.id)))))?;
+        tuple.end()
+    }
+}
+
+/// Reads one sequence of records into a set, appending them to the run or the heap array: the
+/// same place as when written, so the run stays sorted and the heap array a heap.
+struct RecordsIn<'a> {
+    /// The set being restored.
+    set: &'a mut PendingSet,
+    /// Whether these are the stragglers (each with its deadline), else the run.
+    stragglers: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for RecordsIn<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RecordsIn<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence of pending impressions")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let set = self.set;
+        if self.stragglers {
+            while let Some((deadline, record)) = seq.next_element::<(EventTime, RecordIn)>()? {
+                let id = set.restore(record).map_err(A::Error::custom)?;
+                set.queue.restore_straggler(Due { deadline, id });
+            }
+        } else {
+            while let Some(record) = seq.next_element::<RecordIn>()? {
+                let id = set.restore(record).map_err(A::Error::custom)?;
+                set.queue.restore_run(id);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Deserialize<'de> for PendingSet {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Parts;
+        impl<'de> Visitor<'de> for Parts {
+            type Value = PendingSet;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("the run and the stragglers of pending impressions")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PendingSet, A::Error> {
+                let mut set = PendingSet::default();
+                for (i, stragglers) in [false, true].into_iter().enumerate() {
+                    seq.next_element_seed(RecordsIn { set: &mut set, stragglers })?
+                        .ok_or_else(|| A::Error::invalid_length(i, &self))?;
+                }
+                Ok(set)
+            }
+        }
+        deserializer.deserialize_tuple(2, Parts)
+    }
+}
+
+impl PendingSet {
+    /// Caps the arena at `chunks` chunks, so tests can reach the limit 32-bit ids impose.
+    #[cfg(test)]
+    pub(super) fn limit_chunks(&mut self, chunks: usize) {
+        self.arena.limit_chunks(chunks);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    pub(super) const WINDOW: i64 = 100;
+
+    pub(super) fn docs(n: usize) -> Vec<DocKey> {
+        (0..n as u64).map(|d| d * 7 + 1).collect()
+    }
+
+    pub(super) fn take(set: &mut PendingSet) -> Option<(Taken, Vec<u8>)> {
+        let mut gains = Vec::new();
+        set.take_earliest(WINDOW, None, &mut gains).map(|t| (t, gains))
+    }
+
+    /// Every invariant the set relies on: the index and the queue hold exactly the live ids, the
+    /// run is sorted, the heap is a heap, and the arena's word accounting matches the records.
+    pub(super) fn check(set: &PendingSet) {
+        let mut indexed: Vec<u32> = set.index.ids().collect();
+        let mut heaped: Vec<u32> = set.queue.run().chain(set.queue.stragglers().map(|due| due.id)).collect();
+        indexed.sort_unstable();
+        heaped.sort_unstable();
+        assert_eq!(indexed, heaped);
+        deadlines::tests::invariants(&set.queue, &set.arena);
+        for &id in &heaped {
+            assert_eq!(set.find(set.arena.query(id)), Some(id));
+        }
+        arena::tests::invariants(&set.arena, &heaped);
+    }
+
+    #[test]
+    fn gains_pack_with_the_document() {
+        let mut slot = Slot::new(u64::MAX);
+        assert!(slot.is(u64::MAX) && slot.gain() == 0);
+        slot.raise_gain(3);
+        slot.raise_gain(1);
+        assert!(slot.is(u64::MAX) && slot.gain() == 3);
+        assert!(!slot.is(7));
+    }
+
+    #[test]
+    fn an_evicted_record_reused_at_once_leaves_no_stale_deadline() {
+        let mut set = PendingSet::default();
+        set.insert(1, 1000, 0, 0, &docs(2), WINDOW);
+        set.insert(2, 5000, 0, 0, &docs(2), WINDOW);
+        // Evicted early (before its deadline), then its words reused by an impression due later.
+        let (early, _) = take(&mut set).unwrap();
+        let reused = set.insert(3, 9000, 0, 0, &docs(2), WINDOW).unwrap();
+        assert_eq!((early.query, reused), (1, 0));
+        let mut gains = Vec::new();
+        assert_eq!(set.take_earliest(WINDOW, Some(5000 + WINDOW), &mut gains), None);
+        assert_eq!(set.take_earliest(WINDOW, Some(5001 + WINDOW), &mut gains).map(|t| t.query), Some(2));
+        assert_eq!(take(&mut set).map(|(t, _)| t.query), Some(3));
+        assert_eq!(take(&mut set), None);
+        assert!(set.find(1).is_none());
+    }
+
+    #[test]
+    fn gains_and_first_engagement_live_in_the_record() {
+        let mut set = PendingSet::default();
+        let id = set.insert(1, 1000, 7, 0xdead_beef, &[10, 20, 10], WINDOW).unwrap();
+        let mut p = set.get_mut(id);
+        assert!(p.raise_gain(10, 2) && p.raise_gain(20, 1) && p.raise_gain(20, 3) && p.raise_gain(20, 2));
+        assert!(!p.raise_gain(30, 1));
+        p.note_engagement(1050);
+        p.note_engagement(1020);
+        p.note_engagement(1090);
+        let (taken, gains) = take(&mut set).unwrap();
+        assert_eq!(taken, Taken { query: 1, timestamp: 1000, first_engagement: 1020, group: 7, unit: 0xdead_beef });
+        assert_eq!(gains, [2, 3, 0], "a repeated id takes gain at its first rank");
+    }
+
+    #[test]
+    fn full_width_keys_and_timestamps_round_trip() {
+        let mut set = PendingSet::default();
+        let query = u128::MAX - 12345;
+        set.insert(query, -5, u32::MAX, u32::MAX, &[u64::MAX], WINDOW);
+        assert!(set.find(query).is_some() && set.find(query ^ (1 << 100)).is_none());
+        let (taken, gains) = take(&mut set).unwrap();
+        assert_eq!(
+            (taken.query, taken.timestamp, taken.group, taken.unit, gains),
+            (query, -5, u32::MAX, u32::MAX, vec![0])
+        );
+    }
+
+    #[test]
+    fn checkpoint_round_trip_keeps_contents_and_order() {
+        let mut set = PendingSet::default();
+        for q in 0..200u128 {
+            let id =
+                set.insert(q * 7919 % 200, 1000 + (q as i64 * 13) % 50, q as u32, 0, &docs(q as usize % 5), WINDOW);
+            if q % 3 == 0 {
+                let mut p = set.get_mut(id.unwrap());
+                p.raise_gain(1, 2);
+                p.note_engagement(1040);
+            }
+        }
+        for _ in 0..20 {
+            take(&mut set);
+        }
+        let bytes = postcard::to_stdvec(&set).unwrap();
+        let mut restored: PendingSet = postcard::from_bytes(&bytes).unwrap();
+        check(&restored);
+        assert_eq!(restored.len(), 180);
+        while let Some(expected) = take(&mut set) {
+            assert_eq!(take(&mut restored), Some(expected));
+        }
+        assert_eq!(take(&mut restored), None);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert { query: u8, timestamp: u8, len: u8 },
+        Engage { query: u8, doc: u8, gain: u8 },
+        TakeEarliest,
+        RoundTrip,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (any::<u8>(), any::<u8>(), 0u8..12).prop_map(|(query, timestamp, len)| Op::Insert { query, timestamp, len }),
+            2 => (any::<u8>(), 0u8..12, 1u8..4).prop_map(|(query, doc, gain)| Op::Engage { query, doc, gain }),
+            3 => Just(Op::TakeEarliest),
+            1 => Just(Op::RoundTrip),
+        ]
+    }
+
+    /// One pending impression of the model: deadline-keyed, with plain vectors.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Model {
+        timestamp: EventTime,
+        first_engagement: EventTime,
+        gains: Vec<u8>,
+        docs: Vec<DocKey>,
+    }
+
+    proptest! {
+        // A failure prints its minimal case; no regressions file is written into the source tree.
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The set behaves like an ordered map keyed by (deadline, query) under any sequence of
+        /// insertions, engagements, removals and checkpoint round trips.
+        #[test]
+        fn behaves_like_an_ordered_map(ops in proptest::collection::vec(op(), 1..400)) {
+            let mut set = PendingSet::default();
+            let mut model: BTreeMap<(EventTime, QueryKey), Model> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Insert { query, timestamp, len } => {
+                        let (query, timestamp) = (QueryKey::from(query) << 100 | 5, EventTime::from(timestamp));
+                        // Repeated documents, to exercise the first-rank rule.
+                        let docs: Vec<DocKey> = (0..u64::from(len)).map(|d| d % 7).collect();
+                        let fresh = !model.keys().any(|&(_, q)| q == query);
+                        prop_assert_eq!(set.insert(query, timestamp, 0, 0, &docs, WINDOW).is_some(), fresh);
+                        if fresh {
+                            let gains = vec![0; docs.len()];
+                            model.insert((timestamp + WINDOW, query), Model { timestamp, first_engagement: NO_ENGAGEMENT, gains, docs });
+                        }
+                    }
+                    Op::Engage { query, doc, gain } => {
+                        let query = QueryKey::from(query) << 100 | 5;
+                        let entry = model.iter_mut().find(|((_, q), _)| *q == query);
+                        prop_assert_eq!(set.find(query).is_some(), entry.is_some());
+                        if let (Some(id), Some((_, m))) = (set.find(query), entry) {
+                            let mut p = set.get_mut(id);
+                            let shown = p.raise_gain(u64::from(doc), gain);
+                            let position = m.docs.iter().position(|&d| d == u64::from(doc));
+                            prop_assert_eq!(shown, position.is_some());
+                            if let Some(i) = position {
+                                m.gains[i] = m.gains[i].max(gain);
+                                p.note_engagement(m.timestamp + i64::from(doc));
+                                m.first_engagement = m.first_engagement.min(m.timestamp + i64::from(doc));
+                            }
+                        }
+                    }
+                    Op::TakeEarliest => {
+                        let expected = model.pop_first();
+                        let got = take(&mut set);
+                        prop_assert_eq!(got.is_some(), expected.is_some());
+                        if let (Some((t, gains)), Some(((_, query), m))) = (got, expected) {
+                            prop_assert_eq!((t.query, t.timestamp, t.first_engagement), (query, m.timestamp, m.first_engagement));
+                            prop_assert_eq!(gains, m.gains);
+                        }
+                    }
+                    Op::RoundTrip => {
+                        set = postcard::from_bytes(&postcard::to_stdvec(&set).unwrap()).unwrap();
+                    }
+                }
+                prop_assert_eq!(set.len(), model.len());
+                check(&set);
+            }
+        }
+    }
+}

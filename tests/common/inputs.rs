@@ -1,0 +1,46 @@
+//! What a test feeds the binary: its configuration, event files, and messages on a broker.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// (partition, payload) messages of one topic, in production order.
+pub type Messages = Vec<(i32, String)>;
+
+/// Writes `dir/{name}.toml` for `rankpulse serve`: the test's own `sections` (TOML) plus the
+/// keys that differ from run to run, which `sections` leaves out: `kafka.brokers`, `http.listen`
+/// on `port`, and `state.dir` (`dir/{name}-state`, so that several daemons can share `dir`).
+pub fn serve_config(dir: &Path, name: &str, brokers: &str, port: u16, sections: &str) -> PathBuf {
+    let mut config: toml::Table = toml::from_str(sections).unwrap_or_else(|e| panic!("{name}: {e}"));
+    for (section, key, value) in [
+        ("kafka", "brokers", brokers.to_string()),
+        ("http", "listen", format!("127.0.0.1:{port}")),
+        ("state", "dir", dir.join(format!("{name}-state")).display().to_string()),
+    ] {
+        let table = config.entry(section).or_insert_with(|| toml::Table::new().into());
+        let table = table.as_table_mut().unwrap_or_else(|| panic!("{name}: {section} is not a table"));
+        assert!(table.insert(key.into(), value.into()).is_none(), "{name}: {section}.{key} is set per run");
+    }
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, toml::to_string(&config).unwrap()).unwrap();
+    path
+}
+
+/// Writes the payloads of `messages` to `dir/name`, one a line, as `replay` reads them.
+pub fn write_payloads(dir: &Path, name: &str, messages: &[(i32, String)]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, messages.iter().map(|(_, p)| format!("{p}\n")).collect::<String>()).unwrap();
+    path
+}
+
+/// Produces (partition, payload) messages to each topic and waits until the brokers have them.
+pub fn produce_to_partitions(brokers: &str, topics: &[(&str, &[(i32, String)])]) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer =
+        rdkafka::config::ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap();
+    for (topic, messages) in topics {
+        for (partition, payload) in *messages {
+            producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())).unwrap();
+        }
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+}

@@ -1,0 +1,96 @@
+//! Reading what a running `rankpulse` exports: HTTP GETs, `/metrics` parsed into series, and
+//! waiting for a condition on them.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port nothing listens on right now, for a daemon's `http.listen`.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// GET `path` on 127.0.0.1:port; (status code, body), or None if not reachable.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// Series in a Prometheus text exposition: `name{a="x",b="y"}` (labels sorted) → value.
+pub fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let (series, value) = line.rsplit_once(' ').expect("series and value");
+        let key = match series.split_once('{') {
+            Some((name, labels)) => {
+                let mut pairs: Vec<&str> = labels.trim_end_matches('}').split(',').filter(|p| !p.is_empty()).collect();
+                pairs.sort_unstable();
+                format!("{name}{{{}}}", pairs.join(","))
+            }
+            None => series.to_string(),
+        };
+        out.insert(key, value.parse().expect("numeric sample"));
+    }
+    out
+}
+
+/// Builds a series key with labels in any order.
+pub fn series(name: &str, labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return name.to_string();
+    }
+    let mut pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    pairs.sort_unstable();
+    format!("{name}{{{}}}", pairs.join(","))
+}
+
+/// Scrapes until `done` holds for the parsed series, or panics after `timeout`.
+pub fn scrape_until(
+    port: u16,
+    timeout: Duration,
+    mut done: impl FnMut(&BTreeMap<String, f64>) -> bool,
+) -> (String, BTreeMap<String, f64>) {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Some((200, body)) = http_get(port, "/metrics") {
+            let parsed = parse_exposition(&body);
+            if done(&parsed) {
+                return (body, parsed);
+            }
+            last = body;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("condition not reached within {timeout:?}; last scrape:\n{last}");
+}
+
+/// Runs `promtool check metrics` on an exposition. In CI promtool must exist (the test command
+/// installs it); elsewhere a missing promtool skips the check with a message.
+pub fn promtool_check(exposition: &str) {
+    let promtool = Command::new("promtool").arg("--version").output();
+    if promtool.is_err() {
+        assert!(std::env::var_os("CI").is_none(), "promtool is required in CI (apt-get install prometheus)");
+        eprintln!("SKIPPED promtool check: promtool not installed");
+        return;
+    }
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(exposition.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.trim().is_empty(), "promtool check metrics complained:\n{text}");
+}
