@@ -11,10 +11,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::GroupId;
 use crate::time::EventTime;
-
-/// Dense id of an (experiment, variant) pair, assigned in order of first appearance.
-pub type GroupId = u32;
 
 const FIXED_ONE: f64 = (1u64 << 56) as f64;
 

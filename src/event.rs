@@ -12,24 +12,10 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use crate::ids::{doc_key, DocKey};
 use crate::time::{parse_rfc3339_ms, EventTime};
 
 mod scan;
-
-/// The identity of a search response: the xxh3-128 hash of its `query_id`. 128 bits make a
-/// collision between any two live impressions practically impossible.
-pub type QueryKey = u128;
-/// The identity of a result within one impression: the xxh3-64 hash of its id. Only compared
-/// within a single result list, where 64 bits are far more than enough.
-pub type DocKey = u64;
-
-pub fn query_key(query_id: &str) -> QueryKey {
-    xxhash_rust::xxh3::xxh3_128(query_id.as_bytes())
-}
-
-pub fn doc_key(doc_id: &str) -> DocKey {
-    xxhash_rust::xxh3::xxh3_64(doc_id.as_bytes())
-}
 
 /// Which of the two inputs a message came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

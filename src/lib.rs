@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | [`config`] | start-up | the TOML schema, defaults, env overrides, cross-field checks |
 //! | [`time`] | everywhere | event timestamps (ms since epoch) and duration strings |
+//! | [`ids`] | everywhere | the hashed and numbered identities every stage passes around: query, result, group, engagement |
 //! | [`event`] | decoding | turning a message's bytes into a borrowed impression or engagement, or a reject reason (a strict one-pass scanner, serde_json behind it as the reference) |
 //! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
 //! | [`join`] | attribution | per-partition pending impressions (word records in a chunked arena, ordered by deadline), held engagements, input clocks |
@@ -42,6 +43,7 @@ pub mod event;
 pub mod experiments;
 pub mod export;
 pub mod health;
+pub mod ids;
 pub mod join;
 pub mod metrics;
 pub mod publish;

@@ -219,7 +219,7 @@ pub fn run_with_trec(
 /// with whitespace, which TREC files cannot hold, have it replaced by `_`.
 struct TrecWriter {
     /// Text ids of impressions read but not yet finalized (late and duplicate ones never are).
-    pending: std::collections::HashMap<crate::event::QueryKey, (String, Vec<String>)>,
+    pending: std::collections::HashMap<crate::ids::QueryKey, (String, Vec<String>)>,
     qrels: std::io::BufWriter<File>,
     run: std::io::BufWriter<File>,
     dir: PathBuf,
@@ -252,11 +252,11 @@ impl TrecWriter {
             results: Vec<String>,
         }
         if let Ok(ids) = serde_json::from_slice::<Ids>(line) {
-            self.pending.entry(crate::event::query_key(&ids.query_id)).or_insert((ids.query_id, ids.results));
+            self.pending.entry(crate::ids::query_key(&ids.query_id)).or_insert((ids.query_id, ids.results));
         }
     }
 
-    fn finalized(&mut self, query: crate::event::QueryKey, gains: &[u8]) {
+    fn finalized(&mut self, query: crate::ids::QueryKey, gains: &[u8]) {
         use std::io::Write;
         let Some((query_id, results)) = self.pending.remove(&query) else { return };
         let clean = |id: &str| id.replace(char::is_whitespace, "_");

@@ -38,9 +38,10 @@ use serde::Deserialize;
 
 use crate::config::{Config, InputFormat};
 use crate::event::{
-    decode_engagement, decode_impression, decode_object, doc_key, required_id, ClusterId, DocKey, Engagement,
-    EventKind, Impression, RawTimestamp, RejectReason, Rejection, Text, ABSENT_GROUP,
+    decode_engagement, decode_impression, decode_object, required_id, ClusterId, Engagement, EventKind, Impression,
+    RawTimestamp, RejectReason, Rejection, Text, ABSENT_GROUP,
 };
+use crate::ids::{doc_key, DocKey};
 use crate::time::{parse_rfc3339_ms, EventTime};
 
 /// The decoder of each input, chosen by `kafka.impressions_format` and `kafka.engagements_format`.

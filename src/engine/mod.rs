@@ -26,10 +26,11 @@ use hdrhistogram::Histogram;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accumulate::{Accumulators, GroupId, Groups, LabelLimits, StatsShape};
+use crate::accumulate::{Accumulators, Groups, LabelLimits, StatsShape};
 use crate::config::{AbUnit, Config};
-use crate::event::{doc_key, query_key, DocKey, Engagement, EventKind, QueryKey, RejectReason, Rejection};
-use crate::join::{EngagementId, EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
+use crate::event::{Engagement, EventKind, RejectReason, Rejection};
+use crate::ids::{doc_key, query_key, DocKey, EngagementId, GroupId, QueryKey};
+use crate::join::{EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
 use crate::ubi::Decoders;

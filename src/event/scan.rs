@@ -14,7 +14,8 @@
 
 use std::borrow::Cow;
 
-use super::{doc_key, ClusterId, DocKey, EngagementFields, ImpressionFields, RawTimestamp, Text};
+use super::{ClusterId, EngagementFields, ImpressionFields, RawTimestamp, Text};
+use crate::ids::{doc_key, DocKey};
 
 /// Deeper nesting inside an unknown field is left to serde_json, which has its own limit.
 const MAX_SKIP_DEPTH: u32 = 32;

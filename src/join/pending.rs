@@ -43,8 +43,7 @@ use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
 use serde::ser::SerializeTuple;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::accumulate::GroupId;
-use crate::event::{DocKey, QueryKey};
+use crate::ids::{DocKey, GroupId, QueryKey};
 use crate::time::EventTime;
 
 /// Header word: low 64 bits of the query key.
