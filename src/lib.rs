@@ -52,4 +52,3 @@ pub mod shutdown;
 pub mod source;
 pub mod stats;
 pub mod time;
-pub mod ubi;

@@ -33,7 +33,7 @@ use crate::ids::{doc_key, query_key, DocKey, EngagementId, GroupId, QueryKey};
 use crate::join::{EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
-use crate::ubi::Decoders;
+use crate::event::ubi::Decoders;
 
 mod shared;
 pub use shared::SharedEngine;

@@ -16,6 +16,7 @@ use crate::ids::{doc_key, DocKey};
 use crate::time::{parse_rfc3339_ms, EventTime};
 
 mod scan;
+pub mod ubi;
 
 /// Which of the two inputs a message came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
