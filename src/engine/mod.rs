@@ -28,12 +28,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::accumulate::{Accumulators, Groups, LabelLimits, StatsShape};
 use crate::config::{AbUnit, Config};
+use crate::event::Decoders;
 use crate::event::{Engagement, EventKind, RejectReason, Rejection};
 use crate::ids::{doc_key, query_key, DocKey, EngagementId, GroupId, QueryKey};
 use crate::join::{EngagementTally, Finalized, ImpressionOutcome, JoinSettings, Shard};
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
-use crate::event::ubi::Decoders;
 
 mod shared;
 pub use shared::SharedEngine;

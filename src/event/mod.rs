@@ -3,20 +3,29 @@
 //! Decoding is zero-copy on the hot path: strings borrow from the message unless they contain
 //! escapes, and result ids are hashed straight into a caller-owned buffer, so a well-formed event
 //! costs no heap allocation. Ids are identified by 128-bit (query) and 64-bit (document) xxh3
-//! hashes from here on; the join never needs the text back. A strict scanner (`scan`) decodes the
-//! common shape in one pass; serde_json decodes everything else and is the reference for both.
+//! hashes from here on ([`crate::ids`]); the join never needs the text back. Both input formats
+//! decode into the same [`Impression`] and [`Engagement`] with the same reject reasons, so
+//! nothing downstream knows which format a message was in.
+//!
+//! | file | does |
+//! |---|---|
+//! | `mod.rs` | the decoded types and their vocabulary (input kinds, reject reasons), the entry points of the native format |
+//! | `decoders.rs` | [`Decoders`]: the format of each input (`kafka.impressions_format`, `kafka.engagements_format`), the one way in for the engine and replay |
+//! | `scan.rs` | the native format's fast path: a strict one-pass scanner for the common shape, declining anything else |
+//! | `json.rs` | the native format through serde_json (the reference, and the fallback when the scanner declines), and the serde pieces UBI shares |
+//! | `ubi.rs` | OpenSearch UBI query and event documents |
 
 use std::borrow::Cow;
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
 
 use crate::ids::{doc_key, DocKey};
-use crate::time::{parse_rfc3339_ms, EventTime};
+use crate::time::EventTime;
 
+mod decoders;
+mod json;
 mod scan;
 pub mod ubi;
+
+pub use decoders::{AttributeKeys, Decoders};
 
 /// Which of the two inputs a message came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,7 +106,9 @@ impl RejectReason {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{} ({detail})", reason.label())]
 pub struct Rejection {
+    /// What is counted: a small fixed set, so it can be a metric label.
     pub reason: RejectReason,
+    /// What is logged: the field and value at fault, for whoever fixes the producer.
     pub detail: String,
 }
 
@@ -114,10 +125,13 @@ impl Rejection {
 /// [`decode_impression`], as [`DocKey`]s in rank order.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Impression<'a> {
+    /// Joins the impression with its engagements (hashed to a [`crate::ids::QueryKey`]).
     pub query_id: Cow<'a, str>,
+    /// Event time: orders the join and places the impression in its windows.
     pub timestamp: EventTime,
     /// `"none"` when absent, as the contract says.
     pub experiment: Cow<'a, str>,
+    /// The arm of `experiment`; `"none"` when absent.
     pub variant: Cow<'a, str>,
     /// The user (or browser) that issued the query, optional. With `statistics.unit = "client_id"`
     /// the A/B statistics treat all impressions of one client as one correlated cluster.
@@ -129,8 +143,11 @@ pub struct Impression<'a> {
 /// A decoded engagement.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Engagement<'a> {
+    /// The impression it is attributed to.
     pub query_id: Cow<'a, str>,
+    /// Event time: must fall within the impression's attribution window.
     pub timestamp: EventTime,
+    /// The result engaged with, looked up in the impression's result list.
     pub doc_id: Cow<'a, str>,
     /// `"click"` when absent.
     pub action: Cow<'a, str>,
@@ -140,61 +157,67 @@ pub struct Engagement<'a> {
     pub position: Option<i64>,
 }
 
+/// The experiment and variant of an impression that names none, as the contract says.
 pub(crate) const ABSENT_GROUP: &str = "none";
-const DEFAULT_ACTION: &str = "click";
+
+/// Where a decoder puts an impression's result ids, in rank order: hashed into the engine's
+/// reused buffer on the hot path, or kept as text where the ids themselves are written out
+/// (`replay --trec-out`). One trait, so both are filled by the same decoding code.
+pub(crate) trait ResultSink<'a> {
+    /// Forgets the ids of an earlier list, which a repeated or preferred field replaces.
+    fn clear(&mut self);
+    /// The next id in rank order.
+    fn push(&mut self, id: Cow<'a, str>);
+}
+
+impl ResultSink<'_> for Vec<DocKey> {
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+    fn push(&mut self, id: Cow<'_, str>) {
+        Vec::push(self, doc_key(&id));
+    }
+}
+
+impl<'a> ResultSink<'a> for Vec<Cow<'a, str>> {
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+    fn push(&mut self, id: Cow<'a, str>) {
+        Vec::push(self, id);
+    }
+}
 
 /// Decodes an impression; result ids are hashed into `results` (cleared first), in rank order.
 pub fn decode_impression<'a>(payload: &'a [u8], results: &mut Vec<DocKey>) -> Result<Impression<'a>, Rejection> {
-    let text = object_text(payload)?;
+    impression_into(payload, results)
+}
+
+/// [`decode_impression`] into any sink: the scanner first, serde_json where it declines.
+pub(crate) fn impression_into<'a, S: ResultSink<'a>>(
+    payload: &'a [u8],
+    results: &mut S,
+) -> Result<Impression<'a>, Rejection> {
+    let text = json::object_text(payload)?;
     results.clear();
     let fields = match scan::impression(text, results) {
         Some(fields) => fields,
         None => {
             results.clear();
-            serde_object(text, ImpressionVisitor { results })?
+            json::impression_fields(text, results)?
         }
     };
-    finish_impression(fields)
+    json::finish_impression(fields)
 }
 
 /// Decodes an engagement.
 pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
-    let text = object_text(payload)?;
+    let text = json::object_text(payload)?;
     let fields = match scan::engagement(text) {
         Some(fields) => fields,
-        None => serde_object(text, EngagementVisitor)?,
+        None => json::engagement_fields(text)?,
     };
-    finish_engagement(fields)
-}
-
-fn finish_impression(fields: ImpressionFields<'_>) -> Result<Impression<'_>, Rejection> {
-    let query_id = required_id(fields.query_id, "query_id")?;
-    let timestamp = fields.timestamp.ok_or_else(|| Rejection::missing("timestamp"))?.resolve()?;
-    if !fields.saw_results {
-        return Err(Rejection::missing("results"));
-    }
-    if fields.empty_result_id {
-        return Err(Rejection::new(RejectReason::InvalidValue, "a result id is an empty string"));
-    }
-    Ok(Impression {
-        query_id,
-        timestamp,
-        experiment: fields.experiment.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
-        variant: fields.variant.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
-        client_id: fields.client_id.and_then(|t| t.0),
-        session_id: fields.session_id.and_then(|t| t.0),
-    })
-}
-
-fn finish_engagement(fields: EngagementFields<'_>) -> Result<Engagement<'_>, Rejection> {
-    Ok(Engagement {
-        query_id: required_id(fields.query_id, "query_id")?,
-        timestamp: fields.timestamp.ok_or_else(|| Rejection::missing("timestamp"))?.resolve()?,
-        doc_id: required_id(fields.doc_id, "doc_id")?,
-        action: fields.action.map_or(Cow::Borrowed(DEFAULT_ACTION), |t| t.0),
-        event_id: fields.event_id.map(|t| t.0),
-        position: fields.position,
-    })
+    json::finish_engagement(fields)
 }
 
 /// One decoder alone, for the differential test of the scanner against serde_json.
@@ -214,308 +237,30 @@ pub(crate) fn decode_impression_with<'a>(
     path: Path,
 ) -> Option<Result<Impression<'a>, Rejection>> {
     results.clear();
-    let fields = match (object_text(payload), path) {
+    let fields = match (json::object_text(payload), path) {
         (Err(e), Path::Serde) => return Some(Err(e)),
         (Err(_), Path::ScanOnly) => return None,
         (Ok(text), Path::ScanOnly) => scan::impression(text, results)?,
-        (Ok(text), Path::Serde) => match serde_object(text, ImpressionVisitor { results }) {
+        (Ok(text), Path::Serde) => match json::impression_fields(text, results) {
             Ok(fields) => fields,
             Err(e) => return Some(Err(e)),
         },
     };
-    Some(finish_impression(fields))
+    Some(json::finish_impression(fields))
 }
 
 #[cfg(test)]
 pub(crate) fn decode_engagement_with(payload: &[u8], path: Path) -> Option<Result<Engagement<'_>, Rejection>> {
-    let fields = match (object_text(payload), path) {
+    let fields = match (json::object_text(payload), path) {
         (Err(e), Path::Serde) => return Some(Err(e)),
         (Err(_), Path::ScanOnly) => return None,
         (Ok(text), Path::ScanOnly) => scan::engagement(text)?,
-        (Ok(text), Path::Serde) => match serde_object(text, EngagementVisitor) {
+        (Ok(text), Path::Serde) => match json::engagement_fields(text) {
             Ok(fields) => fields,
             Err(e) => return Some(Err(e)),
         },
     };
-    Some(finish_engagement(fields))
-}
-
-pub(crate) fn required_id<'a>(value: Option<Text<'a>>, field: &str) -> Result<Cow<'a, str>, Rejection> {
-    let text = value.ok_or_else(|| Rejection::missing(field))?.0;
-    if text.is_empty() {
-        return Err(Rejection::new(RejectReason::InvalidValue, format!("`{field}` is an empty string")));
-    }
-    Ok(text)
-}
-
-/// Decodes a JSON object with a serde visitor (the UBI formats, and the reference path here).
-pub(crate) fn decode_object<'a, V: Visitor<'a>>(payload: &'a [u8], visitor: V) -> Result<V::Value, Rejection> {
-    serde_object(object_text(payload)?, visitor)
-}
-
-/// The message as text, once it is known to be UTF-8 that starts like a JSON object.
-fn object_text(payload: &[u8]) -> Result<&str, Rejection> {
-    match payload.iter().find(|b| !b.is_ascii_whitespace()) {
-        None => return Err(Rejection::new(RejectReason::EmptyMessage, "empty payload")),
-        Some(b'{') => {}
-        Some(_) => {
-            // Distinguish "valid JSON but not an object" from garbage, for a useful reason.
-            let reason = match serde_json::from_slice::<IgnoredAny>(payload) {
-                Ok(_) => RejectReason::NotAnObject,
-                Err(_) => RejectReason::InvalidJson,
-            };
-            return Err(Rejection::new(reason, "the message is not a JSON object"));
-        }
-    }
-    // One UTF-8 check of the whole message (a fast ASCII scan) instead of one per string, which
-    // is what parsing from bytes costs.
-    std::str::from_utf8(payload)
-        .map_err(|e| Rejection::new(RejectReason::InvalidJson, format!("not UTF-8 at byte {}", e.valid_up_to())))
-}
-
-fn serde_object<'a, V: Visitor<'a>>(text: &'a str, visitor: V) -> Result<V::Value, Rejection> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let value = de.deserialize_map(visitor).map_err(classify)?;
-    de.end().map_err(classify)?;
-    Ok(value)
-}
-
-fn classify(e: serde_json::Error) -> Rejection {
-    let reason = match e.classify() {
-        serde_json::error::Category::Data => RejectReason::WrongType,
-        _ => RejectReason::InvalidJson,
-    };
-    Rejection::new(reason, e.to_string())
-}
-
-/// A string that borrows from the message when it has no escapes.
-pub(crate) struct Text<'a>(pub(crate) Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Text<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct TextVisitor;
-        impl<'de> Visitor<'de> for TextVisitor {
-            type Value = Text<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Text(Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(TextVisitor)
-    }
-}
-
-/// An optional clustering id (`client_id`, `session_id`). Producers added these fields long
-/// before rankpulse read them, often as numbers, so an integer is taken as its decimal text and
-/// any other type (object, bool, float) counts as absent rather than rejecting the impression.
-pub(crate) struct ClusterId<'a>(pub(crate) Option<Cow<'a, str>>);
-
-impl<'de> Deserialize<'de> for ClusterId<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct IdVisitor;
-        impl<'de> Visitor<'de> for IdVisitor {
-            type Value = ClusterId<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string or an integer")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(ClusterId((!v.is_empty()).then_some(Cow::Borrowed(v))))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(ClusterId((!v.is_empty()).then(|| Cow::Owned(v.to_owned()))))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                Ok(ClusterId(Some(Cow::Owned(v.to_string()))))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(ClusterId(Some(Cow::Owned(v.to_string()))))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(ClusterId(None))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(ClusterId(None))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(ClusterId(None))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(ClusterId(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(ClusterId(None))
-            }
-        }
-        d.deserialize_any(IdVisitor)
-    }
-}
-
-/// A timestamp as written: resolved to milliseconds after decoding, so that a bad value gets
-/// its own reject reason rather than a generic type error.
-pub(crate) enum RawTimestamp<'a> {
-    Millis(i64),
-    OutOfRange,
-    Text(Text<'a>),
-}
-
-impl RawTimestamp<'_> {
-    fn resolve(self) -> Result<EventTime, Rejection> {
-        match self {
-            RawTimestamp::Millis(ms) => Ok(ms),
-            RawTimestamp::OutOfRange => {
-                Err(Rejection::new(RejectReason::InvalidTimestamp, "integer timestamp out of range"))
-            }
-            RawTimestamp::Text(t) => parse_rfc3339_ms(&t.0).ok_or_else(|| {
-                Rejection::new(RejectReason::InvalidTimestamp, format!("{:?} is not an RFC 3339 timestamp", t.0))
-            }),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for RawTimestamp<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct TsVisitor;
-        impl<'de> Visitor<'de> for TsVisitor {
-            type Value = RawTimestamp<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an RFC 3339 string or integer milliseconds since the epoch")
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                Ok(RawTimestamp::Millis(v))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(i64::try_from(v).map_or(RawTimestamp::OutOfRange, RawTimestamp::Millis))
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(RawTimestamp::Text(Text(Cow::Borrowed(v))))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(RawTimestamp::Text(Text(Cow::Owned(v.to_owned()))))
-            }
-        }
-        d.deserialize_any(TsVisitor)
-    }
-}
-
-#[derive(Default)]
-struct ImpressionFields<'a> {
-    query_id: Option<Text<'a>>,
-    timestamp: Option<RawTimestamp<'a>>,
-    experiment: Option<Text<'a>>,
-    variant: Option<Text<'a>>,
-    client_id: Option<ClusterId<'a>>,
-    session_id: Option<ClusterId<'a>>,
-    saw_results: bool,
-    empty_result_id: bool,
-}
-
-struct ImpressionVisitor<'s> {
-    results: &'s mut Vec<DocKey>,
-}
-
-impl<'de> Visitor<'de> for ImpressionVisitor<'_> {
-    type Value = ImpressionFields<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an impression object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut fields = ImpressionFields::default();
-        while let Some(key) = map.next_key::<Text<'de>>()? {
-            match key.0.as_ref() {
-                "query_id" => fields.query_id = map.next_value()?,
-                "timestamp" => fields.timestamp = map.next_value()?,
-                "experiment" => fields.experiment = map.next_value()?,
-                "variant" => fields.variant = map.next_value()?,
-                "client_id" => fields.client_id = map.next_value()?,
-                "session_id" => fields.session_id = map.next_value()?,
-                "results" => {
-                    self.results.clear();
-                    let seed = ResultIdsSeed { results: self.results, empty_id: &mut fields.empty_result_id };
-                    fields.saw_results = map.next_value_seed(seed)?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(fields)
-    }
-}
-
-/// Hashes the `results` array into the caller's buffer; yields false for `null`.
-struct ResultIdsSeed<'s> {
-    results: &'s mut Vec<DocKey>,
-    empty_id: &'s mut bool,
-}
-
-impl<'de> DeserializeSeed<'de> for ResultIdsSeed<'_> {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ResultIdsSeed<'_> {
-    type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of result id strings")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_seq(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        while let Some(id) = seq.next_element::<Text<'de>>()? {
-            *self.empty_id |= id.0.is_empty();
-            self.results.push(doc_key(&id.0));
-        }
-        Ok(true)
-    }
-}
-
-#[derive(Default)]
-struct EngagementFields<'a> {
-    query_id: Option<Text<'a>>,
-    timestamp: Option<RawTimestamp<'a>>,
-    doc_id: Option<Text<'a>>,
-    action: Option<Text<'a>>,
-    event_id: Option<Text<'a>>,
-    position: Option<i64>,
-}
-
-struct EngagementVisitor;
-
-impl<'de> Visitor<'de> for EngagementVisitor {
-    type Value = EngagementFields<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an engagement object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut fields = EngagementFields::default();
-        while let Some(key) = map.next_key::<Text<'de>>()? {
-            match key.0.as_ref() {
-                "query_id" => fields.query_id = map.next_value()?,
-                "timestamp" => fields.timestamp = map.next_value()?,
-                "doc_id" => fields.doc_id = map.next_value()?,
-                "action" => fields.action = map.next_value()?,
-                "event_id" => fields.event_id = map.next_value()?,
-                "position" => fields.position = map.next_value()?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(fields)
-    }
+    Some(json::finish_engagement(fields))
 }
 
 #[cfg(test)]
