@@ -6,27 +6,44 @@
 //! time exactly as online, state stays bounded by the attribution window, and events out of
 //! order beyond `max_out_of_orderness` are late here just as they would be online. At the end
 //! every impression is finalized and every window closed.
+//!
+//! | file | does |
+//! |---|---|
+//! | `mod.rs` | reader threads that read and time each file's lines, the merge on event time through the engine |
+//! | `report.rs` | [`Report`]: the replay document (`--format json`) and its plain-text tables |
+//! | `trec.rs` | `--trec-out`: `qrels.txt` and `run.txt` of every finalized impression |
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::Serialize;
-
-use crate::accumulate::{GroupStats, GroupTable, Groups};
 use crate::engine::Engine;
 use crate::event::EventKind;
-use crate::experiments::{ExperimentReport, Span};
-use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
-use crate::time::{format_rfc3339_ms, EventTime};
+use crate::time::EventTime;
+
+mod report;
+mod trec;
+
+pub use report::{EventCounts, GroupReport, Report, WindowReport};
+use trec::TrecWriter;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// An input file could not be opened or read (or a reader thread not started).
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file, so the message says which of the two.
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A `--trec-out` file could not be created or written.
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        /// The file or directory, so the message says where.
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Lines per batch handed from a reader thread to the merge: large enough that the hand-over
@@ -209,322 +226,4 @@ pub fn run_with_trec(
         writer.lock().unwrap_or_else(|p| p.into_inner()).finish()?;
     }
     Ok(engine)
-}
-
-/// Writes what rankpulse measured in TREC format, so trec_eval or ranx can be run on exactly
-/// the same judgments and rankings: one query per finalized impression; `qrels.txt` holds the
-/// attributed gain of every shown result (`query 0 doc gain`), `run.txt` the ranking with
-/// strictly descending scores (`query Q0 doc rank score rankpulse`). A result id repeated in
-/// a list is written as `id#dupN` (N its rank) so ranks stay those rankpulse measured; ids
-/// with whitespace, which TREC files cannot hold, have it replaced by `_`.
-struct TrecWriter {
-    /// Text ids of impressions read but not yet finalized (late and duplicate ones never are).
-    pending: std::collections::HashMap<crate::ids::QueryKey, (String, Vec<String>)>,
-    qrels: std::io::BufWriter<File>,
-    run: std::io::BufWriter<File>,
-    dir: PathBuf,
-    /// First write error, reported at the end instead of failing inside the engine callback.
-    error: Option<std::io::Error>,
-}
-
-impl TrecWriter {
-    fn create(dir: &Path) -> Result<std::sync::Arc<std::sync::Mutex<TrecWriter>>, ReplayError> {
-        let write_err = |source| ReplayError::Write { path: dir.to_path_buf(), source };
-        std::fs::create_dir_all(dir).map_err(write_err)?;
-        let open = |name: &str| {
-            File::create(dir.join(name))
-                .map(std::io::BufWriter::new)
-                .map_err(|source| ReplayError::Write { path: dir.join(name), source })
-        };
-        Ok(std::sync::Arc::new(std::sync::Mutex::new(TrecWriter {
-            pending: Default::default(),
-            qrels: open("qrels.txt")?,
-            run: open("run.txt")?,
-            dir: dir.to_path_buf(),
-            error: None,
-        })))
-    }
-
-    fn impression_line(&mut self, line: &[u8]) {
-        #[derive(serde::Deserialize)]
-        struct Ids {
-            query_id: String,
-            results: Vec<String>,
-        }
-        if let Ok(ids) = serde_json::from_slice::<Ids>(line) {
-            self.pending.entry(crate::ids::query_key(&ids.query_id)).or_insert((ids.query_id, ids.results));
-        }
-    }
-
-    fn finalized(&mut self, query: crate::ids::QueryKey, gains: &[u8]) {
-        use std::io::Write;
-        let Some((query_id, results)) = self.pending.remove(&query) else { return };
-        let clean = |id: &str| id.replace(char::is_whitespace, "_");
-        let query_id = clean(&query_id);
-        let mut seen = std::collections::HashSet::new();
-        let n = results.len();
-        for (i, (doc, gain)) in results.iter().zip(gains).enumerate() {
-            let rank = i + 1;
-            let doc = if seen.insert(doc.as_str()) { clean(doc) } else { format!("{}#dup{rank}", clean(doc)) };
-            let written = writeln!(self.qrels, "{query_id} 0 {doc} {gain}")
-                .and_then(|_| writeln!(self.run, "{query_id} Q0 {doc} {rank} {} rankpulse", n - i));
-            if let Err(e) = written {
-                self.error.get_or_insert(e);
-            }
-        }
-    }
-
-    fn finish(&mut self) -> Result<(), ReplayError> {
-        use std::io::Write;
-        let flushed = self.qrels.flush().and_then(|_| self.run.flush());
-        match self.error.take().map_or(flushed, Err) {
-            Ok(()) => Ok(()),
-            Err(source) => Err(ReplayError::Write { path: self.dir.clone(), source }),
-        }
-    }
-}
-
-/// The replay document of the contract (`--format json`); extra keys are allowed.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub groups: Vec<GroupReport>,
-    pub windows: Vec<WindowReport>,
-    pub events: EventCounts,
-    /// The A/B feed over every impression, one entry per experiment.
-    pub experiments: Vec<ExperimentReport>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct GroupReport {
-    pub experiment: String,
-    pub variant: String,
-    pub impressions: u64,
-    pub engaged: u64,
-    pub metrics: serde_json::Map<String, serde_json::Value>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct WindowReport {
-    pub size: String,
-    pub start: String,
-    pub groups: Vec<GroupReport>,
-    /// The A/B feed of this window, one entry per experiment.
-    pub experiments: Vec<ExperimentReport>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct EventCounts {
-    pub impressions_read: u64,
-    pub engagements_read: u64,
-    pub rejected: u64,
-    pub impressions_duplicate: u64,
-    pub impressions_late: u64,
-    pub engagements_attributed: u64,
-    pub engagements_late: u64,
-    pub engagements_orphaned: u64,
-    pub engagements_not_shown: u64,
-    pub engagements_outside_window: u64,
-}
-
-fn group_reports(layout: &MetricLayout, groups: &Groups, table: &GroupTable) -> Vec<GroupReport> {
-    let mut out: Vec<GroupReport> = table.iter().map(|(id, stats)| group_report(layout, groups, id, stats)).collect();
-    out.sort_by(|a, b| (&a.experiment, &a.variant).cmp(&(&b.experiment, &b.variant)));
-    out
-}
-
-fn group_report(layout: &MetricLayout, groups: &Groups, id: u32, stats: &GroupStats) -> GroupReport {
-    let (experiment, variant) = groups.name(id);
-    GroupReport {
-        experiment: experiment.to_string(),
-        variant: variant.to_string(),
-        impressions: stats.impressions,
-        engaged: stats.engaged,
-        metrics: layout
-            .keys()
-            .iter()
-            .enumerate()
-            .map(|(slot, key)| (key.name(), serde_json::json!(stats.mean(slot))))
-            .collect(),
-    }
-}
-
-impl Report {
-    /// Builds the report from a finished engine (closed windows are taken from it).
-    pub fn from_engine(engine: &mut Engine) -> Report {
-        let mut closed = engine.take_closed_windows();
-        closed.sort_by_key(|w| (w.size_index, w.start));
-        let layout = engine.layout();
-        let groups = engine.groups();
-        let windows: Vec<WindowReport> = closed
-            .iter()
-            .map(|w| {
-                let label = engine.window_label(w.size_index);
-                let span =
-                    Span::Window { label, start: w.start, size_ms: engine.accumulators().window_size_ms(w.size_index) };
-                WindowReport {
-                    size: label.to_string(),
-                    start: format_rfc3339_ms(w.start),
-                    groups: group_reports(layout, groups, &w.groups),
-                    experiments: engine.experiment_reports(&w.groups, span),
-                }
-            })
-            .collect();
-        let c = engine.counters();
-        let t = engine.engagement_tally();
-        Report {
-            groups: group_reports(layout, groups, &engine.accumulators().cumulative),
-            experiments: engine.experiment_reports(&engine.accumulators().cumulative, Span::Cumulative),
-            windows,
-            events: EventCounts {
-                impressions_read: c.consumed[0],
-                engagements_read: c.consumed[1],
-                rejected: c.rejected.iter().flatten().sum(),
-                impressions_duplicate: c.impressions_duplicate,
-                impressions_late: c.impressions_late,
-                engagements_attributed: t.attributed,
-                engagements_late: t.late,
-                engagements_orphaned: t.orphaned,
-                engagements_not_shown: t.not_shown,
-                engagements_outside_window: t.outside_window,
-            },
-        }
-    }
-
-    /// A plain-text table per window size and cumulatively: metrics as rows, groups as columns.
-    pub fn to_table(&self) -> String {
-        let mut out = String::new();
-        out.push_str("== cumulative ==\n");
-        out.push_str(&table(&self.groups));
-        out.push_str("\n== interpolated precision-recall curve (11 points, cumulative) ==\n");
-        out.push_str(&precision_recall_curve(&self.groups));
-        out.push_str(&ab_summary(&self.experiments));
-        let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
-        sizes.dedup();
-        for size in sizes {
-            let windows: Vec<&WindowReport> = self.windows.iter().filter(|w| w.size == size).collect();
-            out.push_str(&format!(
-                "\n== {} windows of {size} (newest shown: {}) ==\n",
-                windows.len(),
-                windows.last().map_or("", |w| &w.start)
-            ));
-            if let Some(last) = windows.last() {
-                out.push_str(&table(&last.groups));
-            }
-        }
-        let e = &self.events;
-        out.push_str(&format!(
-            "\nevents: {} impressions and {} engagements read, {} rejected; {} engagements attributed, {} late, {} orphaned, {} on results not shown, {} outside the attribution window; {} duplicate and {} late impressions\n",
-            e.impressions_read, e.engagements_read, e.rejected, e.engagements_attributed, e.engagements_late, e.engagements_orphaned,
-            e.engagements_not_shown, e.engagements_outside_window, e.impressions_duplicate, e.impressions_late
-        ));
-        out
-    }
-}
-
-/// Every variant against its control on the headline metrics (cumulative), and the split test;
-/// `--format json` has every metric.
-fn ab_summary(experiments: &[ExperimentReport]) -> String {
-    let mut out = String::new();
-    for report in experiments.iter().filter(|r| !r.comparisons.is_empty() || r.sample_ratio.is_some()) {
-        out.push_str(&format!("\n== A/B {} (cumulative, unit {}) ==\n", report.experiment, report.unit));
-        if let Some(srm) = &report.sample_ratio {
-            let observed: Vec<String> = srm.observed.iter().map(|(v, n)| format!("{v} {n}")).collect();
-            out.push_str(&format!(
-                "split test ({}): {}; chi-square {:.2}, p = {:.2e}{}\n",
-                srm.counted,
-                observed.join(", "),
-                srm.chi_square,
-                srm.p_value,
-                if srm.p_value < 0.001 { "  << SAMPLE RATIO MISMATCH: comparisons are not trustworthy" } else { "" }
-            ));
-        }
-        for comparison in &report.comparisons {
-            out.push_str(&format!(
-                "{:<18} {:>10} {:>10} {:>10} {:>24} {:>10}\n",
-                format!("{} - {}", comparison.variant, comparison.control),
-                comparison.control,
-                comparison.variant,
-                "difference",
-                format!("{:.0}% interval", report.confidence * 100.0),
-                "p"
-            ));
-            let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key.starts_with("ndcg@");
-            for (key, c) in comparison.metrics.iter().filter(|(k, _)| headline(k)) {
-                let mean = |variant: &str| {
-                    report
-                        .variants
-                        .iter()
-                        .find(|v| v.variant == variant)
-                        .and_then(|v| v.metrics.iter().find(|(k, _)| k == key))
-                        .map_or(f64::NAN, |(_, e)| e.mean)
-                };
-                let interval = c.difference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
-                let p = c.p_value.map_or("-".to_string(), |p| format!("{p:.2e}"));
-                out.push_str(&format!(
-                    "{key:<18} {:>10.4} {:>10.4} {:>+10.4} {interval:>24} {p:>10}\n",
-                    mean(&comparison.control),
-                    mean(&comparison.variant),
-                    c.difference
-                ));
-            }
-        }
-        for note in &report.notes {
-            out.push_str(&format!("note: {note}\n"));
-        }
-    }
-    out
-}
-
-/// The 11-point interpolated precision-recall curve of each group: one row per recall level,
-/// each value with a bar (one `#` per 0.05), so control and treatment can be compared by eye.
-fn precision_recall_curve(groups: &[GroupReport]) -> String {
-    const BAR: usize = 20;
-    let width = groups.iter().map(|g| g.experiment.len() + g.variant.len() + 1).max().unwrap_or(0).max(BAR + 7);
-    let mut out = format!("{:<8}", "recall");
-    for g in groups {
-        out.push_str(&format!(" {:<width$}", format!("{}/{}", g.experiment, g.variant)));
-    }
-    out.truncate(out.trim_end().len());
-    out.push('\n');
-    for level in 0..RECALL_LEVELS {
-        let label = recall_level_label(level);
-        out.push_str(&format!("{label:<8}"));
-        for g in groups {
-            let v = g.metrics.get(&format!("iprec@{label}")).and_then(|v| v.as_f64()).unwrap_or(0.0);
-            let bar = "#".repeat((v * BAR as f64).round() as usize);
-            out.push_str(&format!(" {:<width$}", format!("{v:.3} {bar}")));
-        }
-        out.truncate(out.trim_end().len());
-        out.push('\n');
-    }
-    out
-}
-
-fn table(groups: &[GroupReport]) -> String {
-    if groups.is_empty() {
-        return "(no finalized impressions)\n".to_string();
-    }
-    let headers: Vec<String> = groups.iter().map(|g| format!("{}/{}", g.experiment, g.variant)).collect();
-    let width = headers.iter().map(String::len).max().unwrap_or(0).max(10);
-    let mut out = format!("{:<18}", "metric");
-    for h in &headers {
-        out.push_str(&format!(" {h:>width$}"));
-    }
-    out.push('\n');
-    let row = |name: &str, cell: &dyn Fn(&GroupReport) -> String| {
-        let mut line = format!("{name:<18}");
-        for g in groups {
-            line.push_str(&format!(" {:>width$}", cell(g)));
-        }
-        line.push('\n');
-        line
-    };
-    out.push_str(&row("impressions", &|g| g.impressions.to_string()));
-    out.push_str(&row("engaged", &|g| g.engaged.to_string()));
-    for key in groups[0].metrics.keys() {
-        out.push_str(&row(key, &|g| {
-            g.metrics.get(key).and_then(|v| v.as_f64()).map_or("-".into(), |v| format!("{v:.4}"))
-        }));
-    }
-    out
 }
