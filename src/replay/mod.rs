@@ -179,13 +179,7 @@ pub fn run_with_trec(
     // Backfills are old by definition: only the future limit applies.
     let mut engine = engine.without_past_limit();
     engine.keep_closed_windows();
-    let trec = trec_dir.map(TrecWriter::create).transpose()?;
-    if let Some(writer) = &trec {
-        let writer = writer.clone();
-        engine.set_observer(Box::new(move |f| {
-            writer.lock().unwrap_or_else(|p| p.into_inner()).finalized(f.query, f.gains)
-        }));
-    }
+    let mut trec = trec_dir.map(|dir| TrecWriter::create(dir, &mut engine)).transpose()?;
     let decoders = engine.decoders();
     let mut sources = [
         LineSource::open(EventKind::Impression, impressions, decoders)?,
@@ -209,8 +203,8 @@ pub fn run_with_trec(
         };
         let source = &mut sources[pick];
         if let Some((line, _)) = source.head() {
-            if let (Some(writer), EventKind::Impression) = (&trec, source.kind) {
-                writer.lock().unwrap_or_else(|p| p.into_inner()).impression_line(line);
+            if let (Some(writer), EventKind::Impression) = (&mut trec, source.kind) {
+                writer.impression_line(line);
             }
             let _ = engine.process(source.kind, 0, line, now);
         }
@@ -220,10 +214,13 @@ pub fn run_with_trec(
             engine.advance(now);
             since_advance = 0;
         }
+        if let Some(writer) = &mut trec {
+            writer.write_finalized()?;
+        }
     }
     engine.finish();
     if let Some(writer) = trec {
-        writer.lock().unwrap_or_else(|p| p.into_inner()).finish()?;
+        writer.finish()?;
     }
     Ok(engine)
 }
