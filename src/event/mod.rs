@@ -163,7 +163,7 @@ pub(crate) const ABSENT_GROUP: &str = "none";
 /// Where a decoder puts an impression's result ids, in rank order: hashed into the engine's
 /// reused buffer on the hot path, or kept as text where the ids themselves are written out
 /// (`replay --trec-out`). One trait, so both are filled by the same decoding code.
-pub(crate) trait ResultSink<'a> {
+trait ResultSink<'a> {
     /// Forgets the ids of an earlier list, which a repeated or preferred field replaces.
     fn clear(&mut self);
     /// The next id in rank order.
@@ -194,10 +194,7 @@ pub fn decode_impression<'a>(payload: &'a [u8], results: &mut Vec<DocKey>) -> Re
 }
 
 /// [`decode_impression`] into any sink: the scanner first, serde_json where it declines.
-pub(crate) fn impression_into<'a, S: ResultSink<'a>>(
-    payload: &'a [u8],
-    results: &mut S,
-) -> Result<Impression<'a>, Rejection> {
+fn impression_into<'a, S: ResultSink<'a>>(payload: &'a [u8], results: &mut S) -> Result<Impression<'a>, Rejection> {
     let text = json::object_text(payload)?;
     results.clear();
     let fields = match scan::impression(text, results) {
