@@ -118,4 +118,30 @@ mod tests {
         assert_eq!(ubi.event_time(EventKind::Impression, native_impression, &mut scratch), None);
         assert_eq!(ubi.event_time(EventKind::Engagement, native_engagement, &mut scratch), None);
     }
+
+    #[test]
+    fn ids_as_text_are_the_hashed_ids() {
+        let mut cfg = Config::default();
+        let native = br#"{"query_id":"q","timestamp":7,"results":["a","b\u0031","a"]}"#;
+        let ubi_query =
+            br#"{"query_id":"q","timestamp":7,"query_response_object_ids":["x"],"query_response_hit_ids":["a",42]}"#;
+        for (format, payload, expected) in [
+            (InputFormat::Json, &native[..], &["a", "b1", "a"][..]),
+            (InputFormat::Ubi, &ubi_query[..], &["a", "42"][..]),
+        ] {
+            cfg.kafka.impressions_format = format;
+            let decoders = Decoders::new(&cfg);
+            let (mut ids, mut hashed) = (Vec::new(), Vec::new());
+            let with_ids = decoders.impression_with_ids(payload, &mut ids).unwrap();
+            assert_eq!(with_ids, decoders.impression(payload, &mut hashed).unwrap(), "{format:?}");
+            assert_eq!(ids, expected, "{format:?}");
+            assert_eq!(hashed, expected.iter().map(|id| crate::ids::doc_key(id)).collect::<Vec<_>>(), "{format:?}");
+            assert!(matches!(ids[0], Cow::Borrowed(_)), "{format:?}: unescaped ids borrow from the message");
+        }
+        // A message the engine rejects is rejected here too, for the same reason.
+        cfg.kafka.impressions_format = InputFormat::Json;
+        let empty_id = br#"{"query_id":"q","timestamp":7,"results":["a",""]}"#;
+        let reason = Decoders::new(&cfg).impression_with_ids(empty_id, &mut Vec::new()).unwrap_err().reason;
+        assert_eq!(reason, super::super::RejectReason::InvalidValue);
+    }
 }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::engine::Engine;
-use crate::event::EventKind;
+use crate::event::{Decoders, EventKind};
 use crate::time::EventTime;
 
 mod report;
@@ -91,7 +91,7 @@ struct LineSource {
 }
 
 impl LineSource {
-    fn open(kind: EventKind, path: &Path, decoders: &crate::event::Decoders) -> Result<Self, ReplayError> {
+    fn open(kind: EventKind, path: &Path, decoders: &Decoders) -> Result<Self, ReplayError> {
         let file = File::open(path).map_err(|source| ReplayError::Io { path: path.to_path_buf(), source })?;
         let (batch_tx, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
         let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
