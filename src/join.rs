@@ -34,14 +34,9 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::accumulate::GroupId;
-use crate::event::{DocKey, QueryKey};
+use crate::ids::{DocKey, EngagementId, GroupId, QueryKey};
 use crate::time::EventTime;
 use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
-
-/// The identity of an engagement for de-duplication: a 128-bit hash of its `event_id`, or of
-/// its query, document, action and timestamp when it has none.
-pub type EngagementId = u128;
 
 /// Event-time rules of the join, in milliseconds.
 #[derive(Debug, Clone, Copy)]

@@ -12,7 +12,8 @@
 //! |---|---|---|
 //! | [`config`] | start-up | the TOML schema, defaults, env overrides, cross-field checks |
 //! | [`time`] | everywhere | event timestamps (ms since epoch) and duration strings |
-//! | [`event`] | decoding | turning a message's bytes into a borrowed impression or engagement, or a reject reason (a strict one-pass scanner, serde_json behind it as the reference) |
+//! | [`ids`] | everywhere | the hashed and numbered identities every stage passes around: query, result, group, engagement |
+//! | [`event`] | decoding | turning a message's bytes into a borrowed impression or engagement, or a reject reason: the per-input format choice ([`event::Decoders`]), rankpulse's own events (a strict one-pass scanner, serde_json behind it as the reference) and OpenSearch UBI query and event documents |
 //! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
 //! | [`join`] | attribution | per-partition pending impressions (word records in a chunked arena, ordered by deadline), held engagements, input clocks |
 //! | [`accumulate`] | aggregation | exact (fixed-point) sums, sums of squares and unit buckets per group, cumulative and per tumbling window |
@@ -22,8 +23,7 @@
 //! | [`output`] | output | Prometheus text exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API `/api/v1/experiments`; the A/B output topic (one record per experiment and closed window, at least once) |
 //! | [`checkpoint`] | durability | the engine's state and input offsets, written atomically, read back on start |
 //! | [`source`] | input | the Kafka consumer on its own thread: offsets stored after processing, commits on revoke and shutdown |
-//! | [`replay`] | input | JSON-lines files, read and timed on reader threads, merged on event time through the same engine |
-//! | [`ubi`] | decoding | OpenSearch UBI query and event documents as impressions and engagements; the per-input format choice |
+//! | [`replay`] | input | JSON-lines files, read and timed on reader threads, merged on event time through the same engine; the replay report and the TREC files |
 //! | [`demo`] | demo | in-process Kafka cluster and a realistic A/B traffic generator |
 //! | [`shutdown`] | lifecycle | the one signal every task listens to |
 //! | [`commands`] | CLI | `demo`, `serve`, `replay`, `generate`, `produce`, `check-config` |
@@ -40,6 +40,7 @@ pub mod engine;
 pub mod event;
 pub mod experiments;
 pub mod health;
+pub mod ids;
 pub mod join;
 pub mod metrics;
 pub mod output;
@@ -49,4 +50,3 @@ pub mod shutdown;
 pub mod source;
 pub mod stats;
 pub mod time;
-pub mod ubi;

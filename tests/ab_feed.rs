@@ -244,7 +244,7 @@ fn client_unit_standard_error_equals_a_direct_per_client_computation() {
     let report = rankpulse::replay::Report::from_engine(&mut engine);
 
     let client_by_key: HashMap<u128, &String> =
-        client_of.iter().map(|(q, c)| (rankpulse::event::query_key(q), c)).collect();
+        client_of.iter().map(|(q, c)| (rankpulse::ids::query_key(q), c)).collect();
     let seen = seen.lock().unwrap();
     let mut checked = 0;
     for experiment in &report.experiments {

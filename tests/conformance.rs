@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use rankpulse::config::Config;
 use rankpulse::engine::Engine;
-use rankpulse::event::{query_key, QueryKey};
+use rankpulse::ids::{query_key, QueryKey};
 use rankpulse::replay::{self, Report};
 
 const TOLERANCE: f64 = 1e-9;

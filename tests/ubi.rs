@@ -249,6 +249,56 @@ fn ubi_documents_replay_to_the_same_metrics_as_native_events() {
     assert!(nw.len() >= 12 && compared > 1_500, "{} windows, {compared} values", nw.len());
 }
 
+/// `replay --trec-out` on UBI documents writes the same qrels and run, byte for byte, as on the
+/// native events: the TREC writer reads the ids through the engine's own decoders.
+#[test]
+fn ubi_documents_write_the_same_trec_files_as_native_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let ([imp, eng, queries, events], lines) = write_both(dir.path(), 5_000, 200);
+    let native_cfg = write_config(dir.path(), "native.toml", JOIN);
+    let ubi_cfg = write_config(
+        dir.path(),
+        "ubi.toml",
+        &format!("[kafka]\nimpressions_format = \"ubi\"\nengagements_format = \"ubi\"\n{JOIN}{UBI}"),
+    );
+    let trec = |impressions: &Path, engagements: &Path, config: &Path, name: &str| {
+        let out_dir = dir.path().join(name);
+        let out = Command::new(BIN)
+            .args(["replay", "--impressions", impressions.to_str().unwrap(), "--engagements"])
+            .args([engagements.to_str().unwrap(), "--config", config.to_str().unwrap(), "--format", "json"])
+            .args(["--trec-out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name} replay failed: {}", String::from_utf8_lossy(&out.stderr));
+        ["qrels.txt", "run.txt"].map(|file| std::fs::read_to_string(out_dir.join(file)).unwrap())
+    };
+    let [native_qrels, native_run] = trec(&imp, &eng, &native_cfg, "native");
+    let [ubi_qrels, ubi_run] = trec(&queries, &events, &ubi_cfg, "ubi");
+    let judged = native_qrels.lines().count();
+    eprintln!("TREC files of UBI vs native replay: {lines} impression lines, {judged} judged results");
+    assert!(judged > 8 * lines && native_run.lines().count() == judged, "{judged} judgments of {lines} impressions");
+    assert!(native_qrels.lines().any(|l| !l.ends_with(" 0")), "some result has a gain");
+    assert!(
+        native_qrels == ubi_qrels,
+        "qrels.txt differs from line {}",
+        first_line_difference(&native_qrels, &ubi_qrels)
+    );
+    assert!(native_run == ubi_run, "run.txt differs from line {}", first_line_difference(&native_run, &ubi_run));
+}
+
+/// The first differing line (1-based) of two texts, with both versions.
+fn first_line_difference(a: &str, b: &str) -> String {
+    let (mut x, mut y) = (a.lines(), b.lines());
+    for n in 1.. {
+        match (x.next(), y.next()) {
+            (None, None) => break,
+            (l, r) if l != r => return format!("{n}: {l:?} vs {r:?}"),
+            _ => {}
+        }
+    }
+    "none".to_string()
+}
+
 /// The Prometheus series of a replay metric key, and the labels beyond experiment and variant.
 fn series_of(metric: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
     let (name, k) = metric.split_once('@').map_or((metric, None), |(n, k)| (n, Some(k.to_string())));

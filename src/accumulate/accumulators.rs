@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::group_stats::{to_fixed, GroupStats, StatsShape, Unit};
-use super::GroupId;
+use crate::ids::GroupId;
 use crate::time::EventTime;
 
 /// The smallest multiple of `m` that is at least `x` (saturating).

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::GroupId;
+use crate::ids::GroupId;
 use crate::time::EventTime;
 
 /// The label value that folded experiments and variants are reported under.

@@ -13,6 +13,3 @@ mod labels;
 pub use accumulators::{Accumulators, ClosedWindow, GroupTable};
 pub use group_stats::{BucketSums, GroupStats, StatsShape};
 pub use labels::{FoldedLabel, Groups, LabelLimits, FOLDED};
-
-/// Dense id of an (experiment, variant) pair, assigned in order of first appearance.
-pub type GroupId = u32;

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::ReplayFormat;
-use crate::config::{Config, InputFormat};
+use crate::config::Config;
 use crate::engine::Engine;
 use crate::replay::{self, Report};
 
@@ -15,10 +15,6 @@ pub fn run(
     trec_out: Option<&Path>,
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config)?;
-    if trec_out.is_some() && cfg.kafka.impressions_format != InputFormat::Json {
-        // The TREC writer reads result ids from the native `results` field.
-        anyhow::bail!("--trec-out needs impressions in the json format (kafka.impressions_format), not UBI documents");
-    }
     let engine = Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
     let mut engine = replay::run_with_trec(impressions, engagements, engine, trec_out)?;
     let report = Report::from_engine(&mut engine);

@@ -75,7 +75,7 @@ impl Default for KafkaConfig {
 pub enum InputFormat {
     /// rankpulse's events as the contract defines them.
     Json,
-    /// OpenSearch User Behavior Insights documents (`ubi_queries` / `ubi_events`); see [`crate::ubi`].
+    /// OpenSearch User Behavior Insights documents (`ubi_queries` / `ubi_events`); see [`crate::event::ubi`].
     Ubi,
 }
 

@@ -1,8 +1,9 @@
 //! Where a finalized impression becomes numbers: its metric values, into the accumulators.
 
 use super::telemetry::Distribution;
-use crate::accumulate::{Accumulators, GroupId};
-use crate::event::QueryKey;
+use crate::accumulate::Accumulators;
+use crate::ids::GroupId;
+use crate::ids::QueryKey;
 use crate::join::Finalized;
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;

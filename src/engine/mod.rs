@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 
 use crate::accumulate::{Accumulators, Groups, LabelLimits, StatsShape};
 use crate::config::{AbConfig, AbUnit, Config};
-use crate::event::{doc_key, query_key, Engagement, EventKind, Impression, RejectReason, Rejection};
+use crate::event::{Decoders, EventKind, Impression, RejectReason, Rejection};
 use crate::experiments::{ExperimentReport, Span};
-use crate::join::{EngagementId, EngagementTally, ImpressionOutcome, JoinSettings};
+use crate::ids::{doc_key, query_key, DocKey};
+use crate::join::{EngagementTally, ImpressionOutcome, JoinSettings};
 use crate::metrics::MetricLayout;
 use crate::time::EventTime;
-use crate::ubi::Decoders;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use limits::{InputLimits, StateSize};
@@ -84,7 +84,7 @@ pub struct Engine {
     /// Time to process one message, in nanoseconds.
     processing_time: Distribution,
     /// Reused buffer for decoded result ids: decoding allocates nothing per event.
-    scratch_docs: Vec<crate::event::DocKey>,
+    scratch_docs: Vec<DocKey>,
     /// The decoder of each input (`kafka.impressions_format`, `kafka.engagements_format`).
     decoders: Decoders,
     /// Rejected messages are logged through this, at a bounded rate.
@@ -323,7 +323,7 @@ impl Engine {
         let engagement = self.decoders.engagement(payload)?;
         self.input_limits.check_timestamp(engagement.timestamp, self.wall_clock_ms(now))?;
         let gain = self.action_gains.get(engagement.action.as_ref()).copied().unwrap_or(0);
-        let identity = engagement_identity(&engagement);
+        let identity = engagement.identity();
         let Engine { tasks, state, state_limits, join, aggregation, counters, .. } = self;
         let Some(task) = tasks.get_or_create(partition) else { return Err(Self::no_such_partition(partition)) };
         task.observe(EventKind::Engagement, Some(engagement.timestamp), now);
@@ -464,25 +464,6 @@ impl Engine {
     }
     pub fn processing_time(&self) -> &Distribution {
         &self.processing_time
-    }
-}
-
-/// The de-duplication identity of an engagement: its `event_id` when it has one, else what
-/// makes a redelivered copy identical (query, document, action, timestamp). The two forms are
-/// hashed with different seeds so they never collide with each other.
-fn engagement_identity(e: &Engagement<'_>) -> EngagementId {
-    use xxhash_rust::xxh3::{xxh3_128_with_seed, Xxh3};
-    match &e.event_id {
-        Some(id) => xxh3_128_with_seed(id.as_bytes(), 1),
-        None => {
-            let mut h = Xxh3::with_seed(2);
-            for part in [e.query_id.as_bytes(), e.doc_id.as_bytes(), e.action.as_bytes()] {
-                h.update(&(part.len() as u64).to_le_bytes());
-                h.update(part);
-            }
-            h.update(&e.timestamp.to_le_bytes());
-            h.digest128()
-        }
     }
 }
 

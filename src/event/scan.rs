@@ -14,7 +14,8 @@
 
 use std::borrow::Cow;
 
-use super::{doc_key, ClusterId, DocKey, EngagementFields, ImpressionFields, RawTimestamp, Text};
+use super::json::{ClusterId, EngagementFields, ImpressionFields, RawTimestamp, Text};
+use super::ResultSink;
 
 /// Deeper nesting inside an unknown field is left to serde_json, which has its own limit.
 const MAX_SKIP_DEPTH: u32 = 32;
@@ -257,8 +258,8 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// An impression's fields; result ids hashed into `results` exactly as the serde path does.
-pub(super) fn impression<'a>(text: &'a str, results: &mut Vec<DocKey>) -> Option<ImpressionFields<'a>> {
+/// An impression's fields; result ids go to `results` exactly as on the serde path.
+pub(super) fn impression<'a, S: ResultSink<'a>>(text: &'a str, results: &mut S) -> Option<ImpressionFields<'a>> {
     let mut fields = ImpressionFields::default();
     Cursor { text, at: 0 }.object(|c, key| {
         match key {
@@ -277,7 +278,7 @@ pub(super) fn impression<'a>(text: &'a str, results: &mut Vec<DocKey>) -> Option
                         loop {
                             let id = c.string()?;
                             fields.empty_result_id |= id.is_empty();
-                            results.push(doc_key(id));
+                            results.push(Cow::Borrowed(id));
                             if !c.more(b']')? {
                                 break;
                             }

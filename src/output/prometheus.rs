@@ -8,10 +8,11 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary};
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use crate::accumulate::{FoldedLabel, GroupId, GroupStats, Groups};
+use crate::accumulate::{FoldedLabel, GroupStats, Groups};
 use crate::engine::{Distribution, Engine, SharedEngine};
 use crate::event::{EventKind, RejectReason};
 use crate::experiments::Span;
+use crate::ids::GroupId;
 use crate::metrics::{recall_level_label, MetricKey, MetricKind};
 
 /// The contract's name and help text for each per-impression metric kind.

@@ -11,7 +11,7 @@
 //! record, and never happens while the result counts stay the same. A record longer than
 //! [`BIG_WORDS`] gets a chunk of its own, released as soon as the record leaves.
 
-use crate::event::QueryKey;
+use crate::ids::QueryKey;
 use crate::time::EventTime;
 
 /// Header word: low 64 bits of the query key.

@@ -240,7 +240,7 @@ pub(super) mod tests {
     use super::super::tests::{check, docs, take, WINDOW};
     use super::super::PendingSet;
     use super::*;
-    use crate::event::QueryKey;
+    use crate::ids::QueryKey;
 
     /// The queue's order: the run is sorted, the heap is a heap, and every straggler's deadline
     /// is its record's.

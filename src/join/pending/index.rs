@@ -10,7 +10,7 @@ use hashbrown::hash_table::{Entry, VacantEntry};
 use hashbrown::HashTable;
 
 use super::arena::Arena;
-use crate::event::QueryKey;
+use crate::ids::QueryKey;
 
 /// Ids of records, by the query key in each record.
 #[derive(Default)]

@@ -24,8 +24,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use self::arena::{Arena, FIRST_ENGAGEMENT, GROUP_UNIT, HEADER_WORDS, LEN, QUERY_HIGH, QUERY_LOW, TIMESTAMP};
 use self::deadlines::{DeadlineQueue, Due};
 use self::index::QueryIndex;
-use crate::accumulate::GroupId;
-use crate::event::{DocKey, QueryKey};
+use crate::ids::{DocKey, GroupId, QueryKey};
 use crate::time::EventTime;
 
 /// No engagement attributed yet.

@@ -1,4 +1,4 @@
-//! OpenSearch User Behavior Insights (UBI) input, and the per-input choice of decoder.
+//! OpenSearch User Behavior Insights (UBI) input.
 //!
 //! Many search teams already log in the UBI format (<https://github.com/o19s/ubi>, the schema of
 //! OpenSearch's `ubi_queries` and `ubi_events` indices). With `kafka.impressions_format = "ubi"`
@@ -33,73 +33,19 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
-use crate::config::{Config, InputFormat};
-use crate::event::{
-    decode_engagement, decode_impression, decode_object, doc_key, required_id, ClusterId, DocKey, Engagement,
-    EventKind, Impression, RawTimestamp, RejectReason, Rejection, Text, ABSENT_GROUP,
+use super::decoders::AttributeKeys;
+use super::json::{
+    decode_object, required_id, required_time, ClusterId, IdListSeed, Label, ListedId, RawTimestamp, Text,
 };
+use super::{Engagement, Impression, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
+use crate::ids::DocKey;
 use crate::time::{parse_rfc3339_ms, EventTime};
 
-/// The decoder of each input, chosen by `kafka.impressions_format` and `kafka.engagements_format`.
-#[derive(Debug, Clone)]
-pub struct Decoders {
-    /// Format of impression messages.
-    impressions: InputFormat,
-    /// Format of engagement messages.
-    engagements: InputFormat,
-    /// Where UBI query documents keep the experiment and variant.
-    keys: AttributeKeys,
-}
-
-/// The `query_attributes` keys of the experiment and the variant (`[ubi]`).
-#[derive(Debug, Clone)]
-pub struct AttributeKeys {
-    /// `ubi.experiment_key`.
-    pub experiment: Box<str>,
-    /// `ubi.variant_key`.
-    pub variant: Box<str>,
-}
-
-impl Decoders {
-    pub fn new(cfg: &Config) -> Self {
-        Decoders {
-            impressions: cfg.kafka.impressions_format,
-            engagements: cfg.kafka.engagements_format,
-            keys: AttributeKeys {
-                experiment: cfg.ubi.experiment_key.as_str().into(),
-                variant: cfg.ubi.variant_key.as_str().into(),
-            },
-        }
-    }
-
-    /// Decodes an impression in its configured format; result ids are hashed into `results`.
-    pub fn impression<'a>(&self, payload: &'a [u8], results: &mut Vec<DocKey>) -> Result<Impression<'a>, Rejection> {
-        match self.impressions {
-            InputFormat::Json => decode_impression(payload, results),
-            InputFormat::Ubi => decode_query(payload, results, &self.keys),
-        }
-    }
-
-    /// Decodes an engagement in its configured format.
-    pub fn engagement<'a>(&self, payload: &'a [u8]) -> Result<Engagement<'a>, Rejection> {
-        match self.engagements {
-            InputFormat::Json => decode_engagement(payload),
-            InputFormat::Ubi => decode_event(payload),
-        }
-    }
-
-    /// The event time of a message that decodes, `None` for one that does not: what replay
-    /// merges its two files on.
-    pub fn event_time(&self, kind: EventKind, payload: &[u8], scratch: &mut Vec<DocKey>) -> Option<EventTime> {
-        match kind {
-            EventKind::Impression => self.impression(payload, scratch).ok().map(|i| i.timestamp),
-            EventKind::Engagement => self.engagement(payload).ok().map(|e| e.timestamp),
-        }
-    }
-}
+/// What a rejection for a bad text timestamp says UBI expects.
+const UBI_TIME: &str = "an ISO 8601 date-time";
 
 /// Decodes a UBI query document into an impression; hit ids are hashed into `results` in rank order.
 pub fn decode_query<'a>(
@@ -107,10 +53,19 @@ pub fn decode_query<'a>(
     results: &mut Vec<DocKey>,
     keys: &AttributeKeys,
 ) -> Result<Impression<'a>, Rejection> {
+    query_into(payload, results, keys)
+}
+
+/// [`decode_query`] into any sink.
+pub(super) fn query_into<'a, S: ResultSink<'a>>(
+    payload: &'a [u8],
+    results: &mut S,
+    keys: &AttributeKeys,
+) -> Result<Impression<'a>, Rejection> {
     results.clear();
     let fields = decode_object(payload, QueryVisitor { results, keys })?;
     let query_id = required_id(fields.query_id, "query_id")?;
-    let timestamp = resolve_timestamp(fields.timestamp.ok_or_else(|| Rejection::missing("timestamp"))?)?;
+    let timestamp = required_time(fields.timestamp, parse_ubi_time, UBI_TIME)?;
     if fields.hits.is_none() {
         return Err(Rejection::missing("query_response_hit_ids"));
     }
@@ -131,7 +86,7 @@ pub fn decode_query<'a>(
 /// Decodes a UBI event document into an engagement.
 pub fn decode_event(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
     let fields = decode_object(payload, EventVisitor)?;
-    let timestamp = resolve_timestamp(fields.timestamp.ok_or_else(|| Rejection::missing("timestamp"))?)?;
+    let timestamp = required_time(fields.timestamp, parse_ubi_time, UBI_TIME)?;
     let object_id =
         fields.attributes.object_id.ok_or_else(|| Rejection::missing("event_attributes.object.object_id"))?;
     if object_id.0.is_empty() {
@@ -148,23 +103,13 @@ pub fn decode_event(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
     })
 }
 
-/// RFC 3339, ISO 8601 without an offset (UTC), or integer milliseconds since the epoch.
-fn resolve_timestamp(raw: RawTimestamp<'_>) -> Result<EventTime, Rejection> {
-    match raw {
-        RawTimestamp::Millis(ms) => Ok(ms),
-        RawTimestamp::OutOfRange => {
-            Err(Rejection::new(RejectReason::InvalidTimestamp, "integer timestamp out of range"))
-        }
-        RawTimestamp::Text(t) => parse_rfc3339_ms(&t.0)
-            .or_else(|| {
-                chrono::NaiveDateTime::parse_from_str(&t.0, "%Y-%m-%dT%H:%M:%S%.f")
-                    .ok()
-                    .map(|naive| naive.and_utc().timestamp_millis())
-            })
-            .ok_or_else(|| {
-                Rejection::new(RejectReason::InvalidTimestamp, format!("{:?} is not an ISO 8601 date-time", t.0))
-            }),
-    }
+/// A text timestamp: RFC 3339, or ISO 8601 without an offset (UTC, as OpenSearch reads it).
+fn parse_ubi_time(text: &str) -> Option<EventTime> {
+    parse_rfc3339_ms(text).or_else(|| {
+        chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+            .ok()
+            .map(|naive| naive.and_utc().timestamp_millis())
+    })
 }
 
 /// An id as UBI writes it: a string, or an integer taken as its decimal text.
@@ -195,6 +140,13 @@ impl<'de> Deserialize<'de> for Id<'de> {
     }
 }
 
+impl<'de> ListedId<'de> for Id<'de> {
+    const LIST: &'static str = "an array of hit ids";
+    fn into_text(self) -> Cow<'de, str> {
+        self.0
+    }
+}
+
 /// Which field the hit list came from: the current name wins over the older ones whatever the
 /// order of the fields, so a document carrying both is read the way OpenSearch indexes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,23 +157,33 @@ enum HitSource {
     Current,
 }
 
+/// A UBI query document's fields as read, before the checks.
 #[derive(Default)]
 struct QueryFields<'a> {
+    /// `None` when absent or null: required, and must not be empty.
     query_id: Option<Text<'a>>,
+    /// Unresolved, so a bad value is rejected as a timestamp rather than as a type.
     timestamp: Option<RawTimestamp<'a>>,
+    /// Optional context, never a reason to reject.
     client_id: Option<ClusterId<'a>>,
+    /// Optional context; preferred over `query_attributes.session_id`.
     session_id: Option<ClusterId<'a>>,
+    /// The experiment, the variant and the fallback session.
     attributes: QueryAttributes<'a>,
+    /// Which field the hits came from, `None` if no hit list was present (rejected).
     hits: Option<HitSource>,
+    /// Some hit id of the chosen list was empty: rejected once the whole document is read.
     empty_hit_id: bool,
 }
 
-struct QueryVisitor<'s> {
-    results: &'s mut Vec<DocKey>,
+struct QueryVisitor<'s, S> {
+    /// Where the hit ids go.
+    results: &'s mut S,
+    /// Which `query_attributes` hold the experiment and the variant.
     keys: &'s AttributeKeys,
 }
 
-impl<'de> Visitor<'de> for QueryVisitor<'_> {
+impl<'de, S: ResultSink<'de>> Visitor<'de> for QueryVisitor<'_, S> {
     type Value = QueryFields<'de>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a UBI query object")
@@ -240,7 +202,8 @@ impl<'de> Visitor<'de> for QueryVisitor<'_> {
                 } else {
                     self.results.clear();
                     fields.empty_hit_id = false;
-                    map.next_value_seed(HitIdsSeed { results: self.results, empty_id: &mut fields.empty_hit_id })?;
+                    // A null list counts as present: UBI's zero-result search.
+                    map.next_value_seed(IdListSeed::<S, Id<'de>>::new(self.results, &mut fields.empty_hit_id))?;
                     fields.hits = Some(source);
                 }
                 continue;
@@ -260,51 +223,19 @@ impl<'de> Visitor<'de> for QueryVisitor<'_> {
     }
 }
 
-/// Hashes a hit list into the caller's buffer; `null` leaves it empty (a zero-result search).
-struct HitIdsSeed<'s> {
-    results: &'s mut Vec<DocKey>,
-    empty_id: &'s mut bool,
-}
-
-impl<'de> DeserializeSeed<'de> for HitIdsSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for HitIdsSeed<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of hit ids")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(id) = seq.next_element::<Id<'de>>()? {
-            *self.empty_id |= id.0.is_empty();
-            self.results.push(doc_key(&id.0));
-        }
-        Ok(())
-    }
-}
-
 /// What rankpulse reads of `query_attributes`.
 #[derive(Default)]
 struct QueryAttributes<'a> {
+    /// Under `ubi.experiment_key`; `"none"` when absent.
     experiment: Option<Cow<'a, str>>,
+    /// Under `ubi.variant_key`; `"none"` when absent.
     variant: Option<Cow<'a, str>>,
+    /// Where some producers put the session instead of the top level.
     session_id: Option<Cow<'a, str>>,
 }
 
 struct AttributesSeed<'s> {
+    /// Which attributes hold the experiment and the variant.
     keys: &'s AttributeKeys,
 }
 
@@ -359,61 +290,16 @@ impl<'de> Visitor<'de> for AttributesSeed<'_> {
     }
 }
 
-/// An experiment or variant value in `query_attributes`: free-form there, so integers are taken
-/// as their text; other types are reported by name.
-enum Label<'a> {
-    Text(Cow<'a, str>),
-    Absent,
-    Other(&'static str),
-}
-
-impl<'de> Deserialize<'de> for Label<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct LabelVisitor;
-        impl<'de> Visitor<'de> for LabelVisitor {
-            type Value = Label<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string or an integer")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Label::Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Label::Text(Cow::Owned(v.to_owned())))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                Ok(Label::Text(Cow::Owned(v.to_string())))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(Label::Text(Cow::Owned(v.to_string())))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Label::Absent)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Label::Other("a fractional number"))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Label::Other("a boolean"))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Label::Other("an array"))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Label::Other("an object"))
-            }
-        }
-        d.deserialize_any(LabelVisitor)
-    }
-}
-
+/// A UBI event document's fields as read, before the checks.
 #[derive(Default)]
 struct EventFields<'a> {
+    /// Required: the action whose gain `metrics.action_gains` gives.
     action_name: Option<Text<'a>>,
+    /// `None` when absent or null: required, and must not be empty.
     query_id: Option<Text<'a>>,
+    /// Unresolved, so a bad value is rejected as a timestamp rather than as a type.
     timestamp: Option<RawTimestamp<'a>>,
+    /// The result engaged with and its position.
     attributes: EventAttributes<'a>,
 }
 
@@ -446,7 +332,9 @@ impl<'de> Visitor<'de> for EventVisitor {
 /// What rankpulse reads of `event_attributes`: the object's id and the position's ordinal.
 #[derive(Default)]
 struct EventAttributes<'a> {
+    /// `object.object_id`: required, the result the event is about.
     object_id: Option<Id<'a>>,
+    /// `position.ordinal`: informational.
     ordinal: Option<i64>,
 }
 
@@ -520,8 +408,9 @@ impl<'de, T: Deserialize<'de> + MemberName> Deserialize<'de> for Member<'de, T> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use crate::ids::doc_key;
 
     fn keys() -> AttributeKeys {
         AttributeKeys { experiment: "experiment".into(), variant: "variant".into() }
@@ -537,7 +426,7 @@ mod tests {
     }
 
     /// A `ubi_queries` document as the UBI 1.3.0 query schema describes it (its example values).
-    const SPEC_QUERY: &str = r#"{
+    pub(in crate::event) const SPEC_QUERY: &str = r#"{
         "application": "amazon-shop",
         "query_id": "00112233-4455-6677-8899-aabbccddeeff",
         "client_id": "5e3b2a1c-8b7d-4f2e-a3d4-c9b2e1f3a4b5",
@@ -738,27 +627,5 @@ mod tests {
             reason(r#"{"action_name":"click","query_id":"q","timestamp":5,"event_attributes":7}"#),
             RejectReason::WrongType
         );
-    }
-
-    #[test]
-    fn decoders_follow_the_configured_format() {
-        let mut cfg = Config::default();
-        let native_impression = br#"{"query_id":"q","timestamp":7,"results":["a"]}"#;
-        let native_engagement = br#"{"query_id":"q","timestamp":8,"doc_id":"a"}"#;
-        let ubi_event =
-            br#"{"action_name":"click","query_id":"q","timestamp":9,"event_attributes":{"object":{"object_id":"a"}}}"#;
-        let json = Decoders::new(&cfg);
-        let mut scratch = Vec::new();
-        assert_eq!(json.event_time(EventKind::Impression, native_impression, &mut scratch), Some(7));
-        assert_eq!(json.event_time(EventKind::Engagement, native_engagement, &mut scratch), Some(8));
-        assert_eq!(json.event_time(EventKind::Impression, SPEC_QUERY.as_bytes(), &mut scratch), None);
-        assert_eq!(json.event_time(EventKind::Engagement, ubi_event, &mut scratch), None);
-        cfg.kafka.impressions_format = InputFormat::Ubi;
-        cfg.kafka.engagements_format = InputFormat::Ubi;
-        let ubi = Decoders::new(&cfg);
-        assert_eq!(ubi.event_time(EventKind::Impression, SPEC_QUERY.as_bytes(), &mut scratch), Some(1_542_140_439_000));
-        assert_eq!(ubi.event_time(EventKind::Engagement, ubi_event, &mut scratch), Some(9));
-        assert_eq!(ubi.event_time(EventKind::Impression, native_impression, &mut scratch), None);
-        assert_eq!(ubi.event_time(EventKind::Engagement, native_engagement, &mut scratch), None);
     }
 }

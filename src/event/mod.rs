@@ -1,0 +1,378 @@
+//! Event decoding: a message's bytes to a borrowed impression or engagement, or a reject reason.
+//!
+//! Decoding is zero-copy on the hot path: strings borrow from the message unless they contain
+//! escapes, and result ids are hashed straight into a caller-owned buffer, so a well-formed event
+//! costs no heap allocation. Ids are identified by 128-bit (query) and 64-bit (document) xxh3
+//! hashes from here on ([`crate::ids`]); the join never needs the text back. Both input formats
+//! decode into the same [`Impression`] and [`Engagement`] with the same reject reasons, so
+//! nothing downstream knows which format a message was in.
+//!
+//! | file | does |
+//! |---|---|
+//! | `mod.rs` | the decoded types and their vocabulary (input kinds, reject reasons), the entry points of the native format |
+//! | `decoders.rs` | [`Decoders`]: the format of each input (`kafka.impressions_format`, `kafka.engagements_format`), the one way in for the engine and replay |
+//! | `scan.rs` | the native format's fast path: a strict one-pass scanner for the common shape, declining anything else |
+//! | `json.rs` | the native format through serde_json (the reference, and the fallback when the scanner declines), and the serde pieces UBI shares |
+//! | `ubi.rs` | OpenSearch UBI query and event documents |
+
+use std::borrow::Cow;
+
+use crate::ids::{doc_key, DocKey, EngagementId};
+use crate::time::EventTime;
+
+mod decoders;
+mod json;
+mod scan;
+pub mod ubi;
+
+pub use decoders::{AttributeKeys, Decoders};
+
+/// Which of the two inputs a message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    Impression = 0,
+    Engagement = 1,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 2] = [EventKind::Impression, EventKind::Engagement];
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why a message was rejected; the `reason` label of `rankpulse_events_rejected_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The payload is absent or empty (for example a Kafka tombstone).
+    EmptyMessage,
+    /// Not parseable as JSON (syntax error, truncated, invalid UTF-8, trailing garbage).
+    InvalidJson,
+    /// Valid JSON, but not an object.
+    NotAnObject,
+    /// A required field is absent or null.
+    MissingField,
+    /// A field has the wrong JSON type.
+    WrongType,
+    /// The timestamp is neither RFC 3339 nor integer milliseconds in range.
+    InvalidTimestamp,
+    /// A field has the right type but an unusable value (for example an empty id).
+    InvalidValue,
+    /// Larger than `limits.max_message_bytes`; not parsed.
+    TooLarge,
+    /// An impression with more results than `limits.max_results`.
+    TooManyResults,
+    /// Stamped more than `limits.max_future` ahead of the wall clock.
+    TimestampInFuture,
+    /// Stamped more than `limits.max_past` behind the wall clock (serve only).
+    TimestampTooOld,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 11] = [
+        RejectReason::EmptyMessage,
+        RejectReason::InvalidJson,
+        RejectReason::NotAnObject,
+        RejectReason::MissingField,
+        RejectReason::WrongType,
+        RejectReason::InvalidTimestamp,
+        RejectReason::InvalidValue,
+        RejectReason::TooLarge,
+        RejectReason::TooManyResults,
+        RejectReason::TimestampInFuture,
+        RejectReason::TimestampTooOld,
+    ];
+    pub fn label(self) -> &'static str {
+        match self {
+            RejectReason::EmptyMessage => "empty_message",
+            RejectReason::InvalidJson => "invalid_json",
+            RejectReason::NotAnObject => "not_an_object",
+            RejectReason::MissingField => "missing_field",
+            RejectReason::WrongType => "wrong_type",
+            RejectReason::InvalidTimestamp => "invalid_timestamp",
+            RejectReason::InvalidValue => "invalid_value",
+            RejectReason::TooLarge => "too_large",
+            RejectReason::TooManyResults => "too_many_results",
+            RejectReason::TimestampInFuture => "timestamp_in_future",
+            RejectReason::TimestampTooOld => "timestamp_too_old",
+        }
+    }
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A rejected message: the counted reason and a human-readable detail for the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} ({detail})", reason.label())]
+pub struct Rejection {
+    /// What is counted: a small fixed set, so it can be a metric label.
+    pub reason: RejectReason,
+    /// What is logged: the field and value at fault, for whoever fixes the producer.
+    pub detail: String,
+}
+
+impl Rejection {
+    pub(crate) fn new(reason: RejectReason, detail: impl Into<String>) -> Self {
+        Rejection { reason, detail: detail.into() }
+    }
+    pub(crate) fn missing(field: &str) -> Self {
+        Rejection::new(RejectReason::MissingField, format!("missing field `{field}`"))
+    }
+}
+
+/// A decoded impression. Its result ids are in the `results` buffer passed to
+/// [`decode_impression`], as [`DocKey`]s in rank order.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Impression<'a> {
+    /// Joins the impression with its engagements (hashed to a [`crate::ids::QueryKey`]).
+    pub query_id: Cow<'a, str>,
+    /// Event time: orders the join and places the impression in its windows.
+    pub timestamp: EventTime,
+    /// `"none"` when absent, as the contract says.
+    pub experiment: Cow<'a, str>,
+    /// The arm of `experiment`; `"none"` when absent.
+    pub variant: Cow<'a, str>,
+    /// The user (or browser) that issued the query, optional. With `statistics.unit = "client_id"`
+    /// the A/B statistics treat all impressions of one client as one correlated cluster.
+    pub client_id: Option<Cow<'a, str>>,
+    /// The search session, optional; the cluster with `statistics.unit = "session_id"`.
+    pub session_id: Option<Cow<'a, str>>,
+}
+
+/// A decoded engagement.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Engagement<'a> {
+    /// The impression it is attributed to.
+    pub query_id: Cow<'a, str>,
+    /// Event time: must fall within the impression's attribution window.
+    pub timestamp: EventTime,
+    /// The result engaged with, looked up in the impression's result list.
+    pub doc_id: Cow<'a, str>,
+    /// `"click"` when absent.
+    pub action: Cow<'a, str>,
+    /// Identity for de-duplication of redelivered events.
+    pub event_id: Option<Cow<'a, str>>,
+    /// Informational only; never used for attribution (the result list is the truth).
+    pub position: Option<i64>,
+}
+
+impl Engagement<'_> {
+    /// The de-duplication identity of an engagement: its `event_id` when it has one, else what
+    /// makes a redelivered copy identical (query, document, action, timestamp). The two forms
+    /// are hashed with different seeds so they never collide with each other.
+    pub fn identity(&self) -> EngagementId {
+        use xxhash_rust::xxh3::{xxh3_128_with_seed, Xxh3};
+        match &self.event_id {
+            Some(id) => xxh3_128_with_seed(id.as_bytes(), 1),
+            None => {
+                let mut h = Xxh3::with_seed(2);
+                for part in [self.query_id.as_bytes(), self.doc_id.as_bytes(), self.action.as_bytes()] {
+                    h.update(&(part.len() as u64).to_le_bytes());
+                    h.update(part);
+                }
+                h.update(&self.timestamp.to_le_bytes());
+                h.digest128()
+            }
+        }
+    }
+}
+
+/// The experiment and variant of an impression that names none, as the contract says.
+pub(crate) const ABSENT_GROUP: &str = "none";
+
+/// Where a decoder puts an impression's result ids, in rank order: hashed into the engine's
+/// reused buffer on the hot path, or kept as text where the ids themselves are written out
+/// (`replay --trec-out`). One trait, so both are filled by the same decoding code.
+trait ResultSink<'a> {
+    /// Forgets the ids of an earlier list, which a repeated or preferred field replaces.
+    fn clear(&mut self);
+    /// The next id in rank order.
+    fn push(&mut self, id: Cow<'a, str>);
+}
+
+impl ResultSink<'_> for Vec<DocKey> {
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+    fn push(&mut self, id: Cow<'_, str>) {
+        Vec::push(self, doc_key(&id));
+    }
+}
+
+impl<'a> ResultSink<'a> for Vec<Cow<'a, str>> {
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+    fn push(&mut self, id: Cow<'a, str>) {
+        Vec::push(self, id);
+    }
+}
+
+/// Decodes an impression; result ids are hashed into `results` (cleared first), in rank order.
+pub fn decode_impression<'a>(payload: &'a [u8], results: &mut Vec<DocKey>) -> Result<Impression<'a>, Rejection> {
+    impression_into(payload, results)
+}
+
+/// [`decode_impression`] into any sink: the scanner first, serde_json where it declines.
+fn impression_into<'a, S: ResultSink<'a>>(payload: &'a [u8], results: &mut S) -> Result<Impression<'a>, Rejection> {
+    let text = json::object_text(payload)?;
+    results.clear();
+    let fields = match scan::impression(text, results) {
+        Some(fields) => fields,
+        None => {
+            results.clear();
+            json::impression_fields(text, results)?
+        }
+    };
+    json::finish_impression(fields)
+}
+
+/// Decodes an engagement.
+pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
+    let text = json::object_text(payload)?;
+    let fields = match scan::engagement(text) {
+        Some(fields) => fields,
+        None => json::engagement_fields(text)?,
+    };
+    json::finish_engagement(fields)
+}
+
+/// One decoder alone, for the differential test of the scanner against serde_json.
+#[cfg(test)]
+#[derive(Clone, Copy)]
+pub(crate) enum Path {
+    /// The scanner, `None` where it declines.
+    ScanOnly,
+    /// serde_json alone.
+    Serde,
+}
+
+#[cfg(test)]
+pub(crate) fn decode_impression_with<'a>(
+    payload: &'a [u8],
+    results: &mut Vec<DocKey>,
+    path: Path,
+) -> Option<Result<Impression<'a>, Rejection>> {
+    results.clear();
+    let fields = match (json::object_text(payload), path) {
+        (Err(e), Path::Serde) => return Some(Err(e)),
+        (Err(_), Path::ScanOnly) => return None,
+        (Ok(text), Path::ScanOnly) => scan::impression(text, results)?,
+        (Ok(text), Path::Serde) => match json::impression_fields(text, results) {
+            Ok(fields) => fields,
+            Err(e) => return Some(Err(e)),
+        },
+    };
+    Some(json::finish_impression(fields))
+}
+
+#[cfg(test)]
+pub(crate) fn decode_engagement_with(payload: &[u8], path: Path) -> Option<Result<Engagement<'_>, Rejection>> {
+    let fields = match (json::object_text(payload), path) {
+        (Err(e), Path::Serde) => return Some(Err(e)),
+        (Err(_), Path::ScanOnly) => return None,
+        (Ok(text), Path::ScanOnly) => scan::engagement(text)?,
+        (Ok(text), Path::Serde) => match json::engagement_fields(text) {
+            Ok(fields) => fields,
+            Err(e) => return Some(Err(e)),
+        },
+    };
+    Some(json::finish_engagement(fields))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imp(json: &str) -> Result<(String, i64, String, String, Vec<DocKey>), RejectReason> {
+        let mut buf = Vec::new();
+        decode_impression(json.as_bytes(), &mut buf)
+            .map(|i| {
+                (i.query_id.into_owned(), i.timestamp, i.experiment.into_owned(), i.variant.into_owned(), buf.clone())
+            })
+            .map_err(|r| r.reason)
+    }
+
+    #[test]
+    fn impression_fields_and_defaults() {
+        let (q, ts, e, v, r) =
+            imp(r#"{"query_id":"q1","timestamp":1700000000000,"results":["a","b"],"extra":{"x":[1]}}"#).unwrap();
+        assert_eq!((q.as_str(), ts, e.as_str(), v.as_str()), ("q1", 1_700_000_000_000, "none", "none"));
+        assert_eq!(r, vec![doc_key("a"), doc_key("b")]);
+        let (_, ts, e, v, r) = imp(
+            r#"{"query_id":"q\u0031","timestamp":"2026-11-22T10:05:00Z","results":[],"experiment":"e1","variant":null}"#,
+        )
+        .unwrap();
+        assert_eq!((ts, e.as_str(), v.as_str(), r.len()), (1_795_341_900_000, "e1", "none", 0));
+    }
+
+    #[test]
+    fn well_formed_events_borrow_without_copying() {
+        let payload = br#"{"query_id":"q1","timestamp":1,"results":["a"],"experiment":"e","variant":"v"}"#;
+        let mut buf = Vec::new();
+        let i = decode_impression(payload, &mut buf).unwrap();
+        assert!(matches!(i.query_id, Cow::Borrowed(_)) && matches!(i.variant, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn optional_cluster_ids_are_read_when_present() {
+        let mut buf = Vec::new();
+        let payload = br#"{"query_id":"q1","timestamp":1,"results":[],"client_id":"u7","session_id":"s9"}"#;
+        let i = decode_impression(payload, &mut buf).unwrap();
+        assert_eq!((i.client_id.as_deref(), i.session_id.as_deref()), (Some("u7"), Some("s9")));
+        let bare = decode_impression(br#"{"query_id":"q1","timestamp":1,"results":[]}"#, &mut buf).unwrap();
+        assert_eq!((bare.client_id, bare.session_id), (None, None));
+        let numeric = decode_impression(br#"{"query_id":"q1","timestamp":1,"results":[],"client_id":7}"#, &mut buf);
+        assert_eq!(numeric.unwrap().client_id.as_deref(), Some("7"));
+        let odd = br#"{"query_id":"q1","timestamp":1,"results":[],"client_id":{"a":[1]},"session_id":true}"#;
+        let odd = decode_impression(odd, &mut buf).unwrap();
+        assert_eq!((odd.client_id, odd.session_id), (None, None));
+    }
+
+    #[test]
+    fn impression_rejections_have_reasons() {
+        let cases = [
+            ("", RejectReason::EmptyMessage),
+            ("   ", RejectReason::EmptyMessage),
+            ("{\"query_id\":", RejectReason::InvalidJson),
+            ("not json", RejectReason::InvalidJson),
+            ("[1,2]", RejectReason::NotAnObject),
+            ("42", RejectReason::NotAnObject),
+            (r#"{"timestamp":1,"results":[]}"#, RejectReason::MissingField),
+            (r#"{"query_id":null,"timestamp":1,"results":[]}"#, RejectReason::MissingField),
+            (r#"{"query_id":"q","results":[]}"#, RejectReason::MissingField),
+            (r#"{"query_id":"q","timestamp":1}"#, RejectReason::MissingField),
+            (r#"{"query_id":7,"timestamp":1,"results":[]}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":1,"results":"a,b"}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":1,"results":["a",3]}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":1.5,"results":[]}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":true,"results":[]}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":1,"results":[],"variant":1}"#, RejectReason::WrongType),
+            (r#"{"query_id":"q","timestamp":"yesterday","results":[]}"#, RejectReason::InvalidTimestamp),
+            (r#"{"query_id":"q","timestamp":18446744073709551615,"results":[]}"#, RejectReason::InvalidTimestamp),
+            (r#"{"query_id":"","timestamp":1,"results":[]}"#, RejectReason::InvalidValue),
+            (r#"{"query_id":"q","timestamp":1,"results":[""]}"#, RejectReason::InvalidValue),
+            (r#"{"query_id":"q","timestamp":1,"results":[]} trailing"#, RejectReason::InvalidJson),
+        ];
+        for (json, reason) in cases {
+            assert_eq!(imp(json).map(|_| ()), Err(reason), "{json}");
+        }
+    }
+
+    #[test]
+    fn engagement_fields_defaults_and_rejections() {
+        let e = decode_engagement(br#"{"query_id":"q","timestamp":5,"doc_id":"d"}"#).unwrap();
+        assert_eq!((e.action.as_ref(), e.event_id, e.position), ("click", None, None));
+        let e = decode_engagement(
+            br#"{"query_id":"q","timestamp":5,"doc_id":"d","action":"purchase","event_id":"x1","position":3}"#,
+        )
+        .unwrap();
+        assert_eq!((e.action.as_ref(), e.event_id.as_deref(), e.position), ("purchase", Some("x1"), Some(3)));
+        let reason = |j: &str| decode_engagement(j.as_bytes()).unwrap_err().reason;
+        assert_eq!(reason(r#"{"query_id":"q","timestamp":5}"#), RejectReason::MissingField);
+        assert_eq!(reason(r#"{"query_id":"q","timestamp":5,"doc_id":"d","position":"3"}"#), RejectReason::WrongType);
+        assert_eq!(reason(r#"{"query_id":"q","timestamp":5,"doc_id":""}"#), RejectReason::InvalidValue);
+        assert_eq!(reason("\u{0}"), RejectReason::InvalidJson);
+    }
+}

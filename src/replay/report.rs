@@ -1,0 +1,278 @@
+//! The replay report: what `rankpulse replay` prints, as the contract's JSON document or as
+//! plain-text tables (metrics by group, the precision-recall curve, the A/B summary), built
+//! from a finished engine.
+
+use serde::Serialize;
+
+use crate::accumulate::{GroupStats, GroupTable, Groups};
+use crate::engine::Engine;
+use crate::experiments::{ExperimentReport, Span};
+use crate::ids::GroupId;
+use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
+use crate::time::format_rfc3339_ms;
+
+/// The replay document of the contract (`--format json`); extra keys are allowed.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Every group's means over the whole replay: the headline numbers.
+    pub groups: Vec<GroupReport>,
+    /// Every closed window of every configured size, oldest first per size, to see trends.
+    pub windows: Vec<WindowReport>,
+    /// Where the input went: what a reader needs to trust (or doubt) the metrics.
+    pub events: EventCounts,
+    /// The A/B feed over every impression, one entry per experiment.
+    pub experiments: Vec<ExperimentReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GroupReport {
+    /// The group's experiment (`"none"` for impressions in none).
+    pub experiment: String,
+    /// The group's variant (`"none"` for impressions in none).
+    pub variant: String,
+    /// Finalized impressions: the sample size behind every mean.
+    pub impressions: u64,
+    /// Finalized impressions with at least one attributed engagement.
+    pub engaged: u64,
+    /// Each metric's mean, keyed by its name (`ndcg@10`, `mrr`, ...), in the layout's order.
+    pub metrics: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WindowReport {
+    /// The window size as configured (`"1h"`), which groups windows in the table.
+    pub size: String,
+    /// The window's start, RFC 3339.
+    pub start: String,
+    /// Every group's means within the window.
+    pub groups: Vec<GroupReport>,
+    /// The A/B feed of this window, one entry per experiment.
+    pub experiments: Vec<ExperimentReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EventCounts {
+    /// Impression lines read, rejected ones included.
+    pub impressions_read: u64,
+    /// Engagement lines read, rejected ones included.
+    pub engagements_read: u64,
+    /// Lines of either file that did not decode or broke a limit.
+    pub rejected: u64,
+    /// Impressions whose query was pending or recently finalized: dropped, the first counts.
+    pub impressions_duplicate: u64,
+    /// Impressions whose attribution window had already closed when they arrived.
+    pub impressions_late: u64,
+    /// Engagements that counted towards an impression's metrics.
+    pub engagements_attributed: u64,
+    /// Engagements behind the watermark, or whose impression was already finalized.
+    pub engagements_late: u64,
+    /// Engagements held for an impression that never arrived.
+    pub engagements_orphaned: u64,
+    /// Engagements on a result the impression did not show.
+    pub engagements_not_shown: u64,
+    /// Engagements after their impression's attribution window.
+    pub engagements_outside_window: u64,
+}
+
+fn group_reports(layout: &MetricLayout, groups: &Groups, table: &GroupTable) -> Vec<GroupReport> {
+    let mut out: Vec<GroupReport> = table.iter().map(|(id, stats)| group_report(layout, groups, id, stats)).collect();
+    out.sort_by(|a, b| (&a.experiment, &a.variant).cmp(&(&b.experiment, &b.variant)));
+    out
+}
+
+fn group_report(layout: &MetricLayout, groups: &Groups, id: GroupId, stats: &GroupStats) -> GroupReport {
+    let (experiment, variant) = groups.name(id);
+    GroupReport {
+        experiment: experiment.to_string(),
+        variant: variant.to_string(),
+        impressions: stats.impressions,
+        engaged: stats.engaged,
+        metrics: layout
+            .keys()
+            .iter()
+            .enumerate()
+            .map(|(slot, key)| (key.name(), serde_json::json!(stats.mean(slot))))
+            .collect(),
+    }
+}
+
+impl Report {
+    /// Builds the report from a finished engine (closed windows are taken from it).
+    pub fn from_engine(engine: &mut Engine) -> Report {
+        let mut closed = engine.take_closed_windows();
+        closed.sort_by_key(|w| (w.size_index, w.start));
+        let layout = engine.layout();
+        let groups = engine.groups();
+        let windows: Vec<WindowReport> = closed
+            .iter()
+            .map(|w| {
+                let label = engine.window_label(w.size_index);
+                let span =
+                    Span::Window { label, start: w.start, size_ms: engine.accumulators().window_size_ms(w.size_index) };
+                WindowReport {
+                    size: label.to_string(),
+                    start: format_rfc3339_ms(w.start),
+                    groups: group_reports(layout, groups, &w.groups),
+                    experiments: engine.experiment_reports(&w.groups, span),
+                }
+            })
+            .collect();
+        let c = engine.counters();
+        let t = engine.engagement_tally();
+        Report {
+            groups: group_reports(layout, groups, &engine.accumulators().cumulative),
+            experiments: engine.experiment_reports(&engine.accumulators().cumulative, Span::Cumulative),
+            windows,
+            events: EventCounts {
+                impressions_read: c.consumed[0],
+                engagements_read: c.consumed[1],
+                rejected: c.rejected.iter().flatten().sum(),
+                impressions_duplicate: c.impressions_duplicate,
+                impressions_late: c.impressions_late,
+                engagements_attributed: t.attributed,
+                engagements_late: t.late,
+                engagements_orphaned: t.orphaned,
+                engagements_not_shown: t.not_shown,
+                engagements_outside_window: t.outside_window,
+            },
+        }
+    }
+
+    /// A plain-text table per window size and cumulatively: metrics as rows, groups as columns.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        out.push_str("== cumulative ==\n");
+        out.push_str(&table(&self.groups));
+        out.push_str("\n== interpolated precision-recall curve (11 points, cumulative) ==\n");
+        out.push_str(&precision_recall_curve(&self.groups));
+        out.push_str(&ab_summary(&self.experiments));
+        let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
+        sizes.dedup();
+        for size in sizes {
+            let windows: Vec<&WindowReport> = self.windows.iter().filter(|w| w.size == size).collect();
+            out.push_str(&format!(
+                "\n== {} windows of {size} (newest shown: {}) ==\n",
+                windows.len(),
+                windows.last().map_or("", |w| &w.start)
+            ));
+            if let Some(last) = windows.last() {
+                out.push_str(&table(&last.groups));
+            }
+        }
+        let e = &self.events;
+        out.push_str(&format!(
+            "\nevents: {} impressions and {} engagements read, {} rejected; {} engagements attributed, {} late, {} orphaned, {} on results not shown, {} outside the attribution window; {} duplicate and {} late impressions\n",
+            e.impressions_read, e.engagements_read, e.rejected, e.engagements_attributed, e.engagements_late, e.engagements_orphaned,
+            e.engagements_not_shown, e.engagements_outside_window, e.impressions_duplicate, e.impressions_late
+        ));
+        out
+    }
+}
+
+/// Every variant against its control on the headline metrics (cumulative), and the split test;
+/// `--format json` has every metric.
+fn ab_summary(experiments: &[ExperimentReport]) -> String {
+    let mut out = String::new();
+    for report in experiments.iter().filter(|r| !r.comparisons.is_empty() || r.sample_ratio.is_some()) {
+        out.push_str(&format!("\n== A/B {} (cumulative, unit {}) ==\n", report.experiment, report.unit));
+        if let Some(srm) = &report.sample_ratio {
+            let observed: Vec<String> = srm.observed.iter().map(|(v, n)| format!("{v} {n}")).collect();
+            out.push_str(&format!(
+                "split test ({}): {}; chi-square {:.2}, p = {:.2e}{}\n",
+                srm.counted,
+                observed.join(", "),
+                srm.chi_square,
+                srm.p_value,
+                if srm.p_value < 0.001 { "  << SAMPLE RATIO MISMATCH: comparisons are not trustworthy" } else { "" }
+            ));
+        }
+        for comparison in &report.comparisons {
+            out.push_str(&format!(
+                "{:<18} {:>10} {:>10} {:>10} {:>24} {:>10}\n",
+                format!("{} - {}", comparison.variant, comparison.control),
+                comparison.control,
+                comparison.variant,
+                "difference",
+                format!("{:.0}% interval", report.confidence * 100.0),
+                "p"
+            ));
+            let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key.starts_with("ndcg@");
+            for (key, c) in comparison.metrics.iter().filter(|(k, _)| headline(k)) {
+                let mean = |variant: &str| {
+                    report
+                        .variants
+                        .iter()
+                        .find(|v| v.variant == variant)
+                        .and_then(|v| v.metrics.iter().find(|(k, _)| k == key))
+                        .map_or(f64::NAN, |(_, e)| e.mean)
+                };
+                let interval = c.difference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
+                let p = c.p_value.map_or("-".to_string(), |p| format!("{p:.2e}"));
+                out.push_str(&format!(
+                    "{key:<18} {:>10.4} {:>10.4} {:>+10.4} {interval:>24} {p:>10}\n",
+                    mean(&comparison.control),
+                    mean(&comparison.variant),
+                    c.difference
+                ));
+            }
+        }
+        for note in &report.notes {
+            out.push_str(&format!("note: {note}\n"));
+        }
+    }
+    out
+}
+
+/// The 11-point interpolated precision-recall curve of each group: one row per recall level,
+/// each value with a bar (one `#` per 0.05), so control and treatment can be compared by eye.
+fn precision_recall_curve(groups: &[GroupReport]) -> String {
+    const BAR: usize = 20;
+    let width = groups.iter().map(|g| g.experiment.len() + g.variant.len() + 1).max().unwrap_or(0).max(BAR + 7);
+    let mut out = format!("{:<8}", "recall");
+    for g in groups {
+        out.push_str(&format!(" {:<width$}", format!("{}/{}", g.experiment, g.variant)));
+    }
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    for level in 0..RECALL_LEVELS {
+        let label = recall_level_label(level);
+        out.push_str(&format!("{label:<8}"));
+        for g in groups {
+            let v = g.metrics.get(&format!("iprec@{label}")).and_then(|v| v.as_f64()).unwrap_or(0.0);
+            let bar = "#".repeat((v * BAR as f64).round() as usize);
+            out.push_str(&format!(" {:<width$}", format!("{v:.3} {bar}")));
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+    }
+    out
+}
+
+fn table(groups: &[GroupReport]) -> String {
+    if groups.is_empty() {
+        return "(no finalized impressions)\n".to_string();
+    }
+    let headers: Vec<String> = groups.iter().map(|g| format!("{}/{}", g.experiment, g.variant)).collect();
+    let width = headers.iter().map(String::len).max().unwrap_or(0).max(10);
+    let mut out = format!("{:<18}", "metric");
+    for h in &headers {
+        out.push_str(&format!(" {h:>width$}"));
+    }
+    out.push('\n');
+    let row = |name: &str, cell: &dyn Fn(&GroupReport) -> String| {
+        let mut line = format!("{name:<18}");
+        for g in groups {
+            line.push_str(&format!(" {:>width$}", cell(g)));
+        }
+        line.push('\n');
+        line
+    };
+    out.push_str(&row("impressions", &|g| g.impressions.to_string()));
+    out.push_str(&row("engaged", &|g| g.engaged.to_string()));
+    for key in groups[0].metrics.keys() {
+        out.push_str(&row(key, &|g| {
+            g.metrics.get(key).and_then(|v| v.as_f64()).map_or("-".into(), |v| format!("{v:.4}"))
+        }));
+    }
+    out
+}

@@ -1,0 +1,107 @@
+//! `replay --trec-out`: what rankpulse measured, as TREC files for trec_eval or ranx.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver};
+
+use super::ReplayError;
+use crate::engine::Engine;
+use crate::event::Decoders;
+use crate::ids::{query_key, QueryKey};
+
+/// Writes what rankpulse measured in TREC format, so trec_eval or ranx can be run on exactly
+/// the same judgments and rankings: one query per finalized impression; `qrels.txt` holds the
+/// attributed gain of every shown result (`query 0 doc gain`), `run.txt` the ranking with
+/// strictly descending scores (`query Q0 doc rank score rankpulse`). A result id repeated in
+/// a list is written as `id#dupN` (N its rank) so ranks stay those rankpulse measured; ids
+/// with whitespace, which TREC files cannot hold, have it replaced by `_`.
+pub(super) struct TrecWriter {
+    /// A copy of the engine's decoders: ids are read exactly as the engine reads them, in
+    /// either input format, so every impression the engine finalizes has its ids here.
+    decoders: Decoders,
+    /// Text ids of impressions read but not yet finalized (late and duplicate ones never are).
+    pending: HashMap<QueryKey, (String, Vec<String>)>,
+    /// Impressions the engine finalized (query and gains in rank order), queued by its observer
+    /// so that the writer needs no lock: it stays with the merge loop, which also fills `pending`.
+    finalized: Receiver<(QueryKey, Vec<u8>)>,
+    /// `qrels.txt`: the judgments.
+    qrels: BufWriter<File>,
+    /// `run.txt`: the rankings.
+    run: BufWriter<File>,
+    /// Named in write errors.
+    dir: PathBuf,
+}
+
+impl TrecWriter {
+    /// Creates the files and has `engine` report every impression it finalizes to the writer.
+    pub(super) fn create(dir: &Path, engine: &mut Engine) -> Result<TrecWriter, ReplayError> {
+        let write_err = |source| ReplayError::Write { path: dir.to_path_buf(), source };
+        std::fs::create_dir_all(dir).map_err(write_err)?;
+        let open = |name: &str| {
+            File::create(dir.join(name))
+                .map(BufWriter::new)
+                .map_err(|source| ReplayError::Write { path: dir.join(name), source })
+        };
+        let (qrels, run) = (open("qrels.txt")?, open("run.txt")?);
+        let (sender, finalized) = channel();
+        engine.set_observer(Box::new(move |f| {
+            // Fails only once the writer is gone, after the replay.
+            let _ = sender.send((f.query, f.gains.to_vec()));
+        }));
+        Ok(TrecWriter {
+            decoders: engine.decoders().clone(),
+            pending: HashMap::new(),
+            finalized,
+            qrels,
+            run,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Keeps the ids of an impression line before the engine sees it; a line that does not
+    /// decode is never finalized, so it is not kept.
+    pub(super) fn impression_line(&mut self, line: &[u8]) {
+        let mut ids = Vec::new();
+        if let Ok(impression) = self.decoders.impression_with_ids(line, &mut ids) {
+            let query_id = impression.query_id;
+            self.pending
+                .entry(query_key(&query_id))
+                .or_insert_with(|| (query_id.into_owned(), ids.into_iter().map(Cow::into_owned).collect()));
+        }
+    }
+
+    /// Writes the impressions finalized since the last call, in the order the engine finalized them.
+    pub(super) fn write_finalized(&mut self) -> Result<(), ReplayError> {
+        while let Ok((query, gains)) = self.finalized.try_recv() {
+            self.write(query, &gains).map_err(|source| ReplayError::Write { path: self.dir.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, query: QueryKey, gains: &[u8]) -> std::io::Result<()> {
+        let Some((query_id, results)) = self.pending.remove(&query) else { return Ok(()) };
+        let clean = |id: &str| id.replace(char::is_whitespace, "_");
+        let query_id = clean(&query_id);
+        let mut seen = HashSet::new();
+        let n = results.len();
+        for (i, (doc, gain)) in results.iter().zip(gains).enumerate() {
+            let rank = i + 1;
+            let doc = if seen.insert(doc.as_str()) { clean(doc) } else { format!("{}#dup{rank}", clean(doc)) };
+            writeln!(self.qrels, "{query_id} 0 {doc} {gain}")?;
+            writeln!(self.run, "{query_id} Q0 {doc} {rank} {} rankpulse", n - i)?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is left and flushes both files.
+    pub(super) fn finish(mut self) -> Result<(), ReplayError> {
+        self.write_finalized()?;
+        self.qrels
+            .flush()
+            .and_then(|_| self.run.flush())
+            .map_err(|source| ReplayError::Write { path: self.dir.clone(), source })
+    }
+}
