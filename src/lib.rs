@@ -6,27 +6,30 @@
 //! impression once its attribution window has passed, aggregates them per experiment and variant,
 //! cumulatively and in event-time tumbling windows, and exports them for Prometheus.
 //!
-//! The modules follow the pipeline, one stage each, so every rule has exactly one home:
+//! The modules follow the pipeline, one stage each, so every rule has exactly one home. They are
+//! listed from the bottom up: a module imports only modules above it in this table
+//! (`tests/architecture.rs` checks it).
 //!
 //! | module | stage | owns |
 //! |---|---|---|
-//! | [`config`] | start-up | the TOML schema, defaults, env overrides, cross-field checks |
-//! | [`time`] | everywhere | event timestamps (ms since epoch) and duration strings |
-//! | [`ids`] | everywhere | the hashed and numbered identities every stage passes around: query, result, group, engagement |
-//! | [`event`] | decoding | turning a message's bytes into a borrowed impression or engagement, or a reject reason: the per-input format choice ([`event::Decoders`]), rankpulse's own events (a strict one-pass scanner, serde_json behind it as the reference) and OpenSearch UBI query and event documents |
+//! | [`time`] | vocabulary | event timestamps (ms since epoch) and duration strings |
+//! | [`ids`] | vocabulary | the hashed and numbered identities every stage passes around: query, result, group, engagement |
+//! | [`health`], [`shutdown`] | lifecycle | readiness (set by the source, read by the probes); the one signal every task listens to |
+//! | [`checkpoint`] | durability | checkpoint files: a payload written atomically with a version and checksum, the newest that verifies read back |
 //! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
-//! | [`join`] | attribution | per-partition pending impressions (word records in a chunked arena, ordered by deadline), held engagements, input clocks |
-//! | [`accumulate`] | aggregation | exact (fixed-point) sums, sums of squares and unit buckets per group, cumulative and per tumbling window |
 //! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test |
+//! | [`config`] | start-up | the TOML schema with its defaults (`schema`), loading and env overrides (`load`), cross-field checks naming the key (`validate`) |
+//! | [`event`] | decoding | a message's bytes into a borrowed impression or engagement, or a reject reason: the per-input format choice ([`event::Decoders`]), rankpulse's own events (a strict one-pass scanner, serde_json behind it as the reference) and OpenSearch UBI documents |
+//! | [`join`] | attribution | one partition's pending impressions (an arena of word records, a query index, a deadline queue), held engagements, de-duplication; no offsets, no clocks |
+//! | [`accumulate`] | aggregation | label groups and their limits, exact (fixed-point) sums and unit buckets per group, cumulative and per tumbling window |
 //! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators |
-//! | [`engine`] | orchestration | the single-threaded core: decode → join → watermark → finalize → accumulate |
-//! | [`output`] | output | Prometheus text exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API `/api/v1/experiments`; the A/B output topic (one record per experiment and closed window, at least once) |
-//! | [`checkpoint`] | durability | the engine's state and input offsets, written atomically, read back on start |
-//! | [`source`] | input | the Kafka consumer on its own thread: offsets stored after processing, commits on revoke and shutdown |
-//! | [`replay`] | input | JSON-lines files, read and timed on reader threads, merged on event time through the same engine; the replay report and the TREC files |
-//! | [`demo`] | demo | in-process Kafka cluster and a realistic A/B traffic generator |
-//! | [`shutdown`] | lifecycle | the one signal every task listens to |
-//! | [`commands`] | CLI | `demo`, `serve`, `replay`, `generate`, `produce`, `check-config` |
+//! | [`engine`] | orchestration | the single-threaded core over per-partition tasks: decode → join → watermark → finalize → accumulate; its snapshot and restore |
+//! | [`source`] | input | the Kafka consumer on its own thread: positions recorded after processing, checkpoint then commit, rebalances |
+//! | [`replay`] | input | JSON-lines files read on reader threads, merged on event time through the same engine; the replay report and TREC files |
+//! | [`output`] | output | Prometheus exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API; the A/B output topic |
+//! | [`demo`] | demo | the in-process Kafka cluster and a realistic A/B traffic generator |
+//! | [`pipeline`] | wiring | the daemon: state restored, HTTP, publisher and source started and stopped together |
+//! | [`commands`] | CLI | parses and calls: `demo`, `serve`, `replay`, `generate`, `produce`, `check-config` |
 //!
 //! The engine is deliberately synchronous and owns all evaluation state: the Kafka source and
 //! `replay` feed it the same way, which is why offline backfills and online numbers agree.
