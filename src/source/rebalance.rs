@@ -36,6 +36,9 @@ pub(super) struct SourceContext {
 }
 
 impl SourceContext {
+    /// The source state. Poisoning can only come from a panic on the consumer thread itself,
+    /// which ends the thread and `serve` with it; taking the lock anyway keeps the remaining
+    /// callbacks of that unwinding consumer from panicking a second time.
     pub fn state(&self) -> MutexGuard<'_, SourceState> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
