@@ -189,6 +189,12 @@ trait ResultSink<'a> {
     fn clear(&mut self);
     /// The next id in rank order.
     fn push(&mut self, id: Cow<'a, str>);
+    /// [`ResultSink::push`] of an id borrowed from the message, the scanner's only case: the
+    /// hashing sink then hashes the text straight away, without a `Cow` to build and drop per
+    /// result (measured: 2.5% of a replay's instructions).
+    fn push_borrowed(&mut self, id: &'a str) {
+        self.push(Cow::Borrowed(id));
+    }
 }
 
 impl ResultSink<'_> for Vec<DocKey> {
@@ -197,6 +203,10 @@ impl ResultSink<'_> for Vec<DocKey> {
     }
     fn push(&mut self, id: Cow<'_, str>) {
         Vec::push(self, doc_key(&id));
+    }
+    #[inline]
+    fn push_borrowed(&mut self, id: &str) {
+        Vec::push(self, doc_key(id));
     }
 }
 

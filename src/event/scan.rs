@@ -278,7 +278,7 @@ pub(super) fn impression<'a, S: ResultSink<'a>>(text: &'a str, results: &mut S) 
                         loop {
                             let id = c.string()?;
                             fields.empty_result_id |= id.is_empty();
-                            results.push(Cow::Borrowed(id));
+                            results.push_borrowed(id);
                             if !c.more(b']')? {
                                 break;
                             }
