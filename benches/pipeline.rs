@@ -374,7 +374,10 @@ fn main() {
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>22} {target:>12} {ok:>8}");
     }
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
+    // Beside the sources even when CARGO_TARGET_DIR points elsewhere, so the directory may not exist.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bench-results.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     println!("\nfigures saved to {}", path.display());
 }
