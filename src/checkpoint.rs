@@ -28,8 +28,10 @@ const SUFFIX: &str = ".bin";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
-    #[error("state directory {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The cause is in the message, not a `source()`: logs print the message alone, `main`
+    /// the whole chain, and either way it appears once.
+    #[error("state directory {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("checkpoint {path} was written by an incompatible rankpulse (format version {found}, this one reads {FORMAT_VERSION}); move the state directory away to start afresh, or run the version that wrote it")]
     Incompatible { path: PathBuf, found: u32 },
     #[error("checkpoint {path} has a valid checksum but does not decode ({reason}): it was written by an incompatible build; move the state directory away to start afresh")]
@@ -37,7 +39,7 @@ pub enum CheckpointError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
-    move |source| CheckpointError::Io { path: path.to_path_buf(), source }
+    move |error| CheckpointError::Io { path: path.to_path_buf(), error }
 }
 
 /// Encodes a payload with the header (under whatever lock guards its state; the caller writes
@@ -153,9 +155,9 @@ impl CheckpointStore {
             // The rename is durable only once the directory is.
             File::open(&self.dir)?.sync_all()
         })();
-        if let Err(source) = written {
+        if let Err(error) = written {
             let _ = fs::remove_file(&tmp);
-            return Err(CheckpointError::Io { path, source });
+            return Err(CheckpointError::Io { path, error });
         }
         self.next_sequence += 1;
         let all = Self::list(&self.dir)?;

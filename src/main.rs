@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     match rankpulse::commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", rankpulse::commands::error_message(&e));
             ExitCode::FAILURE
         }
     }

@@ -18,9 +18,10 @@ pub fn run(
         std::fs::File::create(p).map(std::io::BufWriter::new).with_context(|| format!("creating {}", p.display()))
     };
     let (mut imp, mut eng) = (open(impressions)?, open(engagements)?);
-    crate::demo::write_traffic(&mut imp, &mut eng, count, rate, seed, start_ms)?;
-    std::io::Write::flush(&mut imp)?;
-    std::io::Write::flush(&mut eng)?;
+    let written = crate::demo::write_traffic(&mut imp, &mut eng, count, rate, seed, start_ms)
+        .and_then(|()| std::io::Write::flush(&mut imp))
+        .and_then(|()| std::io::Write::flush(&mut eng));
+    written.with_context(|| format!("writing {} and {}", impressions.display(), engagements.display()))?;
     eprintln!(
         "wrote {count} impressions to {} and their engagements to {}",
         impressions.display(),

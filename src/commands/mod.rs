@@ -139,7 +139,45 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// What `main` prints of a failed command: the error and its causes, each once. A cause whose
+/// text the message already holds is left out: an error that quotes its cause and also returns
+/// it as `source()` (rdkafka's do) must not print it twice.
+pub fn error_message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
 /// A tokio runtime for the long-running commands.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_messages_name_each_cause_once() {
+        let os = || std::io::Error::from_raw_os_error(2);
+        // A context over an OS error: both, once each.
+        let e = anyhow::Error::new(os()).context("cannot read nope.jsonl");
+        assert_eq!(error_message(&e), format!("cannot read nope.jsonl: {}", os()));
+        // An error that quotes its cause and also returns it as its source: the cause once.
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read nope.jsonl: {0}")]
+        struct Quoting(#[source] std::io::Error);
+        let e = anyhow::Error::new(Quoting(os()));
+        assert_eq!(error_message(&e), format!("cannot read nope.jsonl: {}", os()));
+        assert_eq!(format!("{e:#}").matches("os error 2").count(), 2, "what anyhow alone prints");
+    }
 }

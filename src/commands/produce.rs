@@ -44,6 +44,7 @@ pub fn run(
     });
     shutdown.trigger();
     let flushed = worker.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
-    flushed.context("flushing the last messages")?;
+    // rdkafka's error repeats its code as its `source()`: the message alone says it once.
+    flushed.map_err(|e| anyhow::anyhow!("flushing the last messages: {e}"))?;
     Ok(())
 }

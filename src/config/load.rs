@@ -11,7 +11,7 @@ impl Config {
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let text = match path {
             Some(p) => {
-                std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.to_path_buf(), source })?
+                std::fs::read_to_string(p).map_err(|error| ConfigError::Read { path: p.to_path_buf(), error })?
             }
             None => String::new(),
         };

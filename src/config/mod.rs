@@ -22,8 +22,10 @@ pub use schema::{
 /// A configuration that could not be loaded or is inconsistent. The message names the key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read configuration {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    /// The cause is part of the message and deliberately not a `source()`: `main` prints the
+    /// whole chain, which would print it twice.
+    #[error("cannot read configuration {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("configuration {origin}: {message}")]
     Parse { origin: String, message: String },
     #[error("configuration key `{key}`: {problem}")]

@@ -28,8 +28,8 @@ const FINAL_FLUSH: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 #[error("cannot create the producer for ab.output_topic: {0}")]
 pub struct PublishError(
-    /// The client library's reason, usually a bad `[kafka]` property.
-    #[from]
+    /// The client library's reason, usually a bad `[kafka]` property. In the message and
+    /// deliberately not a `source()`, which `main` would print a second time.
     rdkafka::error::KafkaError,
 );
 
@@ -52,7 +52,8 @@ impl Publisher {
             .set("bootstrap.servers", &kafka.brokers)
             .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string())
             .set("enable.idempotence", "true")
-            .create()?;
+            .create()
+            .map_err(PublishError)?;
         Ok(Publisher { producer, topic: topic.to_string() })
     }
 

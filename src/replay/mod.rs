@@ -31,18 +31,21 @@ use trec::TrecWriter;
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// An input file could not be opened or read (or a reader thread not started).
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Io {
         /// The file, so the message says which of the two.
         path: PathBuf,
-        source: std::io::Error,
+        /// What the OS said. In the message and deliberately not a `source()`: `main` prints
+        /// the whole chain, which would print it twice.
+        error: std::io::Error,
     },
     /// A `--trec-out` file could not be created or written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {error}")]
     Write {
         /// The file or directory, so the message says where.
         path: PathBuf,
-        source: std::io::Error,
+        /// What the OS said (in the message, not a `source()`, as for `Io`).
+        error: std::io::Error,
     },
 }
 
@@ -92,7 +95,7 @@ struct LineSource {
 
 impl LineSource {
     fn open(kind: EventKind, path: &Path, decoders: &Decoders) -> Result<Self, ReplayError> {
-        let file = File::open(path).map_err(|source| ReplayError::Io { path: path.to_path_buf(), source })?;
+        let file = File::open(path).map_err(|error| ReplayError::Io { path: path.to_path_buf(), error })?;
         let (batch_tx, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
         let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
         let (path, decoders) = (path.to_path_buf(), decoders.clone());
@@ -113,8 +116,8 @@ impl LineSource {
                                 break;
                             }
                             Ok(_) => {}
-                            Err(source) => {
-                                let _ = batch_tx.send(Err(ReplayError::Io { path, source }));
+                            Err(error) => {
+                                let _ = batch_tx.send(Err(ReplayError::Io { path, error }));
                                 return;
                             }
                         }
@@ -132,7 +135,7 @@ impl LineSource {
                     }
                 }
             })
-            .map_err(|source| ReplayError::Io { path: PathBuf::from("(replay reader thread)"), source })?;
+            .map_err(|error| ReplayError::Io { path: PathBuf::from("(replay reader thread)"), error })?;
         let mut s = LineSource { kind, batches, recycle, current: None };
         s.next_batch()?;
         Ok(s)

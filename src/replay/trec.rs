@@ -38,12 +38,12 @@ pub(super) struct TrecWriter {
 impl TrecWriter {
     /// Creates the files and has `engine` report every impression it finalizes to the writer.
     pub(super) fn create(dir: &Path, engine: &mut Engine) -> Result<TrecWriter, ReplayError> {
-        let write_err = |source| ReplayError::Write { path: dir.to_path_buf(), source };
+        let write_err = |error| ReplayError::Write { path: dir.to_path_buf(), error };
         std::fs::create_dir_all(dir).map_err(write_err)?;
         let open = |name: &str| {
             File::create(dir.join(name))
                 .map(BufWriter::new)
-                .map_err(|source| ReplayError::Write { path: dir.join(name), source })
+                .map_err(|error| ReplayError::Write { path: dir.join(name), error })
         };
         let (qrels, run) = (open("qrels.txt")?, open("run.txt")?);
         let (sender, finalized) = channel();
@@ -76,7 +76,7 @@ impl TrecWriter {
     /// Writes the impressions finalized since the last call, in the order the engine finalized them.
     pub(super) fn write_finalized(&mut self) -> Result<(), ReplayError> {
         while let Ok((query, gains)) = self.finalized.try_recv() {
-            self.write(query, &gains).map_err(|source| ReplayError::Write { path: self.dir.clone(), source })?;
+            self.write(query, &gains).map_err(|error| ReplayError::Write { path: self.dir.clone(), error })?;
         }
         Ok(())
     }
@@ -102,6 +102,6 @@ impl TrecWriter {
         self.qrels
             .flush()
             .and_then(|_| self.run.flush())
-            .map_err(|source| ReplayError::Write { path: self.dir.clone(), source })
+            .map_err(|error| ReplayError::Write { path: self.dir.clone(), error })
     }
 }

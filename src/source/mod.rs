@@ -54,10 +54,12 @@ const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    // The client library's error is in each message and deliberately not a `source()`: `main`
+    // prints the whole chain, which would repeat it (and rdkafka's own chain repeats its code).
     #[error("creating the Kafka consumer: {0}")]
-    Create(#[source] KafkaError),
-    #[error("subscribing to {topics:?}: {source}")]
-    Subscribe { topics: [String; 2], source: KafkaError },
+    Create(KafkaError),
+    #[error("subscribing to {topics:?}: {error}")]
+    Subscribe { topics: [String; 2], error: KafkaError },
     #[error("the consumer thread stopped without its final checkpoint (it panicked); a restart resumes from the last checkpoint")]
     ConsumerThread,
 }
@@ -119,7 +121,7 @@ pub async fn run(
         client_config(cfg).create_with_context(context).map_err(SourceError::Create)?;
     consumer
         .subscribe(&[topics[0].as_str(), topics[1].as_str()])
-        .map_err(|source| SourceError::Subscribe { topics: topics.clone(), source })?;
+        .map_err(|error| SourceError::Subscribe { topics: topics.clone(), error })?;
     tracing::info!(brokers = %cfg.brokers, group = %cfg.group_id, ?topics, "consuming");
 
     let (finished, done) = tokio::sync::oneshot::channel();
