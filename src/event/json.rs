@@ -18,24 +18,44 @@ const DEFAULT_ACTION: &str = "click";
 /// What a rejection for a bad text timestamp says the native format expects.
 const NATIVE_TIME: &str = "an RFC 3339 timestamp";
 
+/// How much of a message that is not a JSON object its rejection quotes.
+const FOUND_CHARS: usize = 24;
+
 /// The message as text, once it is known to be UTF-8 that starts like a JSON object.
 pub(super) fn object_text(payload: &[u8]) -> Result<&str, Rejection> {
-    match payload.iter().find(|b| !b.is_ascii_whitespace()) {
-        None => return Err(Rejection::new(RejectReason::EmptyMessage, "empty payload")),
-        Some(b'{') => {}
-        Some(_) => {
-            // Distinguish "valid JSON but not an object" from garbage, for a useful reason.
-            let reason = match serde_json::from_slice::<IgnoredAny>(payload) {
-                Ok(_) => RejectReason::NotAnObject,
-                Err(_) => RejectReason::InvalidJson,
-            };
-            return Err(Rejection::new(reason, "the message is not a JSON object"));
-        }
+    let Some(first) = payload.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return Err(Rejection::new(RejectReason::EmptyMessage, "empty payload"));
+    };
+    if payload[first] != b'{' {
+        // Distinguish "valid JSON but not an object" from garbage, for a useful reason, and
+        // say what was found: a whole file in the wrong format shows at once.
+        let rejection = match serde_json::from_slice::<IgnoredAny>(payload) {
+            Ok(_) => Rejection::new(
+                RejectReason::NotAnObject,
+                format!("expected a JSON object, found {}", json_type_name(payload[first])),
+            ),
+            Err(_) => Rejection::new(
+                RejectReason::InvalidJson,
+                format!("expected a JSON object, found {}", super::excerpt(&payload[first..], FOUND_CHARS, false)),
+            ),
+        };
+        return Err(rejection);
     }
     // One UTF-8 check of the whole message (a fast ASCII scan) instead of one per string, which
     // is what parsing from bytes costs.
     std::str::from_utf8(payload)
-        .map_err(|e| Rejection::new(RejectReason::InvalidJson, format!("not UTF-8 at byte {}", e.valid_up_to())))
+        .map_err(|e| Rejection::new(RejectReason::InvalidJson, format!("not UTF-8 at column {}", e.valid_up_to() + 1)))
+}
+
+/// The type of a valid JSON value, by its first byte.
+fn json_type_name(first: u8) -> &'static str {
+    match first {
+        b'[' => "an array",
+        b'"' => "a string",
+        b't' | b'f' => "a boolean",
+        b'n' => "null",
+        _ => "a number",
+    }
 }
 
 /// Decodes a JSON object with a serde visitor (the UBI formats, and the reference path here).
@@ -45,17 +65,34 @@ pub(super) fn decode_object<'a, V: Visitor<'a>>(payload: &'a [u8], visitor: V) -
 
 fn serde_object<'a, V: Visitor<'a>>(text: &'a str, visitor: V) -> Result<V::Value, Rejection> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = de.deserialize_map(visitor).map_err(classify)?;
-    de.end().map_err(classify)?;
+    let value = de.deserialize_map(visitor).map_err(|e| classify(e, text))?;
+    de.end().map_err(|e| classify(e, text))?;
     Ok(value)
 }
 
-fn classify(e: serde_json::Error) -> Rejection {
+/// serde_json's error as a rejection. Its position ("at line 2 column 0") is a line and column
+/// of the message as serde counts them, which says nothing to whoever reads a log of messages
+/// or a file's line (a truncated line ends in "line 2" after its newline): it becomes the
+/// column within the message, the 1-based byte offset of the fault.
+fn classify(e: serde_json::Error, text: &str) -> Rejection {
     let reason = match e.classify() {
         serde_json::error::Category::Data => RejectReason::WrongType,
         _ => RejectReason::InvalidJson,
     };
-    Rejection::new(reason, e.to_string())
+    let message = e.to_string();
+    if e.line() == 0 {
+        return Rejection::new(reason, message);
+    }
+    // serde_json's own format for a positioned error.
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    let what = message.strip_suffix(&position).unwrap_or(&message);
+    let line_start = match e.line() {
+        1 => 0,
+        line => text.match_indices('\n').nth(line - 2).map_or(text.len(), |(i, _)| i + 1),
+    };
+    let column = line_start + e.column();
+    let end = if e.is_eof() { ", the end of the message" } else { "" };
+    Rejection::new(reason, format!("{what} at column {}{end}", column.max(1)))
 }
 
 /// A native impression's fields as read, before the checks; result ids went to a sink.

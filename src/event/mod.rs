@@ -14,6 +14,7 @@
 //! | `scan.rs` | the native format's fast path: a strict one-pass scanner for the common shape, declining anything else |
 //! | `json.rs` | the native format through serde_json (the reference, and the fallback when the scanner declines), and the serde pieces UBI shares |
 //! | `ubi.rs` | OpenSearch UBI query and event documents |
+//! | `excerpt.rs` | [`excerpt`]: a short, escaped quote of a message, for rejections and their log lines |
 
 use std::borrow::Cow;
 
@@ -21,11 +22,13 @@ use crate::ids::{doc_key, DocKey, EngagementId};
 use crate::time::EventTime;
 
 mod decoders;
+mod excerpt;
 mod json;
 mod scan;
 pub mod ubi;
 
 pub use decoders::{AttributeKeys, Decoders};
+pub use excerpt::excerpt;
 
 /// Which of the two inputs a message came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -368,6 +371,34 @@ mod tests {
         for (json, reason) in cases {
             assert_eq!(imp(json).map(|_| ()), Err(reason), "{json}");
         }
+    }
+
+    #[test]
+    fn rejections_say_where_and_what_they_found() {
+        let detail = |json: &[u8]| decode_impression(json, &mut Vec::new()).unwrap_err().detail;
+        // A truncated line, with or without its newline: the column within it, never serde's
+        // "line 2" (the position after the newline).
+        let truncated = br#"{"query_id":"q4","timestamp":1,"results":["a","b""#;
+        let at_end = format!("EOF while parsing a list at column {}, the end of the message", truncated.len());
+        assert_eq!(detail(truncated), at_end);
+        assert_eq!(
+            detail(&[&truncated[..], b"\n"].concat()),
+            format!("{} at column {}, the end of the message", "EOF while parsing a list", truncated.len() + 1)
+        );
+        assert_eq!(detail(br#"{"query_id":"q","timestamp":1,"results":[],}"#), "trailing comma at column 44");
+        assert_eq!(
+            detail(br#"{"query_id":7,"timestamp":1,"results":[]}"#),
+            "invalid type: integer `7`, expected a string at column 13"
+        );
+        // A message over several lines: still the byte offset within the whole message.
+        assert_eq!(detail(b"{\n\"query_id\": x}"), "expected value at column 15");
+        assert_eq!(
+            detail(b"not json at all, not at all"),
+            "expected a JSON object, found \"not json at all, not at …\""
+        );
+        assert_eq!(detail(b"  [1, 2]"), "expected a JSON object, found an array");
+        assert_eq!(detail(b"\"text\""), "expected a JSON object, found a string");
+        assert_eq!(detail(b"{\"query_id\":\"q\xff\"}"), "not UTF-8 at column 15");
     }
 
     #[test]
