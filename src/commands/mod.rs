@@ -64,6 +64,11 @@ pub enum Command {
         /// this directory, to run trec_eval or ranx on exactly what rankpulse measured.
         #[arg(long)]
         trec_out: Option<PathBuf>,
+        /// Fail (after printing the report) when more lines are rejected than this: `half`
+        /// (more than half of either file's lines), a number of lines (both files together), or
+        /// `none` (never fail for rejected lines).
+        #[arg(long, default_value = "half", value_name = "half|N|none")]
+        max_rejects: crate::replay::MaxRejects,
     },
     /// Write the demo's generated A/B traffic as JSON-lines files, to try `replay` without Kafka.
     Generate {
@@ -122,8 +127,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             demo::run(listen, duration.map(std::time::Duration::from_secs), rate)
         }
         Command::Serve { config } => serve::run(&config),
-        Command::Replay { impressions, engagements, config, format, trec_out } => {
-            replay::run(&impressions, &engagements, config.as_deref(), format, trec_out.as_deref())
+        Command::Replay { impressions, engagements, config, format, trec_out, max_rejects } => {
+            replay::run(&impressions, &engagements, config.as_deref(), format, trec_out.as_deref(), max_rejects)
         }
         Command::Generate { impressions, engagements, count, rate, seed, start } => {
             generate::run(&impressions, &engagements, count, rate, seed, &start)

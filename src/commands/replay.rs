@@ -5,7 +5,7 @@ use std::path::Path;
 use super::ReplayFormat;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::replay::{self, Report};
+use crate::replay::{self, MaxRejects, Report};
 
 pub fn run(
     impressions: &Path,
@@ -13,6 +13,7 @@ pub fn run(
     config: Option<&Path>,
     format: ReplayFormat,
     trec_out: Option<&Path>,
+    max_rejects: MaxRejects,
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config)?;
     let engine = Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
@@ -22,5 +23,7 @@ pub fn run(
         ReplayFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         ReplayFormat::Table => print!("{}", report.to_table()),
     }
+    // After the report, which counts the rejected lines by reason: what to fix.
+    replay::check_rejects(max_rejects, engine.counters(), [impressions, engagements])?;
     Ok(())
 }

@@ -23,11 +23,13 @@ pub struct InputLimits {
 }
 
 impl InputLimits {
-    pub(super) fn check_size(&self, payload: &[u8]) -> Result<(), Rejection> {
-        if payload.len() > self.max_message_bytes {
+    /// A message of `size` bytes: the size alone decides, so a caller that streams its input
+    /// can skip a long message without holding it.
+    pub(super) fn check_size(&self, size: u64) -> Result<(), Rejection> {
+        if size > self.max_message_bytes as u64 {
             return Err(Rejection::new(
                 RejectReason::TooLarge,
-                format!("{} bytes, limits.max_message_bytes is {}", payload.len(), self.max_message_bytes),
+                format!("{size} bytes, limits.max_message_bytes is {}", self.max_message_bytes),
             ));
         }
         Ok(())

@@ -14,13 +14,15 @@
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
 //! | [`aggregation`] | a finalized impression's metric values into the accumulators |
 //! | [`snapshot`] | the checkpointed state, its fingerprint, and the restore |
-//! | [`telemetry`] | event counters, latency distributions, checkpoint health, the reject log |
+//! | [`telemetry`] | event counters, latency distributions, checkpoint health |
+//! | [`reject_log`] | [`RejectLog`]: the rate limit on logging rejected messages, which the callers log (only they know where a message came from) |
 //! | [`shared`] | [`SharedEngine`]: the engine behind one lock, and the locking rule |
 //!
 //! Offsets are not the engine's: the Kafka source keeps them, beside the engine's snapshot.
 
 mod aggregation;
 mod limits;
+mod reject_log;
 mod shared;
 mod snapshot;
 mod task;
@@ -41,6 +43,7 @@ use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use limits::{InputLimits, StateSize};
+pub use reject_log::RejectLog;
 pub use shared::SharedEngine;
 pub use snapshot::{EngineSnapshot, RestoreError, StateFingerprint};
 pub use task::{Task, Tasks};
@@ -49,7 +52,6 @@ pub use watermark::InputClock;
 
 use aggregation::Aggregation;
 use limits::StateLimits;
-use telemetry::RejectLog;
 use watermark::Watermarks;
 
 /// The evaluation engine. See the module documentation.
@@ -87,8 +89,6 @@ pub struct Engine {
     scratch_docs: Vec<DocKey>,
     /// The decoder of each input (`kafka.impressions_format`, `kafka.engagements_format`).
     decoders: Decoders,
-    /// Rejected messages are logged through this, at a bounded rate.
-    reject_log: RejectLog,
     /// Health of the checkpoints taken of this engine, for the gauges.
     checkpoint_stats: CheckpointStats,
     /// `[ab]`: the unit (which impression field is the cluster), its bucket count, and what
@@ -162,7 +162,6 @@ impl Engine {
             processing_time: Distribution::new(60_000_000_000),
             scratch_docs: Vec::with_capacity(256),
             decoders: Decoders::new(cfg),
-            reject_log: RejectLog::default(),
             checkpoint_stats: CheckpointStats::default(),
             ab: cfg.ab.clone(),
         }
@@ -231,23 +230,47 @@ impl Engine {
 
     // ---- the pipeline ----
 
-    /// Processes one message. Rejections are counted and logged here; the result tells the
-    /// caller only for its own bookkeeping.
+    /// Processes one message. Rejections are counted here and returned: the caller logs them
+    /// (through a [`RejectLog`]), as only it knows where the message came from (a topic,
+    /// partition and offset; a file and line).
     pub fn process(&mut self, kind: EventKind, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         self.counters.consumed[kind.index()] += 1;
-        let result = self.input_limits.check_size(payload).and_then(|()| match kind {
+        let result = self.input_limits.check_size(payload.len() as u64).and_then(|()| match kind {
             EventKind::Impression => self.process_impression(partition, payload, now),
             EventKind::Engagement => self.process_engagement(partition, payload, now),
         });
         if let Err(rejection) = &result {
-            // A rejected message proves the input alive, but its timestamp must not move anything.
-            if let Some(task) = self.tasks.get_or_create(partition) {
-                task.observe(kind, None, now);
-            }
-            self.counters.rejected[kind.index()][rejection.reason.index()] += 1;
-            self.reject_log.log(now, &self.topics[kind.index()], partition, rejection);
+            self.count_rejection(kind, partition, rejection, now);
         }
         result
+    }
+
+    /// [`Engine::process`] of a message of `size` bytes that the caller did not read because it
+    /// is over `limits.max_message_bytes` (replay skips such a line while streaming, never
+    /// holding it): counted exactly as the engine would count it, `too_large`.
+    pub fn process_oversized(&mut self, kind: EventKind, partition: i32, size: u64, now: Instant) -> Rejection {
+        self.counters.consumed[kind.index()] += 1;
+        let rejection = match self.input_limits.check_size(size) {
+            Err(rejection) => rejection,
+            // A caller's mistake, still counted as a rejection rather than lost or processed unread.
+            Ok(()) => Rejection::new(RejectReason::TooLarge, format!("{size} bytes, not read")),
+        };
+        self.count_rejection(kind, partition, &rejection, now);
+        rejection
+    }
+
+    fn count_rejection(&mut self, kind: EventKind, partition: i32, rejection: &Rejection, now: Instant) {
+        // A rejected message proves the input alive, but its timestamp must not move anything.
+        if let Some(task) = self.tasks.get_or_create(partition) {
+            task.observe(kind, None, now);
+        }
+        self.counters.rejected[kind.index()][rejection.reason.index()] += 1;
+    }
+
+    /// `limits.max_message_bytes`: a reader that streams its input (replay) skips longer
+    /// messages without reading them whole.
+    pub fn max_message_bytes(&self) -> usize {
+        self.input_limits.max_message_bytes
     }
 
     /// A negative partition number names no partition: its messages are rejected, not

@@ -1,12 +1,12 @@
 //! What the engine reports about itself besides metric values: event counts, latency
-//! distributions, checkpoint health, and the rate-limited log of rejected messages.
+//! distributions and checkpoint health.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::event::{RejectReason, Rejection};
+use crate::event::RejectReason;
 use crate::time::EventTime;
 
 /// Counts of everything the engine saw that is not a metric value.
@@ -73,35 +73,4 @@ pub struct CheckpointStats {
     pub last_duration: Duration,
     /// Wall-clock milliseconds of the last successful checkpoint.
     pub last_success_ms: Option<EventTime>,
-}
-
-/// Logs rejected messages at a bounded rate: a flood of bad input must not become a flood of logs.
-#[derive(Debug, Default)]
-pub(super) struct RejectLog {
-    /// Start of the current 10-second window; `None` before the first rejection.
-    window_start: Option<Instant>,
-    /// Lines logged in the current window.
-    logged_in_window: u32,
-    /// Rejections not logged in the current window, reported when it ends.
-    suppressed: u64,
-}
-
-impl RejectLog {
-    const PER_WINDOW: u32 = 5;
-    const WINDOW: Duration = Duration::from_secs(10);
-
-    pub(super) fn log(&mut self, now: Instant, topic: &str, partition: i32, rejection: &Rejection) {
-        if self.window_start.is_none_or(|s| now.saturating_duration_since(s) >= Self::WINDOW) {
-            if self.suppressed > 0 {
-                tracing::warn!(suppressed = self.suppressed, "further rejected messages were not logged");
-            }
-            *self = RejectLog { window_start: Some(now), logged_in_window: 0, suppressed: 0 };
-        }
-        if self.logged_in_window < Self::PER_WINDOW {
-            self.logged_in_window += 1;
-            tracing::warn!(topic, partition, reason = rejection.reason.label(), detail = %rejection.detail, "rejected message");
-        } else {
-            self.suppressed += 1;
-        }
-    }
 }

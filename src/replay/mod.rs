@@ -9,23 +9,27 @@
 //!
 //! | file | does |
 //! |---|---|
-//! | `mod.rs` | reader threads that read and time each file's lines, the merge on event time through the engine |
+//! | `mod.rs` | the merge on event time through the engine |
+//! | `reader.rs` | a reader thread per file: its lines (over-long ones skipped unread), where each is, its event time |
+//! | `diagnostics.rs` | rejected lines logged as `file:line: reason: detail`, and `--max-rejects` |
 //! | `report.rs` | [`Report`]: the replay document (`--format json`) and its plain-text tables |
 //! | `trec.rs` | `--trec-out`: `qrels.txt` and `run.txt` of every finalized impression |
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::engine::Engine;
-use crate::event::{Decoders, EventKind};
-use crate::time::EventTime;
+use crate::event::EventKind;
 
+mod diagnostics;
+mod reader;
 mod report;
 mod trec;
 
-pub use report::{EventCounts, GroupReport, Report, WindowReport};
+use diagnostics::RejectedLines;
+pub use diagnostics::{check_rejects, MaxRejects};
+use reader::LineSource;
+pub use report::{EventCounts, GroupReport, RejectedByReason, Report, WindowReport};
 use trec::TrecWriter;
 
 #[derive(Debug, thiserror::Error)]
@@ -47,124 +51,16 @@ pub enum ReplayError {
         /// What the OS said (in the message, not a `source()`, as for `Io`).
         error: std::io::Error,
     },
-}
-
-/// Lines per batch handed from a reader thread to the merge: large enough that the hand-over
-/// costs nothing per line, small enough to keep memory flat.
-const BATCH_LINES: usize = 4096;
-/// Batches in flight per file, so reading runs ahead of the merge without bound.
-const BATCHES_IN_FLIGHT: usize = 4;
-
-/// Non-blank lines of one file with the event time of each, read and timed on a reader thread.
-#[derive(Default)]
-struct Batch {
-    /// The lines back to back (newlines kept).
-    bytes: Vec<u8>,
-    /// Where each line ends in `bytes`.
-    ends: Vec<usize>,
-    /// Each line's event time, `None` for a line that does not decode.
-    times: Vec<Option<EventTime>>,
-}
-
-impl Batch {
-    fn clear(&mut self) {
-        self.bytes.clear();
-        self.ends.clear();
-        self.times.clear();
-    }
-    fn line(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.bytes[start..self.ends[i]]
-    }
-}
-
-/// One input file in event order as the merge sees it: the head line and its event time.
-///
-/// A reader thread reads the file and decodes each line's timestamp (what the merge orders on),
-/// so on a machine with a spare core the merge thread only joins and evaluates. Batches go back
-/// to the reader for reuse: no allocation per line.
-struct LineSource {
-    kind: EventKind,
-    /// Filled batches from the reader; closed after the last one (or an error).
-    batches: std::sync::mpsc::Receiver<Result<Batch, ReplayError>>,
-    /// Emptied batches back to the reader.
-    recycle: std::sync::mpsc::Sender<Batch>,
-    /// The batch being merged and the index of its head line; `None` at the end of the file.
-    current: Option<(Batch, usize)>,
-}
-
-impl LineSource {
-    fn open(kind: EventKind, path: &Path, decoders: &Decoders) -> Result<Self, ReplayError> {
-        let file = File::open(path).map_err(|error| ReplayError::Io { path: path.to_path_buf(), error })?;
-        let (batch_tx, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
-        let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
-        let (path, decoders) = (path.to_path_buf(), decoders.clone());
-        std::thread::Builder::new()
-            .name(format!("replay-{kind:?}"))
-            .spawn(move || {
-                let mut reader = BufReader::with_capacity(1 << 20, file);
-                let mut scratch = Vec::new();
-                loop {
-                    let mut batch = recycled.try_recv().unwrap_or_default();
-                    batch.clear();
-                    let mut eof = false;
-                    while batch.ends.len() < BATCH_LINES {
-                        let start = batch.bytes.len();
-                        match reader.read_until(b'\n', &mut batch.bytes) {
-                            Ok(0) => {
-                                eof = true;
-                                break;
-                            }
-                            Ok(_) => {}
-                            Err(error) => {
-                                let _ = batch_tx.send(Err(ReplayError::Io { path, error }));
-                                return;
-                            }
-                        }
-                        let line = &batch.bytes[start..];
-                        if line.iter().all(u8::is_ascii_whitespace) {
-                            batch.bytes.truncate(start);
-                            continue;
-                        }
-                        batch.times.push(decoders.event_time(kind, line, &mut scratch));
-                        batch.ends.push(batch.bytes.len());
-                    }
-                    // A send fails only when the merge stopped early; nothing more to do then.
-                    if (!batch.ends.is_empty() && batch_tx.send(Ok(batch)).is_err()) || eof {
-                        return;
-                    }
-                }
-            })
-            .map_err(|error| ReplayError::Io { path: PathBuf::from("(replay reader thread)"), error })?;
-        let mut s = LineSource { kind, batches, recycle, current: None };
-        s.next_batch()?;
-        Ok(s)
-    }
-
-    /// The head line and its event time.
-    fn head(&self) -> Option<(&[u8], Option<EventTime>)> {
-        self.current.as_ref().map(|(batch, i)| (batch.line(*i), batch.times[*i]))
-    }
-
-    fn next_batch(&mut self) -> Result<(), ReplayError> {
-        if let Some((done, _)) = self.current.take() {
-            let _ = self.recycle.send(done);
-        }
-        // A closed channel is the end of the file.
-        if let Ok(batch) = self.batches.recv() {
-            self.current = Some((batch?, 0));
-        }
-        Ok(())
-    }
-
-    fn advance(&mut self) -> Result<(), ReplayError> {
-        let Some((batch, i)) = &mut self.current else { return Ok(()) };
-        *i += 1;
-        if *i == batch.ends.len() {
-            self.next_batch()?;
-        }
-        Ok(())
-    }
+    /// More lines were rejected than `--max-rejects` allows: the report would measure little.
+    #[error("too many rejected lines: {counts}, {limit}{hint}")]
+    TooManyRejects {
+        /// Rejected of read lines per file over the limit, with the reasons.
+        counts: String,
+        /// Which limit, and how to change it.
+        limit: String,
+        /// What the input must be, when most rejected lines are not JSON objects at all.
+        hint: String,
+    },
 }
 
 /// Runs the files through a fresh engine and returns it, every impression final.
@@ -183,13 +79,14 @@ pub fn run_with_trec(
     let mut engine = engine.without_past_limit();
     engine.keep_closed_windows();
     let mut trec = trec_dir.map(|dir| TrecWriter::create(dir, &mut engine)).transpose()?;
-    let decoders = engine.decoders();
+    let (decoders, max_line) = (engine.decoders(), engine.max_message_bytes());
     let mut sources = [
-        LineSource::open(EventKind::Impression, impressions, decoders)?,
-        LineSource::open(EventKind::Engagement, engagements, decoders)?,
+        LineSource::open(EventKind::Impression, impressions, decoders, max_line)?,
+        LineSource::open(EventKind::Engagement, engagements, decoders, max_line)?,
     ];
     // One frozen wall-clock instant: replay time is event time only, no input ever goes idle.
     let now = Instant::now();
+    let mut rejected = RejectedLines::new([impressions, engagements], now);
     engine.assign(0, now);
     let mut since_advance = 0u32;
     loop {
@@ -198,18 +95,26 @@ pub fn run_with_trec(
             (None, None) => break,
             (Some(_), None) => 0,
             (None, Some(_)) => 1,
-            (Some((_, a)), Some((_, b))) => match (a, b) {
+            (Some(a), Some(b)) => match (a.info.time, b.info.time) {
                 (None, _) => 0,
                 (_, None) => 1,
                 (Some(a), Some(b)) => usize::from(b < a),
             },
         };
         let source = &mut sources[pick];
-        if let Some((line, _)) = source.head() {
-            if let (Some(writer), EventKind::Impression) = (&mut trec, source.kind) {
-                writer.impression_line(line);
+        if let Some(line) = source.head() {
+            let result = match line.info.oversized {
+                Some(size) => Err(engine.process_oversized(source.kind, 0, size, now)),
+                None => {
+                    if let (Some(writer), EventKind::Impression) = (&mut trec, source.kind) {
+                        writer.impression_line(line.bytes);
+                    }
+                    engine.process(source.kind, 0, line.bytes, now)
+                }
+            };
+            if let Err(rejection) = result {
+                rejected.rejected(source.kind, line, &rejection);
             }
-            let _ = engine.process(source.kind, 0, line, now);
         }
         source.advance()?;
         since_advance += 1;
@@ -221,6 +126,7 @@ pub fn run_with_trec(
             writer.write_finalized()?;
         }
     }
+    rejected.finish();
     engine.finish();
     if let Some(writer) = trec {
         writer.finish()?;

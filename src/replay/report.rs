@@ -5,7 +5,8 @@
 use serde::Serialize;
 
 use crate::accumulate::{GroupStats, GroupTable, Groups};
-use crate::engine::Engine;
+use crate::engine::{Counters, Engine};
+use crate::event::{EventKind, RejectReason};
 use crate::experiments::{ExperimentReport, Span};
 use crate::ids::GroupId;
 use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
@@ -58,6 +59,8 @@ pub struct EventCounts {
     pub engagements_read: u64,
     /// Lines of either file that did not decode or broke a limit.
     pub rejected: u64,
+    /// The rejected lines of each file by reason: what to fix.
+    pub rejected_by_reason: RejectedByReason,
     /// Impressions whose query was pending or recently finalized: dropped, the first counts.
     pub impressions_duplicate: u64,
     /// Impressions whose attribution window had already closed when they arrived.
@@ -72,6 +75,48 @@ pub struct EventCounts {
     pub engagements_not_shown: u64,
     /// Engagements after their impression's attribution window.
     pub engagements_outside_window: u64,
+}
+
+/// Each file's rejected lines by reason label (`invalid_json`, ...), in the order of
+/// [`RejectReason::ALL`]; a reason with no rejected line is left out.
+#[derive(Debug, Serialize)]
+pub struct RejectedByReason {
+    /// The impressions file's.
+    pub impressions: serde_json::Map<String, serde_json::Value>,
+    /// The engagements file's.
+    pub engagements: serde_json::Map<String, serde_json::Value>,
+}
+
+impl RejectedByReason {
+    fn from_counters(c: &Counters) -> Self {
+        let of = |kind: EventKind| {
+            RejectReason::ALL
+                .into_iter()
+                .map(|r| (r.label().to_string(), c.rejected[kind.index()][r.index()]))
+                .filter(|(_, n)| *n > 0)
+                .map(|(label, n)| (label, n.into()))
+                .collect()
+        };
+        RejectedByReason { impressions: of(EventKind::Impression), engagements: of(EventKind::Engagement) }
+    }
+}
+
+/// The table's lines on each file's rejected lines by reason, and on files without events.
+fn input_notes(e: &EventCounts) -> String {
+    let mut out = String::new();
+    for (kind, read, reasons) in [
+        ("impression", e.impressions_read, &e.rejected_by_reason.impressions),
+        ("engagement", e.engagements_read, &e.rejected_by_reason.engagements),
+    ] {
+        if read == 0 {
+            out.push_str(&format!("note: the {kind}s file has no events (it is empty or blank)\n"));
+        }
+        if !reasons.is_empty() {
+            let counts: Vec<String> = reasons.iter().map(|(reason, n)| format!("{reason} {n}")).collect();
+            out.push_str(&format!("rejected {kind} lines by reason: {}\n", counts.join(", ")));
+        }
+    }
+    out
 }
 
 fn group_reports(layout: &MetricLayout, groups: &Groups, table: &GroupTable) -> Vec<GroupReport> {
@@ -127,6 +172,7 @@ impl Report {
                 impressions_read: c.consumed[0],
                 engagements_read: c.consumed[1],
                 rejected: c.rejected.iter().flatten().sum(),
+                rejected_by_reason: RejectedByReason::from_counters(c),
                 impressions_duplicate: c.impressions_duplicate,
                 impressions_late: c.impressions_late,
                 engagements_attributed: t.attributed,
@@ -165,6 +211,7 @@ impl Report {
             e.impressions_read, e.engagements_read, e.rejected, e.engagements_attributed, e.engagements_late, e.engagements_orphaned,
             e.engagements_not_shown, e.engagements_outside_window, e.impressions_duplicate, e.impressions_late
         ));
+        out.push_str(&input_notes(e));
         out
     }
 }

@@ -31,7 +31,7 @@ use rdkafka::message::Message;
 
 use crate::checkpoint::CheckpointStore;
 use crate::config::KafkaConfig;
-use crate::engine::SharedEngine;
+use crate::engine::{RejectLog, SharedEngine};
 use crate::event::EventKind;
 use crate::health::Health;
 use crate::shutdown::Shutdown;
@@ -159,6 +159,7 @@ impl ConsumeLoop {
         let mut last_advance = Instant::now();
         let mut next_checkpoint = last_advance + *checkpoint_interval;
         let mut consecutive_errors = 0u32;
+        let mut rejects = RejectLog::default();
         // Shutdown is checked before every poll that may wait, and every `SHUTDOWN_CHECK_EVERY`
         // messages while they keep arriving.
         let mut until_shutdown_check = 0u32;
@@ -188,7 +189,13 @@ impl ConsumeLoop {
                     // Source state before engine, as everywhere: one lock order.
                     let mut state = consumer.context().state();
                     let mut engine = engine.lock();
-                    let _ = engine.process(kind, message.partition(), message.payload().unwrap_or(&[]), started);
+                    let (partition, payload) = (message.partition(), message.payload().unwrap_or(&[]));
+                    if let Err(rejection) = engine.process(kind, partition, payload, started) {
+                        rejects.log(started, || {
+                            let (reason, offset) = (rejection.reason.label(), message.offset());
+                            tracing::warn!(topic, partition, offset, reason, detail = %rejection.detail, "rejected message");
+                        });
+                    }
                     // Only now is the message's effect in the state.
                     state.positions.consumed(kind, message.partition(), message.offset());
                     drop(state);
@@ -233,6 +240,7 @@ impl ConsumeLoop {
             }
         }
 
+        rejects.report_suppressed();
         tracing::info!("stopping the consumer: final checkpoint and commit");
         checkpoint_and_commit(consumer, engine, &mut consumer.context().state(), topics, CommitMode::Sync, "shutdown");
         consumer.unsubscribe();

@@ -1,0 +1,304 @@
+//! Reading one input file on a thread of its own: its lines, each with where it is in the file
+//! and its event time, handed to the merge in batches.
+//!
+//! A line is read with a bounded buffer: one over `limits.max_message_bytes` is skipped while
+//! streaming, keeping only the prefix its log line quotes, so a huge line (or a file with no
+//! newline at all) never sits in memory whole.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
+
+use super::ReplayError;
+use crate::event::{Decoders, EventKind};
+use crate::time::EventTime;
+
+/// Lines per batch handed from a reader thread to the merge: large enough that the hand-over
+/// costs nothing per line, small enough to keep memory flat.
+const BATCH_LINES: usize = 4096;
+/// Bytes after which a batch is handed over even with fewer lines, so long lines keep a batch
+/// (and the batches in flight) small too.
+const BATCH_BYTES: usize = 4 << 20;
+/// Batches in flight per file, so reading runs ahead of the merge without bound.
+const BATCHES_IN_FLIGHT: usize = 4;
+/// How much of a line over the size limit is kept: enough for the quote in its log line.
+const OVERSIZED_PREFIX: usize = 256;
+
+/// A line as the merge sees it: its bytes (without the line ending) and where it came from.
+#[derive(Clone, Copy)]
+pub(super) struct Line<'a> {
+    /// The line without its `\n` or `\r\n`; only a prefix when `oversized`.
+    pub(super) bytes: &'a [u8],
+    /// What the reader learnt of it.
+    pub(super) info: LineInfo,
+}
+
+/// Where a line is in its file, and what the merge needs of it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LineInfo {
+    /// Where the line ends in its batch's bytes.
+    end: usize,
+    /// The event time the merge orders on; `None` for a line that does not decode (or was not
+    /// read), which the merge takes at once.
+    pub(super) time: Option<EventTime>,
+    /// The 1-based line number in the file (blank lines counted), for the diagnostics.
+    pub(super) number: u64,
+    /// The byte offset of the line's start in the file, for the diagnostics.
+    pub(super) offset: u64,
+    /// `Some(length)` for a line over `limits.max_message_bytes`: skipped unread but for a
+    /// prefix, and counted as `too_large` with its full length.
+    pub(super) oversized: Option<u64>,
+}
+
+/// Non-blank lines of one file, read and timed on a reader thread.
+#[derive(Default)]
+struct Batch {
+    /// The lines back to back, without their line endings.
+    bytes: Vec<u8>,
+    /// Each line's end in `bytes`, position in the file and event time.
+    lines: Vec<LineInfo>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.lines.clear();
+    }
+    fn line(&self, i: usize) -> Line<'_> {
+        let start = if i == 0 { 0 } else { self.lines[i - 1].end };
+        Line { bytes: &self.bytes[start..self.lines[i].end], info: self.lines[i] }
+    }
+}
+
+/// One input file in event order as the merge sees it: the head line.
+///
+/// A reader thread reads the file and decodes each line's timestamp (what the merge orders on),
+/// so on a machine with a spare core the merge thread only joins and evaluates. Batches go back
+/// to the reader for reuse: no allocation per line.
+pub(super) struct LineSource {
+    /// Which input the file is.
+    pub(super) kind: EventKind,
+    /// Filled batches from the reader; closed after the last one (or an error).
+    batches: Receiver<Result<Batch, ReplayError>>,
+    /// Emptied batches back to the reader.
+    recycle: Sender<Batch>,
+    /// The batch being merged and the index of its head line; `None` at the end of the file.
+    current: Option<(Batch, usize)>,
+}
+
+impl LineSource {
+    /// Opens `path` and starts its reader; lines over `max_line_bytes` are skipped unread.
+    pub(super) fn open(
+        kind: EventKind,
+        path: &Path,
+        decoders: &Decoders,
+        max_line_bytes: usize,
+    ) -> Result<Self, ReplayError> {
+        let file = File::open(path).map_err(|error| ReplayError::Io { path: path.to_path_buf(), error })?;
+        let (batch_tx, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+        let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
+        let reader = Reader { path: path.to_path_buf(), kind, decoders: decoders.clone(), max_line_bytes };
+        std::thread::Builder::new()
+            .name(format!("replay-{kind:?}"))
+            .spawn(move || reader.run(file, &batch_tx, &recycled))
+            .map_err(|error| ReplayError::Io { path: PathBuf::from("(replay reader thread)"), error })?;
+        let mut s = LineSource { kind, batches, recycle, current: None };
+        s.next_batch()?;
+        Ok(s)
+    }
+
+    /// The head line.
+    pub(super) fn head(&self) -> Option<Line<'_>> {
+        self.current.as_ref().map(|(batch, i)| batch.line(*i))
+    }
+
+    fn next_batch(&mut self) -> Result<(), ReplayError> {
+        if let Some((done, _)) = self.current.take() {
+            let _ = self.recycle.send(done);
+        }
+        // A closed channel is the end of the file.
+        if let Ok(batch) = self.batches.recv() {
+            self.current = Some((batch?, 0));
+        }
+        Ok(())
+    }
+
+    pub(super) fn advance(&mut self) -> Result<(), ReplayError> {
+        let Some((batch, i)) = &mut self.current else { return Ok(()) };
+        *i += 1;
+        if *i == batch.lines.len() {
+            self.next_batch()?;
+        }
+        Ok(())
+    }
+}
+
+/// What a reader thread needs of its file.
+struct Reader {
+    /// The file, for the error message.
+    path: PathBuf,
+    /// Which input it is, to decode its timestamps.
+    kind: EventKind,
+    /// The engine's decoders, so a line's time is read as the engine will read it.
+    decoders: Decoders,
+    /// `limits.max_message_bytes`: longer lines are skipped unread.
+    max_line_bytes: usize,
+}
+
+impl Reader {
+    fn run(self, file: File, batches: &SyncSender<Result<Batch, ReplayError>>, recycled: &Receiver<Batch>) {
+        let mut reader = BufReader::with_capacity(1 << 20, file);
+        let mut scratch = Vec::new();
+        let (mut number, mut offset) = (0u64, 0u64);
+        loop {
+            let mut batch = recycled.try_recv().unwrap_or_default();
+            batch.clear();
+            let mut eof = false;
+            while batch.lines.len() < BATCH_LINES && batch.bytes.len() < BATCH_BYTES {
+                let start = batch.bytes.len();
+                let read = match read_line(&mut reader, &mut batch.bytes, self.max_line_bytes) {
+                    Ok(Some(read)) => read,
+                    Ok(None) => {
+                        eof = true;
+                        break;
+                    }
+                    Err(error) => {
+                        let _ = batches.send(Err(ReplayError::Io { path: self.path, error }));
+                        return;
+                    }
+                };
+                number += 1;
+                let line_offset = offset;
+                offset += read.consumed;
+                let line = &batch.bytes[start..];
+                if read.oversized.is_none() && line.iter().all(u8::is_ascii_whitespace) {
+                    batch.bytes.truncate(start);
+                    continue;
+                }
+                let time = match read.oversized {
+                    None => self.decoders.event_time(self.kind, line, &mut scratch),
+                    Some(_) => None,
+                };
+                let end = batch.bytes.len();
+                batch.lines.push(LineInfo { end, time, number, offset: line_offset, oversized: read.oversized });
+            }
+            // A send fails only when the merge stopped early; nothing more to do then.
+            if (!batch.lines.is_empty() && batches.send(Ok(batch)).is_err()) || eof {
+                return;
+            }
+        }
+    }
+}
+
+/// What [`read_line`] read.
+#[derive(Debug, PartialEq, Eq)]
+struct ReadLine {
+    /// Bytes of the file the line took, its line ending included: where the next line starts.
+    consumed: u64,
+    /// `Some(length)` when the line (without its line ending) was longer than the limit.
+    oversized: Option<u64>,
+}
+
+/// Appends the next line of `reader` to `out` without its line ending (`\n` or `\r\n`);
+/// `None` at the end of the file. A line longer than `max_len` is not held: a prefix of it stays
+/// in `out` (for its quote), the rest is skipped up to the next newline.
+fn read_line(reader: &mut impl BufRead, out: &mut Vec<u8>, max_len: usize) -> io::Result<Option<ReadLine>> {
+    let start = out.len();
+    let bound = (max_len as u64).saturating_add(1);
+    let read = reader.by_ref().take(bound).read_until(b'\n', out)?;
+    if read == 0 {
+        return Ok(None);
+    }
+    let consumed = read as u64;
+    if out.last() == Some(&b'\n') {
+        out.pop();
+        if out.len() > start && out.last() == Some(&b'\r') {
+            out.pop();
+        }
+        return Ok(Some(ReadLine { consumed, oversized: None }));
+    }
+    if consumed < bound {
+        // The last line, without a newline.
+        return Ok(Some(ReadLine { consumed, oversized: None }));
+    }
+    out.truncate(start + OVERSIZED_PREFIX.min(read));
+    let (rest, newline) = skip_line(reader)?;
+    Ok(Some(ReadLine { consumed: consumed + rest + u64::from(newline), oversized: Some(consumed + rest) }))
+}
+
+/// Skips the rest of a line without keeping it: its length, and whether a newline ended it.
+fn skip_line(reader: &mut impl BufRead) -> io::Result<(u64, bool)> {
+    let mut skipped = 0u64;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok((skipped, false));
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok((skipped + i as u64, true));
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+                skipped += n as u64;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line of `input` read with `max_len` through a small buffer: (kept bytes, read).
+    fn lines(input: &[u8], max_len: usize) -> Vec<(Vec<u8>, ReadLine)> {
+        let mut reader = BufReader::with_capacity(8, input);
+        std::iter::from_fn(|| {
+            let mut bytes = Vec::new();
+            read_line(&mut reader, &mut bytes, max_len).unwrap().map(|read| (bytes, read))
+        })
+        .collect()
+    }
+
+    fn line(bytes: &[u8], consumed: u64, oversized: Option<u64>) -> (Vec<u8>, ReadLine) {
+        (bytes.to_vec(), ReadLine { consumed, oversized })
+    }
+
+    #[test]
+    fn lines_lose_their_endings_and_keep_their_lengths() {
+        assert_eq!(
+            lines(b"ab\ncd\r\n\nlast", 10),
+            vec![line(b"ab", 3, None), line(b"cd", 4, None), line(b"", 1, None), line(b"last", 4, None)]
+        );
+        assert_eq!(lines(b"", 10), vec![]);
+        // Exactly the limit is within it, with or without a newline.
+        assert_eq!(
+            lines(b"0123456789\n0123456789", 10),
+            vec![line(b"0123456789", 11, None), line(b"0123456789", 10, None)]
+        );
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_skipped_keeping_a_prefix() {
+        let long = vec![b'x'; 1000];
+        let input = [&long[..], b"\nok\n", &long[..]].concat();
+        let got = lines(&input, 500);
+        assert_eq!(
+            got,
+            vec![
+                line(&long[..OVERSIZED_PREFIX], 1001, Some(1000)),
+                line(b"ok", 3, None),
+                line(&long[..OVERSIZED_PREFIX], 1000, Some(1000)),
+            ]
+        );
+        // One byte over: still too large, its full length counted.
+        assert_eq!(lines(b"0123456789A\nok", 10), vec![line(b"0123456789A", 12, Some(11)), line(b"ok", 2, None)]);
+    }
+}
