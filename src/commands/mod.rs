@@ -66,10 +66,16 @@ pub enum Command {
         /// [kafka] (impressions_format, engagements_format) and [ubi] matter here.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// `table` for people, `json` for programs (everything: groups, every window, event
-        /// counts, every A/B comparison).
+        /// `table` for people (cumulative figures and the A/B summary), `json` for programs
+        /// (everything: groups, every window, event counts, every A/B comparison).
         #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
         format: ReplayFormat,
+        /// Table format: also the newest window of each configured size (`metrics.windows`).
+        #[arg(long)]
+        windows: bool,
+        /// Table format: also the 11-point interpolated precision-recall curve of each group.
+        #[arg(long)]
+        curve: bool,
         /// Also write qrels.txt and run.txt (TREC format) of every finalized impression into
         /// this directory, to run trec_eval or ranx on exactly what rankpulse measured.
         #[arg(long)]
@@ -150,8 +156,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             demo::run(listen, duration.map(std::time::Duration::from_secs), rate, faults)
         }
         Command::Serve { config } => serve::run(&config),
-        Command::Replay { impressions, engagements, config, format, trec_out } => {
-            replay::run(&impressions, &engagements, config.as_deref(), format, trec_out.as_deref())
+        Command::Replay { impressions, engagements, config, format, windows, curve, trec_out } => {
+            let tables = crate::replay::TableOptions { windows, curve };
+            replay::run(&impressions, &engagements, config.as_deref(), format, tables, trec_out.as_deref())
         }
         Command::Generate { impressions, engagements, count, rate, seed, start, faults } => {
             generate::run(&impressions, &engagements, count, rate, seed, &start, faults)

@@ -5,13 +5,14 @@ use std::path::Path;
 use super::ReplayFormat;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::replay::{self, Report};
+use crate::replay::{self, Report, TableOptions};
 
 pub fn run(
     impressions: &Path,
     engagements: &Path,
     config: Option<&Path>,
     format: ReplayFormat,
+    tables: TableOptions,
     trec_out: Option<&Path>,
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config)?;
@@ -20,7 +21,7 @@ pub fn run(
     let report = Report::from_engine(&mut engine);
     match format {
         ReplayFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        ReplayFormat::Table => print!("{}", report.to_table()),
+        ReplayFormat::Table => print!("{}", report.to_table(tables)),
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ use crate::time::EventTime;
 mod report;
 mod trec;
 
-pub use report::{EventCounts, GroupReport, Report, WindowReport};
+pub use report::{AbUnitReport, EventCounts, GroupReport, Report, TableOptions, WindowReport};
 use trec::TrecWriter;
 
 #[derive(Debug, thiserror::Error)]
