@@ -49,7 +49,7 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: Fa
         println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT}?window=1m");
         if faults != FaultRate::NONE {
             // Said up front: the rejected-message warnings in the log are the demo's own doing.
-            println!("  injecting faults: {faults} of impressions are followed by a malformed message, logged as rejected (WARN) and counted in rankpulse_events_rejected_total; --faults 0 turns this off");
+            println!("  injecting faults: {faults} of impressions are followed by a malformed message (the WARNs about rejected messages); --faults 0 turns this off");
         }
         println!("  Ctrl-C to stop.");
         tokio::spawn(report_periodically(engine.clone(), shutdown.clone()));

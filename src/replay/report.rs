@@ -176,18 +176,8 @@ impl Report {
         }
         out.push_str(&self.unit_lines());
         out.push_str(&ab_summary(&self.experiments));
-        let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
-        sizes.dedup();
-        for size in sizes.into_iter().filter(|_| options.windows) {
-            let windows: Vec<&WindowReport> = self.windows.iter().filter(|w| w.size == size).collect();
-            out.push_str(&format!(
-                "\n== {} windows of {size} (newest shown: {}) ==\n",
-                windows.len(),
-                windows.last().map_or("", |w| &w.start)
-            ));
-            if let Some(last) = windows.last() {
-                out.push_str(&table(&last.groups));
-            }
+        if options.windows {
+            out.push_str(&self.window_tables());
         }
         let e = &self.events;
         out.push_str(&format!(
@@ -204,6 +194,25 @@ impl Report {
         .chain(["--format json for everything"])
         .collect();
         out.push_str(&format!("(more: {})\n", more.join(", ")));
+        out
+    }
+
+    /// The newest closed window of each configured size, after how many there were.
+    fn window_tables(&self) -> String {
+        let mut out = String::new();
+        let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
+        sizes.dedup();
+        for size in sizes {
+            let windows: Vec<&WindowReport> = self.windows.iter().filter(|w| w.size == size).collect();
+            out.push_str(&format!(
+                "\n== {} windows of {size} (newest shown: {}) ==\n",
+                windows.len(),
+                windows.last().map_or("", |w| &w.start)
+            ));
+            if let Some(last) = windows.last() {
+                out.push_str(&table(&last.groups));
+            }
+        }
         out
     }
 
