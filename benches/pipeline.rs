@@ -41,7 +41,16 @@ const ENG_TOPIC: &str = "bench-engagements";
 /// Demo traffic as (topic, key, payload) in delivery order.
 fn traffic(impressions: u64, start_ms: i64) -> Vec<(&'static str, String, Vec<u8>)> {
     let (mut imp, mut eng) = (Vec::new(), Vec::new());
-    rankpulse::demo::write_traffic(&mut imp, &mut eng, impressions, 2000, 11, start_ms).unwrap();
+    rankpulse::demo::write_traffic(
+        &mut imp,
+        &mut eng,
+        impressions,
+        2000,
+        11,
+        start_ms,
+        rankpulse::demo::FaultRate::DEMO,
+    )
+    .unwrap();
     let key = |line: &[u8]| {
         serde_json::from_slice::<serde_json::Value>(line)
             .ok()
@@ -192,7 +201,16 @@ fn replay(results: &mut serde_json::Map<String, serde_json::Value>) {
     let dir = tempfile::tempdir().unwrap();
     let (imp, eng) = (dir.path().join("imp.jsonl"), dir.path().join("eng.jsonl"));
     let (mut fi, mut fe) = (std::fs::File::create(&imp).unwrap(), std::fs::File::create(&eng).unwrap());
-    rankpulse::demo::write_traffic(&mut fi, &mut fe, 300_000, 2000, 5, 1_795_000_000_000).unwrap();
+    rankpulse::demo::write_traffic(
+        &mut fi,
+        &mut fe,
+        300_000,
+        2000,
+        5,
+        1_795_000_000_000,
+        rankpulse::demo::FaultRate::DEMO,
+    )
+    .unwrap();
     drop((fi, fe));
     let lines = std::fs::read(&imp).unwrap().iter().filter(|&&b| b == b'\n').count()
         + std::fs::read(&eng).unwrap().iter().filter(|&&b| b == b'\n').count();

@@ -6,8 +6,9 @@
 //! the results users want higher. Users follow a cascade model with position bias: they scan
 //! down, click relevant-looking results, sometimes add to cart and purchase, and often
 //! abandon. Engagements are produced when they happen, seconds after their impression. A small
-//! share of traffic has no experiment, some engagements are redelivered, and a few messages
-//! are malformed, so the data-quality counters have something to show.
+//! share of traffic has no experiment and some engagements are redelivered. On request
+//! ([`FaultRate`]: `--faults`, on by default only in `demo`) a share of impressions is followed
+//! by a malformed message, so the data-quality counters have something to show.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -37,6 +38,75 @@ pub struct ScheduledEngagement {
     pub query_id: String,
     /// The engagement as JSON.
     pub payload: String,
+}
+
+/// The share of impressions followed by one malformed message: `--faults` of `demo`,
+/// `generate` and `produce`. Parsed and checked once, so drawing a fault costs one comparison.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FaultRate {
+    /// The share as given, in [0, 1], for messages that repeat the option.
+    rate: f64,
+    /// `rate` scaled to the range of a `u64` draw (as `rand`'s Bernoulli does): a draw below it
+    /// is a fault.
+    threshold: u64,
+}
+
+/// Malformed messages a careless producer sends: each is rejected for a different reason.
+const MALFORMED: [&str; 3] = [
+    r#"{"query_id": "broken", "timestamp": "#,
+    r#"{"query_id": "q-x", "timestamp": "yesterday", "results": []}"#,
+    r#"{"timestamp": 1, "results": ["a"]}"#,
+];
+
+impl FaultRate {
+    /// No malformed messages.
+    pub const NONE: FaultRate = FaultRate { rate: 0.0, threshold: 0 };
+    /// The demo's rate, 1 impression in 1,000: enough for the data-quality panels and the
+    /// rejected-events alert to have something to show, too few to matter to the metrics.
+    pub const DEMO: FaultRate = FaultRate { rate: 0.001, threshold: Self::scaled(0.001) };
+
+    /// A share in [0, 1]; anything else (NaN included) is refused with a message.
+    pub fn new(rate: f64) -> Result<FaultRate, String> {
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(format!("{rate} is not a share between 0 and 1 (e.g. 0.001 for 1 in 1,000)"));
+        }
+        Ok(FaultRate { rate, threshold: Self::scaled(rate) })
+    }
+
+    /// The same scaling as `rand::distr::Bernoulli::new`, so the demo's rate fires on exactly the
+    /// draws it fired on when the generator called `random_bool(0.001)`.
+    const fn scaled(rate: f64) -> u64 {
+        const SCALE: f64 = 2.0 * (1u64 << 63) as f64;
+        if rate >= 1.0 {
+            u64::MAX
+        } else {
+            (rate * SCALE) as u64
+        }
+    }
+
+    /// The share, as given.
+    pub fn rate(self) -> f64 {
+        self.rate
+    }
+
+    /// Whether a draw is a fault (at rate 1, every draw, `u64::MAX` included).
+    fn fires(self, draw: u64) -> bool {
+        draw < self.threshold || self.rate >= 1.0
+    }
+}
+
+impl std::str::FromStr for FaultRate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let rate: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number (e.g. 0.001 for 1 in 1,000)"))?;
+        FaultRate::new(rate)
+    }
+}
+
+impl std::fmt::Display for FaultRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.rate)
+    }
 }
 
 /// Generates impressions and their future engagements; pure given the seed and timestamps.
@@ -173,24 +243,38 @@ impl TrafficGenerator {
         }
     }
 
-    /// Sometimes a producer sends garbage: about 1 message in 1,000.
-    pub fn maybe_malformed(&mut self) -> Option<&'static str> {
-        const BAD: [&str; 3] = [
-            r#"{"query_id": "broken", "timestamp": "#,
-            r#"{"query_id": "q-x", "timestamp": "yesterday", "results": []}"#,
-            r#"{"timestamp": 1, "results": ["a"]}"#,
-        ];
-        if self.rng.random_bool(0.001) {
-            Some(BAD[self.rng.random_range(0..BAD.len())])
+    /// The malformed message to send after the current impression, if `faults` says so.
+    ///
+    /// The random draws are the same whatever the rate: one `u64` per impression, and a choice
+    /// of message when that draw falls under the demo's rate (as when the generator always
+    /// injected 1 in 1,000). So the traffic of a seed is the same at every rate, and at the
+    /// demo's rate the malformed messages are too; another rate picks its message from the draw.
+    pub fn maybe_malformed(&mut self, faults: FaultRate) -> Option<&'static str> {
+        let draw: u64 = self.rng.random();
+        let index = if draw < FaultRate::DEMO.threshold {
+            self.rng.random_range(0..MALFORMED.len())
         } else {
-            None
-        }
+            (draw % MALFORMED.len() as u64) as usize
+        };
+        faults.fires(draw).then_some(MALFORMED[index])
     }
+}
+
+/// What [`write_traffic`] wrote, so `generate` can say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrafficSummary {
+    /// Impression lines that are impressions.
+    pub impressions: u64,
+    /// Malformed lines among the impressions (each right after an impression).
+    pub malformed: u64,
+    /// Engagement lines, redelivered copies included.
+    pub engagements: u64,
 }
 
 /// Writes `count` impressions of generated traffic, and their engagements, as JSON lines: the
 /// demo's traffic for `replay`, starting at `start_ms` with `impressions_per_second`. Engagement
-/// lines are in delivery order (event time plus a small pipeline lag), as a topic would hold them.
+/// lines are in delivery order (event time plus a small pipeline lag), as a topic would hold them;
+/// `faults` of the impressions are followed by a malformed line.
 pub fn write_traffic(
     impressions: &mut impl std::io::Write,
     engagements: &mut impl std::io::Write,
@@ -198,8 +282,10 @@ pub fn write_traffic(
     impressions_per_second: u32,
     seed: u64,
     start_ms: i64,
-) -> std::io::Result<()> {
+    faults: FaultRate,
+) -> std::io::Result<TrafficSummary> {
     let mut generator = TrafficGenerator::new(seed);
+    let mut summary = TrafficSummary { impressions: count, malformed: 0, engagements: 0 };
     let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
     let spacing_ms = 1000.0 / f64::from(impressions_per_second.max(1));
     for i in 0..count {
@@ -207,18 +293,21 @@ pub fn write_traffic(
         while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {
             let Reverse(e) = scheduled.pop().expect("peeked");
             writeln!(engagements, "{}", e.payload)?;
+            summary.engagements += 1;
         }
         let (_, impression, due) = generator.impression(now);
         writeln!(impressions, "{impression}")?;
         scheduled.extend(due.into_iter().map(Reverse));
-        if let Some(bad) = generator.maybe_malformed() {
+        if let Some(bad) = generator.maybe_malformed(faults) {
             writeln!(impressions, "{bad}")?;
+            summary.malformed += 1;
         }
     }
     while let Some(Reverse(e)) = scheduled.pop() {
         writeln!(engagements, "{}", e.payload)?;
+        summary.engagements += 1;
     }
-    Ok(())
+    Ok(summary)
 }
 
 fn now_ms() -> i64 {
@@ -249,6 +338,7 @@ impl DemoCluster {
         engagements_topic: &str,
         impressions_per_second: u32,
         seed: u64,
+        faults: FaultRate,
     ) -> Result<Self, DemoError> {
         let stop = Shutdown::new();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<String, String>>();
@@ -257,7 +347,8 @@ impl DemoCluster {
         let thread = std::thread::Builder::new()
             .name("demo-kafka".into())
             .spawn(move || {
-                if let Err(e) = run_cluster(&topics.0, &topics.1, impressions_per_second, seed, &thread_stop, &ready_tx)
+                if let Err(e) =
+                    run_cluster(&topics.0, &topics.1, (impressions_per_second, seed, faults), &thread_stop, &ready_tx)
                 {
                     let _ = ready_tx.send(Err(e));
                 }
@@ -288,8 +379,7 @@ impl Drop for DemoCluster {
 fn run_cluster(
     impressions_topic: &str,
     engagements_topic: &str,
-    impressions_per_second: u32,
-    seed: u64,
+    (impressions_per_second, seed, faults): (u32, u64, FaultRate),
     stop: &Shutdown,
     ready: &mpsc::Sender<Result<String, String>>,
 ) -> Result<(), String> {
@@ -309,6 +399,7 @@ fn run_cluster(
         TrafficGenerator::new(seed),
         (impressions_topic, engagements_topic),
         impressions_per_second,
+        faults,
         stop,
     );
     let _ = producer.flush(Duration::from_secs(2));
@@ -318,12 +409,14 @@ fn run_cluster(
 }
 
 /// Produces generated traffic in real time, impressions keyed by `query_id` and each engagement
-/// when it happens, until `stop` is triggered: the demo's cluster and `rankpulse produce` share it.
+/// when it happens, and `faults` of the impressions followed by a malformed message (keyed
+/// `malformed`), until `stop` is triggered: the demo's cluster and `rankpulse produce` share it.
 pub fn produce_live(
     producer: &BaseProducer,
     mut generator: TrafficGenerator,
     (impressions_topic, engagements_topic): (&str, &str),
     impressions_per_second: u32,
+    faults: FaultRate,
     stop: &Shutdown,
 ) {
     let send = |topic: &str, key: &str, payload: &str| send(producer, topic, key, payload, stop);
@@ -339,7 +432,7 @@ pub fn produce_live(
             let (query_id, impression, engagements) = generator.impression(now);
             send(impressions_topic, &query_id, &impression);
             scheduled.extend(engagements.into_iter().map(Reverse));
-            if let Some(bad) = generator.maybe_malformed() {
+            if let Some(bad) = generator.maybe_malformed(faults) {
                 send(impressions_topic, "malformed", bad);
             }
         }
@@ -404,5 +497,54 @@ mod tests {
         let control = rr[0].0 / f64::from(rr[0].1);
         let treatment = rr[1].0 / f64::from(rr[1].1);
         assert!(treatment > control + 0.05, "control {control}, treatment {treatment}");
+    }
+
+    /// The generated files of a seed, as `generate` writes them.
+    fn traffic(count: u64, seed: u64, faults: FaultRate) -> (String, String, TrafficSummary) {
+        let (mut imp, mut eng) = (Vec::new(), Vec::new());
+        let summary = write_traffic(&mut imp, &mut eng, count, 200, seed, 1_795_341_600_000, faults).unwrap();
+        (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap(), summary)
+    }
+
+    #[test]
+    fn the_demo_rate_writes_the_traffic_the_generator_always_wrote() {
+        // Pinned from `rankpulse generate --count 5000 --seed 11` before the fault rate became
+        // an option (it was 1 in 1,000, always): tests and README figures depend on this traffic.
+        let (imp, eng, summary) = traffic(5000, 11, FaultRate::DEMO);
+        assert_eq!((imp.len(), eng.len()), (1_390_953, 721_327));
+        assert_eq!(xxhash_rust::xxh3::xxh3_64(imp.as_bytes()), 0xab0e_7d92_2d10_b60c);
+        assert_eq!(xxhash_rust::xxh3::xxh3_64(eng.as_bytes()), 0xff5c_5372_3523_cabd);
+        assert_eq!(summary, TrafficSummary { impressions: 5000, malformed: 3, engagements: 5562 });
+        assert_eq!(imp.lines().count(), 5003);
+    }
+
+    #[test]
+    fn the_fault_rate_changes_only_the_malformed_lines() {
+        let valid =
+            |imp: &str| -> Vec<String> { imp.lines().filter(|l| !MALFORMED.contains(l)).map(str::to_string).collect() };
+        let (demo_imp, demo_eng, _) = traffic(3000, 5, FaultRate::DEMO);
+        for rate in ["0", "0.05", "1"] {
+            let faults: FaultRate = rate.parse().unwrap();
+            let (imp, eng, summary) = traffic(3000, 5, faults);
+            assert_eq!(valid(&imp), valid(&demo_imp), "impressions at --faults {rate}");
+            assert_eq!(eng, demo_eng, "engagements at --faults {rate}");
+            assert_eq!(imp.lines().count() as u64, 3000 + summary.malformed);
+            assert_eq!(imp.lines().filter(|l| MALFORMED.contains(l)).count() as u64, summary.malformed);
+            match rate {
+                "0" => assert_eq!(summary.malformed, 0, "--faults 0 writes exactly the impressions"),
+                "1" => assert_eq!(summary.malformed, 3000),
+                _ => assert!((100..=200).contains(&summary.malformed), "{} at 5%", summary.malformed),
+            }
+        }
+    }
+
+    #[test]
+    fn a_fault_rate_outside_zero_to_one_is_refused_with_a_message() {
+        for bad in ["1.5", "-0.1", "NaN", "inf", "often", ""] {
+            let err = bad.parse::<FaultRate>().unwrap_err();
+            assert!(err.contains("0.001"), "{bad}: {err}");
+        }
+        assert_eq!("0.001".parse::<FaultRate>().unwrap(), FaultRate::DEMO);
+        assert_eq!("0".parse::<FaultRate>().unwrap(), FaultRate::NONE);
     }
 }

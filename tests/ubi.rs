@@ -111,7 +111,16 @@ fn to_ubi_event(line: &str, i: usize) -> String {
 /// impression lines.
 fn write_both(dir: &Path, count: u64, per_second: u32) -> ([PathBuf; 4], usize) {
     let (mut imp, mut eng) = (Vec::new(), Vec::new());
-    rankpulse::demo::write_traffic(&mut imp, &mut eng, count, per_second, 7, START_MS).unwrap();
+    rankpulse::demo::write_traffic(
+        &mut imp,
+        &mut eng,
+        count,
+        per_second,
+        7,
+        START_MS,
+        rankpulse::demo::FaultRate::DEMO,
+    )
+    .unwrap();
     let (imp, eng) = (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap());
     let convert = |text: &str, f: fn(&str, usize) -> String| {
         text.lines().enumerate().map(|(i, l)| f(l, i) + "\n").collect::<String>()

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::demo::{DemoCluster, EXPERIMENT};
+use crate::demo::{DemoCluster, FaultRate, EXPERIMENT};
 use crate::engine::Engine;
 use crate::engine::SharedEngine;
 use crate::experiments::Span;
@@ -27,9 +27,10 @@ pub fn demo_config(bootstrap_servers: &str, listen: SocketAddr) -> Config {
     cfg
 }
 
-pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32) -> anyhow::Result<()> {
+pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: FaultRate) -> anyhow::Result<()> {
     let defaults = Config::default();
-    let cluster = DemoCluster::start(&defaults.kafka.impressions_topic, &defaults.kafka.engagements_topic, rate, 2026)?;
+    let (impressions, engagements) = (&defaults.kafka.impressions_topic, &defaults.kafka.engagements_topic);
+    let cluster = DemoCluster::start(impressions, engagements, rate, 2026, faults)?;
     let cfg = demo_config(&cluster.bootstrap_servers, listen);
     cfg.validate()?;
     let result = super::runtime()?.block_on(async {
@@ -46,6 +47,10 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32) -> anyhow:
         println!("  metrics:  http://{listen}/metrics   (attribution window 30s: first results after ~35s)");
         println!("  MRR by variant in PromQL: sum by (variant) (rate(rankpulse_reciprocal_rank_sum[5m])) / sum by (variant) (rate(rankpulse_reciprocal_rank_count[5m]))");
         println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT}?window=1m");
+        if faults != FaultRate::NONE {
+            // Said up front: the rejected-message warnings in the log are the demo's own doing.
+            println!("  injecting faults: {faults} of impressions are followed by a malformed message (the WARNs about rejected messages); --faults 0 turns this off");
+        }
         println!("  Ctrl-C to stop.");
         tokio::spawn(report_periodically(engine.clone(), shutdown.clone()));
         crate::pipeline::run(&cfg, engine, shutdown, None).await
@@ -67,12 +72,12 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
         else {
             return;
         };
-        let mut line = format!("pending {:>5} |", engine.pending_impressions());
+        let mut line = format!("pending {:>5}", engine.pending_impressions());
         for (group, stats) in engine.accumulators().cumulative.iter() {
             let (experiment, variant) = engine.groups().name(group);
             if experiment == EXPERIMENT {
                 line.push_str(&format!(
-                    " {variant}: n={} MRR={:.3} nDCG@10={:.3} |",
+                    " | {variant}: n={} MRR={:.3} nDCG@10={:.3}",
                     stats.impressions,
                     stats.mean(mrr),
                     stats.mean(ndcg)

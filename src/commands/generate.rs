@@ -4,6 +4,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use crate::demo::FaultRate;
+
 pub fn run(
     impressions: &Path,
     engagements: &Path,
@@ -11,6 +13,7 @@ pub fn run(
     rate: u32,
     seed: u64,
     start: &str,
+    faults: FaultRate,
 ) -> anyhow::Result<()> {
     let start_ms =
         crate::time::parse_rfc3339_ms(start).with_context(|| format!("--start {start:?} is not RFC 3339"))?;
@@ -18,13 +21,21 @@ pub fn run(
         std::fs::File::create(p).map(std::io::BufWriter::new).with_context(|| format!("creating {}", p.display()))
     };
     let (mut imp, mut eng) = (open(impressions)?, open(engagements)?);
-    let written = crate::demo::write_traffic(&mut imp, &mut eng, count, rate, seed, start_ms)
-        .and_then(|()| std::io::Write::flush(&mut imp))
-        .and_then(|()| std::io::Write::flush(&mut eng));
-    written.with_context(|| format!("writing {} and {}", impressions.display(), engagements.display()))?;
+    let wrote = crate::demo::write_traffic(&mut imp, &mut eng, count, rate, seed, start_ms, faults)
+        .and_then(|wrote| std::io::Write::flush(&mut imp).map(|()| wrote))
+        .and_then(|wrote| std::io::Write::flush(&mut eng).map(|()| wrote))
+        .with_context(|| format!("writing {} and {}", impressions.display(), engagements.display()))?;
+    // Says what is in the files, malformed lines included, so a replay's rejects are no surprise.
+    let malformed = if wrote.malformed == 0 {
+        String::new()
+    } else {
+        format!(", {} of them followed by a malformed line (--faults {faults}),", wrote.malformed)
+    };
     eprintln!(
-        "wrote {count} impressions to {} and their engagements to {}",
+        "wrote {} impressions{malformed} to {} and {} engagements to {}",
+        wrote.impressions,
         impressions.display(),
+        wrote.engagements,
         engagements.display()
     );
     Ok(())

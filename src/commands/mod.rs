@@ -14,6 +14,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::demo::FaultRate;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "rankpulse",
@@ -40,6 +42,10 @@ pub enum Command {
         /// Generated impressions per second.
         #[arg(long, default_value_t = 200)]
         rate: u32,
+        /// Share of impressions followed by one malformed message, so the data-quality counters
+        /// have something to show (0 for none).
+        #[arg(long, default_value_t = FaultRate::DEMO)]
+        faults: FaultRate,
     },
     /// Run the daemon against real Kafka brokers.
     Serve {
@@ -50,16 +56,26 @@ pub enum Command {
     /// Run the same join and metrics over JSON-lines files (one event per line) and print the
     /// results, as if every event had been consumed and the stream had then gone idle.
     Replay {
+        /// Impressions, one JSON object per line (format: `kafka.impressions_format`).
         #[arg(long)]
         impressions: PathBuf,
+        /// Engagements, one JSON object per line (format: `kafka.engagements_format`).
         #[arg(long)]
         engagements: PathBuf,
         /// Configuration file (TOML); [join], [metrics], [limits], [labels], the formats of
         /// [kafka] (impressions_format, engagements_format) and [ubi] matter here.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// `table` for people (cumulative figures and the A/B summary), `json` for programs
+        /// (everything: groups, every window, event counts, every A/B comparison).
         #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
         format: ReplayFormat,
+        /// Table format: also the newest window of each configured size (`metrics.windows`).
+        #[arg(long)]
+        windows: bool,
+        /// Table format: also the 11-point interpolated precision-recall curve of each group.
+        #[arg(long)]
+        curve: bool,
         /// Also write qrels.txt and run.txt (TREC format) of every finalized impression into
         /// this directory, to run trec_eval or ranx on exactly what rankpulse measured.
         #[arg(long)]
@@ -72,8 +88,10 @@ pub enum Command {
     },
     /// Write the demo's generated A/B traffic as JSON-lines files, to try `replay` without Kafka.
     Generate {
+        /// Where to write the impressions (JSON lines; overwritten).
         #[arg(long)]
         impressions: PathBuf,
+        /// Where to write the engagements (JSON lines, in delivery order; overwritten).
         #[arg(long)]
         engagements: PathBuf,
         /// Number of impressions.
@@ -82,11 +100,16 @@ pub enum Command {
         /// Impressions per second of event time.
         #[arg(long, default_value_t = 200)]
         rate: u32,
+        /// Random seed: the same seed, count, rate and start write the same files.
         #[arg(long, default_value_t = 2026)]
         seed: u64,
         /// Event time of the first impression (RFC 3339).
         #[arg(long, default_value = "2026-11-22T10:00:00Z")]
         start: String,
+        /// Share of impressions followed by one malformed line, to try how replay counts
+        /// rejects (the demo's rate is 0.001).
+        #[arg(long, default_value_t = FaultRate::NONE)]
+        faults: FaultRate,
     },
     /// Produce the demo's generated A/B traffic to real Kafka topics in real time, to try
     /// `serve` against a real cluster (the docker compose quick start runs it).
@@ -94,52 +117,65 @@ pub enum Command {
         /// Bootstrap brokers, comma separated.
         #[arg(long, default_value = "localhost:9092")]
         brokers: String,
+        /// Topic of the impressions, keyed by `query_id`.
         #[arg(long, default_value = "search-impressions")]
         impressions_topic: String,
+        /// Topic of the engagements, keyed by `query_id`.
         #[arg(long, default_value = "search-engagements")]
         engagements_topic: String,
         /// Generated impressions per second.
         #[arg(long, default_value_t = 200)]
         rate: u32,
+        /// Random seed of the generated traffic.
         #[arg(long, default_value_t = 2026)]
         seed: u64,
         /// Stop after this many seconds (default: run until interrupted).
         #[arg(long)]
         duration: Option<u64>,
+        /// Share of impressions followed by one malformed message (the demo's rate is 0.001;
+        /// the compose quick start passes it so its data-quality panels show something).
+        #[arg(long, default_value_t = FaultRate::NONE)]
+        faults: FaultRate,
     },
     /// Validate a configuration file: prints the effective configuration, or names the key at fault.
     CheckConfig {
+        /// The configuration file (TOML) to check.
         #[arg(long)]
         config: PathBuf,
     },
 }
 
+/// How `replay` prints its report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReplayFormat {
+    /// Plain-text tables for a terminal.
     Table,
+    /// The contract's JSON document, with everything.
     Json,
 }
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Demo { listen, duration, rate } => {
-            demo::run(listen, duration.map(std::time::Duration::from_secs), rate)
+        Command::Demo { listen, duration, rate, faults } => {
+            demo::run(listen, duration.map(std::time::Duration::from_secs), rate, faults)
         }
         Command::Serve { config } => serve::run(&config),
-        Command::Replay { impressions, engagements, config, format, trec_out, max_rejects } => {
-            replay::run(&impressions, &engagements, config.as_deref(), format, trec_out.as_deref(), max_rejects)
+        Command::Replay { impressions, engagements, config, format, windows, curve, trec_out, max_rejects } => {
+            let tables = crate::replay::TableOptions { windows, curve };
+            replay::run(&impressions, &engagements, config.as_deref(), format, tables, trec_out.as_deref(), max_rejects)
         }
-        Command::Generate { impressions, engagements, count, rate, seed, start } => {
-            generate::run(&impressions, &engagements, count, rate, seed, &start)
+        Command::Generate { impressions, engagements, count, rate, seed, start, faults } => {
+            generate::run(&impressions, &engagements, count, rate, seed, &start, faults)
         }
-        Command::Produce { brokers, impressions_topic, engagements_topic, rate, seed, duration } => produce::run(
-            &brokers,
-            (&impressions_topic, &engagements_topic),
-            rate,
-            seed,
-            duration.map(std::time::Duration::from_secs),
-        ),
+        Command::Produce { brokers, impressions_topic, engagements_topic, rate, seed, duration, faults } => {
+            produce::run(
+                &brokers,
+                (&impressions_topic, &engagements_topic),
+                (rate, seed, faults),
+                duration.map(std::time::Duration::from_secs),
+            )
+        }
         Command::CheckConfig { config } => check_config::run(&config),
     }
 }

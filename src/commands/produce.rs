@@ -6,14 +6,13 @@ use anyhow::Context;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, Producer};
 
-use crate::demo::{produce_live, TrafficGenerator, EXPERIMENT};
+use crate::demo::{produce_live, FaultRate, TrafficGenerator, EXPERIMENT};
 use crate::shutdown::Shutdown;
 
 pub fn run(
     brokers: &str,
     (impressions_topic, engagements_topic): (&str, &str),
-    rate: u32,
-    seed: u64,
+    (rate, seed, faults): (u32, u64, FaultRate),
     duration: Option<Duration>,
 ) -> anyhow::Result<()> {
     let producer: BaseProducer = ClientConfig::new()
@@ -29,10 +28,15 @@ pub fn run(
     println!(
         "rankpulse produce: {rate} searches/s of experiment {EXPERIMENT} (control vs treatment) to {impressions_topic} and {engagements_topic} at {brokers}; Ctrl-C to stop"
     );
+    if faults != FaultRate::NONE {
+        println!(
+            "  --faults {faults}: that share of impressions is followed by a malformed message (keyed \"malformed\")"
+        );
+    }
     let thread_stop = shutdown.clone();
     let topics = (impressions_topic.to_string(), engagements_topic.to_string());
     let worker = std::thread::Builder::new().name("produce".into()).spawn(move || {
-        produce_live(&producer, generator, (&topics.0, &topics.1), rate, &thread_stop);
+        produce_live(&producer, generator, (&topics.0, &topics.1), rate, faults, &thread_stop);
         producer.flush(Duration::from_secs(5))
     })?;
     super::runtime()?.block_on(async {

@@ -5,13 +5,14 @@ use std::path::Path;
 use super::ReplayFormat;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::replay::{self, MaxRejects, Report};
+use crate::replay::{self, MaxRejects, Report, TableOptions};
 
 pub fn run(
     impressions: &Path,
     engagements: &Path,
     config: Option<&Path>,
     format: ReplayFormat,
+    tables: TableOptions,
     trec_out: Option<&Path>,
     max_rejects: MaxRejects,
 ) -> anyhow::Result<()> {
@@ -21,7 +22,7 @@ pub fn run(
     let report = Report::from_engine(&mut engine);
     match format {
         ReplayFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        ReplayFormat::Table => print!("{}", report.to_table()),
+        ReplayFormat::Table => print!("{}", report.to_table(tables)),
     }
     // After the report, which counts the rejected lines by reason: what to fix.
     replay::check_rejects(max_rejects, engine.counters(), [impressions, engagements])?;

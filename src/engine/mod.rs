@@ -328,7 +328,11 @@ impl Engine {
     /// it is counted, because many of them mean the statistics are not clustered as configured.
     fn unit_hash(&mut self, impression: &Impression<'_>) -> u32 {
         let unit = match self.ab.unit {
-            AbUnit::Impression => return 0,
+            AbUnit::Impression => {
+                // Counted: a client id suggests per-client assignment, which this unit ignores.
+                self.counters.impressions_with_unused_client_id += u64::from(impression.client_id.is_some());
+                return 0;
+            }
             AbUnit::ClientId => impression.client_id.as_deref(),
             AbUnit::SessionId => impression.session_id.as_deref(),
         };
@@ -591,6 +595,25 @@ mod tests {
         assert_eq!(c.rejected[0][RejectReason::InvalidJson.index()], 1);
         assert_eq!(c.rejected[1][RejectReason::MissingField.index()], 1);
         assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 1);
+    }
+
+    #[test]
+    fn client_ids_are_counted_when_the_unit_ignores_them() {
+        let with_client = |q: &str| {
+            serde_json::json!({"query_id": q, "timestamp": 1000, "results": ["a"], "client_id": "u1"}).to_string()
+        };
+        let t0 = Instant::now();
+        let mut e = engine("10s", "0s", "5s");
+        e.process(EventKind::Impression, 0, with_client("q1").as_bytes(), t0).unwrap();
+        e.process(EventKind::Impression, 0, with_client("q2").as_bytes(), t0).unwrap();
+        e.process(EventKind::Impression, 0, &imp("q3", 1000, &["a"]), t0).unwrap();
+        assert_eq!(e.counters().impressions_with_unused_client_id, 2);
+        // With the client as the unit, the id is used: nothing to warn about.
+        let toml = "[ab]\nunit = \"client_id\"\n";
+        let mut e =
+            Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap()).without_past_limit();
+        e.process(EventKind::Impression, 0, with_client("q1").as_bytes(), t0).unwrap();
+        assert_eq!(e.counters().impressions_with_unused_client_id, 0);
     }
 
     #[test]

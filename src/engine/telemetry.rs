@@ -26,6 +26,10 @@ pub struct Counters {
     pub dedup_keys_evicted: u64,
     /// Impressions without the field `ab.unit` names; each counts as its own cluster.
     pub impressions_without_unit: u64,
+    /// Impressions carrying a `client_id` while `ab.unit` is `impression`: if variants are
+    /// assigned per client, the statistics then treat correlated impressions as independent,
+    /// and `replay` warns.
+    pub impressions_with_unused_client_id: u64,
 }
 
 /// A latency distribution: hdrhistogram for quantiles plus an exact sum for the `_sum` series.

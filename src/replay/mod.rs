@@ -29,7 +29,7 @@ mod trec;
 use diagnostics::RejectedLines;
 pub use diagnostics::{check_rejects, MaxRejects};
 use reader::LineSource;
-pub use report::{EventCounts, GroupReport, RejectedByReason, Report, WindowReport};
+pub use report::{AbUnitReport, EventCounts, GroupReport, RejectedByReason, Report, TableOptions, WindowReport};
 use trec::TrecWriter;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,6 @@
 //! The replay report: what `rankpulse replay` prints, as the contract's JSON document or as
-//! plain-text tables (metrics by group, the precision-recall curve, the A/B summary), built
-//! from a finished engine.
+//! plain-text tables (metrics by group and the A/B summary; on request the newest windows and
+//! the precision-recall curve), built from a finished engine.
 
 use serde::Serialize;
 
@@ -23,6 +23,28 @@ pub struct Report {
     pub events: EventCounts,
     /// The A/B feed over every impression, one entry per experiment.
     pub experiments: Vec<ExperimentReport>,
+    /// The unit the A/B statistics used, and whether the data suggests another one.
+    pub ab_unit: AbUnitReport,
+}
+
+/// `ab.unit` as replayed: a per-impression unit on traffic assigned per client makes intervals
+/// too narrow and the split test raise false alarms, which reads like a broken experiment.
+#[derive(Debug, Serialize)]
+pub struct AbUnitReport {
+    /// `ab.unit`: `impression`, `client_id` or `session_id`.
+    pub unit: &'static str,
+    /// Impressions that carried a `client_id` the `impression` unit ignored (0 for other units).
+    pub impressions_with_unused_client_id: u64,
+}
+
+/// What the plain-text report shows besides the cumulative figures and the A/B summary, so the
+/// default fits a screen (`--format json` always has everything).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TableOptions {
+    /// `--windows`: the newest closed window of each configured size.
+    pub windows: bool,
+    /// `--curve`: the 11-point interpolated precision-recall curve of each group.
+    pub curve: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -181,17 +203,50 @@ impl Report {
                 engagements_not_shown: t.not_shown,
                 engagements_outside_window: t.outside_window,
             },
+            ab_unit: AbUnitReport {
+                unit: engine.ab().unit.label(),
+                impressions_with_unused_client_id: c.impressions_with_unused_client_id,
+            },
         }
     }
 
-    /// A plain-text table per window size and cumulatively: metrics as rows, groups as columns.
-    pub fn to_table(&self) -> String {
+    /// Plain-text tables, metrics as rows and groups as columns: cumulatively, the A/B summary,
+    /// and what `options` adds.
+    pub fn to_table(&self, options: TableOptions) -> String {
         let mut out = String::new();
         out.push_str("== cumulative ==\n");
         out.push_str(&table(&self.groups));
-        out.push_str("\n== interpolated precision-recall curve (11 points, cumulative) ==\n");
-        out.push_str(&precision_recall_curve(&self.groups));
+        if options.curve {
+            out.push_str("\n== interpolated precision-recall curve (11 points, cumulative) ==\n");
+            out.push_str(&precision_recall_curve(&self.groups));
+        }
+        out.push_str(&self.unit_lines());
         out.push_str(&ab_summary(&self.experiments));
+        if options.windows {
+            out.push_str(&self.window_tables());
+        }
+        let e = &self.events;
+        out.push_str(&format!(
+            "\nevents: {} impressions and {} engagements read, {} rejected; {} engagements attributed, {} late, {} orphaned, {} on results not shown, {} outside the attribution window; {} duplicate and {} late impressions\n",
+            e.impressions_read, e.engagements_read, e.rejected, e.engagements_attributed, e.engagements_late, e.engagements_orphaned,
+            e.engagements_not_shown, e.engagements_outside_window, e.impressions_duplicate, e.impressions_late
+        ));
+        out.push_str(&input_notes(e));
+        let more: Vec<&str> = [
+            (!options.windows).then_some("--windows for the newest window of each size"),
+            (!options.curve).then_some("--curve for the precision-recall curve"),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(["--format json for everything"])
+        .collect();
+        out.push_str(&format!("(more: {})\n", more.join(", ")));
+        out
+    }
+
+    /// The newest closed window of each configured size, after how many there were.
+    fn window_tables(&self) -> String {
+        let mut out = String::new();
         let mut sizes: Vec<&str> = self.windows.iter().map(|w| w.size.as_str()).collect();
         sizes.dedup();
         for size in sizes {
@@ -205,13 +260,19 @@ impl Report {
                 out.push_str(&table(&last.groups));
             }
         }
-        let e = &self.events;
-        out.push_str(&format!(
-            "\nevents: {} impressions and {} engagements read, {} rejected; {} engagements attributed, {} late, {} orphaned, {} on results not shown, {} outside the attribution window; {} duplicate and {} late impressions\n",
-            e.impressions_read, e.engagements_read, e.rejected, e.engagements_attributed, e.engagements_late, e.engagements_orphaned,
-            e.engagements_not_shown, e.engagements_outside_window, e.impressions_duplicate, e.impressions_late
-        ));
-        out.push_str(&input_notes(e));
+        out
+    }
+
+    /// The A/B unit used, and a warning when impressions carry a client id it ignores.
+    fn unit_lines(&self) -> String {
+        let u = &self.ab_unit;
+        let mut out = format!("\nA/B unit: {} (ab.unit)\n", u.unit);
+        if u.impressions_with_unused_client_id > 0 {
+            out.push_str(&format!(
+                "warning: {} impressions carry a client_id, but ab.unit = \"impression\" treats each as independent.\n  If variants are assigned per client, the intervals are too narrow and the split test raises\n  false alarms: set ab.unit = \"client_id\" (as config/replay-demo.toml does).\n",
+                u.impressions_with_unused_client_id
+            ));
+        }
         out
     }
 }
@@ -274,6 +335,9 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
 /// each value with a bar (one `#` per 0.05), so control and treatment can be compared by eye.
 fn precision_recall_curve(groups: &[GroupReport]) -> String {
     const BAR: usize = 20;
+    if groups.is_empty() {
+        return "(no finalized impressions)\n".to_string();
+    }
     let width = groups.iter().map(|g| g.experiment.len() + g.variant.len() + 1).max().unwrap_or(0).max(BAR + 7);
     let mut out = format!("{:<8}", "recall");
     for g in groups {
@@ -316,7 +380,8 @@ fn table(groups: &[GroupReport]) -> String {
     };
     out.push_str(&row("impressions", &|g| g.impressions.to_string()));
     out.push_str(&row("engaged", &|g| g.engaged.to_string()));
-    for key in groups[0].metrics.keys() {
+    // The interpolated precisions are the curve (`--curve`): eleven rows of one figure.
+    for key in groups[0].metrics.keys().filter(|k| !k.starts_with("iprec@")) {
         out.push_str(&row(key, &|g| {
             g.metrics.get(key).and_then(|v| v.as_f64()).map_or("-".into(), |v| format!("{v:.4}"))
         }));

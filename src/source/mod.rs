@@ -241,7 +241,10 @@ impl ConsumeLoop {
         }
 
         rejects.report_suppressed();
-        tracing::info!("stopping the consumer: final checkpoint and commit");
+        // The demo keeps no checkpoints: say only what is done.
+        let last =
+            if consumer.context().state().store.is_some() { "final checkpoint and commit" } else { "final commit" };
+        tracing::info!("stopping the consumer: {last}");
         checkpoint_and_commit(consumer, engine, &mut consumer.context().state(), topics, CommitMode::Sync, "shutdown");
         consumer.unsubscribe();
         health.set_ready(false);
