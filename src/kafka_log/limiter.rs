@@ -147,15 +147,22 @@ impl Limiter {
 }
 
 /// The words of a message that name its condition: without librdkafka's thread prefix
-/// (`[thrd:...]: `), its `(after 12ms in state UP, 3 identical error(s) suppressed)` suffix,
-/// and with every word holding a digit (a broker address, a port, a count) as `#`.
+/// (`[thrd:...]: `) and the names before the text (`GroupCoordinator: 10.0.0.7:9092/2: `),
+/// without its `(after 12ms in state UP, 3 identical error(s) suppressed)` suffix, and with
+/// every word holding a digit (a broker address, a port, a count) as `#`.
 pub fn condition_words(message: &str) -> impl Iterator<Item = &str> {
     let message = match message.strip_prefix("[thrd:").and_then(|rest| rest.split_once("]: ")) {
         Some((_, rest)) => rest,
         None => message,
     };
     let message = message.split(" (after ").next().unwrap_or(message);
-    message.split_whitespace().map(|word| if word.bytes().any(|b| b.is_ascii_digit()) { "#" } else { word })
+    message.split_whitespace().skip_while(|word| word.ends_with(':')).map(|word| {
+        if word.bytes().any(|b| b.is_ascii_digit()) {
+            "#"
+        } else {
+            word
+        }
+    })
 }
 
 /// A condition's key: the hash of its [`condition_words`], so that the same failure on
@@ -183,8 +190,12 @@ mod tests {
         let first = "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in state CONNECT)";
         let again = "[thrd:kafka-2:9092/2]: kafka-2:9092/2: Connect to ipv4#10.0.0.7:9092 failed: Connection refused (after 1532ms in state CONNECT, 4 identical error(s) suppressed)";
         let words: Vec<&str> = condition_words(first).collect();
-        assert_eq!(words, ["#", "Connect", "to", "#", "failed:", "Connection", "refused"]);
+        assert_eq!(words, ["Connect", "to", "#", "failed:", "Connection", "refused"]);
         assert_eq!(condition_key(first), condition_key(again));
+        let coordinator = "[thrd:GroupCoordinator]: GroupCoordinator: 127.0.0.1:41243: Connect to ipv4#127.0.0.1:41243 failed: Connection refused (after 0ms in state CONNECT)";
+        assert_eq!(condition_key(first), condition_key(coordinator), "the same failure on the coordinator connection");
+        let reason = "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in state CONNECT)";
+        assert_eq!(condition_key(first), condition_key(reason), "the error callback's reason, without a thread prefix");
         assert_eq!(condition_key("1/1 brokers are down"), condition_key("3/3 brokers are down"));
         assert_ne!(
             condition_key(first),
