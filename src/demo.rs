@@ -22,6 +22,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
+use crate::kafka_log::ProducerLog;
 use crate::shutdown::Shutdown;
 
 /// Experiment name used by the generated traffic.
@@ -388,10 +389,10 @@ fn run_cluster(
         cluster.create_topic(topic, PARTITIONS, 1).map_err(|e| e.to_string())?;
     }
     let bootstrap = cluster.bootstrap_servers();
-    let producer: BaseProducer = ClientConfig::new()
+    let producer: BaseProducer<ProducerLog> = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .set("linger.ms", "5")
-        .create()
+        .create_with_context(ProducerLog::new("demo producer", &bootstrap))
         .map_err(|e| e.to_string())?;
     let _ = ready.send(Ok(bootstrap));
     produce_live(
@@ -412,7 +413,7 @@ fn run_cluster(
 /// when it happens, and `faults` of the impressions followed by a malformed message (keyed
 /// `malformed`), until `stop` is triggered: the demo's cluster and `rankpulse produce` share it.
 pub fn produce_live(
-    producer: &BaseProducer,
+    producer: &BaseProducer<ProducerLog>,
     mut generator: TrafficGenerator,
     (impressions_topic, engagements_topic): (&str, &str),
     impressions_per_second: u32,
@@ -450,7 +451,7 @@ pub fn produce_live(
     }
 }
 
-fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str, stop: &Shutdown) {
+fn send(producer: &BaseProducer<ProducerLog>, topic: &str, key: &str, payload: &str, stop: &Shutdown) {
     let mut record = BaseRecord::to(topic).key(key).payload(payload);
     // A full local queue means the brokers do not keep up (or are down): wait for room rather
     // than drop, unless asked to stop.

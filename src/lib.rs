@@ -15,6 +15,7 @@
 //! | [`time`] | vocabulary | event timestamps (ms since epoch) and duration strings |
 //! | [`ids`] | vocabulary | the hashed and numbered identities every stage passes around: query, result, group, engagement |
 //! | [`health`], [`shutdown`] | lifecycle | readiness (set by the source, read by the probes); the one signal every task listens to |
+//! | [`kafka_log`] | lifecycle | what every Kafka client logs: repeated conditions limited, an outage reported once, with summaries and one recovery line |
 //! | [`checkpoint`] | durability | checkpoint files: a payload written atomically with a version and checksum, the newest that verifies read back |
 //! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
 //! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test |
@@ -45,6 +46,7 @@ pub mod experiments;
 pub mod health;
 pub mod ids;
 pub mod join;
+pub mod kafka_log;
 pub mod metrics;
 pub mod output;
 pub mod pipeline;

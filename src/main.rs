@@ -1,20 +1,21 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use rankpulse::commands::logging::{self, LogFormat};
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,librdkafka=warn,rdkafka=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = rankpulse::commands::Cli::parse();
+    let format = cli.log_format;
+    logging::init(format);
     match rankpulse::commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", rankpulse::commands::error_message(&e));
+            // A log pipeline reads every stderr line as JSON: the fatal error too.
+            let message = rankpulse::commands::error_message(&e);
+            match format {
+                LogFormat::Text => eprintln!("error: {message}"),
+                LogFormat::Json => tracing::error!("{message}"),
+            }
             ExitCode::FAILURE
         }
     }

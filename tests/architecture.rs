@@ -16,6 +16,7 @@ const STAGES: &[(&str, u32)] = &[
     ("ids", 0),
     ("health", 0),
     ("shutdown", 0),
+    ("kafka_log", 0),
     ("checkpoint", 0),
     // Pure metric math (trec_eval definitions) and A/B statistics.
     ("metrics", 1),

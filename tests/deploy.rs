@@ -38,6 +38,11 @@ fn files(dir: &Path, suffix: &str) -> Vec<String> {
     out
 }
 
+/// Whether a command line asks for JSON logs (`--log-format json`, a global option: anywhere).
+fn json_logs(args: &[&str]) -> bool {
+    args.windows(2).any(|w| w == ["--log-format", "json"])
+}
+
 #[test]
 fn prometheus_config_passes_promtool_check_config() {
     let out = promtool(&["check", "config", "prometheus.yml"], &deploy("prometheus"));
@@ -177,6 +182,7 @@ fn kubernetes_manifests_are_consistent() {
     }
     let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     assert_eq!(args[..2], ["serve", "--config"]);
+    assert!(json_logs(&args), "the deployment logs JSON for the log pipeline: {args:?}");
     let volumes = pod["spec"]["volumes"].as_array().unwrap();
     let mount_of = |volume: &Value| {
         let name = &volume["name"];
@@ -231,6 +237,7 @@ fn compose_file_wires_kafka_rankpulse_prometheus_and_grafana() {
     let rankpulse = &services["rankpulse"];
     let command: Vec<&str> = rankpulse["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     assert_eq!(command[..2], ["serve", "--config"]);
+    assert!(json_logs(&command), "rankpulse logs JSON: {command:?}");
     let config_path = bind_source(rankpulse, command[2]).expect("the --config file is bind-mounted");
     let cfg = checked_config(&std::fs::read_to_string(&config_path).unwrap());
     assert_eq!(cfg["kafka"]["brokers"].as_str(), Some(brokers));
@@ -248,6 +255,7 @@ fn compose_file_wires_kafka_rankpulse_prometheus_and_grafana() {
     }
     let producer = services["producer"]["command"].as_array().unwrap();
     let at = producer.iter().position(|a| a == "--brokers").unwrap();
+    assert!(json_logs(&producer.iter().map(|a| a.as_str().unwrap()).collect::<Vec<_>>()), "the producer logs JSON");
     assert_eq!(producer[at + 1].as_str(), Some(brokers));
     let topics_script = services["kafka-topics"]["command"][0].as_str().unwrap();
     for key in ["impressions_topic", "engagements_topic"] {
@@ -322,4 +330,5 @@ fn dockerfile_is_multi_stage_small_and_non_root() {
     let cmd = runtime.iter().find_map(|l| l.strip_prefix("CMD ")).unwrap();
     let copied_config = runtime.iter().find_map(|l| l.strip_prefix("COPY config/rankpulse.toml ")).unwrap();
     assert!(cmd.contains(&format!("\"--config\", \"{copied_config}\"")), "CMD serves the copied configuration");
+    assert!(cmd.contains("\"--log-format\", \"json\""), "the image logs JSON by default: {cmd}");
 }

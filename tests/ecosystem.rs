@@ -34,12 +34,19 @@ fn repo(path: &str) -> PathBuf {
 struct Prometheus {
     child: Child,
     port: u16,
+    /// Its stderr, printed only if the test fails (it is in the temporary directory, which
+    /// may be gone by then: read while the server is dropped).
+    log: PathBuf,
 }
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("---- prometheus's log ----\n{log}---- end of log ----");
+        }
     }
 }
 
@@ -82,10 +89,11 @@ fn start_prometheus(dir: &Path, target: &str) -> Prometheus {
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .arg("--log.level=warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        // Printed only if the test fails (see `Prometheus`'s drop).
+        .stderr(Stdio::from(std::fs::File::create(dir.join("prometheus.log")).unwrap()))
         .spawn()
         .expect("starting prometheus");
-    let prometheus = Prometheus { child, port };
+    let prometheus = Prometheus { child, port, log: dir.join("prometheus.log") };
     let deadline = Instant::now() + Duration::from_secs(30);
     let ready = || (get(port, "/-/ready").map(|(s, _)| s) == Some(200)).then_some(());
     wait_for(deadline, Duration::from_millis(200), "prometheus did not become ready", ready);

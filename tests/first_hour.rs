@@ -312,7 +312,14 @@ fn demo(seconds: u64, extra: &[&str]) -> (String, String) {
         .spawn()
         .unwrap();
     // Killed on drop if it does not end by itself; the pipes then close and the readers end.
-    let mut daemon = Daemon { child };
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut daemon = KillOnDrop(child);
     let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
             let mut s = String::new();
@@ -320,9 +327,10 @@ fn demo(seconds: u64, extra: &[&str]) -> (String, String) {
             s
         })
     };
-    let out = read_all(Box::new(daemon.child.stdout.take().unwrap()));
-    let err = read_all(Box::new(daemon.child.stderr.take().unwrap()));
-    let status = daemon.wait(Duration::from_secs(seconds + 60));
+    let out = read_all(Box::new(daemon.0.stdout.take().unwrap()));
+    let err = read_all(Box::new(daemon.0.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds + 60);
+    let status = wait_for(deadline, Duration::from_millis(100), "demo did not exit", || daemon.0.try_wait().unwrap());
     let (out, err) = (out.join().unwrap(), err.join().unwrap());
     assert!(status.success(), "demo failed: {out}{err}");
     (out, err)

@@ -5,6 +5,7 @@
 pub mod check_config;
 pub mod demo;
 pub mod generate;
+pub mod logging;
 pub mod produce;
 pub mod replay;
 pub mod serve;
@@ -23,6 +24,10 @@ use crate::demo::FaultRate;
     about = "Streaming online evaluation of search ranking quality: Kafka impressions and engagements to click-based IR metrics on a Prometheus endpoint"
 )]
 pub struct Cli {
+    /// Log format on stderr: `text` for people (coloured on a terminal, unless NO_COLOR is
+    /// set), `json` for log pipelines (one object per line). RUST_LOG filters either.
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    pub log_format: logging::LogFormat,
     /// What to run.
     #[command(subcommand)]
     pub command: Command,

@@ -7,6 +7,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, Producer};
 
 use crate::demo::{produce_live, FaultRate, TrafficGenerator, EXPERIMENT};
+use crate::kafka_log::ProducerLog;
 use crate::shutdown::Shutdown;
 
 pub fn run(
@@ -15,10 +16,10 @@ pub fn run(
     (rate, seed, faults): (u32, u64, FaultRate),
     duration: Option<Duration>,
 ) -> anyhow::Result<()> {
-    let producer: BaseProducer = ClientConfig::new()
+    let producer: BaseProducer<ProducerLog> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("linger.ms", "5")
-        .create()
+        .create_with_context(ProducerLog::new("producer", brokers))
         .with_context(|| format!("creating a Kafka producer for {brokers}"))?;
     // Ids continue from the wall clock, so a restarted producer never repeats a recent one.
     let first_id = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0) * 1000;

@@ -6,6 +6,7 @@
 //! (`experiment/window/start`, also the message key), so consumers deduplicate by id: delivery
 //! is at least once, the content of a record never changes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
@@ -14,6 +15,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use crate::config::KafkaConfig;
 use crate::engine::{Engine, SharedEngine};
 use crate::experiments::Span;
+use crate::kafka_log::{KafkaLog, ProducerLog};
 use crate::shutdown::Shutdown;
 
 /// How often closed windows are looked for; windows close at most once a minute in practice.
@@ -36,9 +38,12 @@ pub struct PublishError(
 /// The producer of the A/B output topic.
 pub struct Publisher {
     /// Idempotent, so a retried batch does not duplicate records within one producer session.
-    producer: FutureProducer,
+    producer: FutureProducer<ProducerLog>,
     /// `ab.output_topic`.
     topic: String,
+    /// The producer's log, also held here: deliveries resolve as futures in this module, not
+    /// in the producer's context, so a delivered record ends an outage from here.
+    log: Arc<KafkaLog>,
 }
 
 impl Publisher {
@@ -48,18 +53,20 @@ impl Publisher {
         for (k, v) in &kafka.properties {
             config.set(k, v);
         }
+        let context = ProducerLog::new("A/B producer", &kafka.brokers);
+        let log = context.log.clone();
         let producer = config
             .set("bootstrap.servers", &kafka.brokers)
             .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string())
             .set("enable.idempotence", "true")
-            .create()
+            .create_with_context(context)
             .map_err(PublishError)?;
-        Ok(Publisher { producer, topic: topic.to_string() })
+        Ok(Publisher { producer, topic: topic.to_string(), log })
     }
 
     /// Publishes closed windows until `shutdown`, then makes one last attempt.
     pub async fn run(self, engine: SharedEngine, shutdown: Shutdown) {
-        run(&self.producer, &self.topic, &engine, shutdown).await
+        run(&self.producer, &self.topic, &engine, &self.log, shutdown).await
     }
 }
 
@@ -85,23 +92,29 @@ pub fn unpublished_records(engine: &Engine) -> (Vec<(String, String)>, usize) {
     (records, closed.len())
 }
 
-async fn run(producer: &FutureProducer, topic: &str, engine: &SharedEngine, shutdown: Shutdown) {
+async fn run(
+    producer: &FutureProducer<ProducerLog>,
+    topic: &str,
+    engine: &SharedEngine,
+    log: &KafkaLog,
+    shutdown: Shutdown,
+) {
     tracing::info!(%topic, "publishing the A/B feed of every closed window");
     let mut tick = tokio::time::interval(PUBLISH_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = tick.tick() => publish_pending(producer, topic, engine).await,
+            _ = tick.tick() => publish_pending(producer, topic, engine, log).await,
             _ = shutdown.wait() => break,
         }
     }
-    if tokio::time::timeout(FINAL_FLUSH, publish_pending(producer, topic, engine)).await.is_err() {
+    if tokio::time::timeout(FINAL_FLUSH, publish_pending(producer, topic, engine, log)).await.is_err() {
         tracing::warn!(%topic, "A/B records still unpublished at shutdown: they are in the checkpoint and go out after the restart");
     }
 }
 
 /// Sends every record of the unpublished windows; forgets the windows only if all arrived.
-async fn publish_pending(producer: &FutureProducer, topic: &str, engine: &SharedEngine) {
+async fn publish_pending(producer: &FutureProducer<ProducerLog>, topic: &str, engine: &SharedEngine, log: &KafkaLog) {
     let (records, windows) = unpublished_records(&engine.lock());
     if windows == 0 {
         return;
@@ -112,7 +125,9 @@ async fn publish_pending(producer: &FutureProducer, topic: &str, engine: &Shared
         match producer.send_result(FutureRecord::to(topic).key(id.as_str()).payload(json.as_str())) {
             Ok(delivery) => deliveries.push(delivery),
             Err((error, _)) => {
-                tracing::warn!(%topic, %error, "A/B record not enqueued; retrying");
+                if let Some(repeated) = log.admit("A/B record not enqueued", &error) {
+                    tracing::warn!(%topic, %error, "A/B record not enqueued; retrying{repeated}");
+                }
                 return;
             }
         }
@@ -120,10 +135,12 @@ async fn publish_pending(producer: &FutureProducer, topic: &str, engine: &Shared
     let mut failed = 0usize;
     for delivery in deliveries {
         match delivery.await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => log.recovered("an A/B record was delivered"),
             Ok(Err((error, _))) => {
                 failed += 1;
-                tracing::warn!(%topic, %error, "A/B record not delivered; retrying");
+                if let Some(repeated) = log.admit("A/B record not delivered", &error) {
+                    tracing::warn!(%topic, %error, "A/B record not delivered; retrying{repeated}");
+                }
             }
             Err(_cancelled) => failed += 1,
         }

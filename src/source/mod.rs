@@ -34,6 +34,7 @@ use crate::config::KafkaConfig;
 use crate::engine::{RejectLog, SharedEngine};
 use crate::event::EventKind;
 use crate::health::Health;
+use crate::kafka_log::KafkaLog;
 use crate::shutdown::Shutdown;
 use commit::{checkpoint_and_commit, SourceState};
 use rebalance::SourceContext;
@@ -116,6 +117,7 @@ pub async fn run(
         health: health.clone(),
         topics: topics.clone(),
         state: Mutex::new(state),
+        log: KafkaLog::new("consumer", &cfg.brokers),
     };
     let consumer: BaseConsumer<SourceContext> =
         client_config(cfg).create_with_context(context).map_err(SourceError::Create)?;
@@ -177,6 +179,8 @@ impl ConsumeLoop {
                         consecutive_errors = 0;
                         health.set_ready(true);
                     }
+                    // One atomic load unless an outage is being reported.
+                    consumer.context().log.recovered("a message was consumed");
                     let topic = message.topic();
                     let kind = if topic == topics[0] {
                         EventKind::Impression
@@ -210,9 +214,7 @@ impl ConsumeLoop {
                 Some(Err(e)) => {
                     until_shutdown_check = 0;
                     consecutive_errors += 1;
-                    if consecutive_errors == 1 || consecutive_errors.is_power_of_two() {
-                        tracing::warn!(error = %e, consecutive_errors, "consume error");
-                    }
+                    consumer.context().log.consume_error(&e);
                     health.set_ready(false);
                     // Let a broken connection recover without spinning.
                     std::thread::sleep(ERROR_BACKOFF);

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -16,6 +17,7 @@ use super::commit::{checkpoint_and_commit, SourceState};
 use crate::engine::SharedEngine;
 use crate::event::EventKind;
 use crate::health::Health;
+use crate::kafka_log::KafkaLog;
 
 /// How long an assignment may wait for the group's committed offsets.
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,6 +35,8 @@ pub(super) struct SourceContext {
     /// and these callbacks, which run inside its `poll`), so it is never contended; the lock is
     /// what lets the context be `Sync`, as librdkafka's callbacks require.
     pub state: Mutex<SourceState>,
+    /// The consumer's log: outages and repeated errors limited, recovery said once.
+    pub log: KafkaLog,
 }
 
 impl SourceContext {
@@ -45,11 +49,15 @@ impl SourceContext {
 }
 
 impl ClientContext for SourceContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.log.librdkafka(level, facility, message);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         if matches!(error.rdkafka_error_code(), Some(RDKafkaErrorCode::AllBrokersDown)) {
             self.health.set_ready(false);
         }
-        tracing::warn!(%error, reason, "kafka client error");
+        self.log.client_error(&error, reason);
     }
 }
 
@@ -64,6 +72,8 @@ impl ConsumerContext for SourceContext {
                     tracing::error!(error = %e, "assigning partitions failed");
                 }
                 self.health.set_ready(tpl.count() > 0);
+                // The group coordinator answered: the cluster is back, even on idle topics.
+                self.log.recovered("partitions were assigned");
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 self.release(consumer, tpl);

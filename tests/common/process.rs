@@ -32,32 +32,61 @@ pub fn replay_json(impressions: &Path, engagements: &Path, config: &Path) -> Val
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// A running `rankpulse` process, killed if the test fails before stopping it.
+/// A running `rankpulse` process, killed if the test fails before stopping it. Its stdout and
+/// stderr go to a file, printed only if the test fails, so a passing suite shows none of the
+/// warnings its daemons rightly log (broker faults are what many tests inject).
 pub struct Daemon {
     /// The process: killed on drop, so a failing test leaves no daemon behind.
     pub child: Child,
+    /// What the process wrote (stdout and stderr, in order): read by [`Daemon::output`],
+    /// printed on a test's panic, deleted with the daemon.
+    output: tempfile::NamedTempFile,
+    /// The arguments, to name the daemon when its output is printed.
+    args: String,
 }
 
 impl Daemon {
-    /// Starts `rankpulse` with `args`, its output going to the test's.
+    /// Starts `rankpulse` with `args`, its output captured.
     pub fn spawn(args: &[&str]) -> Daemon {
+        Daemon::spawn_with_env(args, &[])
+    }
+
+    /// [`Daemon::spawn`] with extra environment variables.
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let output = tempfile::NamedTempFile::new().expect("a file for the daemon's output");
+        // Both streams share one file description (one offset): lines stay whole and in order.
+        let stdout = output.as_file().try_clone().unwrap();
+        let stderr = output.as_file().try_clone().unwrap();
         let child = Command::new(BIN)
             .args(args)
             .env("RUST_LOG", "info,librdkafka=warn")
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
+            .envs(env.iter().copied())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr))
             .spawn()
             .expect("starting rankpulse");
-        Daemon { child }
+        Daemon { child, output, args: args.join(" ") }
+    }
+
+    /// Everything the process has written so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(self.output.path()).unwrap_or_default()
     }
 
     /// Sends SIGTERM and waits up to `within` for a clean exit.
-    pub fn terminate(mut self, within: Duration) -> (ExitStatus, Duration) {
+    pub fn terminate(self, within: Duration) -> (ExitStatus, Duration) {
+        let (status, took, _) = self.terminate_with_output(within);
+        (status, took)
+    }
+
+    /// [`Daemon::terminate`], and everything the process wrote, to its last line.
+    pub fn terminate_with_output(mut self, within: Duration) -> (ExitStatus, Duration, String) {
         let started = Instant::now();
         Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status().unwrap();
         let what = format!("rankpulse did not stop within {within:?} of SIGTERM");
         let status = wait_for(started + within, Duration::from_millis(50), &what, || self.child.try_wait().unwrap());
-        (status, started.elapsed())
+        self.print_output_unless(status.success());
+        (status, started.elapsed(), self.output())
     }
 
     /// SIGKILL: no chance to checkpoint or commit.
@@ -70,7 +99,21 @@ impl Daemon {
     pub fn wait(mut self, within: Duration) -> ExitStatus {
         let deadline = Instant::now() + within;
         let what = format!("rankpulse did not exit within {within:?}");
-        wait_for(deadline, Duration::from_millis(100), &what, || self.child.try_wait().unwrap())
+        let status = wait_for(deadline, Duration::from_millis(100), &what, || self.child.try_wait().unwrap());
+        self.print_output_unless(status.success());
+        status
+    }
+
+    /// Prints the output unless `fine`: every test asserts a clean exit, so a failed one is
+    /// about to fail the test, after the daemon is gone.
+    fn print_output_unless(&self, fine: bool) {
+        if !fine {
+            self.print_output();
+        }
+    }
+
+    fn print_output(&self) {
+        eprintln!("---- output of `rankpulse {}` ----\n{}---- end of output ----", self.args, self.output());
     }
 }
 
@@ -78,5 +121,8 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            self.print_output();
+        }
     }
 }
