@@ -203,16 +203,22 @@ fn group_means(groups: &Value) -> BTreeMap<String, f64> {
     out
 }
 
+/// The same join settings twice: for native events, and for UBI documents on both inputs.
+fn native_and_ubi_configs(dir: &Path) -> (PathBuf, PathBuf) {
+    let native = write_config(dir, "native.toml", JOIN);
+    let ubi = write_config(
+        dir,
+        "ubi.toml",
+        &format!("[kafka]\nimpressions_format = \"ubi\"\nengagements_format = \"ubi\"\n{JOIN}{UBI}"),
+    );
+    (native, ubi)
+}
+
 #[test]
 fn ubi_documents_replay_to_the_same_metrics_as_native_events() {
     let dir = tempfile::tempdir().unwrap();
     let ([imp, eng, queries, events], lines) = write_both(dir.path(), 20_000, 200);
-    let native_cfg = write_config(dir.path(), "native.toml", JOIN);
-    let ubi_cfg = write_config(
-        dir.path(),
-        "ubi.toml",
-        &format!("[kafka]\nimpressions_format = \"ubi\"\nengagements_format = \"ubi\"\n{JOIN}{UBI}"),
-    );
+    let (native_cfg, ubi_cfg) = native_and_ubi_configs(dir.path());
     let native = replay_json(&imp, &eng, &native_cfg);
     let ubi = replay_json(&queries, &events, &ubi_cfg);
 
@@ -264,12 +270,7 @@ fn ubi_documents_replay_to_the_same_metrics_as_native_events() {
 fn ubi_documents_write_the_same_trec_files_as_native_events() {
     let dir = tempfile::tempdir().unwrap();
     let ([imp, eng, queries, events], lines) = write_both(dir.path(), 5_000, 200);
-    let native_cfg = write_config(dir.path(), "native.toml", JOIN);
-    let ubi_cfg = write_config(
-        dir.path(),
-        "ubi.toml",
-        &format!("[kafka]\nimpressions_format = \"ubi\"\nengagements_format = \"ubi\"\n{JOIN}{UBI}"),
-    );
+    let (native_cfg, ubi_cfg) = native_and_ubi_configs(dir.path());
     let trec = |impressions: &Path, engagements: &Path, config: &Path, name: &str| {
         let out_dir = dir.path().join(name);
         let out = Command::new(BIN)
