@@ -184,7 +184,7 @@ fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
     }
     let engine = last.unwrap();
     let (raw_rate, pipeline_rate) = (median(raw), median(piped));
-    let finalized: u64 = engine.accumulators().cumulative.iter().map(|(_, s)| s.impressions).sum();
+    let finalized: u64 = engine.cumulative().iter().map(|(_, s)| s.impressions).sum();
     let h = &engine.processing_time().histogram;
     results.insert("end_to_end_events".into(), total.into());
     results.insert("end_to_end_events_per_second".into(), pipeline_rate.into());

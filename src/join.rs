@@ -236,6 +236,16 @@ impl Shard {
         self.watermark.is_some_and(|w| w > t)
     }
 
+    /// The groups of the pending impressions (with repeats).
+    pub fn pending_groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        self.pending.groups()
+    }
+
+    /// Renumbers the pending impressions' groups: `map[old] = new` (see [`Shard::pending_groups`]).
+    pub fn remap_groups(&mut self, map: &[GroupId]) {
+        self.pending.remap_groups(map);
+    }
+
     /// Offers an impression. On acceptance, engagements held for it are attributed.
     pub fn offer_impression(
         &mut self,

@@ -181,6 +181,13 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
     let mut rng = SmallRng::seed_from_u64(seed);
     broker.create_topic(IMP_TOPIC);
     broker.create_topic(ENG_TOPIC);
+    // The mock cluster has no CreateTopics: its changelog topics are made here. tansu's are
+    // created by rankpulse.
+    if let Broker::Mock(cluster) = broker {
+        for group in ["reference", "victim"] {
+            cluster.create_topic(&format!("{group}-changelog"), PARTITIONS, 1).unwrap();
+        }
+    }
     let brokers = broker.bootstrap();
     // One message per record batch: tansu 0.6 serves a fetch that starts inside a batch from the
     // next batch (measured: a fetch at offset 5 of a 10-message batch returned offsets 10 on), so

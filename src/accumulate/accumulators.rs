@@ -44,6 +44,33 @@ impl GroupTable {
             *slot = None;
         }
     }
+    /// Adds one group's stats to this table's stats of `group`: exact, in any order.
+    pub fn merge_group(&mut self, group: GroupId, stats: &GroupStats) {
+        let i = group as usize;
+        if self.by_group.len() <= i {
+            self.by_group.resize(i + 1, None);
+        }
+        match &mut self.by_group[i] {
+            Some(ours) => ours.merge(stats),
+            slot @ None => *slot = Some(stats.clone()),
+        }
+    }
+    /// Adds every group of another table (another partition's sums) to this one.
+    pub fn merge(&mut self, other: &GroupTable) {
+        for (group, stats) in other.iter() {
+            self.merge_group(group, stats);
+        }
+    }
+    /// Renumbers the groups (`map[old] = new`), merging groups mapped to one id: a partition's
+    /// sums restored into an engine that interned the same labels under other ids.
+    pub fn remap(&mut self, map: &[GroupId]) {
+        let old = std::mem::take(&mut self.by_group);
+        for (i, stats) in old.into_iter().enumerate() {
+            if let (Some(stats), Some(&new)) = (stats, map.get(i)) {
+                self.merge_group(new, &stats);
+            }
+        }
+    }
 }
 
 /// A window whose every impression is final: its figures never change again.
@@ -69,7 +96,7 @@ struct WindowSeries {
     closed_before: EventTime,
 }
 
-/// Cumulative and windowed accumulators.
+/// Cumulative and windowed accumulators of one partition (the engine merges them for export).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Accumulators {
     /// What every new [`GroupStats`] is created with.
@@ -80,15 +107,6 @@ pub struct Accumulators {
     pub cumulative: GroupTable,
     /// Open windows, one series per configured window size.
     series: Vec<WindowSeries>,
-    /// Newest closed window per size, for the `rankpulse_window_mean` gauges.
-    newest_closed: Vec<Option<ClosedWindow>>,
-    /// Closed windows not yet taken by [`Accumulators::take_closed`] (replay output) or
-    /// acknowledged by the A/B output topic's publisher. Checkpointed, so a window that closed
-    /// just before a crash is still published after the restart.
-    recently_closed: Vec<ClosedWindow>,
-    /// Whether closed windows are kept for `take_closed`; the daemon needs only the newest.
-    #[serde(skip)]
-    keep_closed: bool,
     /// Impressions finalized after their window had closed.
     pub window_late_impressions: u64,
     /// Reused buffer: one impression's values in fixed point, converted once for every table
@@ -110,25 +128,10 @@ impl Accumulators {
                 .iter()
                 .map(|&size_ms| WindowSeries { size_ms, open: BTreeMap::new(), closed_before: EventTime::MIN })
                 .collect(),
-            newest_closed: vec![None; window_sizes_ms.len()],
-            recently_closed: Vec::new(),
-            keep_closed: false,
             window_late_impressions: 0,
             fixed_scratch: Vec::new(),
             squares_scratch: Vec::new(),
         }
-    }
-
-    /// Keep every closed window for [`Accumulators::take_closed`] (replay prints them all).
-    pub fn keep_closed_windows(&mut self, keep: bool) {
-        self.keep_closed = keep;
-        if !keep {
-            self.recently_closed.clear();
-        }
-    }
-
-    pub fn keeps_closed(&self) -> bool {
-        self.keep_closed
     }
 
     pub fn window_size_ms(&self, size_index: usize) -> i64 {
@@ -163,9 +166,10 @@ impl Accumulators {
         self.squares_scratch = squares;
     }
 
-    /// Closes every window whose impressions are all final once every shard's watermark has
-    /// reached `watermark`: its last impression's deadline is `end - 1 + attribution_window`.
-    pub fn close_windows(&mut self, watermark: EventTime) {
+    /// Closes every window whose impressions are all final once the watermark has reached
+    /// `watermark` (its last impression's deadline is `end - 1 + attribution_window`), handing
+    /// each to `on_closed`, oldest first per size.
+    pub fn close_windows(&mut self, watermark: EventTime, mut on_closed: impl FnMut(ClosedWindow)) {
         for (i, series) in self.series.iter_mut().enumerate() {
             let reach = watermark.saturating_sub(self.attribution_window_ms);
             // window [s, s + size) is closed when s + size <= reach
@@ -175,38 +179,50 @@ impl Accumulators {
                     break;
                 }
                 let (start, groups) = entry.remove_entry();
-                let closed = ClosedWindow { size_index: i, start, groups };
-                if self.keep_closed {
-                    self.recently_closed.push(closed.clone());
-                }
-                self.newest_closed[i] = Some(closed);
+                on_closed(ClosedWindow { size_index: i, start, groups });
             }
             series.closed_before = series.closed_before.max(ceil_to_multiple(bound, series.size_ms));
         }
     }
 
     /// Closes every open window (the stream has ended).
-    pub fn close_all(&mut self) {
-        self.close_windows(EventTime::MAX);
+    pub fn close_all(&mut self, on_closed: impl FnMut(ClosedWindow)) {
+        self.close_windows(EventTime::MAX, on_closed);
     }
 
-    pub fn newest_closed(&self) -> impl Iterator<Item = &ClosedWindow> {
-        self.newest_closed.iter().flatten()
+    /// Per window size, the start before which every window is closed.
+    pub fn closed_before(&self) -> Vec<EventTime> {
+        self.series.iter().map(|s| s.closed_before).collect()
     }
 
-    /// Windows closed since the last call, oldest first per size.
-    pub fn take_closed(&mut self) -> Vec<ClosedWindow> {
-        std::mem::take(&mut self.recently_closed)
+    /// Treats every window starting before `closed_before[size]` as closed: a partition that
+    /// first shows up after its engine closed those windows counts impressions in them as late,
+    /// exactly as the partitions that were there.
+    pub fn close_before(&mut self, closed_before: &[EventTime]) {
+        for (series, &bound) in self.series.iter_mut().zip(closed_before) {
+            series.closed_before = series.closed_before.max(bound);
+        }
     }
 
-    /// Closed windows kept and not yet taken, in closing order.
-    pub fn kept_closed(&self) -> &[ClosedWindow] {
-        &self.recently_closed
+    /// Renumbers the groups everywhere (see [`GroupTable::remap`]).
+    pub fn remap_groups(&mut self, map: &[GroupId]) {
+        self.cumulative.remap(map);
+        for series in &mut self.series {
+            for table in series.open.values_mut() {
+                table.remap(map);
+            }
+        }
     }
 
-    /// Forgets the first `n` kept closed windows (they have been published).
-    pub fn forget_closed(&mut self, n: usize) {
-        self.recently_closed.drain(..n.min(self.recently_closed.len()));
+    /// Every group with sums here (with repeats).
+    pub fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        let windows = self.series.iter().flat_map(|s| s.open.values()).flat_map(|t| t.iter().map(|(g, _)| g));
+        self.cumulative.iter().map(|(g, _)| g).chain(windows)
+    }
+
+    /// Drops a retired group's cumulative sums.
+    pub fn retire(&mut self, group: GroupId) {
+        self.cumulative.remove(group);
     }
 }
 
@@ -218,13 +234,12 @@ mod tests {
     fn windows_close_when_their_last_impression_is_final() {
         // 1-second windows, 100 ms attribution window.
         let mut acc = Accumulators::new(StatsShape::plain(1), &[1000], 100);
-        acc.keep_closed_windows(true);
+        let mut closed = Vec::new();
         acc.add(0, 999, &[1.0], true, 0);
         acc.add(0, 1000, &[0.5], true, 0);
-        acc.close_windows(1099);
-        assert!(acc.take_closed().is_empty(), "impression at 999 is final only when the watermark passes 1099");
-        acc.close_windows(1100);
-        let closed = acc.take_closed();
+        acc.close_windows(1099, |w| closed.push(w));
+        assert!(closed.is_empty(), "impression at 999 is final only when the watermark passes 1099");
+        acc.close_windows(1100, |w| closed.push(w));
         assert_eq!(closed.len(), 1);
         assert_eq!(closed[0].start, 0);
         assert_eq!(closed[0].groups.get(0).unwrap().mean(0), 1.0);
@@ -232,17 +247,37 @@ mod tests {
         acc.add(0, 10, &[0.0], false, 0);
         assert_eq!(acc.window_late_impressions, 1);
         assert_eq!(acc.cumulative.get(0).unwrap().impressions, 3);
-        acc.close_all();
-        assert_eq!(acc.take_closed()[0].start, 1000);
-        assert_eq!(acc.newest_closed().next().unwrap().start, 1000);
+        let mut rest = Vec::new();
+        acc.close_all(|w| rest.push(w));
+        assert_eq!(rest.iter().map(|w| w.start).collect::<Vec<_>>(), [1000]);
+    }
+
+    #[test]
+    fn remapped_groups_merge_and_tables_merge_exactly() {
+        let mut a = Accumulators::new(StatsShape::plain(1), &[1000], 0);
+        a.add(0, 10, &[1.0], true, 0);
+        a.add(1, 10, &[0.5], true, 0);
+        a.add(2, 10, &[0.0], false, 0);
+        // Old groups 0 and 2 are one group (id 5) in the engine restoring them.
+        a.remap_groups(&[5, 3, 5]);
+        let ids: Vec<GroupId> = a.cumulative.iter().map(|(g, _)| g).collect();
+        assert_eq!(ids, [3, 5]);
+        assert_eq!((a.cumulative.get(5).unwrap().impressions, a.cumulative.get(5).unwrap().mean(0)), (2, 0.5));
+        let mut merged = GroupTable::default();
+        merged.merge(&a.cumulative);
+        merged.merge(&a.cumulative);
+        assert_eq!(merged.get(3).unwrap().impressions, 2);
+        let mut closed = Vec::new();
+        a.close_all(|w| closed.push(w));
+        assert_eq!(closed[0].groups.get(5).unwrap().impressions, 2, "open windows are renumbered too");
     }
 
     #[test]
     fn negative_timestamps_align_to_the_epoch() {
         let mut acc = Accumulators::new(StatsShape::plain(1), &[1000], 0);
-        acc.keep_closed_windows(true);
         acc.add(0, -1, &[1.0], true, 0);
-        acc.close_all();
-        assert_eq!(acc.take_closed()[0].start, -1000);
+        let mut closed = Vec::new();
+        acc.close_all(|w| closed.push(w));
+        assert_eq!(closed[0].start, -1000);
     }
 }

@@ -45,6 +45,10 @@ pub enum FoldedLabel {
     Variant = 1,
 }
 
+impl FoldedLabel {
+    pub const ALL: [FoldedLabel; 2] = [FoldedLabel::Experiment, FoldedLabel::Variant];
+}
+
 /// Interns (experiment, variant) names so that the hot path carries a `u32`, and guards their
 /// cardinality: beyond the configured number of active values, new ones are folded into
 /// [`FOLDED`] and counted; values idle for `idle_expiry` are retired to make room.
@@ -222,6 +226,11 @@ impl Groups {
     /// Groups with their own series right now.
     pub fn active(&self) -> usize {
         self.index.values().map(HashMap::len).sum()
+    }
+
+    /// The latest impression timestamp of a group.
+    pub fn last_seen(&self, id: GroupId) -> EventTime {
+        self.last_seen[id as usize]
     }
 
     pub fn name(&self, id: GroupId) -> (&str, &str) {

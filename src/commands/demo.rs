@@ -73,7 +73,8 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
             return;
         };
         let mut line = format!("pending {:>5}", engine.pending_impressions());
-        for (group, stats) in engine.accumulators().cumulative.iter() {
+        let cumulative = engine.cumulative();
+        for (group, stats) in cumulative.iter() {
             let (experiment, variant) = engine.groups().name(group);
             if experiment == EXPERIMENT {
                 line.push_str(&format!(
@@ -86,7 +87,7 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
         }
         println!("{line}");
         // The A/B feed over everything so far: what the experimentation team reads.
-        for report in engine.experiment_reports(&engine.accumulators().cumulative, Span::Cumulative) {
+        for report in engine.experiment_reports(&cumulative, Span::Cumulative) {
             if report.experiment != EXPERIMENT {
                 continue;
             }

@@ -25,6 +25,6 @@ pub fn run(
         ReplayFormat::Table => print!("{}", report.to_table(tables)),
     }
     // After the report, which counts the rejected lines by reason: what to fix.
-    replay::check_rejects(max_rejects, engine.counters(), [impressions, engagements])?;
+    replay::check_rejects(max_rejects, &engine.counters(), [impressions, engagements])?;
     Ok(())
 }

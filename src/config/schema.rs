@@ -2,7 +2,6 @@
 //! default (an empty file is a valid configuration) and unknown keys refused.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +22,7 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// `[http]`: the endpoint address. Default: see [`HttpConfig`].
     pub http: HttpConfig,
-    /// `[state]`: checkpoints. Default: see [`StateConfig`].
+    /// `[state]`: the changelog topic and the snapshot interval. Default: see [`StateConfig`].
     pub state: StateConfig,
     /// `[limits]`: what a message may look like. Default: see [`LimitsConfig`].
     pub limits: LimitsConfig,
@@ -41,6 +40,10 @@ pub struct KafkaConfig {
     pub brokers: String,
     /// Consumer group; replicas sharing it split the partitions. Default `rankpulse`.
     pub group_id: String,
+    /// Static group membership (`group.instance.id`): a replica restarted under the same id
+    /// within the session timeout gets its partitions back without a rebalance. Unique per
+    /// replica (the Kubernetes files use the pod name). Default empty: dynamic membership.
+    pub group_instance_id: String,
     /// Topic of impression events. Default `search-impressions`.
     pub impressions_topic: String,
     /// Topic of engagement events, co-partitioned with impressions by `query_id`.
@@ -60,6 +63,7 @@ impl Default for KafkaConfig {
         KafkaConfig {
             brokers: "localhost:9092".into(),
             group_id: "rankpulse".into(),
+            group_instance_id: String::new(),
             impressions_topic: "search-impressions".into(),
             engagements_topic: "search-engagements".into(),
             impressions_format: InputFormat::Json,
@@ -233,32 +237,40 @@ impl Default for HttpConfig {
     }
 }
 
-/// `[state]`: checkpoints.
+/// `[state]`: where each partition's state lives between owners.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
-    /// Directory of the checkpoints. Default `./rankpulse-state`.
-    pub dir: PathBuf,
-    /// How often the whole state is checkpointed; Kafka offsets are committed right after each
-    /// checkpoint. Default `5s`.
+    /// The changelog topic: partition n holds snapshots of input partition n's state, written
+    /// every `checkpoint_interval`, on revoke and at shutdown, and read by whichever replica is
+    /// assigned the partition next. Created (compacted) if missing. Default empty: the group
+    /// id followed by `-changelog`.
+    pub changelog_topic: String,
+    /// Replication factor of the changelog topic when rankpulse creates it (at most the number
+    /// of brokers). Default 3.
+    pub changelog_replication_factor: i32,
+    /// How often every owned partition is snapshotted to the changelog; Kafka offsets are
+    /// committed right after the brokers acknowledge it. Default `5s`.
     pub checkpoint_interval: HumanDuration,
-    /// How many of the newest checkpoints are kept (a damaged newest one falls back to the
-    /// previous). Default 3.
-    pub keep_checkpoints: usize,
-    /// A partition revoked from this consumer, or restored from a checkpoint and not assigned
-    /// yet, keeps holding back window closing for this long, so its impressions still land in
-    /// their windows if it comes back (after a restart, the old member's session must expire
-    /// first: keep this above `session.timeout.ms`). Default `60s`.
-    pub rebalance_grace: HumanDuration,
+}
+
+impl StateConfig {
+    /// The changelog topic's name, with the default applied.
+    pub fn changelog_topic(&self, group_id: &str) -> String {
+        if self.changelog_topic.is_empty() {
+            format!("{group_id}-changelog")
+        } else {
+            self.changelog_topic.clone()
+        }
+    }
 }
 
 impl Default for StateConfig {
     fn default() -> Self {
         StateConfig {
-            dir: PathBuf::from("./rankpulse-state"),
+            changelog_topic: String::new(),
+            changelog_replication_factor: 3,
             checkpoint_interval: HumanDuration::from_millis(5_000),
-            keep_checkpoints: 3,
-            rebalance_grace: HumanDuration::from_millis(60_000),
         }
     }
 }

@@ -6,8 +6,14 @@ use super::{Config, ConfigError};
 use crate::metrics::MAX_GAIN;
 
 /// librdkafka properties rankpulse sets itself, because its offset handling depends on them.
-const MANAGED_KAFKA_PROPERTIES: &[&str] =
-    &["bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"];
+const MANAGED_KAFKA_PROPERTIES: &[&str] = &[
+    "bootstrap.servers",
+    "group.id",
+    "group.instance.id",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "partition.assignment.strategy",
+];
 
 /// The refusal of one key's value: every message of a failed check names the key it is about.
 fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
@@ -41,7 +47,7 @@ impl Config {
             if k.properties.contains_key(*managed) {
                 return Err(invalid(
                     format!("kafka.properties.\"{managed}\""),
-                    "is set by rankpulse itself (offsets are stored only after processing); use kafka.brokers / kafka.group_id instead",
+                    "is set by rankpulse itself (offsets are stored only after processing, and partition n of both topics must be assigned together); use kafka.brokers / kafka.group_id / kafka.group_instance_id instead",
                 ));
             }
         }
@@ -58,8 +64,12 @@ impl Config {
         if self.state.checkpoint_interval.as_millis_i64() == 0 {
             return Err(invalid("state.checkpoint_interval", "must be positive"));
         }
-        if self.state.dir.as_os_str().is_empty() {
-            return Err(invalid("state.dir", "must name a directory"));
+        if self.state.changelog_replication_factor < 1 {
+            return Err(invalid("state.changelog_replication_factor", "must be at least 1"));
+        }
+        let changelog = self.state.changelog_topic(&k.group_id);
+        if [&k.impressions_topic, &k.engagements_topic, &self.ab.output_topic].contains(&&changelog) {
+            return Err(invalid("state.changelog_topic", format!("{changelog:?} is already an input or output topic")));
         }
         let j = &self.join;
         if j.attribution_window.as_millis_i64() == 0 {
@@ -75,7 +85,6 @@ impl Config {
             ("limits.max_results", self.limits.max_results),
             ("labels.max_experiments", self.labels.max_experiments),
             ("labels.max_variants", self.labels.max_variants),
-            ("state.keep_checkpoints", self.state.keep_checkpoints),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));

@@ -1,7 +1,7 @@
 //! Where a finalized impression becomes numbers: its metric values, into the accumulators.
 
-use super::telemetry::Distribution;
-use crate::accumulate::Accumulators;
+use super::task::Totals;
+use crate::accumulate::{ClosedWindow, GroupTable};
 use crate::ids::GroupId;
 use crate::ids::QueryKey;
 use crate::join::Finalized;
@@ -31,30 +31,62 @@ pub type FinalizedObserver = Box<dyn FnMut(&FinalizedView<'_>) + Send>;
 pub(super) struct Aggregation {
     /// Which metric sits in which slot of a value vector.
     pub layout: MetricLayout,
-    /// Exact sums per group, cumulative and per window.
-    pub accumulators: Accumulators,
     /// Reused buffer for one impression's metric values: no allocation per impression.
     pub values: Vec<f64>,
-    /// Impression timestamp to first attributed engagement, in milliseconds.
-    pub first_engagement_delay: Distribution,
     /// See [`FinalizedObserver`]; `None` online.
     pub observer: Option<FinalizedObserver>,
 }
 
 impl Aggregation {
-    /// Computes a finalized impression's metrics and adds them to the accumulators: the one
-    /// place where an impression becomes numbers.
-    pub fn finalize(&mut self, f: Finalized<'_>) {
+    /// Computes a finalized impression's metrics and adds them to its partition's totals: the
+    /// one place where an impression becomes numbers.
+    pub fn finalize(&mut self, totals: &mut Totals, f: Finalized<'_>) {
         let values = &mut self.values;
         self.layout.evaluate(f.gains, &[], values);
         let abandoned =
             values[self.layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout")];
-        self.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0, f.unit);
+        totals.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0, f.unit);
         if let Some(delay) = f.first_engagement_delay_ms {
-            self.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
+            totals.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
         }
         if let Some(observe) = &mut self.observer {
             observe(&FinalizedView { query: f.query, group: f.group, timestamp: f.timestamp, gains: f.gains, values });
+        }
+    }
+}
+
+/// The windows the engine's partitions closed, merged: a window closes in every partition at
+/// the same watermark (the least one), so one `advance` closes it everywhere at once.
+#[derive(Debug, Default)]
+pub(super) struct ClosedWindows {
+    /// Newest closed window per size, for the `rankpulse_window_mean` gauges and the API.
+    pub newest: Vec<Option<ClosedWindow>>,
+    /// Closed windows not yet taken by replay or delivered by the A/B publisher, in closing
+    /// order (oldest first per size).
+    pub kept: Vec<ClosedWindow>,
+    /// Whether closed windows are kept at all: replay prints them, the publisher sends them.
+    pub keep: bool,
+}
+
+impl ClosedWindows {
+    pub fn new(sizes: usize) -> Self {
+        ClosedWindows { newest: vec![None; sizes], kept: Vec::new(), keep: false }
+    }
+
+    /// Merges the windows closed by one `advance` (per partition) into one per (size, start).
+    pub fn add(&mut self, closed: Vec<ClosedWindow>) {
+        let mut merged: std::collections::BTreeMap<(usize, i64), GroupTable> = Default::default();
+        for window in closed {
+            merged.entry((window.size_index, window.start)).or_default().merge(&window.groups);
+        }
+        for ((size_index, start), groups) in merged {
+            let window = ClosedWindow { size_index, start, groups };
+            if self.keep {
+                self.kept.push(window.clone());
+            }
+            if self.newest[size_index].as_ref().is_none_or(|n| n.start <= start) {
+                self.newest[size_index] = Some(window);
+            }
         }
     }
 }

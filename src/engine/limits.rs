@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::aggregation::Aggregation;
-use super::telemetry::Counters;
+use super::task::Totals;
 use crate::event::{RejectReason, Rejection};
 use crate::join::{JoinSettings, Shard};
 use crate::time::{format_rfc3339_ms, EventTime};
@@ -89,6 +89,12 @@ impl StateSize {
         self.dedup += other.dedup;
     }
 
+    pub(super) fn subtract(&mut self, other: StateSize) {
+        self.pending -= other.pending;
+        self.held -= other.held;
+        self.dedup -= other.dedup;
+    }
+
     /// Runs `change` on a shard and applies its effect on the shard's size to the totals.
     pub(super) fn track<R>(&mut self, shard: &mut Shard, change: impl FnOnce(&mut Shard) -> R) -> R {
         let before = Self::of(shard);
@@ -122,16 +128,16 @@ impl StateLimits {
         shard: &mut Shard,
         join: &JoinSettings,
         aggregation: &mut Aggregation,
-        counters: &mut Counters,
+        totals: &mut Totals,
     ) {
         while state.pending > self.max_pending
-            && state.track(shard, |s| s.evict_oldest_pending(join, |f| aggregation.finalize(f)))
+            && state.track(shard, |s| s.evict_oldest_pending(join, |f| aggregation.finalize(totals, f)))
         {
-            counters.impressions_evicted += 1;
+            totals.counters.impressions_evicted += 1;
         }
         while state.held > self.max_held && state.track(shard, Shard::evict_oldest_held) {}
         while state.dedup > self.max_dedup && state.track(shard, Shard::evict_oldest_dedup_key) {
-            counters.dedup_keys_evicted += 1;
+            totals.counters.dedup_keys_evicted += 1;
         }
     }
 }

@@ -9,22 +9,24 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | [`task`] | per-partition state (join shard, input clocks, parked or not): the unit of ownership |
+//! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership |
+//! | [`handover`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
-//! | [`aggregation`] | a finalized impression's metric values into the accumulators |
-//! | [`snapshot`] | the checkpointed state, its fingerprint, and the restore |
+//! | [`aggregation`] | a finalized impression's metric values into its partition's totals; closed windows merged |
 //! | [`telemetry`] | event counters, latency distributions, checkpoint health |
 //! | [`reject_log`] | [`RejectLog`]: the rate limit on logging rejected messages, which the callers log (only they know where a message came from) |
 //! | [`shared`] | [`SharedEngine`]: the engine behind one lock, and the locking rule |
 //!
-//! Offsets are not the engine's: the Kafka source keeps them, beside the engine's snapshot.
+//! Every sum and count is kept per partition (a [`Task`]'s [`Totals`]) and merged when read, so
+//! a partition's share moves with it when another replica takes the partition over. Offsets are
+//! not the engine's: the Kafka source keeps them, beside each partition's snapshot.
 
 mod aggregation;
+mod handover;
 mod limits;
 mod reject_log;
 mod shared;
-mod snapshot;
 mod task;
 mod telemetry;
 mod watermark;
@@ -32,7 +34,7 @@ mod watermark;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::accumulate::{Accumulators, Groups, LabelLimits, StatsShape};
+use crate::accumulate::{Accumulators, ClosedWindow, FoldedLabel, GroupTable, Groups, LabelLimits, StatsShape};
 use crate::config::{AbConfig, AbUnit, Config};
 use crate::event::{Decoders, EventKind, Impression, RejectReason, Rejection};
 use crate::experiments::{ExperimentReport, Span};
@@ -42,15 +44,15 @@ use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
+pub use handover::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use limits::{InputLimits, StateSize};
 pub use reject_log::RejectLog;
 pub use shared::SharedEngine;
-pub use snapshot::{EngineSnapshot, RestoreError, StateFingerprint};
-pub use task::{Task, Tasks};
+pub use task::{Task, Tasks, Totals};
 pub use telemetry::{CheckpointStats, Counters, Distribution};
 pub use watermark::InputClock;
 
-use aggregation::Aggregation;
+use aggregation::{Aggregation, ClosedWindows};
 use limits::StateLimits;
 use watermark::Watermarks;
 
@@ -75,12 +77,17 @@ pub struct Engine {
     window_labels: Vec<String>,
     /// Per-partition state.
     tasks: Tasks,
+    /// How a new partition's task starts.
+    template: TaskTemplate,
+    /// The windows the partitions closed, merged.
+    closed: ClosedWindows,
     /// Interned (experiment, variant) labels, with their limits and retirement.
     groups: Groups,
     /// Everything that turns a finalized impression into numbers.
     aggregation: Aggregation,
-    /// Exported totals of what the engine saw that is not a metric value.
-    counters: Counters,
+    /// Counts of messages that belong to no partition (a negative partition number, which only
+    /// a replay input can carry): rejected, and counted here since no task takes them.
+    unowned: Counters,
     /// The watermark rules and the progress they keep.
     watermarks: Watermarks,
     /// Time to process one message, in nanoseconds.
@@ -96,6 +103,40 @@ pub struct Engine {
     ab: AbConfig,
 }
 
+/// How a partition's task starts: empty sums of the configured shape, with every window the
+/// engine already closed treated as closed.
+#[derive(Debug, Clone)]
+struct TaskTemplate {
+    /// The shape of every group's stats.
+    shape: StatsShape,
+    /// `metrics.windows`, in milliseconds.
+    window_sizes_ms: Vec<i64>,
+    /// `join.attribution_window`, in milliseconds.
+    attribution_window_ms: i64,
+    /// The watermark the engine last closed windows on: a new partition's impressions in
+    /// windows closed before it are late, as they would be for the partitions already there.
+    windows_closed_at: Option<EventTime>,
+}
+
+impl TaskTemplate {
+    fn task(&self) -> Task {
+        let mut accumulators = Accumulators::new(self.shape, &self.window_sizes_ms, self.attribution_window_ms);
+        if let Some(w) = self.windows_closed_at {
+            accumulators.close_windows(w, |_| unreachable!("a new task has no open window"));
+        }
+        Task::new(Totals {
+            accumulators,
+            counters: Counters::default(),
+            first_engagement_delay: self.delay_distribution(),
+        })
+    }
+
+    /// Impression to first engagement, in milliseconds, up to a week.
+    fn delay_distribution(&self) -> Distribution {
+        Distribution::new(86_400_000 * 7)
+    }
+}
+
 impl Engine {
     /// An engine for this configuration, labelling its inputs with the configured topic names.
     pub fn new(cfg: &Config) -> Engine {
@@ -107,17 +148,19 @@ impl Engine {
         let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold, max_gain);
         let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();
-        let mut accumulators = Accumulators::new(
-            StatsShape {
+        let template = TaskTemplate {
+            shape: StatsShape {
                 metrics: layout.len(),
                 unit_buckets: (cfg.ab.unit != AbUnit::Impression).then_some(cfg.ab.unit_buckets),
                 max_units: cfg.ab.max_units,
             },
-            &window_sizes,
-            attribution_window,
-        );
-        // Closed windows wait for the A/B publisher, in the state, when there is one.
-        accumulators.keep_closed_windows(!cfg.ab.output_topic.is_empty());
+            window_sizes_ms: window_sizes,
+            attribution_window_ms: attribution_window,
+            windows_closed_at: None,
+        };
+        let mut closed = ClosedWindows::new(cfg.metrics.windows.len());
+        // Closed windows wait for the A/B publisher when there is one.
+        closed.keep = !cfg.ab.output_topic.is_empty();
         Engine {
             join: JoinSettings { attribution_window },
             input_limits: InputLimits {
@@ -133,17 +176,13 @@ impl Engine {
             },
             state: StateSize::default(),
             wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
-            aggregation: Aggregation {
-                accumulators,
-                values: vec![0.0; layout.len()],
-                layout,
-                first_engagement_delay: Distribution::new(86_400_000 * 7),
-                observer: None,
-            },
+            aggregation: Aggregation { values: vec![0.0; layout.len()], layout, observer: None },
             action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
             tasks: Tasks::default(),
+            template,
+            closed,
             groups: Groups::new(LabelLimits {
                 max_experiments: cfg.labels.max_experiments,
                 max_variants: cfg.labels.max_variants,
@@ -151,11 +190,10 @@ impl Engine {
                     .then(|| cfg.labels.allowed_experiments.iter().map(|e| e.as_str().into()).collect()),
                 idle_expiry_ms: cfg.labels.idle_expiry.as_millis_i64(),
             }),
-            counters: Counters::default(),
+            unowned: Counters::default(),
             watermarks: Watermarks {
                 max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
                 idle_timeout: cfg.join.idle_timeout.as_duration(),
-                rebalance_grace: cfg.state.rebalance_grace.as_duration(),
                 frontier: None,
                 least: None,
             },
@@ -180,52 +218,38 @@ impl Engine {
 
     /// Keeps every closed window for [`Engine::take_closed_windows`].
     pub fn keep_closed_windows(&mut self) {
-        self.aggregation.accumulators.keep_closed_windows(true);
+        self.closed.keep = true;
     }
 
     // ---- partition lifecycle (the source's rebalance callbacks) ----
 
     /// Marks a partition as assigned: until its inputs deliver an event time (or go idle), they
-    /// hold its watermark back.
+    /// hold its watermark back. Its task is created empty unless one was restored.
     pub fn assign(&mut self, partition: i32, now: Instant) {
-        let Some(task) = self.tasks.get_or_create(partition) else { return };
-        task.parked = false;
-        task.parked_since = None;
+        let Engine { tasks, template, .. } = self;
+        let Some(task) = tasks.get_or_create(partition, || template.task()) else { return };
         for kind in EventKind::ALL {
             task.observe(kind, None, now);
         }
     }
 
-    /// A partition was revoked: freeze its state until it comes back.
-    pub fn park(&mut self, partition: i32, now: Instant) {
-        if let Some(task) = self.tasks.get_mut(partition) {
-            task.parked = true;
-            task.parked_since = Some(now);
-        }
-    }
-
-    /// Whether the engine holds state for a partition (owned or parked).
+    /// Whether the engine holds a task for the partition.
     pub fn has_partition(&self, partition: i32) -> bool {
         self.tasks.get(partition).is_some()
     }
 
-    /// A parked partition was consumed elsewhere meanwhile (the group committed past our
-    /// position): its open impressions are finalized now with what they have (counted as
-    /// evicted), and it starts afresh from the group's offsets.
-    pub fn take_over(&mut self, partition: i32) {
-        let Engine { tasks, aggregation, state, join, counters, .. } = self;
-        let Some(task) = tasks.get_mut(partition) else { return };
-        let finalized = state.track(&mut task.join, |s| {
-            let mut n = 0u64;
-            s.drain(join, |f| {
-                n += 1;
-                aggregation.finalize(f)
-            });
-            s.reset_keeping_tally();
-            n
-        });
-        task.inputs = Default::default();
-        counters.impressions_evicted += finalized;
+    /// The partitions the engine holds tasks for.
+    pub fn partitions(&self) -> Vec<i32> {
+        self.tasks.iter().map(|(p, _)| p).collect()
+    }
+
+    /// Drops a partition's task: the partition now belongs to another replica, which restores
+    /// it from its snapshot. Everything it contributed leaves this engine's totals with it.
+    pub fn remove_partition(&mut self, partition: i32) {
+        if let Some(task) = self.tasks.remove(partition) {
+            self.state.subtract(StateSize::of(&task.join));
+            self.watermarks.least = watermark::least(&self.tasks);
+        }
     }
 
     // ---- the pipeline ----
@@ -234,7 +258,7 @@ impl Engine {
     /// (through a [`RejectLog`]), as only it knows where the message came from (a topic,
     /// partition and offset; a file and line).
     pub fn process(&mut self, kind: EventKind, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
-        self.counters.consumed[kind.index()] += 1;
+        self.counters_of(partition).consumed[kind.index()] += 1;
         let result = self.input_limits.check_size(payload.len() as u64).and_then(|()| match kind {
             EventKind::Impression => self.process_impression(partition, payload, now),
             EventKind::Engagement => self.process_engagement(partition, payload, now),
@@ -249,7 +273,7 @@ impl Engine {
     /// is over `limits.max_message_bytes` (replay skips such a line while streaming, never
     /// holding it): counted exactly as the engine would count it, `too_large`.
     pub fn process_oversized(&mut self, kind: EventKind, partition: i32, size: u64, now: Instant) -> Rejection {
-        self.counters.consumed[kind.index()] += 1;
+        self.counters_of(partition).consumed[kind.index()] += 1;
         let rejection = match self.input_limits.check_size(size) {
             Err(rejection) => rejection,
             // A caller's mistake, still counted as a rejection rather than lost or processed unread.
@@ -260,11 +284,21 @@ impl Engine {
     }
 
     fn count_rejection(&mut self, kind: EventKind, partition: i32, rejection: &Rejection, now: Instant) {
+        self.counters_of(partition).rejected[kind.index()][rejection.reason.index()] += 1;
         // A rejected message proves the input alive, but its timestamp must not move anything.
-        if let Some(task) = self.tasks.get_or_create(partition) {
+        if let Some(task) = self.tasks.get_mut(partition) {
             task.observe(kind, None, now);
         }
-        self.counters.rejected[kind.index()][rejection.reason.index()] += 1;
+    }
+
+    /// Where a message of this partition is counted: its task's counters (the task is created
+    /// if need be), or the engine's own for a negative partition.
+    fn counters_of(&mut self, partition: i32) -> &mut Counters {
+        let Engine { tasks, template, unowned, .. } = self;
+        match tasks.get_or_create(partition, || template.task()) {
+            Some(task) => &mut task.totals.counters,
+            None => unowned,
+        }
     }
 
     /// `limits.max_message_bytes`: a reader that streams its input (replay) skips longer
@@ -283,9 +317,10 @@ impl Engine {
         let impression = self.decoders.impression(payload, &mut self.scratch_docs)?;
         self.input_limits.check_results(self.scratch_docs.len())?;
         self.input_limits.check_timestamp(impression.timestamp, self.wall_clock_ms(now))?;
-        if self.tasks.get_or_create(partition).is_none() {
+        if self.tasks.get(partition).is_none() {
             return Err(Self::no_such_partition(partition));
         }
+        let folded_before = FoldedLabel::ALL.map(|label| self.groups.folded(label));
         let group = self.groups.intern(
             &impression.experiment,
             &impression.variant,
@@ -293,27 +328,34 @@ impl Engine {
             self.watermarks.least,
         );
         for retired in self.groups.take_retired() {
-            self.aggregation.accumulators.cumulative.remove(retired);
+            for task in self.tasks.iter_mut() {
+                task.totals.accumulators.retire(retired);
+            }
         }
         let key = query_key(&impression.query_id);
-        let unit = self.unit_hash(&impression);
-        let Engine { tasks, state, state_limits, join, aggregation, counters, scratch_docs, .. } = self;
-        let task = tasks.get_or_create(partition).expect("checked above");
+        let Engine { tasks, groups, state, state_limits, join, aggregation, scratch_docs, ab, .. } = self;
+        let task = tasks.get_mut(partition).expect("checked above");
+        let counters = &mut task.totals.counters;
+        for (label, before) in FoldedLabel::ALL.into_iter().zip(folded_before) {
+            counters.labels_folded[label as usize] += groups.folded(label) - before;
+        }
+        let unit = Self::unit_hash(ab.unit, &impression, counters);
         task.observe(EventKind::Impression, Some(impression.timestamp), now);
-        let shard = &mut task.join;
+        let Task { join: shard, totals, .. } = task;
         let offer =
             |s: &mut crate::join::Shard| s.offer_impression(key, impression.timestamp, group, unit, scratch_docs, join);
         let mut outcome = state.track(shard, offer);
         while outcome == ImpressionOutcome::StateFull {
             // As for `join.max_pending_impressions`: the earliest deadline is finalized early.
-            if !state.track(shard, |s| s.evict_oldest_pending(join, |f| aggregation.finalize(f))) {
+            if !state.track(shard, |s| s.evict_oldest_pending(join, |f| aggregation.finalize(totals, f))) {
                 break;
             }
-            counters.impressions_evicted += 1;
+            totals.counters.impressions_evicted += 1;
             outcome = state.track(shard, offer);
         }
+        let counters = &mut totals.counters;
         match outcome {
-            ImpressionOutcome::Pending => state_limits.enforce(state, shard, join, aggregation, counters),
+            ImpressionOutcome::Pending => state_limits.enforce(state, shard, join, aggregation, totals),
             ImpressionOutcome::Duplicate => counters.impressions_duplicate += 1,
             ImpressionOutcome::Late => counters.impressions_late += 1,
             // Nothing pending and still no room cannot happen (an empty shard compacts to
@@ -326,11 +368,11 @@ impl Engine {
     /// The 32-bit hash of an impression's A/B unit. An impression without the configured unit
     /// field is its own cluster (hashed by query id), which is what the impression unit assumes;
     /// it is counted, because many of them mean the statistics are not clustered as configured.
-    fn unit_hash(&mut self, impression: &Impression<'_>) -> u32 {
-        let unit = match self.ab.unit {
+    fn unit_hash(unit: AbUnit, impression: &Impression<'_>, counters: &mut Counters) -> u32 {
+        let unit = match unit {
             AbUnit::Impression => {
                 // Counted: a client id suggests per-client assignment, which this unit ignores.
-                self.counters.impressions_with_unused_client_id += u64::from(impression.client_id.is_some());
+                counters.impressions_with_unused_client_id += u64::from(impression.client_id.is_some());
                 return 0;
             }
             AbUnit::ClientId => impression.client_id.as_deref(),
@@ -339,7 +381,7 @@ impl Engine {
         let hash = match unit {
             Some(unit) => xxhash_rust::xxh3::xxh3_64(unit.as_bytes()),
             None => {
-                self.counters.impressions_without_unit += 1;
+                counters.impressions_without_unit += 1;
                 xxhash_rust::xxh3::xxh3_64(impression.query_id.as_bytes()) ^ 0x9e37_79b9_7f4a_7c15
             }
         };
@@ -351,13 +393,13 @@ impl Engine {
         self.input_limits.check_timestamp(engagement.timestamp, self.wall_clock_ms(now))?;
         let gain = self.action_gains.get(engagement.action.as_ref()).copied().unwrap_or(0);
         let identity = engagement.identity();
-        let Engine { tasks, state, state_limits, join, aggregation, counters, .. } = self;
-        let Some(task) = tasks.get_or_create(partition) else { return Err(Self::no_such_partition(partition)) };
+        let Engine { tasks, state, state_limits, join, aggregation, .. } = self;
+        let Some(task) = tasks.get_mut(partition) else { return Err(Self::no_such_partition(partition)) };
         task.observe(EventKind::Engagement, Some(engagement.timestamp), now);
         let (query, doc) = (query_key(&engagement.query_id), doc_key(&engagement.doc_id));
-        let shard = &mut task.join;
+        let Task { join: shard, totals, .. } = task;
         state.track(shard, |s| s.offer_engagement(query, identity, engagement.timestamp, doc, gain, join));
-        state_limits.enforce(state, shard, join, aggregation, counters);
+        state_limits.enforce(state, shard, join, aggregation, totals);
         Ok(())
     }
 
@@ -365,24 +407,37 @@ impl Engine {
     pub fn advance(&mut self, now: Instant) {
         self.watermarks.update_frontier(&self.tasks, now);
         let Engine { tasks, aggregation, watermarks, state, join, .. } = self;
-        for task in tasks.active_mut() {
+        for task in tasks.iter_mut() {
             if let Some(w) = watermarks.target(task, now) {
-                state.track(&mut task.join, |s| s.advance(w, join, |f| aggregation.finalize(f)));
+                let Task { join: shard, totals, .. } = task;
+                state.track(shard, |s| s.advance(w, join, |f| aggregation.finalize(totals, f)));
             }
         }
-        if let Some(w) = self.watermarks.window_closing(&self.tasks, now) {
-            self.aggregation.accumulators.close_windows(w);
+        let least = watermark::least(&self.tasks);
+        if let Some(w) = least {
+            self.close_windows(w);
         }
-        self.watermarks.least = watermark::least(&self.tasks);
+        self.watermarks.least = least;
+    }
+
+    /// Closes, in every partition, the windows whose impressions are all final at watermark `w`.
+    fn close_windows(&mut self, w: EventTime) {
+        let mut closed = Vec::new();
+        for task in self.tasks.iter_mut() {
+            task.totals.accumulators.close_windows(w, |window| closed.push(window));
+        }
+        self.closed.add(closed);
+        self.template.windows_closed_at = Some(self.template.windows_closed_at.map_or(w, |c| c.max(w)));
     }
 
     /// The input has ended: finalizes every pending impression and closes every window.
     pub fn finish(&mut self) {
         let Engine { tasks, aggregation, state, join, .. } = self;
         for task in tasks.iter_mut() {
-            state.track(&mut task.join, |s| s.drain(join, |f| aggregation.finalize(f)));
+            let Task { join: shard, totals, .. } = task;
+            state.track(shard, |s| s.drain(join, |f| aggregation.finalize(totals, f)));
         }
-        aggregation.accumulators.close_all();
+        self.close_windows(EventTime::MAX);
     }
 
     // ---- telemetry from the callers ----
@@ -420,8 +475,8 @@ impl Engine {
     }
     /// The A/B reports of every experiment over `table` (the cumulative one or a closed window's),
     /// naming every partition held in state.
-    pub fn experiment_reports(&self, table: &crate::accumulate::GroupTable, span: Span<'_>) -> Vec<ExperimentReport> {
-        let partitions: Vec<i32> = self.tasks.iter().map(|(p, _)| p).collect();
+    pub fn experiment_reports(&self, table: &GroupTable, span: Span<'_>) -> Vec<ExperimentReport> {
+        let partitions = self.partitions();
         let mut reports = crate::experiments::reports(&self.aggregation.layout, &self.groups, table, &self.ab, span);
         for report in &mut reports {
             report.partitions.clone_from(&partitions);
@@ -434,22 +489,52 @@ impl Engine {
     pub fn groups(&self) -> &Groups {
         &self.groups
     }
-    pub fn accumulators(&self) -> &Accumulators {
-        &self.aggregation.accumulators
+    /// Every finalized impression's sums per group, over every partition held.
+    pub fn cumulative(&self) -> GroupTable {
+        let mut table = GroupTable::default();
+        for task in self.tasks.tasks() {
+            table.merge(&task.totals.accumulators.cumulative);
+        }
+        table
     }
-    pub fn take_closed_windows(&mut self) -> Vec<crate::accumulate::ClosedWindow> {
-        self.aggregation.accumulators.take_closed()
+    /// The newest closed window of each size (merged over the partitions).
+    pub fn newest_closed(&self) -> impl Iterator<Item = &ClosedWindow> {
+        self.closed.newest.iter().flatten()
+    }
+    /// Closed windows kept and not yet taken or published, in closing order.
+    pub fn kept_closed(&self) -> &[ClosedWindow] {
+        &self.closed.kept
+    }
+    pub fn take_closed_windows(&mut self) -> Vec<ClosedWindow> {
+        std::mem::take(&mut self.closed.kept)
     }
     /// The first `windows` unpublished closed windows have been delivered.
     pub fn published(&mut self, windows: usize) {
-        self.aggregation.accumulators.forget_closed(windows);
+        self.closed.kept.drain(..windows.min(self.closed.kept.len()));
+    }
+    /// How many window sizes `metrics.windows` configures.
+    pub fn window_count(&self) -> usize {
+        self.template.window_sizes_ms.len()
+    }
+    /// A window size (`metrics.windows`), in milliseconds.
+    pub fn window_size_ms(&self, size_index: usize) -> i64 {
+        self.template.window_sizes_ms[size_index]
+    }
+    /// Impressions finalized after their window had closed, over every partition.
+    pub fn window_late_impressions(&self) -> u64 {
+        self.tasks.tasks().map(|t| t.totals.accumulators.window_late_impressions).sum()
     }
     /// How this engine decodes each input, for readers that peek at messages (replay).
     pub fn decoders(&self) -> &Decoders {
         &self.decoders
     }
-    pub fn counters(&self) -> &Counters {
-        &self.counters
+    /// Message and impression counts over every partition held.
+    pub fn counters(&self) -> Counters {
+        let mut counters = self.unowned.clone();
+        for task in self.tasks.tasks() {
+            counters.merge(&task.totals.counters);
+        }
+        counters
     }
     pub fn topic(&self, kind: EventKind) -> &str {
         &self.topics[kind.index()]
@@ -486,8 +571,13 @@ impl Engine {
         self.checkpoint_stats
     }
 
-    pub fn first_engagement_delay(&self) -> &Distribution {
-        &self.aggregation.first_engagement_delay
+    /// Impression to first engagement, over every partition held.
+    pub fn first_engagement_delay(&self) -> Distribution {
+        let mut merged = self.template.delay_distribution();
+        for task in self.tasks.tasks() {
+            merged.merge(&task.totals.first_engagement_delay);
+        }
+        merged
     }
     pub fn processing_time(&self) -> &Distribution {
         &self.processing_time
@@ -516,7 +606,7 @@ mod tests {
     }
 
     fn impressions(e: &Engine) -> u64 {
-        e.accumulators().cumulative.iter().map(|(_, s)| s.impressions).sum()
+        e.cumulative().iter().map(|(_, s)| s.impressions).sum()
     }
 
     #[test]
@@ -535,12 +625,12 @@ mod tests {
         assert_eq!(e.pending_impressions(), 1, "watermark exactly at the deadline has not passed it");
         e.advance(t0 + Duration::from_millis(5_000 + 11_001));
         assert_eq!((e.pending_impressions(), impressions(&e)), (0, 1));
-        let stats = e.accumulators().cumulative.get(0).unwrap();
+        let stats = e.cumulative().get(0).unwrap().clone();
         assert_eq!((stats.engaged, stats.mean(1)), (0, 1.0), "abandoned impression");
         // A click for it arriving now is late: counted and dropped.
         e.process(EventKind::Engagement, 0, &eng("q1", 101_000, "a"), t0 + Duration::from_secs(20)).unwrap();
         assert_eq!(e.engagement_tally().late, 1);
-        assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 0);
+        assert_eq!(e.cumulative().get(0).unwrap().clone().engaged, 0);
     }
 
     #[test]
@@ -578,7 +668,7 @@ mod tests {
         e.process(EventKind::Engagement, 0, &eng("other", 150_000, "a"), t0).unwrap();
         e.advance(t0);
         assert_eq!(impressions(&e), 1);
-        assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 1);
+        assert_eq!(e.cumulative().get(0).unwrap().clone().engaged, 1);
     }
 
     #[test]
@@ -594,7 +684,7 @@ mod tests {
         assert_eq!(c.consumed, [2, 2]);
         assert_eq!(c.rejected[0][RejectReason::InvalidJson.index()], 1);
         assert_eq!(c.rejected[1][RejectReason::MissingField.index()], 1);
-        assert_eq!(e.accumulators().cumulative.get(0).unwrap().engaged, 1);
+        assert_eq!(e.cumulative().get(0).unwrap().clone().engaged, 1);
     }
 
     #[test]

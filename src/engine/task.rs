@@ -1,37 +1,50 @@
 //! Per-partition state: a [`Task`] is everything one partition number contributes to the
 //! engine (what Kafka Streams calls a task), and [`Tasks`] finds it by partition number.
 //!
-//! A task holds its join state and its two input clocks, and whether it is *parked*: revoked
-//! from this consumer, frozen (nothing finalizes, it holds back no watermark) and kept until the
-//! partition is assigned here again or found consumed elsewhere. Offsets are not here: they
-//! are the source's (`crate::source::Positions`), checkpointed beside the engine's state.
+//! A task holds its join state, its two input clocks and its [`Totals`]: every sum and count
+//! its messages contributed. A partition's state moves between replicas as one task (see
+//! [`super::handover`]), so what a replica exports is the sum of the tasks it owns, and the
+//! sum over replicas is what one replica owning every partition would export.
 
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::telemetry::{Counters, Distribution};
 use super::watermark::InputClock;
+use crate::accumulate::Accumulators;
 use crate::event::EventKind;
 use crate::join::Shard;
 use crate::time::EventTime;
 
+/// Everything a partition's messages added up to: exported summed over the engine's tasks.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Totals {
+    /// Metric sums per group, cumulative and per open window.
+    pub accumulators: Accumulators,
+    /// Message and impression counts.
+    pub counters: Counters,
+    /// Impression timestamp to first attributed engagement, in milliseconds.
+    pub first_engagement_delay: Distribution,
+}
+
 /// The state of one partition number, shared by the co-partitioned impressions and
 /// engagements topics.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Task {
     /// Pending impressions, held engagements, de-duplication memory, engagement counts.
     pub join: Shard,
     /// One clock per input kind (impressions, engagements): what the watermark is derived from.
     pub inputs: [InputClock; 2],
-    /// Revoked from this consumer: frozen until assigned here again (see the module doc).
-    pub parked: bool,
-    /// When it was parked (wall clock; not checkpointed): for `state.rebalance_grace` a parked
-    /// partition still holds back window closing, in case it comes back here.
-    #[serde(skip)]
-    pub parked_since: Option<Instant>,
+    /// What this partition's messages added up to.
+    pub totals: Totals,
 }
 
 impl Task {
+    pub fn new(totals: Totals) -> Self {
+        Task { join: Shard::default(), inputs: Default::default(), totals }
+    }
+
     /// Records that an input delivered a message (with its event time, when it had a valid one).
     pub fn observe(&mut self, kind: EventKind, event_time: Option<EventTime>, now: Instant) {
         self.inputs[kind.index()].observe(event_time, now);
@@ -59,13 +72,27 @@ impl Tasks {
         self.0.get_mut(Self::slot(partition)?)?.as_deref_mut()
     }
 
-    /// The partition's task, created empty on first use; `None` for a negative partition.
-    pub fn get_or_create(&mut self, partition: i32) -> Option<&mut Task> {
+    /// The partition's task, created by `new` on first use; `None` for a negative partition.
+    pub fn get_or_create(&mut self, partition: i32, new: impl FnOnce() -> Task) -> Option<&mut Task> {
         let i = Self::slot(partition)?;
         if self.0.len() <= i {
             self.0.resize_with(i + 1, || None);
         }
-        Some(self.0[i].get_or_insert_with(Box::default))
+        Some(self.0[i].get_or_insert_with(|| Box::new(new())))
+    }
+
+    /// Puts a task in the partition's slot (a restored one), returning the one it replaces.
+    pub fn insert(&mut self, partition: i32, task: Task) -> Option<Box<Task>> {
+        let i = Self::slot(partition)?;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i].replace(Box::new(task))
+    }
+
+    /// Takes the partition's task out (its partition moved to another replica).
+    pub fn remove(&mut self, partition: i32) -> Option<Box<Task>> {
+        self.0.get_mut(Self::slot(partition)?)?.take()
     }
 
     /// Every task with its partition number, in partition order.
@@ -77,13 +104,9 @@ impl Tasks {
         self.0.iter_mut().flatten().map(|t| &mut **t)
     }
 
-    /// Tasks this consumer owns now (not parked).
-    pub fn active(&self) -> impl Iterator<Item = &Task> {
-        self.iter().map(|(_, t)| t).filter(|t| !t.parked)
-    }
-
-    pub fn active_mut(&mut self) -> impl Iterator<Item = &mut Task> {
-        self.iter_mut().filter(|t| !t.parked)
+    /// The tasks, without their partition numbers.
+    pub fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.0.iter().flatten().map(|t| &**t)
     }
 }
 
@@ -91,14 +114,24 @@ impl Tasks {
 mod tests {
     use super::*;
 
+    fn task() -> Task {
+        Task::new(Totals {
+            accumulators: Accumulators::new(crate::accumulate::StatsShape::plain(1), &[], 0),
+            counters: Counters::default(),
+            first_engagement_delay: Distribution::new(1000),
+        })
+    }
+
     #[test]
     fn a_negative_partition_has_no_task_anywhere() {
         let mut tasks = Tasks::default();
-        assert!(tasks.get_or_create(-1).is_none());
+        assert!(tasks.get_or_create(-1, task).is_none());
+        assert!(tasks.insert(-1, task()).is_none() && tasks.remove(-1).is_none());
         assert!(tasks.get(-1).is_none() && tasks.get_mut(i32::MIN).is_none());
-        tasks.get_or_create(2).unwrap().parked = true;
-        assert_eq!(tasks.iter().map(|(p, t)| (p, t.parked)).collect::<Vec<_>>(), [(2, true)]);
+        tasks.get_or_create(2, task).unwrap().totals.counters.consumed[0] = 7;
+        assert_eq!(tasks.iter().map(|(p, t)| (p, t.totals.counters.consumed[0])).collect::<Vec<_>>(), [(2, 7)]);
         assert!(tasks.get(0).is_none() && tasks.get(3).is_none());
-        assert_eq!(tasks.active().count(), 0);
+        assert_eq!(tasks.remove(2).map(|t| t.totals.counters.consumed[0]), Some(7));
+        assert_eq!(tasks.tasks().count(), 0);
     }
 }

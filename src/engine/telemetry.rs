@@ -30,10 +30,33 @@ pub struct Counters {
     /// assigned per client, the statistics then treat correlated impressions as independent,
     /// and `replay` warns.
     pub impressions_with_unused_client_id: u64,
+    /// Impressions whose experiment / variant value the `[labels]` guard folded, by
+    /// [`crate::accumulate::FoldedLabel`].
+    pub labels_folded: [u64; 2],
+}
+
+impl Counters {
+    /// Adds another partition's counts.
+    pub fn merge(&mut self, other: &Counters) {
+        let add = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+        add(&mut self.consumed, &other.consumed);
+        for (a, b) in self.rejected.iter_mut().zip(&other.rejected) {
+            add(a, b);
+        }
+        self.impressions_duplicate += other.impressions_duplicate;
+        self.impressions_late += other.impressions_late;
+        self.impressions_evicted += other.impressions_evicted;
+        self.dedup_keys_evicted += other.dedup_keys_evicted;
+        self.impressions_without_unit += other.impressions_without_unit;
+        self.impressions_with_unused_client_id += other.impressions_with_unused_client_id;
+        add(&mut self.labels_folded, &other.labels_folded);
+    }
 }
 
 /// A latency distribution: hdrhistogram for quantiles plus an exact sum for the `_sum` series.
-#[derive(Debug)]
+/// Checkpointed as its recorded buckets (see [`DistributionState`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(into = "DistributionState", try_from = "DistributionState")]
 pub struct Distribution {
     /// Recorded values, for the exported quantiles.
     pub histogram: Histogram<u64>,
@@ -51,16 +74,43 @@ impl Distribution {
         self.sum += u128::from(value);
     }
 
-    /// (value, count) of every recorded bucket: what a checkpoint keeps of the histogram.
-    pub(super) fn recorded(&self) -> Vec<(u64, u64)> {
-        self.histogram.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect()
+    /// Adds another partition's distribution.
+    pub fn merge(&mut self, other: &Distribution) {
+        // Both have the same bounds (one constructor per distribution), so adding cannot fail;
+        // a failure would only lose quantile detail, never the exact sum and count.
+        let _ = self.histogram.add(&other.histogram);
+        self.sum += other.sum;
     }
+}
 
-    pub(super) fn restore(&mut self, recorded: &[(u64, u64)], sum: u128) {
-        for &(value, count) in recorded {
-            let _ = self.histogram.record_n(value, count);
+/// A [`Distribution`] as checkpoints hold it: the histogram's bounds and its recorded buckets
+/// (a few hundred pairs), not its full counts array.
+#[derive(Serialize, Deserialize)]
+struct DistributionState {
+    /// The histogram's highest trackable value.
+    high: u64,
+    /// (value, count) of every recorded bucket.
+    recorded: Vec<(u64, u64)>,
+    /// [`Distribution::sum`].
+    sum: u128,
+}
+
+impl From<Distribution> for DistributionState {
+    fn from(d: Distribution) -> Self {
+        let recorded = d.histogram.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+        DistributionState { high: d.histogram.high(), recorded, sum: d.sum }
+    }
+}
+
+impl TryFrom<DistributionState> for Distribution {
+    type Error = String;
+    fn try_from(state: DistributionState) -> Result<Self, String> {
+        let mut histogram =
+            Histogram::new_with_bounds(1, state.high.max(2), 3).map_err(|e| format!("histogram bounds: {e}"))?;
+        for (value, count) in state.recorded {
+            histogram.record_n(value, count).map_err(|e| format!("histogram value {value}: {e}"))?;
         }
-        self.sum = sum;
+        Ok(Distribution { histogram, sum: state.sum })
     }
 }
 

@@ -12,8 +12,7 @@
 //! * When no input is active at all, the frontier advances with the wall clock from the moment
 //!   the stream went idle, so impressions without any engagement still get finalized.
 //!
-//! Windows close once the least partition watermark has passed their last possible deadline;
-//! partitions parked less than `state.rebalance_grace` ago still hold that back.
+//! Windows close once the least partition watermark has passed their last possible deadline.
 
 use std::time::{Duration, Instant};
 
@@ -73,8 +72,6 @@ pub(super) struct Watermarks {
     pub max_out_of_orderness: i64,
     /// `join.idle_timeout`.
     pub idle_timeout: Duration,
-    /// `state.rebalance_grace`: how long a parked partition still holds back window closing.
-    pub rebalance_grace: Duration,
     /// Least progress of all active inputs (see the module documentation); checkpointed, so
     /// that idle partitions resume where they were.
     pub frontier: Option<EventTime>,
@@ -99,7 +96,7 @@ impl Watermarks {
         let mut least = Progress::Idle;
         let mut newest_event = None::<EventTime>;
         let mut last_active = None::<Instant>;
-        for task in tasks.active() {
+        for task in tasks.tasks() {
             for clock in &task.inputs {
                 least = least.meet(self.progress(clock, now));
                 newest_event = newest_event.max(clock.max_event_time);
@@ -131,25 +128,13 @@ impl Watermarks {
             Progress::Idle => self.frontier,
         }
     }
-
-    /// The watermark windows close on: [`least`], also held back by partitions parked less
-    /// than `state.rebalance_grace` ago, which may still come back here.
-    pub fn window_closing(&self, tasks: &Tasks, now: Instant) -> Option<EventTime> {
-        least_of(tasks.iter().map(|(_, t)| t).filter(|t| {
-            !t.parked || t.parked_since.is_some_and(|since| now.saturating_duration_since(since) < self.rebalance_grace)
-        }))
-    }
 }
 
-/// The least watermark of the active tasks, if every one has a watermark: everything before it
-/// is final.
+/// The least watermark of the tasks, if every one has a watermark: everything before it is
+/// final, and windows close on it.
 pub(super) fn least(tasks: &Tasks) -> Option<EventTime> {
-    least_of(tasks.active())
-}
-
-fn least_of<'a>(tasks: impl Iterator<Item = &'a Task>) -> Option<EventTime> {
     let mut least = None;
-    for task in tasks {
+    for task in tasks.tasks() {
         let w = task.join.watermark()?;
         least = Some(least.map_or(w, |l: EventTime| l.min(w)));
     }

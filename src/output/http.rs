@@ -76,19 +76,19 @@ impl ReportError {
 
 /// The report of `experiment` over `window` (a size label or `cumulative`).
 pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Result<ExperimentReport, ReportError> {
-    let acc = engine.accumulators();
     let reports = if window == CUMULATIVE {
-        engine.experiment_reports(&acc.cumulative, Span::Cumulative)
+        engine.experiment_reports(&engine.cumulative(), Span::Cumulative)
     } else {
-        let size_index = (0..acc.window_count()).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
-            let mut known: Vec<String> = (0..acc.window_count()).map(|i| engine.window_label(i).to_string()).collect();
+        let windows = engine.window_count();
+        let size_index = (0..windows).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
+            let mut known: Vec<String> = (0..windows).map(|i| engine.window_label(i).to_string()).collect();
             known.push(CUMULATIVE.to_string());
             ReportError::UnknownWindow { window: window.to_string(), known }
         })?;
-        match acc.newest_closed().find(|w| w.size_index == size_index) {
+        match engine.newest_closed().find(|w| w.size_index == size_index) {
             Some(closed) => engine.experiment_reports(
                 &closed.groups,
-                Span::Window { label: window, start: closed.start, size_ms: acc.window_size_ms(size_index) },
+                Span::Window { label: window, start: closed.start, size_ms: engine.window_size_ms(size_index) },
             ),
             None => Vec::new(),
         }
@@ -104,11 +104,11 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
     let engine = state.engine.clone();
     let listing = tokio::task::spawn_blocking(move || {
         let engine = engine.lock();
-        let acc = engine.accumulators();
-        let windows: Vec<&str> =
-            std::iter::once(CUMULATIVE).chain(acc.newest_closed().map(|w| engine.window_label(w.size_index))).collect();
+        let windows: Vec<&str> = std::iter::once(CUMULATIVE)
+            .chain(engine.newest_closed().map(|w| engine.window_label(w.size_index)))
+            .collect();
         let experiments: Vec<serde_json::Value> = engine
-            .experiment_reports(&acc.cumulative, Span::Cumulative)
+            .experiment_reports(&engine.cumulative(), Span::Cumulative)
             .into_iter()
             .map(|r| {
                 serde_json::json!({

@@ -142,7 +142,8 @@ fn key_labels(key: &MetricKey) -> Vec<LabelPair> {
 /// are mostly 0 or 1 would say nothing).
 fn metric_summaries(engine: &Engine) -> Vec<MetricFamily> {
     let groups = engine.groups();
-    let cumulative: Vec<(GroupId, &GroupStats)> = engine.accumulators().cumulative.iter().collect();
+    let table = engine.cumulative();
+    let cumulative: Vec<(GroupId, &GroupStats)> = table.iter().collect();
     // Several metric keys (k = 1, 3, 10 ...) share one family; families keep the layout's order.
     let mut by_name: Vec<(&str, &str, Vec<Metric>)> = Vec::new();
     for (slot, key) in engine.layout().keys().iter().enumerate() {
@@ -168,7 +169,8 @@ fn metric_summaries(engine: &Engine) -> Vec<MetricFamily> {
 /// Finalized and engaged impressions per group, cumulative.
 fn impression_counters(engine: &Engine) -> Vec<MetricFamily> {
     let groups = engine.groups();
-    let cumulative = || engine.accumulators().cumulative.iter();
+    let table = engine.cumulative();
+    let cumulative = || table.iter();
     vec![
         family(
             "rankpulse_impressions_total",
@@ -224,7 +226,7 @@ fn outcome_counters(engine: &Engine) -> Vec<MetricFamily> {
         ("rankpulse_impressions_duplicate_total", "Impressions whose query_id was already open; the first one counts.", counters.impressions_duplicate),
         ("rankpulse_impressions_late_total", "Impressions that arrived after the watermark passed the end of their attribution window; dropped.", counters.impressions_late),
         ("rankpulse_ab_impressions_without_unit_total", "Impressions without the field ab.unit names (client_id or session_id); each is its own cluster in the A/B statistics.", counters.impressions_without_unit),
-        ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window.", engine.accumulators().window_late_impressions),
+        ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window.", engine.window_late_impressions()),
     ];
     let mut families: Vec<MetricFamily> = plain_counters
         .into_iter()
@@ -288,14 +290,15 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
 /// The `[labels]` cardinality guard: values folded into `other`, and the groups it keeps.
 fn label_families(engine: &Engine) -> Vec<MetricFamily> {
     let groups = engine.groups();
+    let folded = engine.counters().labels_folded;
     vec![
         family(
             "rankpulse_labels_folded_total",
             "Impressions whose experiment or variant value was folded into \"other\" by the [labels] cardinality guard.",
             MetricType::COUNTER,
             vec![
-                counter(vec![label("label", "experiment")], groups.folded(FoldedLabel::Experiment) as f64),
-                counter(vec![label("label", "variant")], groups.folded(FoldedLabel::Variant) as f64),
+                counter(vec![label("label", "experiment")], folded[FoldedLabel::Experiment as usize] as f64),
+                counter(vec![label("label", "variant")], folded[FoldedLabel::Variant as usize] as f64),
             ],
         ),
         family(
@@ -355,7 +358,7 @@ fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
     let mut means = Vec::new();
     let mut starts = Vec::new();
     let mut window_impressions = Vec::new();
-    for closed in engine.accumulators().newest_closed() {
+    for closed in engine.newest_closed() {
         let window = engine.window_label(closed.size_index);
         starts.push(gauge(vec![label("window", window)], closed.start as f64 / 1000.0));
         for (group, stats) in closed.groups.iter() {
@@ -402,16 +405,16 @@ fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
 /// The A/B feed of the newest closed window of each size: treatment minus control per metric,
 /// its confidence interval and Welch p-value, and the sample-ratio test per experiment.
 fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
-    let acc = engine.accumulators();
     let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
     let push = |into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>| {
         if let Some(v) = value.filter(|v| v.is_finite()) {
             into.push(gauge(labels.to_vec(), v));
         }
     };
-    for closed in acc.newest_closed() {
+    for closed in engine.newest_closed() {
         let window = engine.window_label(closed.size_index);
-        let span = Span::Window { label: window, start: closed.start, size_ms: acc.window_size_ms(closed.size_index) };
+        let span =
+            Span::Window { label: window, start: closed.start, size_ms: engine.window_size_ms(closed.size_index) };
         for report in engine.experiment_reports(&closed.groups, span) {
             let experiment = label("experiment", &report.experiment);
             if let Some(test) = &report.sample_ratio {
@@ -475,7 +478,7 @@ fn latency_summaries(engine: &Engine) -> Vec<MetricFamily> {
             "rankpulse_first_engagement_delay_seconds",
             "Delay from an impression to its first attributed engagement.",
             MetricType::SUMMARY,
-            vec![distribution_summary(engine.first_engagement_delay(), 1e-3)],
+            vec![distribution_summary(&engine.first_engagement_delay(), 1e-3)],
         ),
         family(
             "rankpulse_event_processing_seconds",

@@ -75,14 +75,13 @@ impl Publisher {
 /// record is delivered). Windows closing in the meantime are appended after these, so
 /// forgetting that many forgets exactly the ones sent.
 pub fn unpublished_records(engine: &Engine) -> (Vec<(String, String)>, usize) {
-    let acc = engine.accumulators();
-    let closed = acc.kept_closed();
+    let closed = engine.kept_closed();
     let mut records = Vec::new();
     for window in closed {
         let span = Span::Window {
             label: engine.window_label(window.size_index),
             start: window.start,
-            size_ms: acc.window_size_ms(window.size_index),
+            size_ms: engine.window_size_ms(window.size_index),
         };
         for report in engine.experiment_reports(&window.groups, span) {
             let json = serde_json::to_string(&report).expect("reports always serialize");

@@ -174,8 +174,7 @@ impl Report {
             .iter()
             .map(|w| {
                 let label = engine.window_label(w.size_index);
-                let span =
-                    Span::Window { label, start: w.start, size_ms: engine.accumulators().window_size_ms(w.size_index) };
+                let span = Span::Window { label, start: w.start, size_ms: engine.window_size_ms(w.size_index) };
                 WindowReport {
                     size: label.to_string(),
                     start: format_rfc3339_ms(w.start),
@@ -186,15 +185,16 @@ impl Report {
             .collect();
         let c = engine.counters();
         let t = engine.engagement_tally();
+        let cumulative = engine.cumulative();
         Report {
-            groups: group_reports(layout, groups, &engine.accumulators().cumulative),
-            experiments: engine.experiment_reports(&engine.accumulators().cumulative, Span::Cumulative),
+            groups: group_reports(layout, groups, &cumulative),
+            experiments: engine.experiment_reports(&cumulative, Span::Cumulative),
             windows,
             events: EventCounts {
                 impressions_read: c.consumed[0],
                 engagements_read: c.consumed[1],
                 rejected: c.rejected.iter().flatten().sum(),
-                rejected_by_reason: RejectedByReason::from_counters(c),
+                rejected_by_reason: RejectedByReason::from_counters(&c),
                 impressions_duplicate: c.impressions_duplicate,
                 impressions_late: c.impressions_late,
                 engagements_attributed: t.attributed,

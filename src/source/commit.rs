@@ -1,9 +1,9 @@
-//! Checkpoint, then commit: the one path by which offsets reach the consumer group.
+//! Snapshot, then commit: the one path by which offsets reach the consumer group.
 //!
-//! A checkpoint holds the engine's state and the [`Positions`] it covers, taken together on the
-//! consumer thread (the only writer of both), so they always agree. Offsets are committed only
-//! after that checkpoint is on disk: a commit never runs ahead of the state that would resume
-//! from it.
+//! A partition's snapshot holds its state and its [`Positions`], taken together on the consumer
+//! thread (the only writer of both), so they always agree. Offsets are committed only after the
+//! brokers acknowledged the changelog snapshot that covers them: a commit never runs ahead of
+//! the state that would resume from it, whichever replica resumes it.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -12,32 +12,35 @@ use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
+use super::changelog::{Changelog, ChangelogError};
 use super::positions::Positions;
-use crate::checkpoint::{self, CheckpointStore};
-use crate::engine::{EngineSnapshot, SharedEngine};
+use crate::checkpoint;
+use crate::engine::{Engine, SharedEngine, TaskSnapshot};
 use crate::event::EventKind;
 
-/// What a checkpoint of the source holds, as written (borrowed, no copy).
+/// One partition's changelog snapshot, as written (borrowed, no copy).
 #[derive(Serialize)]
-struct CheckpointRef<'a, E: Serialize> {
-    /// [`crate::engine::Engine::snapshot`].
-    engine: E,
-    /// Where each partition in that state resumes.
-    positions: &'a Positions,
+struct SnapshotRef<T: Serialize> {
+    /// Where the partition's inputs resume: the next offset of each, if any was consumed.
+    positions: [Option<i64>; 2],
+    /// [`Engine::snapshot_partition`].
+    task: T,
 }
 
-/// What a checkpoint of the source holds, as read back on start.
+/// One partition's changelog snapshot, as read back on assignment.
 #[derive(Deserialize)]
-pub struct Checkpoint {
-    /// The engine's state, for [`crate::engine::Engine::restore`].
-    pub engine: EngineSnapshot,
-    /// Where each partition in that state resumes.
-    pub positions: Positions,
+pub struct PartitionSnapshot {
+    /// Where the partition's inputs resume.
+    pub positions: [Option<i64>; 2],
+    /// Its state, for [`Engine::restore_partition`].
+    pub task: TaskSnapshot,
 }
 
-/// Encodes the engine's state and the positions it covers into one checkpoint.
-pub fn encode_checkpoint(engine: &crate::engine::Engine, positions: &Positions) -> Vec<u8> {
-    checkpoint::encode(&CheckpointRef { engine: engine.snapshot(), positions })
+/// Encodes one partition's state and the positions it covers (`None` if the engine holds no
+/// task for it).
+pub fn encode_partition(engine: &Engine, positions: &Positions, partition: i32) -> Option<Vec<u8>> {
+    let task = engine.snapshot_partition(partition)?;
+    Some(checkpoint::encode(&SnapshotRef { positions: positions.of(partition).unwrap_or([None; 2]), task }))
 }
 
 /// What the consumer thread keeps besides the engine: shared between the poll loop and the
@@ -48,35 +51,49 @@ pub(super) struct SourceState {
     /// Partitions assigned to this consumer now: only their offsets may be committed (a
     /// revoked partition may already belong to someone else).
     pub assigned: BTreeSet<i32>,
-    /// Where checkpoints go; `None` in the demo, which only commits.
-    pub store: Option<CheckpointStore>,
+    /// Where snapshots go; `None` in the demo, which only commits.
+    pub changelog: Option<Changelog>,
+    /// A failure the source cannot go on after (the changelog unreadable, or its state written
+    /// with another configuration): the poll loop stops with it.
+    pub fatal: Option<ChangelogError>,
 }
 
-/// Checkpoints the engine and positions (when durable), then commits the offsets the
-/// checkpoint covers for the assigned partitions. A failed checkpoint commits nothing (the
-/// previous checkpoint stands); `occasion` names the moment in the log.
+/// Snapshots `partitions` (assigned ones) to the changelog, then commits the offsets the
+/// snapshots cover. A failed write commits nothing (the previous snapshots stand, and so do
+/// the offsets committed with them); `occasion` names the moment in the log.
 pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
     consumer: &C,
     engine: &SharedEngine,
     state: &mut SourceState,
+    partitions: &BTreeSet<i32>,
     topics: &[String; 2],
     mode: CommitMode,
     occasion: &str,
 ) {
-    let encoded = state.store.as_ref().map(|_| encode_checkpoint(&engine.lock(), &state.positions));
-    if let (Some(store), Some(encoded)) = (state.store.as_mut(), encoded) {
+    if partitions.is_empty() {
+        return;
+    }
+    if let Some(changelog) = state.changelog.as_mut() {
         let started = Instant::now();
-        let written = store.write(&encoded);
+        let snapshots: Vec<(i32, Vec<u8>)> = {
+            let engine = engine.lock();
+            partitions.iter().filter_map(|&p| Some((p, encode_partition(&engine, &state.positions, p)?))).collect()
+        };
+        let written = changelog.write(&snapshots);
         let ok = written.is_ok();
-        if let Err(e) = written {
-            tracing::error!(error = %e, occasion, "checkpoint failed; offsets not committed (the previous checkpoint stands)");
-        }
-        engine.lock().record_checkpoint(encoded.len() as u64, started.elapsed(), ok, started);
+        let bytes = match written {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::error!(error = %e, occasion, "changelog snapshot failed; offsets not committed (the previous snapshots stand)");
+                0
+            }
+        };
+        engine.lock().record_checkpoint(bytes, started.elapsed(), ok, started);
         if !ok {
             return;
         }
     }
-    commit_positions(consumer, topics, &state.positions.of_partitions(&state.assigned), mode);
+    commit_positions(consumer, topics, &state.positions.of_partitions(partitions), mode);
 }
 
 /// Commits next offsets (of partitions this consumer owns) to the group.
@@ -94,6 +111,6 @@ fn commit_positions<C: Consumer<X>, X: ConsumerContext>(
         let _ = tpl.add_partition_offset(&topics[kind.index()], partition, Offset::Offset(next));
     }
     if let Err(e) = consumer.commit(&tpl, mode) {
-        tracing::warn!(error = %e, "offset commit failed; the next checkpoint commits again");
+        tracing::warn!(error = %e, "offset commit failed; the next snapshot commits again");
     }
 }

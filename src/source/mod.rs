@@ -1,21 +1,27 @@
 //! The Kafka source: consumes both topics on a thread of its own and feeds the engine.
 //!
 //! Offset discipline: a message's offset is recorded in [`Positions`] once the message is in the
-//! engine's state, and a checkpoint holds the state *and* the positions, so it is the position of
-//! every partition. Offsets are committed to the group only after the checkpoint that covers
-//! them is on disk (periodically, on revoke, and at shutdown). On assignment, a partition resumes
-//! from its checkpointed offsets, not the group's: every message is in the state exactly once,
-//! whatever happened in between. If the group committed past our checkpoint, another consumer
-//! owned the partition meanwhile; our stale state for it is finalized and we continue from the
-//! group's offsets.
+//! engine's state, and a partition's snapshot holds its state *and* its positions. Snapshots go
+//! to the changelog topic (periodically, on revoke, and at shutdown), and offsets are committed
+//! to the group only after the brokers acknowledged the snapshot that covers them. On
+//! assignment, a partition is restored from its newest snapshot and resumes from that
+//! snapshot's offsets, not the group's: every message is in the state exactly once, whichever
+//! replica owned the partition before and however it stopped.
+//!
+//! Partition n of both topics must be one replica's: the range assignor does that for topics
+//! with equal partition counts (the cooperative-sticky one does not), so rebalances are eager;
+//! static membership (`kafka.group_instance_id`) keeps a restarted replica's partitions from
+//! moving at all.
 //!
 //! | file | owns |
 //! |---|---|
 //! | `mod.rs` | the consumer thread's poll loop, the client configuration |
+//! | [`changelog`] | the changelog topic: snapshots written in chunks, acknowledged, read back from the end |
 //! | [`positions`] | the next offset of every input partition in the state |
-//! | [`commit`] | checkpoint, then commit: the only path by which offsets reach the group |
-//! | `rebalance` | assignment (resume from checkpointed offsets, or take over) and revoke (checkpoint, commit, park) |
+//! | [`commit`] | snapshot, then commit: the only path by which offsets reach the group |
+//! | `rebalance` | assignment (restore from the changelog) and revoke (snapshot, commit, drop) |
 
+mod changelog;
 mod commit;
 mod positions;
 mod rebalance;
@@ -29,17 +35,18 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
-use crate::checkpoint::CheckpointStore;
-use crate::config::KafkaConfig;
+use crate::config::{KafkaConfig, StateConfig};
 use crate::engine::{RejectLog, SharedEngine};
 use crate::event::EventKind;
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
 use crate::shutdown::Shutdown;
+use changelog::Changelog;
 use commit::{checkpoint_and_commit, SourceState};
 use rebalance::SourceContext;
 
-pub use commit::{encode_checkpoint, Checkpoint};
+pub use changelog::ChangelogError;
+pub use commit::{encode_partition, PartitionSnapshot};
 pub use positions::Positions;
 
 /// How often watermarks are recomputed when messages keep arriving, and when they do not.
@@ -61,18 +68,17 @@ pub enum SourceError {
     Create(KafkaError),
     #[error("subscribing to {topics:?}: {error}")]
     Subscribe { topics: [String; 2], error: KafkaError },
-    #[error("the consumer thread stopped without its final checkpoint (it panicked); a restart resumes from the last checkpoint")]
+    #[error("the consumer thread stopped without its final snapshot (it panicked); a restart resumes from the last snapshots")]
     ConsumerThread,
+    #[error(transparent)]
+    Changelog(#[from] ChangelogError),
 }
 
-/// Where and how often state is checkpointed; `None` in the demo, which has nothing to resume.
+/// Where and how often partitions are snapshotted; `None` in the demo, which has nothing to
+/// resume and only commits.
 pub struct Durability {
-    /// The state directory's checkpoint files.
-    pub store: CheckpointStore,
-    /// `state.checkpoint_interval`.
-    pub interval: Duration,
-    /// The positions of the checkpoint the engine was restored from (empty without one).
-    pub positions: Positions,
+    /// `[state]`: the changelog topic and the snapshot interval.
+    pub state: StateConfig,
 }
 
 fn client_config(cfg: &KafkaConfig) -> ClientConfig {
@@ -86,7 +92,12 @@ fn client_config(cfg: &KafkaConfig) -> ClientConfig {
     c.set("bootstrap.servers", &cfg.brokers)
         .set("group.id", &cfg.group_id)
         .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false");
+        .set("enable.auto.offset.store", "false")
+        // Partition n of both topics to one member (see the module documentation).
+        .set("partition.assignment.strategy", "range");
+    if !cfg.group_instance_id.is_empty() {
+        c.set("group.instance.id", &cfg.group_instance_id);
+    }
     c
 }
 
@@ -104,20 +115,23 @@ pub async fn run(
     commit_interval: Duration,
 ) -> Result<(), SourceError> {
     let topics = [cfg.impressions_topic.clone(), cfg.engagements_topic.clone()];
-    let (state, checkpoint_interval) = match durability {
-        Some(d) => {
-            (SourceState { positions: d.positions, assigned: BTreeSet::new(), store: Some(d.store) }, d.interval)
+    let (changelog, checkpoint_interval) = match durability {
+        Some(Durability { state }) => {
+            let topic = state.changelog_topic(&cfg.group_id);
+            let runtime = tokio::runtime::Handle::current();
+            let changelog = Changelog::new(cfg, &topic, state.changelog_replication_factor, runtime)?;
+            (Some(changelog), state.checkpoint_interval.as_duration())
         }
-        None => {
-            (SourceState { positions: Positions::default(), assigned: BTreeSet::new(), store: None }, commit_interval)
-        }
+        None => (None, commit_interval),
     };
+    let state = SourceState { positions: Positions::default(), assigned: BTreeSet::new(), changelog, fatal: None };
     let context = SourceContext {
         engine: engine.clone(),
         health: health.clone(),
         topics: topics.clone(),
         state: Mutex::new(state),
         log: KafkaLog::new("consumer", &cfg.brokers),
+        shutdown: shutdown.clone(),
     };
     let consumer: BaseConsumer<SourceContext> =
         client_config(cfg).create_with_context(context).map_err(SourceError::Create)?;
@@ -131,12 +145,15 @@ pub async fn run(
     std::thread::Builder::new()
         .name("rankpulse-source".into())
         .spawn(move || {
-            consume.run();
-            let _ = finished.send(());
+            let _ = finished.send(consume.run());
         })
         .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the consumer thread: {e}"))))?;
-    // The thread reports when it has checkpointed and stopped; a dropped sender means it panicked.
-    done.await.map_err(|_| SourceError::ConsumerThread)
+    // The thread reports when it has snapshotted and stopped; a dropped sender means it panicked.
+    match done.await {
+        Ok(None) => Ok(()),
+        Ok(Some(fatal)) => Err(fatal.into()),
+        Err(_) => Err(SourceError::ConsumerThread),
+    }
 }
 
 /// Everything the consumer thread owns.
@@ -156,7 +173,8 @@ struct ConsumeLoop {
 }
 
 impl ConsumeLoop {
-    fn run(self) {
+    /// Consumes until shutdown; returns the error that stopped it, if one did.
+    fn run(self) -> Option<ChangelogError> {
         let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval } = &self;
         let mut last_advance = Instant::now();
         let mut next_checkpoint = last_advance + *checkpoint_interval;
@@ -230,25 +248,27 @@ impl ConsumeLoop {
                 last_advance = now;
             }
             if now >= next_checkpoint {
-                checkpoint_and_commit(
-                    consumer,
-                    engine,
-                    &mut consumer.context().state(),
-                    topics,
-                    CommitMode::Async,
-                    "interval",
-                );
+                let mut state = consumer.context().state();
+                let assigned = state.assigned.clone();
+                checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Async, "interval");
+                drop(state);
                 next_checkpoint = Instant::now() + *checkpoint_interval;
             }
         }
 
         rejects.report_suppressed();
-        // The demo keeps no checkpoints: say only what is done.
-        let last =
-            if consumer.context().state().store.is_some() { "final checkpoint and commit" } else { "final commit" };
+        let mut state = consumer.context().state();
+        // The demo keeps no snapshots: say only what is done.
+        let last = if state.changelog.is_some() { "final snapshot and commit" } else { "final commit" };
         tracing::info!("stopping the consumer: {last}");
-        checkpoint_and_commit(consumer, engine, &mut consumer.context().state(), topics, CommitMode::Sync, "shutdown");
+        let assigned = std::mem::take(&mut state.assigned);
+        checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Sync, "shutdown");
+        let fatal = state.fatal.take();
+        // Nothing is assigned any more as far as the revoke callback is concerned: the snapshot
+        // is written, and the partitions' state stays for the demo's summary.
+        drop(state);
         consumer.unsubscribe();
         health.set_ready(false);
+        fatal
     }
 }

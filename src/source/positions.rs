@@ -34,7 +34,16 @@ impl Positions {
         (offsets != [None; 2]).then_some(offsets)
     }
 
-    /// Forgets a partition: it was consumed elsewhere and resumes from the group's offsets.
+    /// Sets a partition's next offsets (from its restored snapshot).
+    pub fn set(&mut self, partition: i32, offsets: [Option<i64>; 2]) {
+        let Ok(i) = usize::try_from(partition) else { return };
+        if self.0.len() <= i {
+            self.0.resize(i + 1, [None; 2]);
+        }
+        self.0[i] = offsets;
+    }
+
+    /// Forgets a partition: it has no snapshot and resumes from the group's offsets.
     pub fn forget(&mut self, partition: i32) {
         if let Some(offsets) = usize::try_from(partition).ok().and_then(|i| self.0.get_mut(i)) {
             *offsets = [None; 2];

@@ -1,8 +1,8 @@
-//! The consumer's callbacks: positions partitions on assignment, checkpoints and commits on
-//! revoke, tracks readiness. They run inside `poll`, between two messages, so they never see a
+//! The consumer's callbacks: restores and positions partitions on assignment, snapshots and
+//! commits on revoke, tracks readiness. They run inside `poll`, between two messages, so they never see a
 //! half-processed message.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -13,13 +13,16 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 
-use super::commit::{checkpoint_and_commit, SourceState};
+use super::changelog::ChangelogError;
+use super::commit::{checkpoint_and_commit, PartitionSnapshot, SourceState};
+use crate::checkpoint;
 use crate::engine::SharedEngine;
 use crate::event::EventKind;
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
+use crate::shutdown::Shutdown;
 
-/// How long an assignment may wait for the group's committed offsets.
+/// How long an assignment may wait for the topics' metadata.
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The consumer's context: what its callbacks need, and the source state they share with the
@@ -37,6 +40,8 @@ pub(super) struct SourceContext {
     pub state: Mutex<SourceState>,
     /// The consumer's log: outages and repeated errors limited, recovery said once.
     pub log: KafkaLog,
+    /// Triggered when a partition's state cannot be restored (see [`SourceState::fatal`]).
+    pub shutdown: Shutdown,
 }
 
 impl SourceContext {
@@ -93,75 +98,120 @@ fn partitions_of(tpl: &TopicPartitionList) -> BTreeSet<i32> {
 }
 
 impl SourceContext {
-    /// Sets each assigned partition's start to its checkpointed offset (unless it was consumed
-    /// elsewhere meanwhile, then its stale state is finalized) and un-parks it in the engine.
+    /// Restores each assigned partition from its newest changelog snapshot and starts it at
+    /// that snapshot's offsets; a partition without one starts empty from the group's offsets.
     fn position_assignment(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
-        let committed = committed_offsets(consumer, tpl);
-        let now = Instant::now();
-        let mut state = self.state();
-        let mut engine = self.engine.lock();
         let partitions = partitions_of(tpl);
+        tracing::info!(?partitions, "assignment: restoring the partitions");
+        let mut state = self.state();
+        if let Some(changelog) = state.changelog.as_mut() {
+            let needed = input_partitions(consumer, &self.topics).max(partitions.last().map_or(0, |&p| p as usize + 1));
+            if let Err(e) = changelog.ensure_topic(needed) {
+                return self.fail(&mut state, e);
+            }
+        }
         for &p in &partitions {
-            if let Some(ours) = state.positions.of(p) {
-                let consumed_elsewhere = EventKind::ALL.iter().any(|&k| {
-                    let theirs = committed.get(&(self.topics[k.index()].clone(), p));
-                    matches!((ours[k.index()], theirs), (Some(o), Some(&t)) if t > o)
-                });
-                if consumed_elsewhere {
-                    tracing::warn!(partition = p, "partition was consumed elsewhere since our checkpoint: finalizing its open impressions, continuing from the group's offsets");
-                    engine.take_over(p);
-                    state.positions.forget(p);
-                } else {
+            let started = Instant::now();
+            let restored = match state.changelog.as_mut() {
+                None => None,
+                Some(changelog) => match changelog.read_newest(p, |recovered| {
+                    let snapshot: PartitionSnapshot =
+                        checkpoint::decode(&recovered.bytes).map_err(|e| e.to_string())?;
+                    self.engine.lock().check_compatible(&snapshot.task).map_err(|e| e.to_string())?;
+                    Ok(snapshot)
+                }) {
+                    Ok(found) => found,
+                    Err(e) => return self.fail(&mut state, e),
+                },
+            };
+            let mut engine = self.engine.lock();
+            match restored {
+                Some((recovered, snapshot)) => {
+                    let pending = snapshot.task.pending_impressions();
+                    let positions = snapshot.positions;
+                    if let Err(e) = engine.restore_partition(snapshot.task, Instant::now()) {
+                        // Checked while reading: only a bug gets here.
+                        tracing::error!(partition = p, error = %e, "restoring the partition failed");
+                    }
                     for kind in EventKind::ALL {
-                        if let Some(offset) = ours[kind.index()] {
+                        if let Some(offset) = positions[kind.index()] {
                             let _ = tpl.set_partition_offset(&self.topics[kind.index()], p, Offset::Offset(offset));
                         }
                     }
+                    state.positions.set(p, positions);
+                    tracing::info!(
+                        partition = p,
+                        snapshot = recovered.id,
+                        changelog_offset = recovered.offset,
+                        bytes = recovered.bytes.len(),
+                        pending,
+                        took_ms = started.elapsed().as_millis() as u64,
+                        ?positions,
+                        "partition restored from the changelog"
+                    );
+                }
+                None => {
+                    engine.assign(p, Instant::now());
+                    if state.changelog.is_some() {
+                        state.positions.forget(p);
+                        tracing::info!(
+                            partition = p,
+                            "no snapshot in the changelog: the partition starts empty from the group's offsets"
+                        );
+                    }
                 }
             }
-            engine.assign(p, now);
             state.assigned.insert(p);
         }
         tracing::info!(?partitions, "partitions assigned");
     }
 
-    /// Revoke: checkpoints, commits exactly what the checkpoint covers, and parks the revoked
-    /// partitions (their state stays, frozen, in case they come back here).
+    /// Revoke: snapshots the revoked partitions, commits exactly what the snapshots cover and,
+    /// with a changelog, drops their state: the next owner restores it from there.
     fn release(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList) {
-        let partitions = partitions_of(tpl);
-        tracing::info!(?partitions, "partitions revoked: checkpointing and committing");
         let mut state = self.state();
-        checkpoint_and_commit(consumer, &self.engine, &mut state, &self.topics, CommitMode::Sync, "revoke");
-        let now = Instant::now();
+        let partitions: BTreeSet<i32> = partitions_of(tpl).intersection(&state.assigned).copied().collect();
+        tracing::info!(?partitions, "partitions revoked: snapshotting and committing");
+        checkpoint_and_commit(
+            consumer,
+            &self.engine,
+            &mut state,
+            &partitions,
+            &self.topics,
+            CommitMode::Sync,
+            "revoke",
+        );
         let mut engine = self.engine.lock();
         for &p in &partitions {
-            engine.park(p, now);
+            if state.changelog.is_some() {
+                engine.remove_partition(p);
+                state.positions.forget(p);
+            }
             state.assigned.remove(&p);
         }
     }
+
+    /// Stops the source with an error it cannot go on after.
+    fn fail(&self, state: &mut SourceState, error: ChangelogError) {
+        tracing::error!(error = %error, "stopping: the partitions' state cannot be restored");
+        state.fatal = Some(error);
+        self.shutdown.trigger();
+    }
 }
 
-/// The group's committed offsets of the assigned partitions; empty (resume from our own
-/// checkpoints) when the group cannot be asked.
-fn committed_offsets(consumer: &BaseConsumer<SourceContext>, tpl: &TopicPartitionList) -> HashMap<(String, i32), i64> {
-    match consumer.committed_offsets(tpl.clone(), COMMITTED_TIMEOUT) {
-        Ok(list) => {
-            let map = list
-                .elements()
-                .iter()
-                .filter_map(|e| match e.offset() {
-                    Offset::Offset(o) => Some(((e.topic().to_string(), e.partition()), o)),
-                    _ => None,
-                })
-                .collect();
-            // A list the consumer returned must not outlive it (rd_kafka_destroy can hang on
-            // one): dropped here, at once.
-            drop(list);
-            map
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "reading the group's committed offsets failed; resuming from checkpoints");
-            HashMap::new()
+/// The most partitions either input topic has (0 if the metadata cannot be read).
+fn input_partitions(consumer: &BaseConsumer<SourceContext>, topics: &[String; 2]) -> usize {
+    let mut most = 0;
+    let mut counts = Vec::new();
+    for topic in topics {
+        if let Ok(metadata) = consumer.fetch_metadata(Some(topic), COMMITTED_TIMEOUT) {
+            let n = metadata.topics().iter().find(|t| t.name() == topic).map_or(0, |t| t.partitions().len());
+            counts.push(n);
+            most = most.max(n);
         }
     }
+    if counts.len() == 2 && counts[0] != counts[1] {
+        tracing::warn!(impressions = counts[0], engagements = counts[1], "the input topics have different partition counts: partition n of both must be one partition's state; give them the same count");
+    }
+    most
 }

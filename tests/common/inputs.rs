@@ -11,11 +11,9 @@ pub type Messages = Vec<(i32, String)>;
 /// on `port`, and `state.dir` (`dir/{name}-state`, so that several daemons can share `dir`).
 pub fn serve_config(dir: &Path, name: &str, brokers: &str, port: u16, sections: &str) -> PathBuf {
     let mut config: toml::Table = toml::from_str(sections).unwrap_or_else(|e| panic!("{name}: {e}"));
-    for (section, key, value) in [
-        ("kafka", "brokers", brokers.to_string()),
-        ("http", "listen", format!("127.0.0.1:{port}")),
-        ("state", "dir", dir.join(format!("{name}-state")).display().to_string()),
-    ] {
+    for (section, key, value) in
+        [("kafka", "brokers", brokers.to_string()), ("http", "listen", format!("127.0.0.1:{port}"))]
+    {
         let table = config.entry(section).or_insert_with(|| toml::Table::new().into());
         let table = table.as_table_mut().unwrap_or_else(|| panic!("{name}: {section} is not a table"));
         assert!(table.insert(key.into(), value.into()).is_none(), "{name}: {section}.{key} is set per run");

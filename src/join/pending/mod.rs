@@ -238,6 +238,29 @@ impl PendingSet {
         self.queue.rebuild(ids, &self.arena, window);
     }
 
+    /// Every pending impression's id, in no particular order.
+    fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.queue.run().chain(self.queue.stragglers().map(|due| due.id))
+    }
+
+    /// The groups of the pending impressions.
+    pub(super) fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        self.ids().map(|id| Taken::read(self.arena.record(id)).group)
+    }
+
+    /// Renumbers every pending impression's group (`map[old] = new`), for a restore into an
+    /// engine that interned the labels under other ids. The group is not part of the index or
+    /// the deadline order, so only the record changes.
+    pub(super) fn remap_groups(&mut self, map: &[GroupId]) {
+        let ids: Vec<u32> = self.ids().collect();
+        for id in ids {
+            let record = self.arena.record_mut(id);
+            let mut header = Taken::read(record);
+            header.group = map[header.group as usize];
+            header.write(record, record.len() - HEADER_WORDS);
+        }
+    }
+
     /// Appends a checkpointed record to the arena and the index (not yet to the queue).
     fn restore(&mut self, r: RecordIn) -> Result<u32, &'static str> {
         if self.find(r.query).is_some() {

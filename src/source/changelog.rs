@@ -1,0 +1,464 @@
+//! The changelog topic (`state.changelog_topic`): where each partition's state lives between
+//! owners, the way Kafka Streams backs a task's state store.
+//!
+//! Partition *n*'s snapshots go to partition *n* of the changelog, so restoring a partition reads
+//! one changelog partition, from its end. A snapshot is the bytes of one
+//! [`crate::checkpoint::encode`] (version and checksum included), split into chunks below the
+//! brokers' default message size. Each chunk carries a [`ChunkHeader`]: the snapshot's id
+//! (increasing per partition, across owners), its index and the chunk count. Chunk keys alternate
+//! between two slots (`<partition>/<id % 2>/<index>`), so that on a compacted topic a snapshot
+//! interrupted by a crash can only overwrite the chunks of the one before the newest complete one.
+//!
+//! Writing waits until the brokers acknowledged every chunk (`acks=all`, idempotent producer):
+//! only then may the offsets the snapshots cover be committed. Reading walks back from the
+//! partition's end in growing steps until it holds a complete snapshot; one that does not verify
+//! is reported by topic, partition and offset, and the one before it is used.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::ClientContext;
+
+use crate::config::KafkaConfig;
+use crate::kafka_log::KafkaLog;
+
+/// Payload bytes per chunk: with the header and Kafka's record overhead, below the brokers'
+/// default `message.max.bytes` (1 MB), so no broker setting has to change.
+const CHUNK_BYTES: usize = 900 * 1024;
+/// Marks a changelog record as a rankpulse snapshot chunk.
+const MAGIC: [u8; 4] = *b"RPCL";
+/// magic, snapshot id (u64), chunk index (u32), chunk count (u32), little-endian.
+const HEADER_LEN: usize = 4 + 8 + 4 + 4;
+/// How long the brokers may take to acknowledge one write of snapshots.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long reading one partition's newest snapshot may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a metadata or topic-creation request may take.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Records read from a partition's end first; each further step reads four times as many.
+const FIRST_STEP: i64 = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChangelogError {
+    #[error("creating the changelog client: {0}")]
+    Client(KafkaError),
+    #[error("changelog topic {topic}: {error}")]
+    Topic { topic: String, error: String },
+    #[error("changelog topic {topic} has {has} partitions, but the input topics have {needed}: partition n's state goes to changelog partition n; add partitions to it (kafka-topics --alter) or set state.changelog_topic to a new topic")]
+    TooFewPartitions { topic: String, has: usize, needed: usize },
+    #[error("writing snapshots to {topic}: {error}")]
+    Write { topic: String, error: String },
+    #[error("reading partition {partition} of {topic}: {error}")]
+    Read { topic: String, partition: i32, error: String },
+}
+
+/// The header of one chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ChunkHeader {
+    /// The snapshot's id: increasing per partition across owners.
+    snapshot: u64,
+    /// This chunk's place in the snapshot.
+    index: u32,
+    /// How many chunks the snapshot has.
+    count: u32,
+}
+
+impl ChunkHeader {
+    fn write(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&self.snapshot.to_le_bytes());
+        out.extend_from_slice(&self.index.to_le_bytes());
+        out.extend_from_slice(&self.count.to_le_bytes());
+    }
+
+    /// The header and the payload of a record, or `None` if it is not a chunk.
+    fn read(bytes: &[u8]) -> Option<(ChunkHeader, &[u8])> {
+        if bytes.len() < HEADER_LEN || bytes[..4] != MAGIC {
+            return None;
+        }
+        let header = ChunkHeader {
+            snapshot: u64::from_le_bytes(bytes[4..12].try_into().ok()?),
+            index: u32::from_le_bytes(bytes[12..16].try_into().ok()?),
+            count: u32::from_le_bytes(bytes[16..20].try_into().ok()?),
+        };
+        (header.count > 0 && header.index < header.count).then_some((header, &bytes[HEADER_LEN..]))
+    }
+}
+
+/// Splits a snapshot into chunk records (header and payload).
+fn chunk_records(snapshot: u64, bytes: &[u8]) -> Vec<Vec<u8>> {
+    let chunks: Vec<&[u8]> = if bytes.is_empty() { vec![bytes] } else { bytes.chunks(CHUNK_BYTES).collect() };
+    let count = u32::try_from(chunks.len()).expect("fewer than 2^32 chunks");
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut record = Vec::with_capacity(HEADER_LEN + chunk.len());
+            ChunkHeader { snapshot, index: i as u32, count }.write(&mut record);
+            record.extend_from_slice(chunk);
+            record
+        })
+        .collect()
+}
+
+/// The chunks read from the end of one changelog partition, by snapshot id.
+#[derive(Default)]
+struct Tail {
+    /// Snapshot id → chunk index → (offset, payload).
+    snapshots: BTreeMap<u64, BTreeMap<u32, (i64, Vec<u8>)>>,
+    /// Chunk count per snapshot id.
+    counts: HashMap<u64, u32>,
+}
+
+impl Tail {
+    fn add(&mut self, offset: i64, header: ChunkHeader, payload: &[u8]) {
+        self.counts.insert(header.snapshot, header.count);
+        self.snapshots.entry(header.snapshot).or_default().insert(header.index, (offset, payload.to_vec()));
+    }
+
+    /// The complete snapshots read so far, newest first: (id, first offset, bytes).
+    fn complete(&self) -> Vec<(u64, i64, Vec<u8>)> {
+        let mut out = Vec::new();
+        for (&id, chunks) in self.snapshots.iter().rev() {
+            let count = self.counts[&id];
+            if chunks.len() == count as usize && chunks.keys().copied().eq(0..count) {
+                let first = chunks.values().next().map_or(0, |(o, _)| *o);
+                out.push((id, first, chunks.values().flat_map(|(_, p)| p.iter().copied()).collect()));
+            }
+        }
+        out
+    }
+}
+
+/// Counts delivery failures of the changelog producer, so a write knows whether every chunk
+/// it sent was acknowledged.
+struct ChangelogContext {
+    /// The producer's log lines.
+    log: Arc<KafkaLog>,
+    /// Chunks the brokers did not acknowledge, ever.
+    failed: AtomicU64,
+    /// The newest delivery error, for the write's error message.
+    last_error: Mutex<Option<String>>,
+}
+
+impl ClientContext for ChangelogContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.log.librdkafka(level, facility, message);
+    }
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.log.client_error(&error, reason);
+    }
+}
+
+impl ProducerContext for ChangelogContext {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(_) => self.log.recovered("a changelog record was delivered"),
+            Err((error, _)) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
+            }
+        }
+    }
+}
+
+/// A snapshot read back: its id and bytes, and where it starts (for messages).
+pub struct Recovered {
+    /// The snapshot's id.
+    pub id: u64,
+    /// The offset of its first chunk.
+    pub offset: i64,
+    /// The snapshot's bytes, for [`crate::checkpoint::decode`].
+    pub bytes: Vec<u8>,
+}
+
+/// The changelog topic's producer and reader.
+pub struct Changelog {
+    /// `state.changelog_topic`.
+    topic: String,
+    /// Idempotent, `acks=all`: a write is complete when every replica has every chunk.
+    producer: BaseProducer<ChangelogContext>,
+    /// Reads one partition at a time by manual assignment (no group, nothing committed).
+    reader: BaseConsumer<DefaultConsumerContext>,
+    /// Creates the topic when it is missing.
+    admin: AdminClient<DefaultClientContext>,
+    /// The id of each partition's next snapshot: one above the newest seen in the topic.
+    next_id: HashMap<i32, u64>,
+    /// Whether the topic is known to exist with enough partitions.
+    ready_for: usize,
+    /// `state.changelog_replication_factor`.
+    replication: i32,
+    /// Runs the admin client's requests, which are futures, on the consumer thread.
+    runtime: tokio::runtime::Handle,
+}
+
+impl Changelog {
+    /// The changelog's clients, with the `[kafka]` brokers and properties (security included).
+    pub fn new(
+        kafka: &KafkaConfig,
+        topic: &str,
+        replication: i32,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Changelog, ChangelogError> {
+        let base = || {
+            let mut c = ClientConfig::new();
+            for (k, v) in &kafka.properties {
+                c.set(k, v);
+            }
+            c.set("bootstrap.servers", &kafka.brokers);
+            c
+        };
+        let context = ChangelogContext {
+            log: Arc::new(KafkaLog::new("changelog producer", &kafka.brokers)),
+            failed: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+        };
+        let producer = base()
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("message.timeout.ms", WRITE_TIMEOUT.as_millis().to_string())
+            .set("linger.ms", "5")
+            .create_with_context(context)
+            .map_err(ChangelogError::Client)?;
+        let reader = base()
+            .set("group.id", format!("{}-changelog-reader", kafka.group_id))
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .map_err(ChangelogError::Client)?;
+        let admin = base().create().map_err(ChangelogError::Client)?;
+        Ok(Changelog {
+            topic: topic.to_string(),
+            producer,
+            reader,
+            admin,
+            next_id: HashMap::new(),
+            ready_for: 0,
+            replication,
+            runtime,
+        })
+    }
+
+    /// Makes sure the topic exists with at least `partitions` partitions, creating it
+    /// (compacted) when it is missing.
+    pub fn ensure_topic(&mut self, partitions: usize) -> Result<(), ChangelogError> {
+        if partitions <= self.ready_for {
+            return Ok(());
+        }
+        let topic_error = |error: String| ChangelogError::Topic { topic: self.topic.clone(), error };
+        let deadline = Instant::now() + ADMIN_TIMEOUT;
+        let mut created = false;
+        tracing::info!(topic = %self.topic, partitions, "checking the changelog topic");
+        loop {
+            let metadata = self
+                .reader
+                .fetch_metadata(Some(&self.topic), ADMIN_TIMEOUT)
+                .map_err(|e| topic_error(format!("reading metadata: {e}")))?;
+            let brokers = metadata.brokers().len();
+            let found = metadata.topics().iter().find(|t| t.name() == self.topic).filter(|t| t.error().is_none());
+            match found.map(|t| t.partitions().len()) {
+                Some(has) if has >= partitions => {
+                    self.ready_for = has;
+                    return Ok(());
+                }
+                Some(has) if has > 0 => {
+                    return Err(ChangelogError::TooFewPartitions { topic: self.topic.clone(), has, needed: partitions })
+                }
+                _ if !created => {
+                    let replication = self.replication.min(i32::try_from(brokers.max(1)).unwrap_or(1));
+                    let new = NewTopic::new(
+                        &self.topic,
+                        i32::try_from(partitions).unwrap_or(i32::MAX),
+                        TopicReplication::Fixed(replication),
+                    )
+                    .set("cleanup.policy", "compact");
+                    let options =
+                        AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT)).request_timeout(Some(ADMIN_TIMEOUT));
+                    let results = self
+                        .runtime
+                        .block_on(self.admin.create_topics([&new], &options))
+                        .map_err(|e| topic_error(format!("creating it: {e}")))?;
+                    for result in results {
+                        match result {
+                            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                            Err((_, code)) => return Err(topic_error(format!("creating it: {code}"))),
+                        }
+                    }
+                    tracing::info!(topic = %self.topic, partitions, replication, "changelog topic created (compacted)");
+                    created = true;
+                }
+                _ if Instant::now() > deadline => return Err(topic_error("created, but not in the metadata".into())),
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// Writes one snapshot per partition and waits until the brokers have acknowledged every
+    /// chunk. On error, some chunks may be written: a later complete snapshot supersedes them,
+    /// and a reader never takes an incomplete one.
+    pub fn write(&mut self, snapshots: &[(i32, Vec<u8>)]) -> Result<u64, ChangelogError> {
+        let write_error = |error: String| ChangelogError::Write { topic: self.topic.clone(), error };
+        let failed_before = self.producer.context().failed.load(Ordering::Relaxed);
+        let mut bytes = 0u64;
+        for (partition, snapshot) in snapshots {
+            let id = self.next_id.entry(*partition).or_insert(0);
+            let snapshot_id = *id;
+            *id += 1;
+            for (index, record) in chunk_records(snapshot_id, snapshot).iter().enumerate() {
+                let key = format!("{partition}/{}/{index}", snapshot_id % 2);
+                bytes += record.len() as u64;
+                let mut pending = BaseRecord::to(&self.topic).partition(*partition).key(&key).payload(record);
+                loop {
+                    match self.producer.send(pending) {
+                        Ok(()) => break,
+                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), record)) => {
+                            pending = record;
+                            self.producer.poll(Duration::from_millis(10));
+                        }
+                        Err((e, _)) => return Err(write_error(e.to_string())),
+                    }
+                }
+            }
+        }
+        self.producer.flush(WRITE_TIMEOUT).map_err(|e| write_error(format!("not acknowledged: {e}")))?;
+        let context = self.producer.context();
+        if context.failed.load(Ordering::Relaxed) != failed_before {
+            let last = context.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return Err(write_error(format!("not acknowledged: {}", last.unwrap_or_default())));
+        }
+        Ok(bytes)
+    }
+
+    /// The newest complete snapshot of a partition that `usable` accepts (it decodes and fits
+    /// the configuration), or `None` if the partition has none. Snapshots `usable` rejects
+    /// are reported and skipped for the one before; if it rejects every one, that is an error
+    /// (starting the partition empty would silently lose its state).
+    pub fn read_newest<T>(
+        &mut self,
+        partition: i32,
+        mut usable: impl FnMut(&Recovered) -> Result<T, String>,
+    ) -> Result<Option<(Recovered, T)>, ChangelogError> {
+        let read_error = |error: String| ChangelogError::Read { topic: self.topic.clone(), partition, error };
+        let (low, high) = self
+            .reader
+            .fetch_watermarks(&self.topic, partition, ADMIN_TIMEOUT)
+            .map_err(|e| read_error(format!("watermarks: {e}")))?;
+        let deadline = Instant::now() + READ_TIMEOUT;
+        tracing::info!(topic = %self.topic, partition, low, high, "reading the newest snapshot");
+        let mut tail = Tail::default();
+        let mut rejected = std::collections::HashSet::new();
+        let mut last_rejection = None;
+        let (mut from, mut step) = (high, FIRST_STEP);
+        while from > low {
+            let end = from;
+            from = (from - step).max(low);
+            step = step.saturating_mul(4);
+            self.read_range(partition, from, end, deadline, &mut tail).map_err(read_error)?;
+            if let Some(&newest) = tail.snapshots.keys().next_back() {
+                let next = self.next_id.entry(partition).or_insert(0);
+                *next = (*next).max(newest + 1);
+            }
+            for (id, offset, bytes) in tail.complete() {
+                if rejected.contains(&id) {
+                    continue;
+                }
+                let recovered = Recovered { id, offset, bytes };
+                match usable(&recovered) {
+                    Ok(value) => return Ok(Some((recovered, value))),
+                    Err(why) => {
+                        tracing::error!(topic = %self.topic, partition, offset, snapshot = id, reason = %why, "changelog snapshot unusable; trying the one before");
+                        rejected.insert(id);
+                        last_rejection = Some(format!("snapshot {id} at offset {offset}: {why}"));
+                    }
+                }
+            }
+        }
+        match last_rejection {
+            None => Ok(None),
+            Some(why) => Err(read_error(format!("no usable snapshot (the oldest tried: {why})"))),
+        }
+    }
+
+    /// Reads the records of `[from, end)` of a partition into `tail`.
+    fn read_range(
+        &self,
+        partition: i32,
+        from: i64,
+        end: i64,
+        deadline: Instant,
+        tail: &mut Tail,
+    ) -> Result<(), String> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, partition, Offset::Offset(from)).map_err(|e| e.to_string())?;
+        self.reader.assign(&tpl).map_err(|e| format!("assigning: {e}"))?;
+        drop(tpl);
+        loop {
+            if Instant::now() > deadline {
+                return Err(format!("timed out after {READ_TIMEOUT:?}"));
+            }
+            match self.reader.poll(Duration::from_millis(100)) {
+                None => {}
+                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                Some(Err(e)) => return Err(e.to_string()),
+                Some(Ok(message)) => {
+                    let offset = message.offset();
+                    if offset < end {
+                        if let Some((header, payload)) = message.payload().and_then(ChunkHeader::read) {
+                            tail.add(offset, header, payload);
+                        }
+                    }
+                    // Compaction may have removed the record at `end - 1`: anything at or past
+                    // it ends the range.
+                    if offset >= end - 1 {
+                        break;
+                    }
+                }
+            }
+        }
+        self.reader.unassign().map_err(|e| format!("unassigning: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_reassemble_and_incomplete_snapshots_are_not_taken() {
+        let bytes: Vec<u8> = (0..CHUNK_BYTES * 2 + 10).map(|i| (i % 251) as u8).collect();
+        let records = chunk_records(7, &bytes);
+        assert_eq!(records.len(), 3);
+        let mut tail = Tail::default();
+        for (offset, record) in records.iter().enumerate() {
+            let (header, payload) = ChunkHeader::read(record).unwrap();
+            tail.add(10 + offset as i64, header, payload);
+        }
+        // A newer snapshot whose last chunk never arrived (a crash mid-write).
+        let newer = chunk_records(8, &bytes);
+        for (offset, record) in newer.iter().take(2).enumerate() {
+            let (header, payload) = ChunkHeader::read(record).unwrap();
+            tail.add(20 + offset as i64, header, payload);
+        }
+        let complete = tail.complete();
+        assert_eq!(complete.len(), 1);
+        assert_eq!((complete[0].0, complete[0].1), (7, 10));
+        assert_eq!(complete[0].2, bytes);
+        assert!(ChunkHeader::read(b"RPCLxxxx").is_none(), "truncated header");
+        let mut zero_count = records[0].clone();
+        zero_count[16..20].copy_from_slice(&0u32.to_le_bytes());
+        assert!(ChunkHeader::read(&zero_count).is_none(), "a chunk count of 0 is no chunk");
+        assert_eq!(chunk_records(1, &[]).len(), 1, "an empty snapshot is one empty chunk");
+    }
+}
