@@ -18,11 +18,16 @@
 //! * an engagement whose identity (`event_id`, else query, document, action and timestamp) was
 //!   seen within its attribution window is a *duplicate* and changes nothing;
 //! * an engagement with a pending impression is attributed when its timestamp lies in
-//!   [impression, impression + window], else it is *outside the window*; when its document is not
-//!   in the result list it is *not shown*; neither changes any gain;
+//!   [impression, impression + window]; before the impression it is *outside the window*; when
+//!   its document is not in the result list it is *not shown*; neither changes any gain;
+//! * an engagement after its impression's window is *late* when it is at most one more window
+//!   after it, and is *held* (then *orphaned*) beyond that, whether the impression is pending,
+//!   finalized or forgotten when the engagement is read: the outcome depends on timestamps, not
+//!   on how the two topics' consumption interleaved (which differs between replicas and after a
+//!   handover); a finalized query is remembered exactly that long;
 //! * an engagement without a pending impression is *late* when the watermark passed its
-//!   timestamp or its impression was already finalized, else it is *held* until its impression
-//!   arrives or the watermark passes it (*orphaned*);
+//!   timestamp, else it is *held* until its impression arrives or the watermark passes it
+//!   (*orphaned*);
 //! * when the engine's state limits are reached, the impression with the earliest deadline is
 //!   finalized early (*evicted*) and the oldest held engagement is dropped (*evicted*).
 
@@ -30,7 +35,7 @@ mod pending;
 
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -86,9 +91,10 @@ pub struct EngagementTally {
     pub attributed: u64,
     /// Their document was not in the impression's result list.
     pub not_shown: u64,
-    /// Their timestamp was before the impression or after its attribution window.
+    /// Their timestamp was before the impression.
     pub outside_window: u64,
-    /// Their impression was already finalized, or the watermark passed them.
+    /// Within one attribution window after their impression's window, or the watermark had
+    /// passed them.
     pub late: u64,
     /// Held for an impression that never arrived before the watermark passed them.
     pub orphaned: u64,
@@ -143,29 +149,40 @@ pub struct Finalized<'a> {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(bound(serialize = "K: Serialize", deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord"))]
 struct ExpiringSet<K> {
-    /// The keys, for membership.
-    keys: HashSet<K>,
+    /// The keys with their expiry times, for membership and for rules that depend on when a
+    /// key expires (a late engagement's classification).
+    keys: HashMap<K, EventTime>,
     /// (expiry, key) for every key, earliest first.
     expiry: BinaryHeap<Reverse<(EventTime, K)>>,
 }
 
 impl<K> Default for ExpiringSet<K> {
     fn default() -> Self {
-        ExpiringSet { keys: HashSet::new(), expiry: BinaryHeap::new() }
+        ExpiringSet { keys: HashMap::new(), expiry: BinaryHeap::new() }
     }
 }
 
 impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
     /// Inserts; false if the key was already there.
     fn insert(&mut self, key: K, expires: EventTime) -> bool {
-        let fresh = self.keys.insert(key);
+        let fresh = match self.keys.entry(key) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(slot) => {
+                slot.insert(expires);
+                true
+            }
+        };
         if fresh {
             self.expiry.push(Reverse((expires, key)));
         }
         fresh
     }
     fn contains(&self, key: &K) -> bool {
-        self.keys.contains(key)
+        self.keys.contains_key(key)
+    }
+    /// When a key expires, if it is here.
+    fn expires(&self, key: &K) -> Option<EventTime> {
+        self.keys.get(key).copied()
     }
     fn expire(&mut self, watermark: EventTime) {
         while let Some(&Reverse((expires, key))) = self.expiry.peek() {
@@ -179,7 +196,7 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
     /// Forgets the key that would expire first.
     fn forget_oldest(&mut self) -> bool {
         match self.expiry.pop() {
-            Some(Reverse((_, key))) => self.keys.remove(&key),
+            Some(Reverse((_, key))) => self.keys.remove(&key).is_some(),
             None => false,
         }
     }
@@ -273,12 +290,22 @@ impl Shard {
             return ImpressionOutcome::Duplicate;
         };
         if let Some(held) = self.held.remove(&query) {
-            self.held_count -= held.len();
+            let mut still_held = Vec::new();
             for e in held {
-                let outcome = attribute(self.pending.get_mut(id), e.timestamp, e.doc, e.gain, settings);
-                self.tally.count(outcome);
+                match attribute(self.pending.get_mut(id), e.timestamp, e.doc, e.gain, settings) {
+                    // Too late even to be counted late: stays held and is orphaned, as it is
+                    // when the impression comes first (see `attribute`).
+                    EngagementOutcome::Held => still_held.push(e),
+                    outcome => {
+                        self.held_count -= 1;
+                        self.tally.count(outcome);
+                    }
+                }
             }
-            // Their expiry entries stay in the heap and are skipped when they surface.
+            if !still_held.is_empty() {
+                self.held.insert(query, still_held);
+            }
+            // The released ones' expiry entries stay in the heap and are skipped when they surface.
         }
         ImpressionOutcome::Pending
     }
@@ -298,14 +325,21 @@ impl Shard {
             EngagementOutcome::Duplicate
         } else if let Some(id) = self.pending.find(query) {
             attribute(self.pending.get_mut(id), timestamp, doc, gain, settings)
-        } else if self.passed(timestamp) || self.finalized_recently.contains(&query) {
+        } else if self.passed(timestamp) {
             EngagementOutcome::Late
         } else {
+            // A recently finalized query is remembered until the watermark passes
+            // deadline + attribution_window: exactly the span `attribute` counts as late.
+            match self.finalized_recently.expires(&query) {
+                Some(late_until) if timestamp <= late_until => EngagementOutcome::Late,
+                _ => EngagementOutcome::Held,
+            }
+        };
+        if outcome == EngagementOutcome::Held {
             self.held.entry(query).or_default().push(HeldEngagement { timestamp, doc, gain });
             self.held_expiry.push(Reverse((timestamp, query)));
             self.held_count += 1;
-            EngagementOutcome::Held
-        };
+        }
         self.tally.count(outcome);
         outcome
     }
@@ -414,8 +448,20 @@ fn attribute(
     settings: &JoinSettings,
 ) -> EngagementOutcome {
     let shown_at = p.timestamp();
-    if timestamp < shown_at || timestamp - shown_at > settings.attribution_window {
+    if timestamp < shown_at {
         return EngagementOutcome::OutsideWindow;
+    }
+    // After the window, the outcome depends on the timestamps alone, never on whether the
+    // impression is still pending when the engagement is read: that depends on how the two
+    // topics' consumption interleaved, which differs between replicas and after a handover.
+    // Within one more window it is late (as when the impression was already finalized and is
+    // still remembered); beyond that it is held and orphaned (as when it was forgotten).
+    let after_window = timestamp - shown_at - settings.attribution_window;
+    if after_window > settings.attribution_window {
+        return EngagementOutcome::Held;
+    }
+    if after_window > 0 {
+        return EngagementOutcome::Late;
     }
     // The first occurrence of a repeated result id is the one engaged with.
     if !p.raise_gain(doc, gain) {
@@ -445,13 +491,43 @@ mod tests {
     }
 
     #[test]
+    fn an_engagement_after_the_window_counts_the_same_whatever_the_impression_state() {
+        // Window 100: impression at 1000, deadline 1100, late until 1200, orphaned beyond.
+        let outcomes = |engagement_first: bool, finalize_at: Option<EventTime>, ts: EventTime| {
+            let mut s = Shard::default();
+            if engagement_first {
+                engage(&mut s, 1, ts, 10, 1);
+            }
+            s.offer_impression(1, 1000, 0, 0, &[10], &SETTINGS);
+            if let Some(w) = finalize_at {
+                s.advance(w, &SETTINGS, |_| {});
+            }
+            if !engagement_first {
+                engage(&mut s, 1, ts, 10, 1);
+            }
+            s.drain(&SETTINGS, |_| {});
+            (s.tally.late, s.tally.orphaned, s.tally.outside_window, s.tally.attributed)
+        };
+        for ts in [1101, 1150, 1200] {
+            for order in [(true, None), (false, None), (false, Some(1101)), (false, Some(1150))] {
+                assert_eq!(outcomes(order.0, order.1, ts), (1, 0, 0, 0), "late at {ts}, {order:?}");
+            }
+        }
+        for ts in [1201, 1500] {
+            for order in [(true, None), (false, None), (false, Some(1150)), (false, Some(1201))] {
+                assert_eq!(outcomes(order.0, order.1, ts), (0, 1, 0, 0), "orphaned at {ts}, {order:?}");
+            }
+        }
+    }
+
+    #[test]
     fn engagements_within_the_window_set_the_largest_gain() {
         let mut s = Shard::default();
         assert_eq!(s.offer_impression(1, 1000, 0, 0, &[10, 20, 30], &SETTINGS), ImpressionOutcome::Pending);
         assert_eq!(engage(&mut s, 1, 1000, 20, 1), EngagementOutcome::Attributed);
         assert_eq!(engage(&mut s, 1, 1100, 20, 3), EngagementOutcome::Attributed);
         assert_eq!(engage(&mut s, 1, 1050, 20, 2), EngagementOutcome::Attributed);
-        assert_eq!(engage(&mut s, 1, 1101, 30, 1), EngagementOutcome::OutsideWindow);
+        assert_eq!(engage(&mut s, 1, 1101, 30, 1), EngagementOutcome::Late, "after the window, impression open");
         assert_eq!(engage(&mut s, 1, 999, 30, 1), EngagementOutcome::OutsideWindow);
         assert_eq!(engage(&mut s, 1, 1010, 99, 1), EngagementOutcome::NotShown);
         assert!(finalize(&mut s, 1100).is_empty(), "deadline 1100 not yet passed");

@@ -133,6 +133,8 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
     cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
+    // The mock cluster has no CreateTopics: the changelog topic (the group id + "-changelog").
+    cluster.create_topic("ab-group-changelog", 2, 1).unwrap();
     cluster.create_topic(OUTPUT, 1, 1).unwrap();
     let brokers = cluster.bootstrap_servers();
     let (impressions, engagements, _) = traffic(8_000);

@@ -86,6 +86,8 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
     cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
+    // The mock cluster has no CreateTopics: the changelog topic (the group id + "-changelog").
+    cluster.create_topic("it-group-changelog", 2, 1).unwrap();
     let brokers = cluster.bootstrap_servers();
     let (impressions, engagements) = events();
     produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
@@ -151,10 +153,11 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
         (series("rankpulse_events_rejected_total", &[("topic", ENGAGEMENTS), ("reason", "wrong_type")]), 1.0),
         (series("rankpulse_events_rejected_total", &[("topic", ENGAGEMENTS), ("reason", "invalid_json")]), 0.0),
         ("rankpulse_engagements_attributed_total".into(), 6.0),
-        ("rankpulse_engagements_late_total".into(), 0.0),
+        // q5's click 1 ms after its window.
+        ("rankpulse_engagements_late_total".into(), 1.0),
         ("rankpulse_engagements_orphaned_total".into(), 1.0),
         (series("rankpulse_engagements_unattributed_total", &[("reason", "not_shown")]), 1.0),
-        (series("rankpulse_engagements_unattributed_total", &[("reason", "outside_window")]), 1.0),
+        (series("rankpulse_engagements_unattributed_total", &[("reason", "outside_window")]), 0.0),
         ("rankpulse_pending_impressions".into(), 0.0),
         ("rankpulse_held_engagements".into(), 0.0),
         (window_mrr.clone(), (1.0 / 3.0 + 0.5) / 2.0),

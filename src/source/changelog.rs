@@ -4,17 +4,20 @@
 //! Partition *n*'s snapshots go to partition *n* of the changelog, so restoring a partition reads
 //! one changelog partition, from its end. A snapshot is the bytes of one
 //! [`crate::checkpoint::encode`] (version and checksum included), split into chunks below the
-//! brokers' default message size. Each chunk carries a [`ChunkHeader`]: the snapshot's id
-//! (increasing per partition, across owners), its index and the chunk count. Chunk keys alternate
-//! between two slots (`<partition>/<id % 2>/<index>`), so that on a compacted topic a snapshot
-//! interrupted by a crash can only overwrite the chunks of the one before the newest complete one.
+//! brokers' default message size. Each chunk carries a [`ChunkHeader`]: the snapshot's sequence
+//! number (one above the newest the writer saw in the partition) and a random nonce, which
+//! together identify it even if two writers ever chose the same sequence, its index and the chunk
+//! count. The newest snapshot is the one written last (highest offset), never judged by its
+//! number. Chunk keys alternate between two slots (`<partition>/<sequence % 2>/<index>`), so that
+//! on a compacted topic a snapshot interrupted by a crash can only overwrite the chunks of the
+//! one before the newest complete one.
 //!
 //! Writing waits until the brokers acknowledged every chunk (`acks=all`, idempotent producer):
 //! only then may the offsets the snapshots cover be committed. Reading walks back from the
 //! partition's end in growing steps until it holds a complete snapshot; one that does not verify
 //! is reported by topic, partition and offset, and the one before it is used.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,8 +40,8 @@ use crate::kafka_log::KafkaLog;
 const CHUNK_BYTES: usize = 900 * 1024;
 /// Marks a changelog record as a rankpulse snapshot chunk.
 const MAGIC: [u8; 4] = *b"RPCL";
-/// magic, snapshot id (u64), chunk index (u32), chunk count (u32), little-endian.
-const HEADER_LEN: usize = 4 + 8 + 4 + 4;
+/// magic, sequence (u64), nonce (u64), chunk index (u32), chunk count (u32), little-endian.
+const HEADER_LEN: usize = 4 + 8 + 8 + 4 + 4;
 /// How long the brokers may take to acknowledge one write of snapshots.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long reading one partition's newest snapshot may take.
@@ -62,11 +65,20 @@ pub enum ChangelogError {
     Read { topic: String, partition: i32, error: String },
 }
 
+/// Identifies one snapshot among those of a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SnapshotId {
+    /// One above the newest sequence the writer saw in the partition: chooses the key slot.
+    pub sequence: u64,
+    /// Random: tells apart two snapshots that got the same sequence from two writers.
+    pub nonce: u64,
+}
+
 /// The header of one chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct ChunkHeader {
-    /// The snapshot's id: increasing per partition across owners.
-    snapshot: u64,
+    /// The snapshot the chunk belongs to.
+    snapshot: SnapshotId,
     /// This chunk's place in the snapshot.
     index: u32,
     /// How many chunks the snapshot has.
@@ -76,7 +88,8 @@ struct ChunkHeader {
 impl ChunkHeader {
     fn write(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&self.snapshot.to_le_bytes());
+        out.extend_from_slice(&self.snapshot.sequence.to_le_bytes());
+        out.extend_from_slice(&self.snapshot.nonce.to_le_bytes());
         out.extend_from_slice(&self.index.to_le_bytes());
         out.extend_from_slice(&self.count.to_le_bytes());
     }
@@ -87,16 +100,19 @@ impl ChunkHeader {
             return None;
         }
         let header = ChunkHeader {
-            snapshot: u64::from_le_bytes(bytes[4..12].try_into().ok()?),
-            index: u32::from_le_bytes(bytes[12..16].try_into().ok()?),
-            count: u32::from_le_bytes(bytes[16..20].try_into().ok()?),
+            snapshot: SnapshotId {
+                sequence: u64::from_le_bytes(bytes[4..12].try_into().ok()?),
+                nonce: u64::from_le_bytes(bytes[12..20].try_into().ok()?),
+            },
+            index: u32::from_le_bytes(bytes[20..24].try_into().ok()?),
+            count: u32::from_le_bytes(bytes[24..28].try_into().ok()?),
         };
         (header.count > 0 && header.index < header.count).then_some((header, &bytes[HEADER_LEN..]))
     }
 }
 
 /// Splits a snapshot into chunk records (header and payload).
-fn chunk_records(snapshot: u64, bytes: &[u8]) -> Vec<Vec<u8>> {
+fn chunk_records(snapshot: SnapshotId, bytes: &[u8]) -> Vec<Vec<u8>> {
     let chunks: Vec<&[u8]> = if bytes.is_empty() { vec![bytes] } else { bytes.chunks(CHUNK_BYTES).collect() };
     let count = u32::try_from(chunks.len()).expect("fewer than 2^32 chunks");
     chunks
@@ -111,31 +127,36 @@ fn chunk_records(snapshot: u64, bytes: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The chunks read from the end of one changelog partition, by snapshot id.
+/// The chunks read from the end of one changelog partition, by snapshot.
 #[derive(Default)]
 struct Tail {
-    /// Snapshot id → chunk index → (offset, payload).
-    snapshots: BTreeMap<u64, BTreeMap<u32, (i64, Vec<u8>)>>,
-    /// Chunk count per snapshot id.
-    counts: HashMap<u64, u32>,
+    /// Snapshot → chunk index → (offset, payload). A chunk read twice (the ranges read overlap
+    /// nothing, but a redelivered record could) keeps its first copy.
+    snapshots: HashMap<SnapshotId, BTreeMap<u32, (i64, Vec<u8>)>>,
+    /// Chunk count per snapshot.
+    counts: HashMap<SnapshotId, u32>,
+    /// The highest sequence seen, complete or not.
+    newest_sequence: Option<u64>,
 }
 
 impl Tail {
     fn add(&mut self, offset: i64, header: ChunkHeader, payload: &[u8]) {
         self.counts.insert(header.snapshot, header.count);
-        self.snapshots.entry(header.snapshot).or_default().insert(header.index, (offset, payload.to_vec()));
+        self.newest_sequence = self.newest_sequence.max(Some(header.snapshot.sequence));
+        self.snapshots.entry(header.snapshot).or_default().entry(header.index).or_insert((offset, payload.to_vec()));
     }
 
-    /// The complete snapshots read so far, newest first: (id, first offset, bytes).
-    fn complete(&self) -> Vec<(u64, i64, Vec<u8>)> {
+    /// The complete snapshots read so far, the one written last first: (id, first offset, bytes).
+    fn complete(&self) -> Vec<(SnapshotId, i64, Vec<u8>)> {
         let mut out = Vec::new();
-        for (&id, chunks) in self.snapshots.iter().rev() {
+        for (&id, chunks) in &self.snapshots {
             let count = self.counts[&id];
             if chunks.len() == count as usize && chunks.keys().copied().eq(0..count) {
                 let first = chunks.values().next().map_or(0, |(o, _)| *o);
                 out.push((id, first, chunks.values().flat_map(|(_, p)| p.iter().copied()).collect()));
             }
         }
+        out.sort_by_key(|(_, first, _)| std::cmp::Reverse(*first));
         out
     }
 }
@@ -176,7 +197,7 @@ impl ProducerContext for ChangelogContext {
 /// A snapshot read back: its id and bytes, and where it starts (for messages).
 pub struct Recovered {
     /// The snapshot's id.
-    pub id: u64,
+    pub id: SnapshotId,
     /// The offset of its first chunk.
     pub offset: i64,
     /// The snapshot's bytes, for [`crate::checkpoint::decode`].
@@ -193,8 +214,8 @@ pub struct Changelog {
     reader: BaseConsumer<DefaultConsumerContext>,
     /// Creates the topic when it is missing.
     admin: AdminClient<DefaultClientContext>,
-    /// The id of each partition's next snapshot: one above the newest seen in the topic.
-    next_id: HashMap<i32, u64>,
+    /// The sequence of each partition's next snapshot: one above the newest seen in the topic.
+    next_sequence: HashMap<i32, u64>,
     /// Whether the topic is known to exist with enough partitions.
     ready_for: usize,
     /// `state.changelog_replication_factor`.
@@ -244,7 +265,7 @@ impl Changelog {
             producer,
             reader,
             admin,
-            next_id: HashMap::new(),
+            next_sequence: HashMap::new(),
             ready_for: 0,
             replication,
             runtime,
@@ -260,7 +281,7 @@ impl Changelog {
         let topic_error = |error: String| ChangelogError::Topic { topic: self.topic.clone(), error };
         let deadline = Instant::now() + ADMIN_TIMEOUT;
         let mut created = false;
-        tracing::info!(topic = %self.topic, partitions, "checking the changelog topic");
+        tracing::debug!(topic = %self.topic, partitions, "checking the changelog topic");
         loop {
             let metadata = self
                 .reader
@@ -313,11 +334,11 @@ impl Changelog {
         let failed_before = self.producer.context().failed.load(Ordering::Relaxed);
         let mut bytes = 0u64;
         for (partition, snapshot) in snapshots {
-            let id = self.next_id.entry(*partition).or_insert(0);
-            let snapshot_id = *id;
-            *id += 1;
-            for (index, record) in chunk_records(snapshot_id, snapshot).iter().enumerate() {
-                let key = format!("{partition}/{}/{index}", snapshot_id % 2);
+            let next = self.next_sequence.entry(*partition).or_insert(0);
+            let id = SnapshotId { sequence: *next, nonce: rand::random() };
+            *next += 1;
+            for (index, record) in chunk_records(id, snapshot).iter().enumerate() {
+                let key = format!("{partition}/{}/{index}", id.sequence % 2);
                 bytes += record.len() as u64;
                 let mut pending = BaseRecord::to(&self.topic).partition(*partition).key(&key).payload(record);
                 loop {
@@ -356,9 +377,9 @@ impl Changelog {
             .fetch_watermarks(&self.topic, partition, ADMIN_TIMEOUT)
             .map_err(|e| read_error(format!("watermarks: {e}")))?;
         let deadline = Instant::now() + READ_TIMEOUT;
-        tracing::info!(topic = %self.topic, partition, low, high, "reading the newest snapshot");
+        tracing::debug!(topic = %self.topic, partition, low, high, "reading the newest snapshot");
         let mut tail = Tail::default();
-        let mut rejected = std::collections::HashSet::new();
+        let mut rejected = HashSet::new();
         let mut last_rejection = None;
         let (mut from, mut step) = (high, FIRST_STEP);
         while from > low {
@@ -366,8 +387,8 @@ impl Changelog {
             from = (from - step).max(low);
             step = step.saturating_mul(4);
             self.read_range(partition, from, end, deadline, &mut tail).map_err(read_error)?;
-            if let Some(&newest) = tail.snapshots.keys().next_back() {
-                let next = self.next_id.entry(partition).or_insert(0);
+            if let Some(newest) = tail.newest_sequence {
+                let next = self.next_sequence.entry(partition).or_insert(0);
                 *next = (*next).max(newest + 1);
             }
             for (id, offset, bytes) in tail.complete() {
@@ -378,9 +399,9 @@ impl Changelog {
                 match usable(&recovered) {
                     Ok(value) => return Ok(Some((recovered, value))),
                     Err(why) => {
-                        tracing::error!(topic = %self.topic, partition, offset, snapshot = id, reason = %why, "changelog snapshot unusable; trying the one before");
+                        tracing::error!(topic = %self.topic, partition, offset, snapshot = id.sequence, reason = %why, "changelog snapshot unusable; trying the one before");
                         rejected.insert(id);
-                        last_rejection = Some(format!("snapshot {id} at offset {offset}: {why}"));
+                        last_rejection = Some(format!("snapshot {} at offset {offset}: {why}", id.sequence));
                     }
                 }
             }
@@ -438,7 +459,8 @@ mod tests {
     #[test]
     fn chunks_reassemble_and_incomplete_snapshots_are_not_taken() {
         let bytes: Vec<u8> = (0..CHUNK_BYTES * 2 + 10).map(|i| (i % 251) as u8).collect();
-        let records = chunk_records(7, &bytes);
+        let id = |sequence| SnapshotId { sequence, nonce: 99 };
+        let records = chunk_records(id(7), &bytes);
         assert_eq!(records.len(), 3);
         let mut tail = Tail::default();
         for (offset, record) in records.iter().enumerate() {
@@ -446,19 +468,28 @@ mod tests {
             tail.add(10 + offset as i64, header, payload);
         }
         // A newer snapshot whose last chunk never arrived (a crash mid-write).
-        let newer = chunk_records(8, &bytes);
+        let newer = chunk_records(id(8), &bytes);
         for (offset, record) in newer.iter().take(2).enumerate() {
             let (header, payload) = ChunkHeader::read(record).unwrap();
             tail.add(20 + offset as i64, header, payload);
         }
         let complete = tail.complete();
         assert_eq!(complete.len(), 1);
-        assert_eq!((complete[0].0, complete[0].1), (7, 10));
+        assert_eq!((complete[0].0, complete[0].1), (id(7), 10));
         assert_eq!(complete[0].2, bytes);
+        // Another writer's snapshot with the same sequence, written later: a snapshot of its
+        // own, and the newest, judged by where it was written.
+        let same_sequence = chunk_records(SnapshotId { sequence: 7, nonce: 1 }, b"other");
+        let (header, payload) = ChunkHeader::read(&same_sequence[0]).unwrap();
+        tail.add(30, header, payload);
+        let complete = tail.complete();
+        assert_eq!((complete[0].1, complete[0].2.as_slice()), (30, &b"other"[..]));
+        assert_eq!((complete[1].1, complete[1].2.len()), (10, bytes.len()));
+        assert_eq!(tail.newest_sequence, Some(8));
         assert!(ChunkHeader::read(b"RPCLxxxx").is_none(), "truncated header");
         let mut zero_count = records[0].clone();
-        zero_count[16..20].copy_from_slice(&0u32.to_le_bytes());
+        zero_count[24..28].copy_from_slice(&0u32.to_le_bytes());
         assert!(ChunkHeader::read(&zero_count).is_none(), "a chunk count of 0 is no chunk");
-        assert_eq!(chunk_records(1, &[]).len(), 1, "an empty snapshot is one empty chunk");
+        assert_eq!(chunk_records(id(1), &[]).len(), 1, "an empty snapshot is one empty chunk");
     }
 }

@@ -102,7 +102,7 @@ impl SourceContext {
     /// that snapshot's offsets; a partition without one starts empty from the group's offsets.
     fn position_assignment(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
         let partitions = partitions_of(tpl);
-        tracing::info!(?partitions, "assignment: restoring the partitions");
+        tracing::debug!(?partitions, "assignment: restoring the partitions");
         let mut state = self.state();
         if let Some(changelog) = state.changelog.as_mut() {
             let needed = input_partitions(consumer, &self.topics).max(partitions.last().map_or(0, |&p| p as usize + 1));
@@ -141,7 +141,7 @@ impl SourceContext {
                     state.positions.set(p, positions);
                     tracing::info!(
                         partition = p,
-                        snapshot = recovered.id,
+                        snapshot = recovered.id.sequence,
                         changelog_offset = recovered.offset,
                         bytes = recovered.bytes.len(),
                         pending,
