@@ -24,6 +24,8 @@ const ENGAGEMENTS: &str = "eng";
 const OUTPUT: &str = "ab-feed";
 /// Event time the traffic spans: three 5 s windows, one 10 s window and a half.
 const SPAN_MS: i64 = 15_000;
+/// Partitions of the input topics.
+const PARTITIONS: i32 = 6;
 
 /// A small deterministic generator, so the test needs no seed plumbing.
 struct Lcg(u64);
@@ -51,7 +53,7 @@ fn traffic(n: usize) -> (Messages, Messages, HashMap<String, String>) {
             ("e2", if (i / 2) % 20 < 11 { "control" } else { "treatment" })
         };
         let results: Vec<String> = (0..5).map(|r| format!("d{}", (i * 7 + r) % 97)).collect();
-        let partition = (i % 2) as i32;
+        let partition = (i % PARTITIONS as usize) as i32;
         impressions.push((
             partition,
             json!({"query_id": query, "timestamp": ts, "results": results, "experiment": experiment,
@@ -130,19 +132,34 @@ fn read_output(brokers: &str, expected: usize, timeout: Duration, quiet: Duratio
 
 #[test]
 fn output_topic_gets_one_record_per_experiment_and_closed_window() {
+    ab_feed_equals_replay(1);
+}
+
+/// Each replica owns a third of the partitions, yet the output topic, the API and the gauges
+/// of every replica give the experiment-wide figures, equal to replay's.
+#[test]
+fn three_replicas_publish_and_serve_the_experiment_wide_report() {
+    ab_feed_equals_replay(3);
+}
+
+fn ab_feed_equals_replay(replicas: usize) {
     let cluster = MockCluster::new(1).unwrap();
-    cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
-    cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
-    // The mock cluster has no CreateTopics: the changelog topic (the group id + "-changelog").
-    cluster.create_topic("ab-group-changelog", 2, 1).unwrap();
+    cluster.create_topic(IMPRESSIONS, PARTITIONS, 1).unwrap();
+    cluster.create_topic(ENGAGEMENTS, PARTITIONS, 1).unwrap();
+    create_state_topics(&cluster, "ab-group", PARTITIONS);
     cluster.create_topic(OUTPUT, 1, 1).unwrap();
     let brokers = cluster.bootstrap_servers();
     let (impressions, engagements, _) = traffic(8_000);
     produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
 
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = serve_config(dir.path(), "rankpulse", &brokers, port, &sections());
+    let ports: Vec<u16> = (0..replicas).map(|_| free_port()).collect();
+    let configs: Vec<_> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, &port)| serve_config(dir.path(), &format!("replica{i}"), &brokers, port, &sections()))
+        .collect();
+    let cfg = configs[0].clone();
 
     // What replay says about the same events: the expected record ids and their figures.
     let imp_file = write_payloads(dir.path(), "imp.jsonl", &impressions);
@@ -158,23 +175,30 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
     // 5 s windows at 0, 5, 10 and 10 s windows at 0, 10, each with both experiments.
     assert_eq!(expected.len(), 10, "{:?}", expected.keys().collect::<Vec<_>>());
 
-    let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
+    let daemons: Vec<Daemon> =
+        configs.iter().map(|cfg| Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()])).collect();
     let records = read_output(&brokers, expected.len(), Duration::from_secs(90), Duration::from_secs(3));
 
     let ids: Vec<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
     let unique: BTreeSet<&str> = ids.iter().copied().collect();
-    let repeated: BTreeSet<&str> =
-        unique.iter().copied().filter(|id| ids.iter().filter(|i| *i == id).count() > 1).collect();
-    assert!(
-        repeated.is_empty(),
-        "{} records for {} ids; published more than once: {repeated:?}",
-        ids.len(),
-        unique.len()
-    );
+    if replicas == 1 {
+        let repeated: BTreeSet<&str> =
+            unique.iter().copied().filter(|id| ids.iter().filter(|i| *i == id).count() > 1).collect();
+        assert!(
+            repeated.is_empty(),
+            "{} records for {} ids; published more than once: {repeated:?}",
+            ids.len(),
+            unique.len()
+        );
+    }
+    // With several replicas the publisher (the owner of partition 0) may change while the group
+    // settles, and the new one may send a window again: at least once, under the same id, with
+    // the same content, which the comparison below checks for every copy.
     assert_eq!(unique, expected.keys().map(String::as_str).collect(), "record ids");
+    let all_partitions: Vec<i32> = (0..PARTITIONS).collect();
     for (key, record) in &records {
         assert_eq!(record["id"], key.as_str(), "the key is the record id");
-        assert_eq!(record["partitions"], json!([0, 1]), "serve evaluated both partitions");
+        assert_eq!(record["partitions"], json!(all_partitions), "the report covers every partition");
         let mut record = record.clone();
         record["partitions"] = json!([0]); // replay reads one file as partition 0
         assert_eq!(record, expected[key], "record {key} differs from replay's");
@@ -192,9 +216,23 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
         assert!(mrr["difference"].as_f64().unwrap() > 0.0 && mrr["p_value"].as_f64().unwrap() < 0.05, "{mrr}");
     }
 
-    // The same figures on /metrics (newest closed window of each size) and the HTTP API.
-    let (exposition, m) = scrape_until(port, Duration::from_secs(10), |m| {
+    // The same figures on every replica's /metrics (newest closed window of each size) and
+    // HTTP API.
+    for &port in &ports {
+        api_and_gauges_equal_replay(port, &expected, &all_partitions);
+    }
+    for daemon in daemons {
+        let (status, _) = daemon.terminate(Duration::from_secs(10));
+        assert!(status.success());
+    }
+}
+
+fn api_and_gauges_equal_replay(port: u16, expected: &BTreeMap<String, Value>, all_partitions: &[i32]) {
+    let srm_p = |r: &Value| r["sample_ratio"]["p_value"].as_f64().unwrap();
+    let newest_10s = series("rankpulse_window_start_timestamp_seconds", &[("window", "10s")]);
+    let (exposition, m) = scrape_until(port, Duration::from_secs(30), |m| {
         m.contains_key(&series("rankpulse_ab_srm_p_value", &[("experiment", "e2"), ("window", "5s")]))
+            && m.get(&newest_10s) == Some(&(((T0 + 10_000) / 1000) as f64))
     });
     promtool_check(&exposition);
     let newest_5s = &expected["e2/5s/2026-01-01T00:00:10Z"];
@@ -212,6 +250,7 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
     let (status, body) = http_get(port, "/api/v1/experiments/e2?window=5s").unwrap();
     assert_eq!(status, 200, "{body}");
     let mut from_api: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(from_api["partitions"], json!(all_partitions));
     from_api["partitions"] = json!([0]);
     assert_eq!(from_api, *newest_5s);
     let (status, body) = http_get(port, "/api/v1/experiments").unwrap();
@@ -219,9 +258,6 @@ fn output_topic_gets_one_record_per_experiment_and_closed_window() {
     assert_eq!((status, listing["experiments"].as_array().unwrap().len()), (200, 2), "{body}");
     assert_eq!(http_get(port, "/api/v1/experiments/e9").map(|r| r.0), Some(404));
     assert_eq!(http_get(port, "/api/v1/experiments/e1?window=7m").map(|r| r.0), Some(400));
-
-    let (status, _) = daemon.terminate(Duration::from_secs(10));
-    assert!(status.success());
 }
 
 /// With `ab.unit = "client_id"` and more buckets than clients, the standard error in the report

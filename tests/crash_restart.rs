@@ -181,11 +181,11 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
     let mut rng = SmallRng::seed_from_u64(seed);
     broker.create_topic(IMP_TOPIC);
     broker.create_topic(ENG_TOPIC);
-    // The mock cluster has no CreateTopics: its changelog topics are made here. tansu's are
-    // created by rankpulse.
+    // The mock cluster has no CreateTopics: its state topics are made here. tansu's are created
+    // by rankpulse.
     if let Broker::Mock(cluster) = broker {
         for group in ["reference", "victim"] {
-            cluster.create_topic(&format!("{group}-changelog"), PARTITIONS, 1).unwrap();
+            create_state_topics(cluster, group, PARTITIONS);
         }
     }
     let brokers = broker.bootstrap();

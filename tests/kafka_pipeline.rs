@@ -86,8 +86,7 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
     cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
-    // The mock cluster has no CreateTopics: the changelog topic (the group id + "-changelog").
-    cluster.create_topic("it-group-changelog", 2, 1).unwrap();
+    create_state_topics(&cluster, "it-group", 2);
     let brokers = cluster.bootstrap_servers();
     let (impressions, engagements) = events();
     produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);

@@ -56,8 +56,7 @@ fn a_ten_second_broker_outage_is_a_handful_of_lines_and_one_recovery_line() {
     let cluster = MockCluster::new(BROKERS).unwrap();
     cluster.create_topic("imp", 2, 1).unwrap();
     cluster.create_topic("eng", 2, 1).unwrap();
-    // The mock cluster has no CreateTopics: the changelog topic (the group id + "-changelog").
-    cluster.create_topic("rankpulse-changelog", 2, 1).unwrap();
+    create_state_topics(&cluster, "rankpulse", 2);
     let brokers = cluster.bootstrap_servers();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();

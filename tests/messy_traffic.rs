@@ -209,8 +209,7 @@ fn messy_stream_gives_exact_ground_truth_and_counts_every_fault_once() {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(IMP_TOPIC, PARTITIONS, 1).unwrap();
     cluster.create_topic(ENG_TOPIC, PARTITIONS, 1).unwrap();
-    // The mock cluster has no CreateTopics: the changelog topic (the group id + "-changelog").
-    cluster.create_topic("messy-changelog", PARTITIONS, 1).unwrap();
+    create_state_topics(&cluster, "messy", PARTITIONS);
     let brokers = cluster.bootstrap_servers();
     let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
     produce(&producer, messages);

@@ -172,9 +172,11 @@ fn start(dir: &Path, brokers: &str, name: &'static str) -> Replica {
 /// reference's and returns the live replicas' expositions.
 fn run(first: &'static str, plan: &[(usize, Step)]) -> Vec<BTreeMap<String, f64>> {
     let cluster: MockCluster<'static, DefaultProducerContext> = MockCluster::new(3).unwrap();
-    for topic in [IMP_TOPIC, ENG_TOPIC, "replicas-changelog", "reference-changelog"] {
-        // The mock cluster has no CreateTopics: the changelog topics are made here.
+    for topic in [IMP_TOPIC, ENG_TOPIC] {
         cluster.create_topic(topic, PARTITIONS, 1).unwrap();
+    }
+    for group in ["replicas", "reference"] {
+        create_state_topics(&cluster, group, PARTITIONS);
     }
     let brokers = cluster.bootstrap_servers();
     let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();

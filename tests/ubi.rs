@@ -340,8 +340,7 @@ fn ubi_documents_through_kafka_match_native_replay() {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
     cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
-    // The mock cluster has no CreateTopics: the changelog topic (the group id + "-changelog").
-    cluster.create_topic("rankpulse-changelog", 2, 1).unwrap();
+    create_state_topics(&cluster, "rankpulse", 2);
     let brokers = cluster.bootstrap_servers();
     let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
     let mut produced = 0;

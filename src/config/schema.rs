@@ -246,8 +246,13 @@ pub struct StateConfig {
     /// assigned the partition next. Created (compacted) if missing. Default empty: the group
     /// id followed by `-changelog`.
     pub changelog_topic: String,
-    /// Replication factor of the changelog topic when rankpulse creates it (at most the number
-    /// of brokers). Default 3.
+    /// The aggregates topic: partition n holds input partition n's A/B sums (cumulative and
+    /// its newest closed windows), which every replica reads to report experiment-wide figures
+    /// whatever the number of replicas. Created (compacted) if missing. Default empty: the group
+    /// id followed by `-aggregates`.
+    pub aggregates_topic: String,
+    /// Replication factor of the changelog and aggregates topics when rankpulse creates them
+    /// (at most the number of brokers). Default 3.
     pub changelog_replication_factor: i32,
     /// How often every owned partition is snapshotted to the changelog; Kafka offsets are
     /// committed right after the brokers acknowledge it. Default `5s`.
@@ -263,12 +268,22 @@ impl StateConfig {
             self.changelog_topic.clone()
         }
     }
+
+    /// The aggregates topic's name, with the default applied.
+    pub fn aggregates_topic(&self, group_id: &str) -> String {
+        if self.aggregates_topic.is_empty() {
+            format!("{group_id}-aggregates")
+        } else {
+            self.aggregates_topic.clone()
+        }
+    }
 }
 
 impl Default for StateConfig {
     fn default() -> Self {
         StateConfig {
             changelog_topic: String::new(),
+            aggregates_topic: String::new(),
             changelog_replication_factor: 3,
             checkpoint_interval: HumanDuration::from_millis(5_000),
         }

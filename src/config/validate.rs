@@ -71,6 +71,13 @@ impl Config {
         if [&k.impressions_topic, &k.engagements_topic, &self.ab.output_topic].contains(&&changelog) {
             return Err(invalid("state.changelog_topic", format!("{changelog:?} is already an input or output topic")));
         }
+        let aggregates = self.state.aggregates_topic(&k.group_id);
+        if [&k.impressions_topic, &k.engagements_topic, &self.ab.output_topic, &changelog].contains(&&aggregates) {
+            return Err(invalid(
+                "state.aggregates_topic",
+                format!("{aggregates:?} is already an input, output or changelog topic"),
+            ));
+        }
         let j = &self.join;
         if j.attribution_window.as_millis_i64() == 0 {
             return Err(invalid("join.attribution_window", "must be positive"));

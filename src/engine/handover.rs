@@ -32,9 +32,9 @@ pub struct StateFingerprint {
     pub unit_buckets: (AbUnit, u32),
 }
 
-/// A group a snapshot refers to, by name (ids are the writing engine's own).
+/// A group a snapshot or aggregates record refers to, by name (ids are the writing engine's own).
 #[derive(Debug, Serialize, Deserialize)]
-struct GroupName<S> {
+pub(super) struct GroupName<S> {
     /// The writing engine's id for it.
     id: GroupId,
     experiment: S,
@@ -100,14 +100,13 @@ impl Engine {
     /// output, nothing wall-clock. `None` if the engine holds no task for it.
     pub fn snapshot_partition(&self, partition: i32) -> Option<impl Serialize + '_> {
         let task = self.tasks.get(partition)?;
-        let used: BTreeSet<GroupId> = task.join.pending_groups().chain(task.totals.accumulators.groups()).collect();
-        let groups = used
-            .into_iter()
-            .map(|id| {
-                let (experiment, variant) = self.groups.name(id);
-                GroupName { id, experiment, variant, last_seen: self.groups.last_seen(id) }
-            })
+        let used: BTreeSet<GroupId> = task
+            .join
+            .pending_groups()
+            .chain(task.totals.accumulators.groups())
+            .chain(task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
             .collect();
+        let groups = used.into_iter().map(|id| self.group_name(id)).collect();
         Some(TaskSnapshotRef {
             fingerprint: self.fingerprint(),
             partition,
@@ -147,16 +146,28 @@ impl Engine {
     pub fn restore_partition(&mut self, snapshot: TaskSnapshot, now: Instant) -> Result<(), RestoreError> {
         self.check_compatible(&snapshot)?;
         let TaskSnapshot { partition, groups, frontier, mut task, .. } = snapshot;
-        let Some(max_id) = groups.iter().map(|g| g.id).max() else {
-            return self.install(partition, task, frontier, now);
-        };
-        let mut map = vec![GroupId::MAX; max_id as usize + 1];
-        for g in &groups {
-            map[g.id as usize] = self.groups.intern(&g.experiment, &g.variant, g.last_seen, self.watermarks.least);
-        }
+        let map = self.intern_names(&groups);
         task.join.remap_groups(&map);
         task.totals.accumulators.remap_groups(&map);
+        for window in &mut task.totals.recent_closed {
+            window.groups.remap(&map);
+        }
         self.install(partition, task, frontier, now)
+    }
+
+    /// A group's name, to write beside sums that refer to it by id.
+    pub(super) fn group_name(&self, id: GroupId) -> GroupName<&str> {
+        let (experiment, variant) = self.groups.name(id);
+        GroupName { id, experiment, variant, last_seen: self.groups.last_seen(id) }
+    }
+
+    /// Interns groups written by another engine: `map[their id] = our id`.
+    pub(super) fn intern_names(&mut self, groups: &[GroupName<String>]) -> Vec<GroupId> {
+        let mut map = vec![GroupId::MAX; groups.iter().map(|g| g.id as usize + 1).max().unwrap_or(0)];
+        for g in groups {
+            map[g.id as usize] = self.groups.intern(&g.experiment, &g.variant, g.last_seen, self.watermarks.least);
+        }
+        map
     }
 
     fn install(

@@ -11,6 +11,7 @@
 //! |---|---|
 //! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership |
 //! | [`handover`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
+//! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
 //! | [`aggregation`] | a finalized impression's metric values into its partition's totals; closed windows merged |
@@ -23,6 +24,7 @@
 //! not the engine's: the Kafka source keeps them, beside each partition's snapshot.
 
 mod aggregation;
+mod global;
 mod handover;
 mod limits;
 mod reject_log;
@@ -44,6 +46,7 @@ use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
+pub use global::PartitionAggregates;
 pub use handover::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use limits::{InputLimits, StateSize};
 pub use reject_log::RejectLog;
@@ -81,6 +84,11 @@ pub struct Engine {
     template: TaskTemplate,
     /// The windows the partitions closed, merged.
     closed: ClosedWindows,
+    /// Every partition's A/B sums, from the aggregates topic (serve only): when present, the
+    /// A/B reports, window gauges and the A/B publisher read complete windows from here.
+    global: Option<global::GlobalView>,
+    /// Whether each task keeps its newest closed windows for the aggregates topic.
+    retain_recent_closed: bool,
     /// Interned (experiment, variant) labels, with their limits and retirement.
     groups: Groups,
     /// Everything that turns a finalized impression into numbers.
@@ -128,6 +136,7 @@ impl TaskTemplate {
             accumulators,
             counters: Counters::default(),
             first_engagement_delay: self.delay_distribution(),
+            recent_closed: Vec::new(),
         })
     }
 
@@ -183,6 +192,8 @@ impl Engine {
             tasks: Tasks::default(),
             template,
             closed,
+            global: None,
+            retain_recent_closed: false,
             groups: Groups::new(LabelLimits {
                 max_experiments: cfg.labels.max_experiments,
                 max_variants: cfg.labels.max_variants,
@@ -423,8 +434,21 @@ impl Engine {
     /// Closes, in every partition, the windows whose impressions are all final at watermark `w`.
     fn close_windows(&mut self, w: EventTime) {
         let mut closed = Vec::new();
+        let retain = self.retain_recent_closed;
         for task in self.tasks.iter_mut() {
-            task.totals.accumulators.close_windows(w, |window| closed.push(window));
+            let Totals { accumulators, recent_closed, .. } = &mut task.totals;
+            accumulators.close_windows(w, |window| {
+                if retain {
+                    recent_closed.push(window.clone());
+                    let size = window.size_index;
+                    let of_size = recent_closed.iter().filter(|w| w.size_index == size).count();
+                    if of_size > global::RETAINED_WINDOWS {
+                        let oldest = recent_closed.iter().position(|w| w.size_index == size).expect("counted");
+                        recent_closed.remove(oldest);
+                    }
+                }
+                closed.push(window);
+            });
         }
         self.closed.add(closed);
         self.template.windows_closed_at = Some(self.template.windows_closed_at.map_or(w, |c| c.max(w)));
@@ -476,7 +500,10 @@ impl Engine {
     /// The A/B reports of every experiment over `table` (the cumulative one or a closed window's),
     /// naming every partition held in state.
     pub fn experiment_reports(&self, table: &GroupTable, span: Span<'_>) -> Vec<ExperimentReport> {
-        let partitions = self.partitions();
+        let partitions = match &self.global {
+            Some(view) => (0..view.partitions as i32).collect(),
+            None => self.partitions(),
+        };
         let mut reports = crate::experiments::reports(&self.aggregation.layout, &self.groups, table, &self.ab, span);
         for report in &mut reports {
             report.partitions.clone_from(&partitions);
@@ -497,20 +524,42 @@ impl Engine {
         }
         table
     }
-    /// The newest closed window of each size (merged over the partitions).
-    pub fn newest_closed(&self) -> impl Iterator<Item = &ClosedWindow> {
-        self.closed.newest.iter().flatten()
+    /// The sums the A/B reports compare cumulatively: every partition's, experiment-wide, when
+    /// the global view is on; this engine's partitions' otherwise.
+    pub fn ab_cumulative(&self) -> GroupTable {
+        match &self.global {
+            Some(view) => view.cumulative(),
+            None => self.cumulative(),
+        }
     }
-    /// Closed windows kept and not yet taken or published, in closing order.
+    /// The newest closed window of each size: complete over every partition when the global
+    /// view is on, merged over this engine's partitions otherwise.
+    pub fn newest_closed(&self) -> impl Iterator<Item = &ClosedWindow> {
+        match &self.global {
+            Some(view) => view.newest.iter().flatten(),
+            None => self.closed.newest.iter().flatten(),
+        }
+    }
+    /// Closed windows kept and not yet taken or published, in closing order. With the global
+    /// view on, the complete ones, and only on the replica that publishes (see
+    /// [`Engine::enable_global_view`]).
     pub fn kept_closed(&self) -> &[ClosedWindow] {
-        &self.closed.kept
+        match &self.global {
+            Some(view) if self.publishes_global() => &view.unpublished,
+            Some(_) => &[],
+            None => &self.closed.kept,
+        }
     }
     pub fn take_closed_windows(&mut self) -> Vec<ClosedWindow> {
         std::mem::take(&mut self.closed.kept)
     }
     /// The first `windows` unpublished closed windows have been delivered.
     pub fn published(&mut self, windows: usize) {
-        self.closed.kept.drain(..windows.min(self.closed.kept.len()));
+        let kept = match &mut self.global {
+            Some(view) => &mut view.unpublished,
+            None => &mut self.closed.kept,
+        };
+        kept.drain(..windows.min(kept.len()));
     }
     /// How many window sizes `metrics.windows` configures.
     pub fn window_count(&self) -> usize {

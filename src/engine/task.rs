@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::telemetry::{Counters, Distribution};
 use super::watermark::InputClock;
-use crate::accumulate::Accumulators;
+use crate::accumulate::{Accumulators, ClosedWindow};
 use crate::event::EventKind;
 use crate::join::Shard;
 use crate::time::EventTime;
@@ -26,6 +26,9 @@ pub struct Totals {
     pub counters: Counters,
     /// Impression timestamp to first attributed engagement, in milliseconds.
     pub first_engagement_delay: Distribution,
+    /// The partition's newest closed windows (a few per size), for the experiment-wide view
+    /// (`super::global`); empty unless the engine keeps them.
+    pub recent_closed: Vec<ClosedWindow>,
 }
 
 /// The state of one partition number, shared by the co-partitioned impressions and
@@ -119,6 +122,7 @@ mod tests {
             accumulators: Accumulators::new(crate::accumulate::StatsShape::plain(1), &[], 0),
             counters: Counters::default(),
             first_engagement_delay: Distribution::new(1000),
+            recent_closed: Vec::new(),
         })
     }
 

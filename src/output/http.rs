@@ -77,7 +77,7 @@ impl ReportError {
 /// The report of `experiment` over `window` (a size label or `cumulative`).
 pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Result<ExperimentReport, ReportError> {
     let reports = if window == CUMULATIVE {
-        engine.experiment_reports(&engine.cumulative(), Span::Cumulative)
+        engine.experiment_reports(&engine.ab_cumulative(), Span::Cumulative)
     } else {
         let windows = engine.window_count();
         let size_index = (0..windows).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
@@ -108,7 +108,7 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
             .chain(engine.newest_closed().map(|w| engine.window_label(w.size_index)))
             .collect();
         let experiments: Vec<serde_json::Value> = engine
-            .experiment_reports(&engine.cumulative(), Span::Cumulative)
+            .experiment_reports(&engine.ab_cumulative(), Span::Cumulative)
             .into_iter()
             .map(|r| {
                 serde_json::json!({

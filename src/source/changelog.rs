@@ -76,13 +76,13 @@ pub struct SnapshotId {
 
 /// The header of one chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ChunkHeader {
+pub(super) struct ChunkHeader {
     /// The snapshot the chunk belongs to.
-    snapshot: SnapshotId,
+    pub snapshot: SnapshotId,
     /// This chunk's place in the snapshot.
-    index: u32,
+    pub index: u32,
     /// How many chunks the snapshot has.
-    count: u32,
+    pub count: u32,
 }
 
 impl ChunkHeader {
@@ -95,7 +95,7 @@ impl ChunkHeader {
     }
 
     /// The header and the payload of a record, or `None` if it is not a chunk.
-    fn read(bytes: &[u8]) -> Option<(ChunkHeader, &[u8])> {
+    pub(super) fn read(bytes: &[u8]) -> Option<(ChunkHeader, &[u8])> {
         if bytes.len() < HEADER_LEN || bytes[..4] != MAGIC {
             return None;
         }
@@ -204,10 +204,12 @@ pub struct Recovered {
     pub bytes: Vec<u8>,
 }
 
-/// The changelog topic's producer and reader.
+/// The changelog topic's producer and reader, and the aggregates topic's producer.
 pub struct Changelog {
     /// `state.changelog_topic`.
     topic: String,
+    /// `state.aggregates_topic`: written with the snapshots, read by `super::aggregates`.
+    aggregates_topic: String,
     /// Idempotent, `acks=all`: a write is complete when every replica has every chunk.
     producer: BaseProducer<ChangelogContext>,
     /// Reads one partition at a time by manual assignment (no group, nothing committed).
@@ -216,8 +218,11 @@ pub struct Changelog {
     admin: AdminClient<DefaultClientContext>,
     /// The sequence of each partition's next snapshot: one above the newest seen in the topic.
     next_sequence: HashMap<i32, u64>,
-    /// Whether the topic is known to exist with enough partitions.
-    ready_for: usize,
+    /// The same for the aggregates topic, which is never read back here (nonces keep two
+    /// writers' records apart there).
+    next_aggregates_sequence: HashMap<i32, u64>,
+    /// The partition count each topic is known to have (at least).
+    ready_for: HashMap<String, usize>,
     /// `state.changelog_replication_factor`.
     replication: i32,
     /// Runs the admin client's requests, which are futures, on the consumer thread.
@@ -229,6 +234,7 @@ impl Changelog {
     pub fn new(
         kafka: &KafkaConfig,
         topic: &str,
+        aggregates_topic: &str,
         replication: i32,
         runtime: tokio::runtime::Handle,
     ) -> Result<Changelog, ChangelogError> {
@@ -262,45 +268,54 @@ impl Changelog {
         let admin = base().create().map_err(ChangelogError::Client)?;
         Ok(Changelog {
             topic: topic.to_string(),
+            aggregates_topic: aggregates_topic.to_string(),
             producer,
             reader,
             admin,
             next_sequence: HashMap::new(),
-            ready_for: 0,
+            next_aggregates_sequence: HashMap::new(),
+            ready_for: HashMap::new(),
             replication,
             runtime,
         })
     }
 
-    /// Makes sure the topic exists with at least `partitions` partitions, creating it
-    /// (compacted) when it is missing.
-    pub fn ensure_topic(&mut self, partitions: usize) -> Result<(), ChangelogError> {
-        if partitions <= self.ready_for {
-            return Ok(());
+    /// Makes sure the changelog and aggregates topics exist with at least `partitions`
+    /// partitions, creating them (compacted) when missing.
+    pub fn ensure_topics(&mut self, partitions: usize) -> Result<(), ChangelogError> {
+        for topic in [self.topic.clone(), self.aggregates_topic.clone()] {
+            if self.ready_for.get(&topic).is_some_and(|&has| has >= partitions) {
+                continue;
+            }
+            let has = self.ensure_topic(&topic, partitions)?;
+            self.ready_for.insert(topic, has);
         }
-        let topic_error = |error: String| ChangelogError::Topic { topic: self.topic.clone(), error };
+        Ok(())
+    }
+
+    /// Makes sure one topic exists with at least `partitions` partitions (created compacted
+    /// when missing); returns how many it has.
+    fn ensure_topic(&self, topic: &str, partitions: usize) -> Result<usize, ChangelogError> {
+        let topic_error = |error: String| ChangelogError::Topic { topic: topic.to_string(), error };
         let deadline = Instant::now() + ADMIN_TIMEOUT;
         let mut created = false;
-        tracing::debug!(topic = %self.topic, partitions, "checking the changelog topic");
+        tracing::debug!(topic, partitions, "checking a state topic");
         loop {
             let metadata = self
                 .reader
-                .fetch_metadata(Some(&self.topic), ADMIN_TIMEOUT)
+                .fetch_metadata(Some(topic), ADMIN_TIMEOUT)
                 .map_err(|e| topic_error(format!("reading metadata: {e}")))?;
             let brokers = metadata.brokers().len();
-            let found = metadata.topics().iter().find(|t| t.name() == self.topic).filter(|t| t.error().is_none());
+            let found = metadata.topics().iter().find(|t| t.name() == topic).filter(|t| t.error().is_none());
             match found.map(|t| t.partitions().len()) {
-                Some(has) if has >= partitions => {
-                    self.ready_for = has;
-                    return Ok(());
-                }
+                Some(has) if has >= partitions => return Ok(has),
                 Some(has) if has > 0 => {
-                    return Err(ChangelogError::TooFewPartitions { topic: self.topic.clone(), has, needed: partitions })
+                    return Err(ChangelogError::TooFewPartitions { topic: topic.to_string(), has, needed: partitions })
                 }
                 _ if !created => {
                     let replication = self.replication.min(i32::try_from(brokers.max(1)).unwrap_or(1));
                     let new = NewTopic::new(
-                        &self.topic,
+                        topic,
                         i32::try_from(partitions).unwrap_or(i32::MAX),
                         TopicReplication::Fixed(replication),
                     )
@@ -317,7 +332,7 @@ impl Changelog {
                             Err((_, code)) => return Err(topic_error(format!("creating it: {code}"))),
                         }
                     }
-                    tracing::info!(topic = %self.topic, partitions, replication, "changelog topic created (compacted)");
+                    tracing::info!(topic, partitions, replication, "state topic created (compacted)");
                     created = true;
                 }
                 _ if Instant::now() > deadline => return Err(topic_error("created, but not in the metadata".into())),
@@ -326,21 +341,32 @@ impl Changelog {
         }
     }
 
-    /// Writes one snapshot per partition and waits until the brokers have acknowledged every
-    /// chunk. On error, some chunks may be written: a later complete snapshot supersedes them,
-    /// and a reader never takes an incomplete one.
-    pub fn write(&mut self, snapshots: &[(i32, Vec<u8>)]) -> Result<u64, ChangelogError> {
+    /// Writes one snapshot per partition to the changelog and one aggregates record per
+    /// partition to the aggregates topic, and waits until the brokers have acknowledged every
+    /// chunk. On error, some chunks may be written: a later complete one supersedes them, and a
+    /// reader never takes an incomplete one.
+    pub fn write(
+        &mut self,
+        snapshots: &[(i32, Vec<u8>)],
+        aggregates: &[(i32, Vec<u8>)],
+    ) -> Result<u64, ChangelogError> {
         let write_error = |error: String| ChangelogError::Write { topic: self.topic.clone(), error };
         let failed_before = self.producer.context().failed.load(Ordering::Relaxed);
         let mut bytes = 0u64;
-        for (partition, snapshot) in snapshots {
-            let next = self.next_sequence.entry(*partition).or_insert(0);
+        let to_changelog = snapshots.iter().map(|(p, b)| (true, p, b));
+        for (changelog, partition, snapshot) in to_changelog.chain(aggregates.iter().map(|(p, b)| (false, p, b))) {
+            let (topic, sequences) = if changelog {
+                (self.topic.as_str(), &mut self.next_sequence)
+            } else {
+                (self.aggregates_topic.as_str(), &mut self.next_aggregates_sequence)
+            };
+            let next = sequences.entry(*partition).or_insert(0);
             let id = SnapshotId { sequence: *next, nonce: rand::random() };
             *next += 1;
             for (index, record) in chunk_records(id, snapshot).iter().enumerate() {
                 let key = format!("{partition}/{}/{index}", id.sequence % 2);
                 bytes += record.len() as u64;
-                let mut pending = BaseRecord::to(&self.topic).partition(*partition).key(&key).payload(record);
+                let mut pending = BaseRecord::to(topic).partition(*partition).key(&key).payload(record);
                 loop {
                     match self.producer.send(pending) {
                         Ok(()) => break,

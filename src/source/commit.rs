@@ -75,11 +75,14 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
     }
     if let Some(changelog) = state.changelog.as_mut() {
         let started = Instant::now();
-        let snapshots: Vec<(i32, Vec<u8>)> = {
+        let (snapshots, aggregates): (Vec<(i32, Vec<u8>)>, Vec<(i32, Vec<u8>)>) = {
             let engine = engine.lock();
-            partitions.iter().filter_map(|&p| Some((p, encode_partition(&engine, &state.positions, p)?))).collect()
+            let snapshots =
+                partitions.iter().filter_map(|&p| Some((p, encode_partition(&engine, &state.positions, p)?))).collect();
+            let aggregates = partitions.iter().filter_map(|&p| Some((p, engine.partition_aggregates(p)?))).collect();
+            (snapshots, aggregates)
         };
-        let written = changelog.write(&snapshots);
+        let written = changelog.write(&snapshots, &aggregates);
         let ok = written.is_ok();
         let bytes = match written {
             Ok(bytes) => bytes,

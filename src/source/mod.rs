@@ -17,10 +17,12 @@
 //! |---|---|
 //! | `mod.rs` | the consumer thread's poll loop, the client configuration |
 //! | [`changelog`] | the changelog topic: snapshots written in chunks, acknowledged, read back from the end |
+//! | `aggregates` | the aggregates topic's reader: every partition's A/B sums into the experiment-wide view |
 //! | [`positions`] | the next offset of every input partition in the state |
 //! | [`commit`] | snapshot, then commit: the only path by which offsets reach the group |
 //! | `rebalance` | assignment (restore from the changelog) and revoke (snapshot, commit, drop) |
 
+mod aggregates;
 mod changelog;
 mod commit;
 mod positions;
@@ -117,9 +119,15 @@ pub async fn run(
     let topics = [cfg.impressions_topic.clone(), cfg.engagements_topic.clone()];
     let (changelog, checkpoint_interval) = match durability {
         Some(Durability { state }) => {
-            let topic = state.changelog_topic(&cfg.group_id);
+            let (topic, aggregates_topic) =
+                (state.changelog_topic(&cfg.group_id), state.aggregates_topic(&cfg.group_id));
             let runtime = tokio::runtime::Handle::current();
-            let changelog = Changelog::new(cfg, &topic, state.changelog_replication_factor, runtime)?;
+            let changelog =
+                Changelog::new(cfg, &topic, &aggregates_topic, state.changelog_replication_factor, runtime)?;
+            // On before the first window closes: every partition's closed windows are kept for
+            // the aggregates topic, and nothing but complete windows is ever published.
+            engine.lock().enable_global_view(0);
+            aggregates::spawn(cfg, aggregates_topic, engine.clone(), shutdown.clone()).map_err(SourceError::Create)?;
             (Some(changelog), state.checkpoint_interval.as_duration())
         }
         None => (None, commit_interval),

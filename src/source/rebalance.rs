@@ -106,7 +106,7 @@ impl SourceContext {
         let mut state = self.state();
         if let Some(changelog) = state.changelog.as_mut() {
             let needed = input_partitions(consumer, &self.topics).max(partitions.last().map_or(0, |&p| p as usize + 1));
-            if let Err(e) = changelog.ensure_topic(needed) {
+            if let Err(e) = changelog.ensure_topics(needed) {
                 return self.fail(&mut state, e);
             }
         }

@@ -42,3 +42,16 @@ pub fn produce_to_partitions(brokers: &str, topics: &[(&str, &[(i32, String)])])
     }
     producer.flush(Duration::from_secs(10)).unwrap();
 }
+
+/// Creates a consumer group's state topics (`<group>-changelog`, `<group>-aggregates`) on the
+/// mock cluster, which has no CreateTopics for rankpulse to create them itself: with the input
+/// topics' partition count, as rankpulse would.
+pub fn create_state_topics<C: rdkafka::ClientContext>(
+    cluster: &rdkafka::mocking::MockCluster<'_, C>,
+    group: &str,
+    partitions: i32,
+) {
+    for suffix in ["changelog", "aggregates"] {
+        cluster.create_topic(&format!("{group}-{suffix}"), partitions, 1).unwrap();
+    }
+}

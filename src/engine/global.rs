@@ -1,0 +1,219 @@
+//! The experiment-wide view: every partition's A/B sums, whichever replica owns it, merged.
+//!
+//! Each replica publishes, for every partition it owns, a [`PartitionAggregates`] record (its
+//! cumulative sums, its recently closed windows and how far its windows are closed) to the
+//! aggregates topic, and every replica reads all of them back into this view. A window is
+//! complete once every partition has closed it; its figures are then the exact sum of every
+//! partition's (the sums are mergeable: counts, fixed-point sums and squares, unit buckets), so
+//! the A/B feed, the API and the gauges report the same experiment-wide figures whatever the
+//! number of replicas, and equal to `replay` over the same traffic.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::handover::GroupName;
+use super::Engine;
+use crate::accumulate::{ClosedWindow, GroupTable};
+use crate::ids::GroupId;
+use crate::time::EventTime;
+
+/// Closed windows of each size a partition keeps for the aggregates topic: enough for every
+/// replica to see each of them at least once between two writes.
+pub(super) const RETAINED_WINDOWS: usize = 4;
+/// Complete windows of each size waiting for the publisher at most: on a replica that does
+/// not publish (or a publisher whose brokers are down for hours) the oldest are dropped.
+const UNPUBLISHED_LIMIT: usize = 64;
+
+/// One partition's A/B sums as the aggregates topic carries them (borrowed when written).
+#[derive(Serialize)]
+struct PartitionAggregatesRef<'a> {
+    partition: i32,
+    /// Per window size, the start before which every window of the partition is closed.
+    closed_before: Vec<EventTime>,
+    /// The groups the tables refer to, by name.
+    groups: Vec<GroupName<&'a str>>,
+    cumulative: &'a GroupTable,
+    recent_closed: &'a [ClosedWindow],
+}
+
+/// [`PartitionAggregatesRef`], read back.
+#[derive(Deserialize)]
+pub struct PartitionAggregates {
+    /// The input partition these sums are of.
+    pub partition: i32,
+    closed_before: Vec<EventTime>,
+    groups: Vec<GroupName<String>>,
+    cumulative: GroupTable,
+    recent_closed: Vec<ClosedWindow>,
+}
+
+/// What the engine knows of every partition's sums (see the module documentation).
+#[derive(Debug, Default)]
+pub(super) struct GlobalView {
+    /// The input partitions: a window is complete when each of them has closed it.
+    pub partitions: usize,
+    /// Each partition's newest record, its group ids renumbered into the engine's.
+    latest: BTreeMap<i32, (Vec<EventTime>, GroupTable, Vec<ClosedWindow>)>,
+    /// Complete windows already handed out, so each is published once per process.
+    emitted: BTreeSet<(usize, EventTime)>,
+    /// Newest complete window per size.
+    pub newest: Vec<Option<ClosedWindow>>,
+    /// Complete windows not yet published, oldest first.
+    pub unpublished: Vec<ClosedWindow>,
+}
+
+impl GlobalView {
+    /// Every partition's cumulative sums, merged.
+    pub fn cumulative(&self) -> GroupTable {
+        let mut table = GroupTable::default();
+        for (_, cumulative, _) in self.latest.values() {
+            table.merge(cumulative);
+        }
+        table
+    }
+
+    /// Takes a partition's newest record (already renumbered) and hands out the windows it
+    /// completes.
+    fn apply(
+        &mut self,
+        partition: i32,
+        closed_before: Vec<EventTime>,
+        cumulative: GroupTable,
+        recent: Vec<ClosedWindow>,
+    ) {
+        self.latest.insert(partition, (closed_before, cumulative, recent));
+        let sizes = self.newest.len();
+        for size in 0..sizes {
+            // Closed everywhere before the least bound over every partition, if all have one.
+            let all: Option<Vec<EventTime>> = (0..self.partitions)
+                .map(|p| self.latest.get(&(p as i32)).and_then(|(bounds, _, _)| bounds.get(size).copied()))
+                .collect();
+            let Some(complete_before) = all.and_then(|bounds| bounds.into_iter().min()) else { continue };
+            let mut windows: BTreeMap<EventTime, GroupTable> = BTreeMap::new();
+            for (_, _, recent) in self.latest.values() {
+                for w in recent.iter().filter(|w| w.size_index == size && w.start < complete_before) {
+                    windows.entry(w.start).or_default().merge(&w.groups);
+                }
+            }
+            for (start, groups) in windows {
+                if !self.emitted.insert((size, start)) {
+                    continue;
+                }
+                let window = ClosedWindow { size_index: size, start, groups };
+                if self.newest[size].as_ref().is_none_or(|n| n.start < start) {
+                    self.newest[size] = Some(window.clone());
+                }
+                self.unpublished.push(window);
+            }
+        }
+        let limit = UNPUBLISHED_LIMIT * sizes.max(1);
+        if self.unpublished.len() > limit {
+            self.unpublished.drain(..self.unpublished.len() - limit);
+        }
+        // What no partition retains any more can never be handed out again.
+        let oldest: Vec<Option<EventTime>> = (0..sizes)
+            .map(|size| {
+                self.latest
+                    .values()
+                    .flat_map(|(_, _, r)| r.iter())
+                    .filter(|w| w.size_index == size)
+                    .map(|w| w.start)
+                    .min()
+            })
+            .collect();
+        self.emitted.retain(|&(size, start)| oldest[size].is_some_and(|o| start >= o));
+    }
+}
+
+impl Engine {
+    /// Turns on the experiment-wide view over `partitions` input partitions (0 until the
+    /// aggregates topic's partition count is known: then no window is complete yet): from now on
+    /// the A/B reports, the window gauges and the A/B publisher read complete windows from it,
+    /// and every task keeps its recently closed windows for [`Engine::partition_aggregates`].
+    pub fn enable_global_view(&mut self, partitions: usize) {
+        let sizes = self.template.window_sizes_ms.len();
+        let view = self.global.get_or_insert_with(|| GlobalView { newest: vec![None; sizes], ..Default::default() });
+        view.partitions = view.partitions.max(partitions);
+        self.retain_recent_closed = true;
+        // The local merge of closed windows is not what gets published any more.
+        self.closed.keep = false;
+        self.closed.kept.clear();
+    }
+
+    /// A partition's aggregates record for the aggregates topic, `None` if the engine holds no
+    /// task for it.
+    pub fn partition_aggregates(&self, partition: i32) -> Option<Vec<u8>> {
+        let task = self.tasks.get(partition)?;
+        let acc = &task.totals.accumulators;
+        let used: BTreeSet<GroupId> = acc
+            .cumulative
+            .iter()
+            .map(|(g, _)| g)
+            .chain(task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
+            .collect();
+        let groups = used.into_iter().map(|id| self.group_name(id)).collect();
+        Some(crate::checkpoint::encode(&PartitionAggregatesRef {
+            partition,
+            closed_before: acc.closed_before(),
+            groups,
+            cumulative: &acc.cumulative,
+            recent_closed: &task.totals.recent_closed,
+        }))
+    }
+
+    /// Merges a partition's aggregates record (any replica's) into the experiment-wide view.
+    pub fn apply_aggregates(&mut self, record: PartitionAggregates) {
+        if self.global.is_none() {
+            return;
+        }
+        let map = self.intern_names(&record.groups);
+        let mut cumulative = record.cumulative;
+        cumulative.remap(&map);
+        let mut recent = record.recent_closed;
+        for w in &mut recent {
+            w.groups.remap(&map);
+        }
+        if let Some(view) = self.global.as_mut() {
+            view.apply(record.partition, record.closed_before, cumulative, recent);
+        }
+    }
+
+    /// Whether this engine publishes the experiment-wide A/B feed: with the view on, the owner
+    /// of partition 0 does (one replica at a time, chosen by the group's assignment).
+    pub(super) fn publishes_global(&self) -> bool {
+        self.tasks.get(0).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(groups: &[(GroupId, u64)]) -> GroupTable {
+        let mut acc = crate::accumulate::Accumulators::new(crate::accumulate::StatsShape::plain(1), &[], 0);
+        for &(g, n) in groups {
+            for _ in 0..n {
+                acc.add(g, 0, &[1.0], true, 0);
+            }
+        }
+        acc.cumulative
+    }
+
+    #[test]
+    fn a_window_is_complete_when_every_partition_closed_it_and_is_handed_out_once() {
+        let mut view = GlobalView { partitions: 2, newest: vec![None], ..Default::default() };
+        let window = |start, n| ClosedWindow { size_index: 0, start, groups: table(&[(0, n)]) };
+        view.apply(0, vec![120], table(&[(0, 3)]), vec![window(0, 1), window(60, 2)]);
+        assert!(view.unpublished.is_empty(), "partition 1 has not closed anything yet");
+        view.apply(1, vec![60], table(&[(0, 4)]), vec![window(0, 5)]);
+        assert_eq!(view.unpublished.len(), 1, "window 0 is closed everywhere, window 60 not on partition 1");
+        assert_eq!(view.unpublished[0].groups.get(0).unwrap().impressions, 6);
+        assert_eq!(view.cumulative().get(0).unwrap().impressions, 7);
+        // Partition 1 rewrites its record (a new owner): nothing is handed out twice.
+        view.apply(1, vec![120], table(&[(0, 4)]), vec![window(0, 5), window(60, 1)]);
+        let starts: Vec<EventTime> = view.unpublished.iter().map(|w| w.start).collect();
+        assert_eq!(starts, [0, 60]);
+        assert_eq!(view.newest[0].as_ref().map(|w| (w.start, w.groups.get(0).unwrap().impressions)), Some((60, 3)));
+    }
+}

@@ -1,0 +1,126 @@
+//! The aggregates topic's reader: every replica reads every partition's A/B sums, whichever
+//! replica wrote them, into the engine's experiment-wide view (`crate::engine`'s `global`).
+//!
+//! Records are chunked like changelog snapshots (`super::changelog`); one partition's chunks
+//! are consecutive, so a record is complete when its last chunk arrives. The reader has a
+//! thread and a consumer of its own (no group: it reads every partition), so a slow broker
+//! never holds up the input consumer.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+use super::changelog::{ChunkHeader, SnapshotId};
+use crate::checkpoint;
+use crate::config::KafkaConfig;
+use crate::engine::{PartitionAggregates, SharedEngine};
+use crate::kafka_log::KafkaLog;
+use crate::shutdown::Shutdown;
+
+/// How long one poll waits: bounds how late shutdown is noticed.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// How often the topic is looked for until it exists (the source creates it on assignment).
+const METADATA_RETRY: Duration = Duration::from_secs(1);
+
+/// A record being reassembled from its chunks.
+struct Partial {
+    /// The record's id: chunks of another id start a new record.
+    id: SnapshotId,
+    /// Chunk count.
+    count: u32,
+    /// The chunks so far, in order.
+    bytes: Vec<u8>,
+    /// The next chunk index expected.
+    next: u32,
+}
+
+/// Starts the reader thread; it stops when `shutdown` fires.
+pub(super) fn spawn(
+    kafka: &KafkaConfig,
+    topic: String,
+    engine: SharedEngine,
+    shutdown: Shutdown,
+) -> Result<std::thread::JoinHandle<()>, KafkaError> {
+    let mut config = ClientConfig::new();
+    for (k, v) in &kafka.properties {
+        config.set(k, v);
+    }
+    let consumer: BaseConsumer = config
+        .set("bootstrap.servers", &kafka.brokers)
+        .set("group.id", format!("{}-aggregates-reader", kafka.group_id))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()?;
+    let log = KafkaLog::new("aggregates reader", &kafka.brokers);
+    std::thread::Builder::new()
+        .name("rankpulse-aggregates".into())
+        .spawn(move || read(&consumer, &topic, &engine, &shutdown, &log))
+        .map_err(|e| KafkaError::ClientCreation(format!("starting the aggregates reader: {e}")))
+}
+
+fn read(consumer: &BaseConsumer, topic: &str, engine: &SharedEngine, shutdown: &Shutdown, log: &KafkaLog) {
+    // Wait for the topic (the source creates it when it first gets partitions).
+    let partitions = loop {
+        if shutdown.is_triggered() {
+            return;
+        }
+        let found = consumer.fetch_metadata(Some(topic), METADATA_RETRY).ok().and_then(|m| {
+            m.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map(|t| t.partitions().len())
+        });
+        match found {
+            Some(n) if n > 0 => break n,
+            _ => std::thread::sleep(METADATA_RETRY),
+        }
+    };
+    engine.lock().enable_global_view(partitions);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        let _ = tpl.add_partition_offset(topic, p as i32, Offset::Beginning);
+    }
+    if let Err(e) = consumer.assign(&tpl) {
+        tracing::error!(topic, error = %e, "the aggregates reader cannot read its topic; A/B figures stay at what this replica owns");
+        return;
+    }
+    drop(tpl);
+    tracing::info!(topic, partitions, "reading every partition's A/B sums");
+    let mut partial: HashMap<i32, Partial> = HashMap::new();
+    while !shutdown.is_triggered() {
+        let message = match consumer.poll(POLL_TIMEOUT) {
+            None => continue,
+            Some(Err(e)) => {
+                log.consume_error(&e);
+                std::thread::sleep(POLL_TIMEOUT);
+                continue;
+            }
+            Some(Ok(message)) => message,
+        };
+        let Some((header, payload)) = message.payload().and_then(ChunkHeader::read) else { continue };
+        let partition = message.partition();
+        if header.index == 0 {
+            partial.insert(partition, Partial { id: header.snapshot, count: header.count, bytes: Vec::new(), next: 0 });
+        }
+        let Some(record) = partial.get_mut(&partition) else { continue };
+        if record.id != header.snapshot || record.next != header.index {
+            // A chunk of a record whose start we did not see (or an interrupted write).
+            partial.remove(&partition);
+            continue;
+        }
+        record.bytes.extend_from_slice(payload);
+        record.next += 1;
+        if record.next < record.count {
+            continue;
+        }
+        let record = partial.remove(&partition).expect("just looked up");
+        match checkpoint::decode::<PartitionAggregates>(&record.bytes) {
+            Ok(aggregates) => engine.lock().apply_aggregates(aggregates),
+            Err(e) => {
+                tracing::warn!(topic, partition, offset = message.offset(), error = %e, "aggregates record skipped")
+            }
+        }
+    }
+}
