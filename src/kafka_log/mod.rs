@@ -204,6 +204,29 @@ impl std::fmt::Display for Repeated {
     }
 }
 
+/// The context of a client that shares another client's log: the serve daemon's state clients
+/// (the changelog's reader and admin, the aggregates reader) log through the consumer's, so one
+/// broker outage is reported once for the daemon, not once per client.
+#[derive(Clone)]
+pub struct SharedLog(pub Arc<KafkaLog>);
+
+impl ClientContext for SharedLog {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.0.librdkafka(level, facility, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        // These clients are idle most of the time and reconnect at their own pace: their view
+        // of the brokers would start a second outage report after the consumer's recovery. The
+        // consumer (and the producers) report outages; other errors pass.
+        if !matches!(error.rdkafka_error_code(), Some(RDKafkaErrorCode::AllBrokersDown)) {
+            self.0.client_error(&error, reason);
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for SharedLog {}
+
 /// The context of rankpulse's producers: logs through a [`KafkaLog`], and a delivered message
 /// ends an outage.
 pub struct ProducerLog {

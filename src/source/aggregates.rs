@@ -7,11 +7,12 @@
 //! never holds up the input consumer.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
@@ -19,7 +20,7 @@ use super::changelog::{ChunkHeader, SnapshotId};
 use crate::checkpoint;
 use crate::config::KafkaConfig;
 use crate::engine::{PartitionAggregates, SharedEngine};
-use crate::kafka_log::KafkaLog;
+use crate::kafka_log::{KafkaLog, SharedLog};
 use crate::shutdown::Shutdown;
 
 /// How long one poll waits: bounds how late shutdown is noticed.
@@ -45,25 +46,25 @@ pub(super) fn spawn(
     topic: String,
     engine: SharedEngine,
     shutdown: Shutdown,
+    log: Arc<KafkaLog>,
 ) -> Result<std::thread::JoinHandle<()>, KafkaError> {
     let mut config = ClientConfig::new();
     for (k, v) in &kafka.properties {
         config.set(k, v);
     }
-    let consumer: BaseConsumer = config
+    let consumer: BaseConsumer<SharedLog> = config
         .set("bootstrap.servers", &kafka.brokers)
         .set("group.id", format!("{}-aggregates-reader", kafka.group_id))
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
-        .create()?;
-    let log = KafkaLog::new("aggregates reader", &kafka.brokers);
+        .create_with_context(SharedLog(log.clone()))?;
     std::thread::Builder::new()
         .name("rankpulse-aggregates".into())
         .spawn(move || read(&consumer, &topic, &engine, &shutdown, &log))
         .map_err(|e| KafkaError::ClientCreation(format!("starting the aggregates reader: {e}")))
 }
 
-fn read(consumer: &BaseConsumer, topic: &str, engine: &SharedEngine, shutdown: &Shutdown, log: &KafkaLog) {
+fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, shutdown: &Shutdown, log: &KafkaLog) {
     // Wait for the topic (the source creates it when it first gets partitions).
     let partitions = loop {
         if shutdown.is_triggered() {
@@ -93,7 +94,13 @@ fn read(consumer: &BaseConsumer, topic: &str, engine: &SharedEngine, shutdown: &
         let message = match consumer.poll(POLL_TIMEOUT) {
             None => continue,
             Some(Err(e)) => {
-                log.consume_error(&e);
+                // Broker outages are the consumer's to report (see `SharedLog`).
+                if !matches!(
+                    e.rdkafka_error_code(),
+                    Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure)
+                ) {
+                    log.consume_error(&e);
+                }
                 std::thread::sleep(POLL_TIMEOUT);
                 continue;
             }

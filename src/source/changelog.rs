@@ -23,9 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
@@ -33,7 +32,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientContext;
 
 use crate::config::KafkaConfig;
-use crate::kafka_log::KafkaLog;
+use crate::kafka_log::{KafkaLog, SharedLog};
 
 /// Payload bytes per chunk: with the header and Kafka's record overhead, below the brokers'
 /// default `message.max.bytes` (1 MB), so no broker setting has to change.
@@ -184,8 +183,10 @@ impl ClientContext for ChangelogContext {
 impl ProducerContext for ChangelogContext {
     type DeliveryOpaque = ();
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        // A delivery does not end an outage here: the log is the consumer's, whose own
+        // connections may still be down; it signals recovery when it consumes again.
         match result {
-            Ok(_) => self.log.recovered("a changelog record was delivered"),
+            Ok(_) => {}
             Err((error, _)) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
@@ -213,9 +214,9 @@ pub struct Changelog {
     /// Idempotent, `acks=all`: a write is complete when every replica has every chunk.
     producer: BaseProducer<ChangelogContext>,
     /// Reads one partition at a time by manual assignment (no group, nothing committed).
-    reader: BaseConsumer<DefaultConsumerContext>,
+    reader: BaseConsumer<SharedLog>,
     /// Creates the topic when it is missing.
-    admin: AdminClient<DefaultClientContext>,
+    admin: AdminClient<SharedLog>,
     /// The sequence of each partition's next snapshot: one above the newest seen in the topic.
     next_sequence: HashMap<i32, u64>,
     /// The same for the aggregates topic, which is never read back here (nonces keep two
@@ -237,6 +238,7 @@ impl Changelog {
         aggregates_topic: &str,
         replication: i32,
         runtime: tokio::runtime::Handle,
+        log: Arc<KafkaLog>,
     ) -> Result<Changelog, ChangelogError> {
         let base = || {
             let mut c = ClientConfig::new();
@@ -246,11 +248,7 @@ impl Changelog {
             c.set("bootstrap.servers", &kafka.brokers);
             c
         };
-        let context = ChangelogContext {
-            log: Arc::new(KafkaLog::new("changelog producer", &kafka.brokers)),
-            failed: AtomicU64::new(0),
-            last_error: Mutex::new(None),
-        };
+        let context = ChangelogContext { log: log.clone(), failed: AtomicU64::new(0), last_error: Mutex::new(None) };
         let producer = base()
             .set("enable.idempotence", "true")
             .set("acks", "all")
@@ -263,9 +261,9 @@ impl Changelog {
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
             .set("auto.offset.reset", "earliest")
-            .create()
+            .create_with_context(SharedLog(log.clone()))
             .map_err(ChangelogError::Client)?;
-        let admin = base().create().map_err(ChangelogError::Client)?;
+        let admin = base().create_with_context(SharedLog(log)).map_err(ChangelogError::Client)?;
         Ok(Changelog {
             topic: topic.to_string(),
             aggregates_topic: aggregates_topic.to_string(),

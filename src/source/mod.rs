@@ -117,17 +117,25 @@ pub async fn run(
     commit_interval: Duration,
 ) -> Result<(), SourceError> {
     let topics = [cfg.impressions_topic.clone(), cfg.engagements_topic.clone()];
+    let log = Arc::new(KafkaLog::new("consumer", &cfg.brokers));
     let (changelog, checkpoint_interval) = match durability {
         Some(Durability { state }) => {
             let (topic, aggregates_topic) =
                 (state.changelog_topic(&cfg.group_id), state.aggregates_topic(&cfg.group_id));
             let runtime = tokio::runtime::Handle::current();
-            let changelog =
-                Changelog::new(cfg, &topic, &aggregates_topic, state.changelog_replication_factor, runtime)?;
+            let changelog = Changelog::new(
+                cfg,
+                &topic,
+                &aggregates_topic,
+                state.changelog_replication_factor,
+                runtime,
+                log.clone(),
+            )?;
             // On before the first window closes: every partition's closed windows are kept for
             // the aggregates topic, and nothing but complete windows is ever published.
             engine.lock().enable_global_view(0);
-            aggregates::spawn(cfg, aggregates_topic, engine.clone(), shutdown.clone()).map_err(SourceError::Create)?;
+            aggregates::spawn(cfg, aggregates_topic, engine.clone(), shutdown.clone(), log.clone())
+                .map_err(SourceError::Create)?;
             (Some(changelog), state.checkpoint_interval.as_duration())
         }
         None => (None, commit_interval),
@@ -138,7 +146,7 @@ pub async fn run(
         health: health.clone(),
         topics: topics.clone(),
         state: Mutex::new(state),
-        log: KafkaLog::new("consumer", &cfg.brokers),
+        log,
         shutdown: shutdown.clone(),
     };
     let consumer: BaseConsumer<SourceContext> =

@@ -38,8 +38,9 @@ pub(super) struct SourceContext {
     /// and these callbacks, which run inside its `poll`), so it is never contended; the lock is
     /// what lets the context be `Sync`, as librdkafka's callbacks require.
     pub state: Mutex<SourceState>,
-    /// The consumer's log: outages and repeated errors limited, recovery said once.
-    pub log: KafkaLog,
+    /// The consumer's log: outages and repeated errors limited, recovery said once. Shared with
+    /// the state clients (changelog, aggregates), so an outage is reported once.
+    pub log: Arc<KafkaLog>,
     /// Triggered when a partition's state cannot be restored (see [`SourceState::fatal`]).
     pub shutdown: Shutdown,
 }
