@@ -352,13 +352,13 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
     let mut families = vec![
         family(
             "rankpulse_checkpoints_total",
-            "Checkpoints written to state.dir (offsets are committed after each).",
+            "Snapshot rounds of the partitions held written to the changelog topic (their offsets are committed after each).",
             MetricType::COUNTER,
             vec![counter(vec![], checkpoints.written as f64)],
         ),
         family(
             "rankpulse_checkpoint_failures_total",
-            "Checkpoints that could not be written (disk full, permissions); offsets stay uncommitted until one succeeds.",
+            "Snapshot rounds the brokers did not acknowledge; offsets stay uncommitted until one succeeds.",
             MetricType::COUNTER,
             vec![counter(vec![], checkpoints.failed as f64)],
         ),
@@ -367,19 +367,19 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
         families.extend([
             family(
                 "rankpulse_checkpoint_last_success_timestamp_seconds",
-                "Wall-clock time of the last successful checkpoint.",
+                "Wall-clock time of the last acknowledged snapshot round.",
                 MetricType::GAUGE,
                 vec![gauge(vec![], last as f64 / 1000.0)],
             ),
             family(
                 "rankpulse_checkpoint_bytes",
-                "Size of the last checkpoint.",
+                "Size of the last snapshot round.",
                 MetricType::GAUGE,
                 vec![gauge(vec![], checkpoints.last_bytes as f64)],
             ),
             family(
                 "rankpulse_checkpoint_duration_seconds",
-                "Time to write and fsync the last checkpoint.",
+                "Time to write the last snapshot round and have it acknowledged.",
                 MetricType::GAUGE,
                 vec![gauge(vec![], checkpoints.last_duration.as_secs_f64())],
             ),
