@@ -114,12 +114,22 @@ fn yaml(path: &Path) -> Vec<Value> {
 
 /// Runs `rankpulse check-config` on TOML text; the effective configuration.
 fn checked_config(toml_text: &str) -> toml::Value {
+    checked_config_with_env(toml_text, &[])
+}
+
+/// [`checked_config`] with `RANKPULSE__...` environment overrides, as a container would set them.
+fn checked_config_with_env(toml_text: &str, env: &[(String, String)]) -> toml::Value {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rankpulse.toml");
     std::fs::write(&path, toml_text).unwrap();
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_rankpulse")).args(["check-config", "--config"]).arg(&path).output().unwrap();
-    assert!(out.status.success(), "check-config refused:\n{toml_text}\n{}", text(&out));
+    let out = Command::new(env!("CARGO_BIN_EXE_rankpulse"))
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "check-config refused:\n{toml_text}\nwith {env:?}\n{}", text(&out));
     toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap()
 }
 
@@ -146,31 +156,53 @@ fn kubernetes_manifests_are_consistent() {
         }
     }
     let kinds: Vec<&str> = by_kind.keys().map(String::as_str).collect();
-    assert_eq!(kinds, ["ConfigMap", "Deployment", "PersistentVolumeClaim", "Service", "ServiceMonitor"]);
-    let (config_map, deployment, pvc, service, monitor) = (
+    assert_eq!(kinds, ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceMonitor"]);
+    let (config_map, deployment, budget, service, monitor) = (
         &by_kind["ConfigMap"],
         &by_kind["Deployment"],
-        &by_kind["PersistentVolumeClaim"],
+        &by_kind["PodDisruptionBudget"],
         &by_kind["Service"],
         &by_kind["ServiceMonitor"],
     );
 
-    // The configuration is valid, and the rest agrees with it.
-    let (file_name, toml_text) = config_map["data"].as_object().unwrap().iter().next().unwrap();
-    let cfg = checked_config(toml_text.as_str().unwrap());
-    let listen_port = port_of(cfg["http"]["listen"].as_str().unwrap());
-    let state_dir = cfg["state"]["dir"].as_str().unwrap();
+    // Several replicas, replaced one at a time, at most one of them disrupted voluntarily.
+    let spec = &deployment["spec"];
+    assert!(spec["replicas"].as_u64().unwrap() >= 2, "several replicas: {}", spec["replicas"]);
+    assert_eq!(spec["strategy"]["type"], "RollingUpdate");
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 1);
+    assert_eq!(budget["spec"]["maxUnavailable"], 1);
 
     let pod = &deployment["spec"]["template"];
     let selector = &deployment["spec"]["selector"]["matchLabels"];
     for (k, v) in selector.as_object().unwrap() {
         assert_eq!(&pod["metadata"]["labels"][k], v, "the Deployment selects its pods");
         assert_eq!(&service["spec"]["selector"][k], v, "the Service selects the pods");
+        assert_eq!(&budget["spec"]["selector"]["matchLabels"][k], v, "the budget covers the pods");
     }
+    let container = &pod["spec"]["containers"][0];
+
+    // The configuration is valid with the environment the container sets, the pod name giving
+    // each replica its static group membership, and the rest agrees with it.
+    let env = container["env"].as_array().unwrap();
+    let instance_id = env.iter().find(|e| e["name"] == "RANKPULSE__KAFKA__GROUP_INSTANCE_ID").expect("instance id env");
+    assert_eq!(instance_id["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name");
+    let settings: Vec<(String, String)> = env
+        .iter()
+        .filter(|e| e["name"].as_str().unwrap().starts_with("RANKPULSE__"))
+        .map(|e| {
+            let value = e["value"].as_str().unwrap_or("rankpulse-7d4b9c-x2x7q"); // a pod name
+            (e["name"].as_str().unwrap().to_string(), value.to_string())
+        })
+        .collect();
+    let (file_name, toml_text) = config_map["data"].as_object().unwrap().iter().next().unwrap();
+    let cfg = checked_config_with_env(toml_text.as_str().unwrap(), &settings);
+    assert_eq!(cfg["kafka"]["group_instance_id"].as_str(), Some("rankpulse-7d4b9c-x2x7q"));
+    let listen_port = port_of(cfg["http"]["listen"].as_str().unwrap());
+    assert!(cfg["state"].get("dir").is_none(), "no local state");
+
     let security = &pod["spec"]["securityContext"];
     assert_eq!(security["runAsNonRoot"], true);
     assert!(security["runAsUser"].as_u64().unwrap() > 0);
-    let container = &pod["spec"]["containers"][0];
     let port = container["ports"].as_array().unwrap().iter().find(|p| p["containerPort"] == listen_port);
     let port_name = port.expect("the container exposes http.listen's port")["name"].as_str().unwrap();
     for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
@@ -193,9 +225,7 @@ fn kubernetes_manifests_are_consistent() {
     };
     let config_volume = volumes.iter().find(|v| v["configMap"]["name"] == config_map["metadata"]["name"]).unwrap();
     assert_eq!(format!("{}/{file_name}", mount_of(config_volume)), args[2], "--config names the mounted file");
-    let state_volume =
-        volumes.iter().find(|v| v["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]).unwrap();
-    assert!(state_dir.starts_with(&format!("{}/", mount_of(state_volume))), "state.dir {state_dir} is on the volume");
+    assert_eq!(volumes.len(), 1, "the configuration is the only volume: state lives in the changelog");
 
     assert_eq!(service["metadata"]["name"], "rankpulse", "the job label the alerts expect");
     let service_port = &service["spec"]["ports"][0];
@@ -223,7 +253,7 @@ fn bind_source(service: &Value, target: &str) -> Option<PathBuf> {
 fn compose_file_wires_kafka_rankpulse_prometheus_and_grafana() {
     let compose = &yaml(&deploy("docker-compose.yml"))[0];
     let services = &compose["services"];
-    for name in ["kafka", "kafka-topics", "producer", "rankpulse", "prometheus", "grafana"] {
+    for name in ["kafka", "kafka-topics", "producer", "rankpulse-1", "rankpulse-2", "prometheus", "grafana"] {
         assert!(services[name].is_object(), "service {name}");
     }
     let compose_text = std::fs::read_to_string(deploy("docker-compose.yml")).unwrap();
@@ -233,23 +263,33 @@ fn compose_file_wires_kafka_rankpulse_prometheus_and_grafana() {
     let internal = kafka["KAFKA_ADVERTISED_LISTENERS"].as_str().unwrap().split(',').next().unwrap();
     let brokers = internal.split_once("://").unwrap().1;
 
-    // rankpulse: its mounted configuration is valid and points at the broker and its volume.
-    let rankpulse = &services["rankpulse"];
-    let command: Vec<&str> = rankpulse["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    assert_eq!(command[..2], ["serve", "--config"]);
-    assert!(json_logs(&command), "rankpulse logs JSON: {command:?}");
-    let config_path = bind_source(rankpulse, command[2]).expect("the --config file is bind-mounted");
-    let cfg = checked_config(&std::fs::read_to_string(&config_path).unwrap());
-    assert_eq!(cfg["kafka"]["brokers"].as_str(), Some(brokers));
+    // Two rankpulse replicas: the same valid configuration (one consumer group, the broker), no
+    // volume but the configuration file, each on its own host port.
+    let replicas = ["rankpulse-1", "rankpulse-2"];
+    let mut host_ports = Vec::new();
+    let mut configs = Vec::new();
+    for name in replicas {
+        let rankpulse = &services[name];
+        let command: Vec<&str> = rankpulse["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        assert_eq!(command[..2], ["serve", "--config"]);
+        assert!(json_logs(&command), "{name} logs JSON: {command:?}");
+        let config_path = bind_source(rankpulse, command[2]).expect("the --config file is bind-mounted");
+        let cfg = checked_config(&std::fs::read_to_string(&config_path).unwrap());
+        assert_eq!(cfg["kafka"]["brokers"].as_str(), Some(brokers));
+        let volumes = rankpulse["volumes"].as_array().unwrap();
+        assert_eq!(volumes.len(), 1, "{name}: the configuration is its only volume: {volumes:?}");
+        let listen_port = port_of(cfg["http"]["listen"].as_str().unwrap());
+        let ports = rankpulse["ports"].as_array().unwrap();
+        let host_port = ports.iter().find_map(|p| p.as_str()?.strip_suffix(&format!(":{listen_port}"))).unwrap();
+        host_ports.push(host_port.to_string());
+        configs.push(cfg);
+    }
+    assert_eq!(configs[0], configs[1], "one configuration, one consumer group");
+    assert_ne!(host_ports[0], host_ports[1]);
+    assert!(host_ports.contains(&"9464".to_string()), "the README's http://localhost:9464/metrics");
+    let cfg = &configs[0];
     let listen_port = port_of(cfg["http"]["listen"].as_str().unwrap());
-    assert!(rankpulse["ports"].as_array().unwrap().contains(&Value::from(format!("{listen_port}:{listen_port}"))));
-    let state_dir = cfg["state"]["dir"].as_str().unwrap();
-    let volumes: Vec<&str> = rankpulse["volumes"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert!(
-        volumes.iter().any(|v| v.split(':').nth(1).is_some_and(|m| state_dir.starts_with(m)) && !v.starts_with('.')),
-        "state.dir {state_dir} is on a named volume: {volumes:?}"
-    );
-    for service in ["rankpulse", "producer"] {
+    for service in ["rankpulse-1", "rankpulse-2", "producer"] {
         let build = &services[service]["build"];
         assert!(deploy(build["context"].as_str().unwrap()).join(build["dockerfile"].as_str().unwrap()).is_file());
     }
@@ -276,7 +316,9 @@ fn compose_file_wires_kafka_rankpulse_prometheus_and_grafana() {
     assert!(out.status.success(), "{}", text(&out));
     let pconfig = &yaml(&prometheus_config)[0];
     assert_eq!(pconfig["scrape_configs"][0]["job_name"], "rankpulse");
-    assert_eq!(pconfig["scrape_configs"][0]["static_configs"][0]["targets"][0], format!("rankpulse:{listen_port}"));
+    let targets = &pconfig["scrape_configs"][0]["static_configs"][0]["targets"];
+    let want: Vec<String> = replicas.iter().map(|r| format!("{r}:{listen_port}")).collect();
+    assert_eq!(targets, &serde_json::json!(want), "Prometheus scrapes both replicas");
     for rule_file in pconfig["rule_files"].as_array().unwrap() {
         let resolved = prometheus_config.parent().unwrap().join(rule_file.as_str().unwrap()).canonicalize().unwrap();
         assert_eq!(resolved.parent().unwrap(), deploy("prometheus/rules").canonicalize().unwrap());

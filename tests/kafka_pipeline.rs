@@ -168,6 +168,7 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     }
     assert!(m["rankpulse_first_engagement_delay_seconds_count"] == 4.0, "q1, q2, q3, q5 had a first engagement");
     promtool_check(&exposition);
+    totals_are_per_partition(&exposition, &m);
 
     // SIGTERM: a clean exit within a few seconds, with every processed offset committed.
     let (status, took) = daemon.terminate(Duration::from_secs(10));
@@ -219,6 +220,53 @@ fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
     assert_eq!(report["events"]["rejected"], 4);
     assert_eq!(report["windows"][0]["size"], "5s");
     assert_eq!(report["windows"][0]["start"], "2026-01-01T00:00:00Z");
+}
+
+/// Each partition's totals are series of their own, labelled `partition`, and
+/// `parse_exposition` reads their sum: partition 0 carries q1, q3 and q5 and partition 1 q2
+/// and q4 (see [`events`]). Only the process's own measurements are per replica.
+fn totals_are_per_partition(exposition: &str, merged: &BTreeMap<String, f64>) {
+    let raw = parse_exposition_raw(exposition);
+    let at = |name: &str, labels: &[(&str, &str)], partition: &str| {
+        let mut labels = labels.to_vec();
+        labels.push(("partition", partition));
+        raw.get(&series(name, &labels)).copied()
+    };
+    let group = |variant| [("experiment", "e1"), ("variant", variant)];
+    let impressions = |variant, p| at("rankpulse_impressions_total", &group(variant), p);
+    assert_eq!([impressions("control", "0"), impressions("control", "1")], [Some(1.0), Some(1.0)]);
+    assert_eq!([impressions("treatment", "0"), impressions("treatment", "1")], [Some(2.0), Some(1.0)]);
+    let consumed = |topic, p| at("rankpulse_events_consumed_total", &[("topic", topic)], p);
+    assert_eq!([consumed(IMPRESSIONS, "0"), consumed(IMPRESSIONS, "1")], [Some(4.0), Some(3.0)]);
+    assert_eq!([consumed(ENGAGEMENTS, "0"), consumed(ENGAGEMENTS, "1")], [Some(6.0), Some(5.0)]);
+    let rr = |variant, p| at("rankpulse_reciprocal_rank_sum", &group(variant), p).unwrap();
+    close(rr("control", "0"), 1.0 / 3.0, "q1: first relevant at rank 3");
+    close(rr("control", "1"), 0.5, "q2: first relevant at rank 2");
+    assert_eq!(at("rankpulse_engagements_orphaned_total", &[], "1"), Some(1.0), "q-missing");
+    assert_eq!(at("rankpulse_engagements_orphaned_total", &[], "0"), Some(0.0));
+
+    let mut summed: BTreeMap<String, f64> = BTreeMap::new();
+    for (key, value) in &raw {
+        let name = key.split('{').next().unwrap();
+        let total = ["_sum", "_count", "_bucket", "_total"].iter().any(|s| name.ends_with(s));
+        let of_the_process =
+            name.starts_with("rankpulse_event_processing_seconds") || name.starts_with("rankpulse_checkpoint");
+        assert_eq!(key.contains("partition=\""), total && !of_the_process, "{key}");
+        let without_partition = match key.split_once('{') {
+            Some((name, labels)) => {
+                let kept: Vec<&str> =
+                    labels.trim_end_matches('}').split(',').filter(|l| !l.starts_with("partition=")).collect();
+                if kept.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{name}{{{}}}", kept.join(","))
+                }
+            }
+            None => key.clone(),
+        };
+        *summed.entry(without_partition).or_insert(0.0) += value;
+    }
+    assert_eq!(&summed, merged, "parse_exposition sums over the partition label");
 }
 
 fn committed_offsets(brokers: &str, group: &str) -> BTreeMap<(String, i32), i64> {

@@ -585,6 +585,18 @@ impl Engine {
         }
         counters
     }
+    /// Each partition held, in partition order, with what its messages added up to and its
+    /// engagement outcomes: the exporters label these by partition, so that a partition's
+    /// totals leave this replica's exposition when it moves and reappear, carried over, on the
+    /// replica that restores it.
+    pub fn partition_totals(&self) -> impl Iterator<Item = (i32, &Totals, &EngagementTally)> {
+        self.tasks.iter().map(|(p, task)| (p, &task.totals, &task.join.tally))
+    }
+    /// Counts of messages that belong to no partition (a negative partition number): they stay
+    /// with this engine, as no partition carries them anywhere.
+    pub fn unowned_counters(&self) -> &Counters {
+        &self.unowned
+    }
     pub fn topic(&self, kind: EventKind) -> &str {
         &self.topics[kind.index()]
     }
@@ -620,14 +632,6 @@ impl Engine {
         self.checkpoint_stats
     }
 
-    /// Impression to first engagement, over every partition held.
-    pub fn first_engagement_delay(&self) -> Distribution {
-        let mut merged = self.template.delay_distribution();
-        for task in self.tasks.tasks() {
-            merged.merge(&task.totals.first_engagement_delay);
-        }
-        merged
-    }
     pub fn processing_time(&self) -> &Distribution {
         &self.processing_time
     }

@@ -3,16 +3,28 @@
 //! Metric families are built at scrape time from the engine's accumulators by one custom
 //! [`Collector`], instead of updating `prometheus` vectors per event: the hot path then touches
 //! no label maps and no atomics, and a scrape costs one short lock.
+//!
+//! Every total (a `_sum`, `_count`, `_bucket` or `_total` series) is exported once per
+//! partition the replica holds, with a `partition` label. A partition's totals move between
+//! replicas with its state, so on a handover the old owner's series of that partition ends and
+//! the new owner's starts at the carried value: to `rate()` and `increase()` that is one counter
+//! changing hands, neither a reset nor a jump, and `sum without (instance, partition)` over all
+//! replicas is what one replica owning every partition would export. What describes a replica
+//! rather than the partitions' data (state sizes, watermarks, processing time, checkpoints, the
+//! window and A/B gauges) has no `partition` label.
 
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary};
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary,
+};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use crate::accumulate::{FoldedLabel, GroupStats, Groups};
-use crate::engine::{Distribution, Engine, SharedEngine};
+use crate::engine::{Counters, Distribution, Engine, SharedEngine};
 use crate::event::{EventKind, RejectReason};
 use crate::experiments::Span;
 use crate::ids::GroupId;
+use crate::join::EngagementTally;
 use crate::metrics::{recall_level_label, MetricKey, MetricKind};
 
 /// The contract's name and help text for each per-impression metric kind.
@@ -80,6 +92,51 @@ fn summary(labels: Vec<LabelPair>, sum: f64, count: u64, quantiles: Vec<Quantile
     m
 }
 
+/// The `partition` label of a per-partition total.
+fn partition_label(partition: i32) -> LabelPair {
+    label("partition", &partition.to_string())
+}
+
+/// `labels` followed by the partition's label.
+fn with_partition(mut labels: Vec<LabelPair>, partition: i32) -> Vec<LabelPair> {
+    labels.push(partition_label(partition));
+    labels
+}
+
+/// Upper bounds of the first-engagement delay buckets, in seconds: from a fast click to the
+/// longest attribution windows anyone configures (the default window is 30 minutes).
+const DELAY_BUCKETS_SECONDS: [f64; 14] =
+    [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
+
+/// A distribution kept in milliseconds as a histogram in seconds, with the
+/// [`DELAY_BUCKETS_SECONDS`] buckets (`+Inf` is added by the encoder).
+///
+/// A histogram, not a summary with quantiles: quantiles of one partition cannot be combined
+/// with another's, whereas bucket counts add up across partitions and replicas like any other
+/// counter, so `histogram_quantile` over `sum by (le)` is the fleet's quantile over any range
+/// and carries on through a handover. Bucket counts come from the hdrhistogram (three
+/// significant digits), so a delay within 0.1 % of a bound may land in the neighbouring bucket;
+/// `_sum` and `_count` are exact.
+fn delay_histogram(labels: Vec<LabelPair>, d: &Distribution) -> Metric {
+    let buckets = DELAY_BUCKETS_SECONDS
+        .iter()
+        .map(|&upper| {
+            let mut bucket = Bucket::default();
+            bucket.set_upper_bound(upper);
+            // Recorded values are at least 1 ms (see `Distribution::record`).
+            bucket.set_cumulative_count(d.histogram.count_between(1, (upper * 1000.0) as u64));
+            bucket
+        })
+        .collect();
+    let mut h = Histogram::default();
+    h.set_sample_sum(d.sum as f64 * 1e-3);
+    h.set_sample_count(d.histogram.len());
+    h.set_bucket(buckets);
+    let mut m = Metric::from_label(labels);
+    m.set_histogram(h);
+    m
+}
+
 /// A latency distribution as a summary with quantiles, in seconds.
 fn distribution_summary(d: &Distribution, seconds_per_unit: f64) -> Metric {
     let quantiles = [0.5, 0.9, 0.99, 0.999]
@@ -138,12 +195,14 @@ fn key_labels(key: &MetricKey) -> Vec<LabelPair> {
 }
 
 /// Per-impression metric values, cumulative: one summary family per metric name, one series per
-/// group × k (× gain), with `_sum` and `_count` only (quantiles of per-impression values that
-/// are mostly 0 or 1 would say nothing).
+/// group × k (× gain) × partition, with `_sum` and `_count` only (quantiles of per-impression
+/// values that are mostly 0 or 1 would say nothing).
 fn metric_summaries(engine: &Engine) -> Vec<MetricFamily> {
     let groups = engine.groups();
-    let table = engine.cumulative();
-    let cumulative: Vec<(GroupId, &GroupStats)> = table.iter().collect();
+    let cumulative: Vec<(i32, GroupId, &GroupStats)> = engine
+        .partition_totals()
+        .flat_map(|(p, totals, _)| totals.accumulators.cumulative.iter().map(move |(g, s)| (p, g, s)))
+        .collect();
     // Several metric keys (k = 1, 3, 10 ...) share one family; families keep the layout's order.
     let mut by_name: Vec<(&str, &str, Vec<Metric>)> = Vec::new();
     for (slot, key) in engine.layout().keys().iter().enumerate() {
@@ -157,52 +216,67 @@ fn metric_summaries(engine: &Engine) -> Vec<MetricFamily> {
                 &mut by_name.last_mut().expect("just pushed").2
             }
         };
-        for &(group, stats) in &cumulative {
+        for &(partition, group, stats) in &cumulative {
             let mut labels = group_labels(groups, group);
             labels.extend(key_labels(key));
-            metrics.push(summary(labels, stats.sum(slot), stats.impressions, vec![]));
+            metrics.push(summary(with_partition(labels, partition), stats.sum(slot), stats.impressions, vec![]));
         }
     }
     by_name.into_iter().map(|(name, help, metrics)| family(name, help, MetricType::SUMMARY, metrics)).collect()
 }
 
-/// Finalized and engaged impressions per group, cumulative.
+/// Finalized and engaged impressions per group and partition, cumulative.
 fn impression_counters(engine: &Engine) -> Vec<MetricFamily> {
     let groups = engine.groups();
-    let table = engine.cumulative();
-    let cumulative = || table.iter();
+    let (mut impressions, mut engaged) = (Vec::new(), Vec::new());
+    for (partition, totals, _) in engine.partition_totals() {
+        for (group, stats) in totals.accumulators.cumulative.iter() {
+            let labels = with_partition(group_labels(groups, group), partition);
+            impressions.push(counter(labels.clone(), stats.impressions as f64));
+            engaged.push(counter(labels, stats.engaged as f64));
+        }
+    }
     vec![
-        family(
-            "rankpulse_impressions_total",
-            "Finalized impressions.",
-            MetricType::COUNTER,
-            cumulative().map(|(g, s)| counter(group_labels(groups, g), s.impressions as f64)).collect(),
-        ),
+        family("rankpulse_impressions_total", "Finalized impressions.", MetricType::COUNTER, impressions),
         family(
             "rankpulse_impressions_engaged_total",
             "Finalized impressions with at least one relevant result (1 - engaged/total is the abandonment rate).",
             MetricType::COUNTER,
-            cumulative().map(|(g, s)| counter(group_labels(groups, g), s.engaged as f64)).collect(),
+            engaged,
         ),
     ]
 }
 
-/// Messages consumed per topic, and rejected per topic and reason (every reason, also at 0, so
-/// that `rate()` works from the first reject on).
+/// Messages consumed per topic and partition, and rejected per topic, reason and partition
+/// (every reason, also at 0, so that `rate()` works from the first reject on).
+///
+/// Messages of no partition (a negative partition number, which only a replay input can carry)
+/// are counted in series without a `partition` label, and only once there are any: they belong
+/// to this engine and never move.
 fn event_counters(engine: &Engine) -> Vec<MetricFamily> {
-    let counters = engine.counters();
-    let consumed = EventKind::ALL
-        .iter()
-        .map(|&k| counter(vec![label("topic", engine.topic(k))], counters.consumed[k.index()] as f64))
-        .collect();
-    let mut rejected = Vec::new();
-    for kind in EventKind::ALL {
-        for reason in RejectReason::ALL {
-            rejected.push(counter(
-                vec![label("topic", engine.topic(kind)), label("reason", reason.label())],
-                counters.rejected[kind.index()][reason.index()] as f64,
-            ));
+    let (mut consumed, mut rejected) = (Vec::new(), Vec::new());
+    let mut add = |counters: &Counters, partition: Option<i32>| {
+        let labelled = |labels: Vec<LabelPair>| match partition {
+            Some(p) => with_partition(labels, p),
+            None => labels,
+        };
+        for kind in EventKind::ALL {
+            let topic = label("topic", engine.topic(kind));
+            consumed.push(counter(labelled(vec![topic.clone()]), counters.consumed[kind.index()] as f64));
+            for reason in RejectReason::ALL {
+                rejected.push(counter(
+                    labelled(vec![topic.clone(), label("reason", reason.label())]),
+                    counters.rejected[kind.index()][reason.index()] as f64,
+                ));
+            }
         }
+    };
+    for (partition, totals, _) in engine.partition_totals() {
+        add(&totals.counters, Some(partition));
+    }
+    let unowned = engine.unowned_counters();
+    if unowned.consumed.iter().any(|&n| n > 0) {
+        add(unowned, None);
     }
     vec![
         family("rankpulse_events_consumed_total", "Messages consumed, valid or not.", MetricType::COUNTER, consumed),
@@ -210,36 +284,63 @@ fn event_counters(engine: &Engine) -> Vec<MetricFamily> {
     ]
 }
 
-/// What became of valid events in the join: duplicates, late and orphaned arrivals, evictions
-/// by the state limits, attributions and the reasons an engagement changed nothing.
+/// The outcome counters of one partition, in the order of [`OUTCOME_COUNTERS`].
+fn outcome_values(totals: &crate::engine::Totals, tally: &EngagementTally) -> [u64; 11] {
+    let counters = &totals.counters;
+    [
+        tally.duplicate,
+        tally.evicted,
+        counters.impressions_evicted,
+        counters.dedup_keys_evicted,
+        tally.late,
+        tally.orphaned,
+        tally.attributed,
+        counters.impressions_duplicate,
+        counters.impressions_late,
+        counters.impressions_without_unit,
+        totals.accumulators.window_late_impressions,
+    ]
+}
+
+/// Name and help of each per-partition outcome counter without labels of its own.
+const OUTCOME_COUNTERS: [(&str, &str); 11] = [
+    ("rankpulse_engagements_duplicate_total", "Engagements seen before (same event_id, or same query, document, action and timestamp); counted once, then ignored."),
+    ("rankpulse_engagements_evicted_total", "Held engagements dropped because join.max_held_engagements was reached."),
+    ("rankpulse_impressions_evicted_total", "Impressions finalized before their attribution window closed because join.max_pending_impressions was reached."),
+    ("rankpulse_dedup_keys_evicted_total", "De-duplication keys forgotten early because join.max_dedup_keys was reached."),
+    ("rankpulse_engagements_late_total", "Engagements that arrived after the watermark passed them with no open impression (their impression was final or never came in time); dropped."),
+    ("rankpulse_engagements_orphaned_total", "Engagements held for an impression that did not arrive before the watermark passed them; dropped."),
+    ("rankpulse_engagements_attributed_total", "Engagements attributed to a shown result of an open impression."),
+    ("rankpulse_impressions_duplicate_total", "Impressions whose query_id was already open; the first one counts."),
+    ("rankpulse_impressions_late_total", "Impressions that arrived after the watermark passed the end of their attribution window; dropped."),
+    ("rankpulse_ab_impressions_without_unit_total", "Impressions without the field ab.unit names (client_id or session_id); each is its own cluster in the A/B statistics."),
+    ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window."),
+];
+
+/// What became of valid events in the join, per partition: duplicates, late and orphaned
+/// arrivals, evictions by the state limits, attributions and the reasons an engagement changed
+/// nothing.
 fn outcome_counters(engine: &Engine) -> Vec<MetricFamily> {
-    let counters = engine.counters();
-    let tally = engine.engagement_tally();
-    let plain_counters: [(&str, &str, u64); 11] = [
-        ("rankpulse_engagements_duplicate_total", "Engagements seen before (same event_id, or same query, document, action and timestamp); counted once, then ignored.", tally.duplicate),
-        ("rankpulse_engagements_evicted_total", "Held engagements dropped because join.max_held_engagements was reached.", tally.evicted),
-        ("rankpulse_impressions_evicted_total", "Impressions finalized before their attribution window closed because join.max_pending_impressions was reached.", counters.impressions_evicted),
-        ("rankpulse_dedup_keys_evicted_total", "De-duplication keys forgotten early because join.max_dedup_keys was reached.", counters.dedup_keys_evicted),
-        ("rankpulse_engagements_late_total", "Engagements that arrived after the watermark passed them with no open impression (their impression was final or never came in time); dropped.", tally.late),
-        ("rankpulse_engagements_orphaned_total", "Engagements held for an impression that did not arrive before the watermark passed them; dropped.", tally.orphaned),
-        ("rankpulse_engagements_attributed_total", "Engagements attributed to a shown result of an open impression.", tally.attributed),
-        ("rankpulse_impressions_duplicate_total", "Impressions whose query_id was already open; the first one counts.", counters.impressions_duplicate),
-        ("rankpulse_impressions_late_total", "Impressions that arrived after the watermark passed the end of their attribution window; dropped.", counters.impressions_late),
-        ("rankpulse_ab_impressions_without_unit_total", "Impressions without the field ab.unit names (client_id or session_id); each is its own cluster in the A/B statistics.", counters.impressions_without_unit),
-        ("rankpulse_window_late_impressions_total", "Impressions finalized after their event-time window had closed: in the cumulative series, not in the window.", engine.window_late_impressions()),
-    ];
-    let mut families: Vec<MetricFamily> = plain_counters
+    let mut plain: [Vec<Metric>; OUTCOME_COUNTERS.len()] = Default::default();
+    let mut unattributed = Vec::new();
+    for (partition, totals, tally) in engine.partition_totals() {
+        for (metrics, value) in plain.iter_mut().zip(outcome_values(totals, tally)) {
+            metrics.push(counter(vec![partition_label(partition)], value as f64));
+        }
+        for (reason, value) in [("not_shown", tally.not_shown), ("outside_window", tally.outside_window)] {
+            unattributed.push(counter(with_partition(vec![label("reason", reason)], partition), value as f64));
+        }
+    }
+    let mut families: Vec<MetricFamily> = OUTCOME_COUNTERS
         .into_iter()
-        .map(|(name, help, value)| family(name, help, MetricType::COUNTER, vec![counter(vec![], value as f64)]))
+        .zip(plain)
+        .map(|((name, help), metrics)| family(name, help, MetricType::COUNTER, metrics))
         .collect();
     families.push(family(
         "rankpulse_engagements_unattributed_total",
         "Engagements matched to an open impression that changed nothing: the document was not in its results, or the timestamp was outside its attribution window.",
         MetricType::COUNTER,
-        vec![
-            counter(vec![label("reason", "not_shown")], tally.not_shown as f64),
-            counter(vec![label("reason", "outside_window")], tally.outside_window as f64),
-        ],
+        unattributed,
     ));
     families
 }
@@ -251,13 +352,13 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
     let mut families = vec![
         family(
             "rankpulse_checkpoints_total",
-            "Checkpoints written to state.dir (offsets are committed after each).",
+            "Snapshot rounds of the partitions held written to the changelog topic (their offsets are committed after each).",
             MetricType::COUNTER,
             vec![counter(vec![], checkpoints.written as f64)],
         ),
         family(
             "rankpulse_checkpoint_failures_total",
-            "Checkpoints that could not be written (disk full, permissions); offsets stay uncommitted until one succeeds.",
+            "Snapshot rounds the brokers did not acknowledge; offsets stay uncommitted until one succeeds.",
             MetricType::COUNTER,
             vec![counter(vec![], checkpoints.failed as f64)],
         ),
@@ -266,19 +367,19 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
         families.extend([
             family(
                 "rankpulse_checkpoint_last_success_timestamp_seconds",
-                "Wall-clock time of the last successful checkpoint.",
+                "Wall-clock time of the last acknowledged snapshot round.",
                 MetricType::GAUGE,
                 vec![gauge(vec![], last as f64 / 1000.0)],
             ),
             family(
                 "rankpulse_checkpoint_bytes",
-                "Size of the last checkpoint.",
+                "Size of the last snapshot round.",
                 MetricType::GAUGE,
                 vec![gauge(vec![], checkpoints.last_bytes as f64)],
             ),
             family(
                 "rankpulse_checkpoint_duration_seconds",
-                "Time to write and fsync the last checkpoint.",
+                "Time to write the last snapshot round and have it acknowledged.",
                 MetricType::GAUGE,
                 vec![gauge(vec![], checkpoints.last_duration.as_secs_f64())],
             ),
@@ -287,19 +388,23 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
     families
 }
 
-/// The `[labels]` cardinality guard: values folded into `other`, and the groups it keeps.
+/// The `[labels]` cardinality guard: values folded into `other` (per partition), and the
+/// groups it keeps (per replica: the guard is the replica's).
 fn label_families(engine: &Engine) -> Vec<MetricFamily> {
     let groups = engine.groups();
-    let folded = engine.counters().labels_folded;
+    let mut folded = Vec::new();
+    for (partition, totals, _) in engine.partition_totals() {
+        for (name, which) in [("experiment", FoldedLabel::Experiment), ("variant", FoldedLabel::Variant)] {
+            let value = totals.counters.labels_folded[which as usize];
+            folded.push(counter(with_partition(vec![label("label", name)], partition), value as f64));
+        }
+    }
     vec![
         family(
             "rankpulse_labels_folded_total",
             "Impressions whose experiment or variant value was folded into \"other\" by the [labels] cardinality guard.",
             MetricType::COUNTER,
-            vec![
-                counter(vec![label("label", "experiment")], folded[FoldedLabel::Experiment as usize] as f64),
-                counter(vec![label("label", "variant")], folded[FoldedLabel::Variant as usize] as f64),
-            ],
+            folded,
         ),
         family(
             "rankpulse_label_groups",
@@ -470,15 +575,21 @@ fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
     ]
 }
 
-/// Latency distributions: engagement delay (kept in milliseconds) and per-message processing
-/// time (kept in nanoseconds), both exposed in seconds.
+/// Latency distributions, exposed in seconds: engagement delay (kept in milliseconds) as a
+/// histogram per partition, since it is the partitions' data (see [`delay_histogram`]), and
+/// per-message processing time (kept in nanoseconds) as a summary per replica, a measurement of
+/// this process.
 fn latency_summaries(engine: &Engine) -> Vec<MetricFamily> {
+    let delays = engine
+        .partition_totals()
+        .map(|(p, totals, _)| delay_histogram(vec![partition_label(p)], &totals.first_engagement_delay))
+        .collect();
     vec![
         family(
             "rankpulse_first_engagement_delay_seconds",
             "Delay from an impression to its first attributed engagement.",
-            MetricType::SUMMARY,
-            vec![distribution_summary(&engine.first_engagement_delay(), 1e-3)],
+            MetricType::HISTOGRAM,
+            delays,
         ),
         family(
             "rankpulse_event_processing_seconds",
@@ -526,6 +637,7 @@ pub fn render(registry: &Registry) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
     use std::time::{Duration, Instant};
 
     use super::*;
@@ -538,15 +650,23 @@ mod tests {
     }
 
     fn impression(e: &mut Engine, query: &str, timestamp: i64, variant: &str) {
+        impression_on(e, 0, query, timestamp, variant);
+    }
+
+    fn impression_on(e: &mut Engine, partition: i32, query: &str, timestamp: i64, variant: &str) {
         let payload = format!(
             r#"{{"query_id":"{query}","timestamp":{timestamp},"results":["a","b","c","d"],"experiment":"x","variant":"{variant}"}}"#
         );
-        e.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
+        e.process(EventKind::Impression, partition, payload.as_bytes(), Instant::now()).unwrap();
     }
 
     fn click(e: &mut Engine, query: &str, timestamp: i64, doc: &str) {
+        click_on(e, 0, query, timestamp, doc);
+    }
+
+    fn click_on(e: &mut Engine, partition: i32, query: &str, timestamp: i64, doc: &str) {
         let payload = format!(r#"{{"query_id":"{query}","timestamp":{timestamp},"doc_id":"{doc}"}}"#);
-        e.process(EventKind::Engagement, 0, payload.as_bytes(), Instant::now()).unwrap();
+        e.process(EventKind::Engagement, partition, payload.as_bytes(), Instant::now()).unwrap();
     }
 
     /// Experiment `x` in the first minute: control clicked at ranks 2 and 1 (RR 0.5 + 1), treatment
@@ -608,13 +728,20 @@ mod tests {
     const CONTROL: [(&str, &str); 2] = [("experiment", "x"), ("variant", "control")];
     const TREATMENT: [(&str, &str); 2] = [("experiment", "x"), ("variant", "treatment")];
     const OTHER: [(&str, &str); 2] = [("experiment", "x"), ("variant", "other")];
+    /// Every message of [`traffic`] is on partition 0.
+    const P0: (&str, &str) = ("partition", "0");
+
+    /// `labels` and partition 0's label, as a per-partition total carries them.
+    fn p0<'a>(labels: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+        labels.iter().copied().chain([P0]).collect()
+    }
 
     #[test]
     fn reciprocal_rank_sums_and_counts_are_what_was_fed() {
         let f = gather(&finished());
-        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &CONTROL), (1.5, 2));
-        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &TREATMENT), (0.25, 2));
-        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &OTHER), (0.0, 1));
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &p0(&CONTROL)), (1.5, 2));
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &p0(&TREATMENT)), (0.25, 2));
+        assert_eq!(sum_and_count(&f, "rankpulse_reciprocal_rank", &p0(&OTHER)), (0.0, 1));
         let rr = find(&f, "rankpulse_reciprocal_rank").unwrap();
         assert_eq!(rr.get_field_type(), MetricType::SUMMARY);
         assert!(rr.get_metric().iter().all(|m| m.get_summary().get_quantile().is_empty()), "_sum and _count only");
@@ -623,7 +750,7 @@ mod tests {
     #[test]
     fn cutoff_metrics_carry_k_and_ndcg_its_gain_and_iprec_its_recall_level() {
         let f = gather(&finished());
-        let hit = |k| sum_and_count(&f, "rankpulse_hit", &[CONTROL[0], CONTROL[1], ("k", k)]);
+        let hit = |k| sum_and_count(&f, "rankpulse_hit", &[CONTROL[0], CONTROL[1], ("k", k), P0]);
         assert_eq!((hit("1"), hit("3")), ((1.0, 2), (2.0, 2)), "control: ranks 2 and 1");
         let ndcg: Vec<Vec<(&str, &str)>> = find(&f, "rankpulse_ndcg")
             .unwrap()
@@ -635,10 +762,10 @@ mod tests {
         assert_eq!(
             ndcg,
             [
-                [("k", "1"), ("gain", "linear")],
-                [("k", "1"), ("gain", "exponential")],
-                [("k", "3"), ("gain", "linear")],
-                [("k", "3"), ("gain", "exponential")],
+                [("k", "1"), ("gain", "linear"), P0],
+                [("k", "1"), ("gain", "exponential"), P0],
+                [("k", "3"), ("gain", "linear"), P0],
+                [("k", "3"), ("gain", "exponential"), P0],
             ]
         );
         let levels: Vec<&str> = find(&f, "rankpulse_interpolated_precision")
@@ -650,7 +777,7 @@ mod tests {
             .collect();
         assert_eq!(levels, ["0.0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1.0"]);
         assert_eq!(
-            sum_and_count(&f, "rankpulse_r_precision", &CONTROL),
+            sum_and_count(&f, "rankpulse_r_precision", &p0(&CONTROL)),
             (1.0, 2),
             "no k label; rank 2 is outside the top |R| = 1"
         );
@@ -662,8 +789,8 @@ mod tests {
         let f = gather(&finished());
         let both = |labels: &[(&str, &str)]| {
             (
-                counter_value(&f, "rankpulse_impressions_total", labels),
-                counter_value(&f, "rankpulse_impressions_engaged_total", labels),
+                counter_value(&f, "rankpulse_impressions_total", &p0(labels)),
+                counter_value(&f, "rankpulse_impressions_engaged_total", &p0(labels)),
             )
         };
         assert_eq!((both(&CONTROL), both(&TREATMENT), both(&OTHER)), ((2.0, 2.0), (2.0, 1.0), (1.0, 0.0)));
@@ -674,10 +801,10 @@ mod tests {
         let f = gather(&finished());
         let impressions = ("topic", "search-impressions");
         let engagements = ("topic", "search-engagements");
-        assert_eq!(counter_value(&f, "rankpulse_events_consumed_total", &[impressions]), 6.0);
-        assert_eq!(counter_value(&f, "rankpulse_events_consumed_total", &[engagements]), 4.0);
+        assert_eq!(counter_value(&f, "rankpulse_events_consumed_total", &[impressions, P0]), 6.0);
+        assert_eq!(counter_value(&f, "rankpulse_events_consumed_total", &[engagements, P0]), 4.0);
         let rejected =
-            |topic, reason| counter_value(&f, "rankpulse_events_rejected_total", &[topic, ("reason", reason)]);
+            |topic, reason| counter_value(&f, "rankpulse_events_rejected_total", &[topic, ("reason", reason), P0]);
         assert_eq!(rejected(impressions, "invalid_json"), 1.0);
         assert_eq!(rejected(engagements, "missing_field"), 1.0);
         let all = find(&f, "rankpulse_events_rejected_total").unwrap().get_metric();
@@ -692,12 +819,13 @@ mod tests {
         click(&mut e, "c1", 1_700, "zzz");
         e.finish();
         let f = gather(&e);
-        assert_eq!(counter_value(&f, "rankpulse_engagements_attributed_total", &[]), 4.0);
-        assert_eq!(counter_value(&f, "rankpulse_engagements_unattributed_total", &[("reason", "not_shown")]), 1.0);
-        assert_eq!(counter_value(&f, "rankpulse_engagements_unattributed_total", &[("reason", "outside_window")]), 0.0);
-        assert_eq!(counter_value(&f, "rankpulse_engagements_late_total", &[]), 0.0);
-        assert_eq!(counter_value(&f, "rankpulse_labels_folded_total", &[("label", "variant")]), 1.0);
-        assert_eq!(counter_value(&f, "rankpulse_labels_folded_total", &[("label", "experiment")]), 0.0);
+        assert_eq!(counter_value(&f, "rankpulse_engagements_attributed_total", &[P0]), 4.0);
+        let unattributed =
+            |reason| counter_value(&f, "rankpulse_engagements_unattributed_total", &[("reason", reason), P0]);
+        assert_eq!((unattributed("not_shown"), unattributed("outside_window")), (1.0, 0.0));
+        assert_eq!(counter_value(&f, "rankpulse_engagements_late_total", &[P0]), 0.0);
+        assert_eq!(counter_value(&f, "rankpulse_labels_folded_total", &[("label", "variant"), P0]), 1.0);
+        assert_eq!(counter_value(&f, "rankpulse_labels_folded_total", &[("label", "experiment"), P0]), 0.0);
         assert_eq!(gauge_value(&f, "rankpulse_label_groups", &[]), 3.0, "control, treatment, other");
     }
 
@@ -776,10 +904,13 @@ mod tests {
         e.record_processing_time(Duration::from_micros(250));
         e.record_processing_time(Duration::from_micros(750));
         let f = gather(&e);
-        let delay = find(&f, "rankpulse_first_engagement_delay_seconds").unwrap().get_metric()[0].get_summary();
-        assert_eq!((delay.sample_sum(), delay.sample_count()), (0.5 + 1.5 + 0.0, 3));
-        let quantiles: Vec<f64> = delay.get_quantile().iter().map(|q| q.quantile()).collect();
-        assert_eq!(quantiles, [0.5, 0.9, 0.99, 0.999]);
+        let delay = series(&f, "rankpulse_first_engagement_delay_seconds", &[P0]).get_histogram();
+        assert_eq!((delay.get_sample_sum(), delay.get_sample_count()), (0.5 + 1.5 + 0.0, 3));
+        // 0 ms (recorded as 1 ms), 500 ms and 1500 ms: cumulative counts up to each bound.
+        let buckets: Vec<(f64, u64)> =
+            delay.get_bucket().iter().map(|b| (b.upper_bound(), b.cumulative_count())).take(5).collect();
+        assert_eq!(buckets, [(0.1, 1), (0.25, 1), (0.5, 2), (1.0, 2), (2.5, 3)]);
+        assert_eq!(delay.get_bucket().last().map(|b| b.cumulative_count()), Some(3));
         let processing = find(&f, "rankpulse_event_processing_seconds").unwrap().get_metric()[0].get_summary();
         assert_eq!(
             (processing.sample_sum(), processing.sample_count()),
@@ -793,13 +924,106 @@ mod tests {
         let text = render(&registry(SharedEngine::new(finished())));
         for line in [
             "# TYPE rankpulse_reciprocal_rank summary",
-            "rankpulse_reciprocal_rank_sum{experiment=\"x\",variant=\"control\"} 1.5",
-            "rankpulse_reciprocal_rank_count{experiment=\"x\",variant=\"control\"} 2",
-            "rankpulse_impressions_total{experiment=\"x\",variant=\"other\"} 1",
-            "rankpulse_events_rejected_total{topic=\"search-impressions\",reason=\"invalid_json\"} 1",
+            "rankpulse_reciprocal_rank_sum{experiment=\"x\",variant=\"control\",partition=\"0\"} 1.5",
+            "rankpulse_reciprocal_rank_count{experiment=\"x\",variant=\"control\",partition=\"0\"} 2",
+            "rankpulse_impressions_total{experiment=\"x\",variant=\"other\",partition=\"0\"} 1",
+            "rankpulse_events_rejected_total{topic=\"search-impressions\",reason=\"invalid_json\",partition=\"0\"} 1",
+            "rankpulse_first_engagement_delay_seconds_bucket{partition=\"0\",le=\"+Inf\"} 3",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
         assert!(!text.contains("rankpulse_checkpoint_bytes"));
+    }
+
+    /// The exposition of `e`'s families, as `/metrics` serves it.
+    fn exposition(e: &Engine) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new().encode(&gather(e), &mut buf).unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+
+    /// Every total series (`_sum`, `_count`, `_bucket`, `_total`) of an exposition, keyed by
+    /// its line up to the value, with the `partition` label cut out and the values of a series
+    /// summed over it: what `sum without (partition)` sees. Also the partitions each name had.
+    fn totals_without_partition(text: &str) -> (BTreeMap<String, f64>, BTreeMap<String, BTreeSet<String>>) {
+        let (mut totals, mut partitions) = (BTreeMap::new(), BTreeMap::<String, BTreeSet<String>>::new());
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let name = series.split('{').next().unwrap();
+            if !["_sum", "_count", "_bucket", "_total"].iter().any(|s| name.ends_with(s)) {
+                continue;
+            }
+            let mut key = series.to_string();
+            if let Some(start) = series.find("partition=\"") {
+                let end = start + series[start..].find("\"").unwrap() + 1;
+                let end = end + series[end..].find('"').unwrap() + 1;
+                partitions.entry(name.to_string()).or_default().insert(series[start..end].to_string());
+                key = format!("{}{}", &series[..start], &series[end..]).replace(",,", ",").replace("{,", "{");
+                key = key.replace(",}", "}").replace("{}", "");
+            }
+            *totals.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap();
+        }
+        (totals, partitions)
+    }
+
+    #[test]
+    fn a_partitions_totals_leave_its_old_owner_and_arrive_carried_over_at_the_new_one() {
+        let mut a = traffic();
+        impression_on(&mut a, 3, "p1", 6_000, "control");
+        impression_on(&mut a, 3, "p2", 7_000, "treatment");
+        click_on(&mut a, 3, "p1", 6_200, "c");
+        assert!(a.process(EventKind::Engagement, 3, b"[]", Instant::now()).is_err());
+        a.finish();
+        let before = exposition(&a);
+        let (one_replica, partitions) = totals_without_partition(&before);
+        let both: BTreeSet<String> = ["partition=\"0\"", "partition=\"3\""].map(String::from).into();
+        for name in [
+            "rankpulse_reciprocal_rank_sum",
+            "rankpulse_events_consumed_total",
+            "rankpulse_engagements_attributed_total",
+            "rankpulse_first_engagement_delay_seconds_bucket",
+        ] {
+            assert_eq!(partitions.get(name), Some(&both), "{name}: one series per partition held");
+        }
+        // Measurements of the process, not of the partitions' data.
+        let of_the_replica =
+            |k: &str| ["rankpulse_event_processing_seconds", "rankpulse_checkpoint"].iter().any(|p| k.starts_with(p));
+        let totals: Vec<&String> = one_replica.keys().filter(|k| !of_the_replica(k)).collect();
+        assert!(totals.len() > 100, "{totals:?}");
+        for name in totals {
+            let family = name.split('{').next().unwrap();
+            assert_eq!(partitions.get(family), Some(&both), "{name} is per partition");
+        }
+        for per_replica in [
+            "rankpulse_pending_impressions",
+            "rankpulse_label_groups",
+            "rankpulse_window_mean",
+            "rankpulse_event_processing_seconds_count",
+        ] {
+            let line = before.lines().find(|l| l.starts_with(per_replica)).unwrap();
+            assert!(!line.contains("partition="), "{line}");
+        }
+
+        // Partition 3 moves from replica a to replica b.
+        let snapshot = crate::checkpoint::encode(&a.snapshot_partition(3).unwrap());
+        a.remove_partition(3);
+        let mut b = engine();
+        b.restore_partition(crate::checkpoint::decode(&snapshot).unwrap(), Instant::now()).unwrap();
+        let (after_a, after_b) = (exposition(&a), exposition(&b));
+        let p3 = |text: &str| -> Vec<String> {
+            text.lines().filter(|l| l.contains("partition=\"3\"")).map(String::from).collect()
+        };
+        assert!(p3(&after_a).is_empty(), "partition 3's series end on replica a");
+        assert_eq!(p3(&after_b), p3(&before), "and start on replica b at the values they had");
+        assert!(!after_b.contains("partition=\"0\""));
+        // Over both replicas, every total is what the one replica exported.
+        let (mut over_replicas, _) = totals_without_partition(&after_a);
+        for (series, value) in totals_without_partition(&after_b).0 {
+            *over_replicas.entry(series).or_insert(0.0) += value;
+        }
+        over_replicas.retain(|k, _| !of_the_replica(k));
+        let mut expected = one_replica.clone();
+        expected.retain(|k, _| !of_the_replica(k));
+        assert_eq!(over_replicas, expected);
     }
 }

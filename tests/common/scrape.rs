@@ -24,22 +24,55 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-/// Series in a Prometheus text exposition: `name{a="x",b="y"}` (labels sorted) → value.
+/// Series in a Prometheus text exposition: `name{a="x",b="y"}` (labels sorted) → value, summed
+/// over the `partition` label, so that a total reads the same however many partitions (and
+/// replicas) it is spread over: what `sum without (partition)` returns. [`parse_exposition_raw`]
+/// keeps every series apart.
 pub fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-        let (series, value) = line.rsplit_once(' ').expect("series and value");
-        let key = match series.split_once('{') {
-            Some((name, labels)) => {
-                let mut pairs: Vec<&str> = labels.trim_end_matches('}').split(',').filter(|p| !p.is_empty()).collect();
-                pairs.sort_unstable();
-                format!("{name}{{{}}}", pairs.join(","))
-            }
-            None => series.to_string(),
-        };
-        out.insert(key, value.parse().expect("numeric sample"));
+    for (name, mut labels, value) in samples(text) {
+        labels.retain(|(k, _)| k != "partition");
+        *out.entry(key(&name, &labels)).or_insert(0.0) += value;
     }
     out
+}
+
+/// Every series of a Prometheus text exposition as it is, `partition` label included:
+/// `name{a="x",partition="3"}` (labels sorted) → value.
+pub fn parse_exposition_raw(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (name, labels, value) in samples(text) {
+        let previous = out.insert(key(&name, &labels), value);
+        assert!(previous.is_none(), "{name}{labels:?} twice in the exposition");
+    }
+    out
+}
+
+/// The samples of an exposition: name, labels (name, value; values as written, escapes and
+/// all) and value.
+fn samples(text: &str) -> impl Iterator<Item = (String, Vec<(String, String)>, f64)> + '_ {
+    text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(|line| {
+        let (series, value) = line.rsplit_once(' ').expect("series and value");
+        let value = value.parse().expect("numeric sample");
+        let Some((name, labels)) = series.split_once('{') else {
+            return (series.to_string(), Vec::new(), value);
+        };
+        let labels = labels
+            .trim_end_matches('}')
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|pair| {
+                let (k, v) = pair.split_once('=').expect("label=\"value\"");
+                (k.to_string(), v.trim_matches('"').to_string())
+            })
+            .collect();
+        (name.to_string(), labels, value)
+    })
+}
+
+fn key(name: &str, labels: &[(String, String)]) -> String {
+    let borrowed: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    series(name, &borrowed)
 }
 
 /// Builds a series key with labels in any order.
