@@ -1,5 +1,5 @@
 //! Durability: `rankpulse serve` is killed with SIGKILL at random moments while it consumes,
-//! and restarted each time from its state directory. Once the stream is fully finalized, every
+//! and restarted each time with nothing local (it restores from the changelog). Once the stream is fully finalized, every
 //! exported `_sum`, `_count` and `_total` equals that of an uninterrupted run over the same
 //! topics, exactly.
 //!
@@ -9,16 +9,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rdkafka::config::ClientConfig;
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaRespErr;
 use serde_json::json;
 
@@ -29,68 +27,6 @@ const BOUND_MS: i64 = 1_000;
 const BATCHES: usize = 200;
 const IMP_TOPIC: &str = "imp";
 const ENG_TOPIC: &str = "eng";
-
-/// A broker for the test: in this process, or in its own.
-enum Broker {
-    Mock(MockCluster<'static, DefaultProducerContext>),
-    Tansu { child: Child, port: u16 },
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Broker::Tansu { child, .. } = self {
-            // tansu ignores SIGTERM.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Broker {
-    fn bootstrap(&self) -> String {
-        match self {
-            Broker::Mock(cluster) => cluster.bootstrap_servers(),
-            Broker::Tansu { port, .. } => format!("127.0.0.1:{port}"),
-        }
-    }
-
-    fn create_topic(&self, name: &str) {
-        match self {
-            Broker::Mock(cluster) => cluster.create_topic(name, PARTITIONS, 1).unwrap(),
-            Broker::Tansu { port, .. } => {
-                let status = Command::new("tansu")
-                    .args(["topic", "create", name, "--partitions", &PARTITIONS.to_string()])
-                    .args(["--broker", &format!("tcp://127.0.0.1:{port}")])
-                    .status()
-                    .expect("running tansu topic create");
-                assert!(status.success(), "tansu topic create {name} failed");
-            }
-        }
-    }
-
-    /// tansu on a free port with its memory storage, once it accepts connections; `None` (a
-    /// skip) outside CI when tansu is not installed.
-    fn tansu() -> Option<Broker> {
-        if Command::new("tansu").arg("--version").output().is_err() {
-            assert!(std::env::var_os("CI").is_none(), "tansu is required in CI (tests/run.sh installs it)");
-            eprintln!("SKIPPED: tansu not installed (cargo install tansu --locked --features dynostore)");
-            return None;
-        }
-        let port = free_port();
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new("tansu")
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting tansu");
-        let broker = Broker::Tansu { child, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let listening = || TcpStream::connect(("127.0.0.1", port)).ok().map(drop);
-        wait_for(deadline, Duration::from_millis(100), &format!("tansu did not listen on {port}"), listening);
-        Some(broker)
-    }
-}
 
 /// The stream, per (topic, partition), in delivery order: every message within the disorder
 /// bound of its own timestamp, so any consumer interleaving gives the same numbers.
@@ -179,14 +115,10 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     eprintln!("crash test seed {seed}");
     let mut rng = SmallRng::seed_from_u64(seed);
-    broker.create_topic(IMP_TOPIC);
-    broker.create_topic(ENG_TOPIC);
-    // The mock cluster has no CreateTopics: its state topics are made here. tansu's are created
-    // by rankpulse.
-    if let Broker::Mock(cluster) = broker {
-        for group in ["reference", "victim"] {
-            create_state_topics(cluster, group, PARTITIONS);
-        }
+    broker.create_topic(IMP_TOPIC, PARTITIONS);
+    broker.create_topic(ENG_TOPIC, PARTITIONS);
+    for group in ["reference", "victim"] {
+        broker.create_state_topics(group, PARTITIONS);
     }
     let brokers = broker.bootstrap();
     // One message per record batch: tansu 0.6 serves a fetch that starts inside a batch from the

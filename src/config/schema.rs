@@ -41,8 +41,11 @@ pub struct KafkaConfig {
     /// Consumer group; replicas sharing it split the partitions. Default `rankpulse`.
     pub group_id: String,
     /// Static group membership (`group.instance.id`): a replica restarted under the same id
-    /// within the session timeout gets its partitions back without a rebalance. Unique per
-    /// replica (the Kubernetes files use the pod name). Default empty: dynamic membership.
+    /// within the session timeout gets its partitions back without a rebalance. A static member
+    /// never leaves the group, not even on SIGTERM, so the id must survive restarts (a
+    /// StatefulSet's pod name does; a Deployment's changes with every rollout, and each old
+    /// id's partitions then wait out the session timeout). Unique per replica. Default empty:
+    /// dynamic membership.
     pub group_instance_id: String,
     /// Topic of impression events. Default `search-impressions`.
     pub impressions_topic: String,

@@ -1,14 +1,16 @@
 //! Helpers shared by the integration tests: running the real `rankpulse` binary and waiting on
-//! it (`process`), what it is fed (`inputs`), reading what it exports (`scrape`), and the
-//! counting allocator of the memory measurements (`alloc`).
+//! it (`process`), what it is fed (`inputs`), the broker it reads from (`broker`), reading what
+//! it exports (`scrape`), and the counting allocator of the memory measurements (`alloc`).
 // Each test crate compiles this module and uses a different part of it.
 #![allow(dead_code, unused_imports)]
 
 pub mod alloc;
+mod broker;
 mod inputs;
 mod process;
 mod scrape;
 
+pub use broker::*;
 pub use inputs::*;
 pub use process::*;
 pub use scrape::*;
