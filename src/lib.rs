@@ -16,7 +16,7 @@
 //! | [`ids`] | vocabulary | the hashed and numbered identities every stage passes around: query, result, group, engagement |
 //! | [`health`], [`shutdown`] | lifecycle | readiness (set by the source, read by the probes); the one signal every task listens to |
 //! | [`kafka_log`] | lifecycle | what every Kafka client logs: repeated conditions limited, an outage reported once, with summaries and one recovery line |
-//! | [`checkpoint`] | durability | checkpoint files: a payload written atomically with a version and checksum, the newest that verifies read back |
+//! | [`checkpoint`] | durability | the encoding of a state snapshot: a payload with a format version and a checksum, verified when read back |
 //! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
 //! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test |
 //! | [`config`] | start-up | the TOML schema with its defaults (`schema`), loading and env overrides (`load`), cross-field checks naming the key (`validate`) |
@@ -25,11 +25,11 @@
 //! | [`accumulate`] | aggregation | label groups and their limits, exact (fixed-point) sums and unit buckets per group, cumulative and per tumbling window |
 //! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators |
 //! | [`engine`] | orchestration | the single-threaded core over per-partition tasks: decode → join → watermark → finalize → accumulate; its snapshot and restore |
-//! | [`source`] | input | the Kafka consumer on its own thread: positions recorded after processing, checkpoint then commit, rebalances |
+//! | [`source`] | input | the Kafka consumer on its own thread: positions recorded after processing, each partition's snapshot to the changelog then commit, restore on assignment, the aggregates reader |
 //! | [`replay`] | input | JSON-lines files read on reader threads, merged on event time through the same engine; the replay report and TREC files |
 //! | [`output`] | output | Prometheus exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API; the A/B output topic |
 //! | [`demo`] | demo | the in-process Kafka cluster and a realistic A/B traffic generator |
-//! | [`pipeline`] | wiring | the daemon: state restored, HTTP, publisher and source started and stopped together |
+//! | [`pipeline`] | wiring | the daemon: HTTP, publisher and source started and stopped together |
 //! | [`commands`] | CLI | parses and calls: `demo`, `serve`, `replay`, `generate`, `produce`, `check-config` |
 //!
 //! The engine is deliberately synchronous and owns all evaluation state: the Kafka source and

@@ -41,7 +41,8 @@ struct Message {
 /// What the exporter must show.
 #[derive(Default)]
 struct Truth {
-    groups: BTreeMap<&'static str, GroupStats>,
+    /// Per (partition, variant): every total is exported per partition, and each is exact.
+    groups: BTreeMap<(i32, &'static str), GroupStats>,
     consumed: [u64; 2],
     attributed: u64,
     duplicate_engagements: u64,
@@ -50,6 +51,8 @@ struct Truth {
     outside_window: u64,
     orphaned: u64,
     late: u64,
+    /// Of `late`: engagements just after their window (the others arrive after everything is final).
+    late_after_window: u64,
     rejected: BTreeMap<(&'static str, &'static str), u64>,
 }
 
@@ -122,6 +125,7 @@ fn generate(t0: i64, layout: &MetricLayout) -> (Vec<Message>, Vec<Message>, Trut
             let at = t + WINDOW_MS + 1;
             push(&mut messages, &mut rng, ENG_TOPIC, &query, at, click(&docs[0], at, &query));
             truth.late += 1;
+            truth.late_after_window += 1;
         } else if fault < 0.07 {
             push(&mut messages, &mut rng, ENG_TOPIC, &query, t - 1, click(&docs[0], t - 1, &query));
             truth.outside_window += 1;
@@ -148,7 +152,7 @@ fn generate(t0: i64, layout: &MetricLayout) -> (Vec<Message>, Vec<Message>, Trut
         let engaged = values[layout.slot(MetricKind::Abandonment, None).unwrap()] == 0.0;
         truth
             .groups
-            .entry(variant)
+            .entry((partition_of(&query), variant))
             .or_insert_with(|| GroupStats::new(rankpulse::accumulate::StatsShape::plain(layout.len())))
             .add(&values, engaged);
     }
@@ -243,11 +247,15 @@ fn messy_stream_gives_exact_ground_truth_and_counts_every_fault_once() {
         consumed(m, ENG_TOPIC) == Some(truth.consumed[1] as f64)
             && m.get("rankpulse_engagements_orphaned_total") == Some(&(truth.orphaned as f64))
     });
-    assert_eq!(late, truth.late as f64);
+    assert_eq!(late, (truth.late - truth.late_after_window) as f64);
 
+    let per_partition = parse_exposition_raw(&exposition);
     let mut compared = 0;
-    for (variant, stats) in &truth.groups {
-        let labels = group(variant);
+    for (&(partition, variant), stats) in &truth.groups {
+        let mut labels = group(variant);
+        labels.push(("partition", partition.to_string()));
+        let m = &per_partition;
+        let variant = format!("{variant} (partition {partition})");
         assert_eq!(m[&key("rankpulse_impressions_total", &labels)], stats.impressions as f64, "{variant} impressions");
         assert_eq!(m[&key("rankpulse_impressions_engaged_total", &labels)], stats.engaged as f64, "{variant} engaged");
         for (slot, metric) in layout.keys().iter().enumerate() {

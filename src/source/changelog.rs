@@ -145,18 +145,28 @@ impl Tail {
         self.snapshots.entry(header.snapshot).or_default().entry(header.index).or_insert((offset, payload.to_vec()));
     }
 
-    /// The complete snapshots read so far, the one written last first: (id, first offset, bytes).
-    fn complete(&self) -> Vec<(SnapshotId, i64, Vec<u8>)> {
+    /// The complete snapshots read so far, the one written last first: (id, first offset).
+    fn complete(&self) -> Vec<(SnapshotId, i64)> {
         let mut out = Vec::new();
         for (&id, chunks) in &self.snapshots {
             let count = self.counts[&id];
             if chunks.len() == count as usize && chunks.keys().copied().eq(0..count) {
-                let first = chunks.values().next().map_or(0, |(o, _)| *o);
-                out.push((id, first, chunks.values().flat_map(|(_, p)| p.iter().copied()).collect()));
+                out.push((id, chunks.values().next().map_or(0, |(o, _)| *o)));
             }
         }
-        out.sort_by_key(|(_, first, _)| std::cmp::Reverse(*first));
+        out.sort_by_key(|&(_, first)| std::cmp::Reverse(first));
         out
+    }
+
+    /// A complete snapshot's bytes, its chunks joined (only for the one being tried: a
+    /// snapshot can be hundreds of megabytes).
+    fn assemble(&self, id: SnapshotId) -> Vec<u8> {
+        let chunks = &self.snapshots[&id];
+        let mut bytes = Vec::with_capacity(chunks.values().map(|(_, p)| p.len()).sum());
+        for (_, payload) in chunks.values() {
+            bytes.extend_from_slice(payload);
+        }
+        bytes
     }
 }
 
@@ -267,6 +277,11 @@ impl Changelog {
             // that fetch: measured, restoring cost 0.5 to 0.75 s per partition before the
             // replica consumed again, and is 15 to 25 ms with this.
             .set("fetch.wait.max.ms", "10")
+            // A snapshot of a million pending impressions is about 120 MB: fetched in 16 MB
+            // steps rather than the default 1 MB per partition and request.
+            .set("max.partition.fetch.bytes", (16 << 20).to_string())
+            .set("fetch.max.bytes", (64 << 20).to_string())
+            .set("receive.message.max.bytes", ((64 << 20) + (1 << 20)).to_string())
             .create_with_context(SharedLog(log.clone()))
             .map_err(ChangelogError::Client)?;
         let admin = base().create_with_context(SharedLog(log)).map_err(ChangelogError::Client)?;
@@ -421,11 +436,11 @@ impl Changelog {
                 let next = self.next_sequence.entry(partition).or_insert(0);
                 *next = (*next).max(newest + 1);
             }
-            for (id, offset, bytes) in tail.complete() {
+            for (id, offset) in tail.complete() {
                 if rejected.contains(&id) {
                     continue;
                 }
-                let recovered = Recovered { id, offset, bytes };
+                let recovered = Recovered { id, offset, bytes: tail.assemble(id) };
                 match usable(&recovered) {
                     Ok(value) => return Ok(Some((recovered, value))),
                     Err(why) => {
@@ -504,17 +519,16 @@ mod tests {
             tail.add(20 + offset as i64, header, payload);
         }
         let complete = tail.complete();
-        assert_eq!(complete.len(), 1);
-        assert_eq!((complete[0].0, complete[0].1), (id(7), 10));
-        assert_eq!(complete[0].2, bytes);
+        assert_eq!(complete, [(id(7), 10)]);
+        assert_eq!(tail.assemble(id(7)), bytes);
         // Another writer's snapshot with the same sequence, written later: a snapshot of its
         // own, and the newest, judged by where it was written.
         let same_sequence = chunk_records(SnapshotId { sequence: 7, nonce: 1 }, b"other");
         let (header, payload) = ChunkHeader::read(&same_sequence[0]).unwrap();
         tail.add(30, header, payload);
         let complete = tail.complete();
-        assert_eq!((complete[0].1, complete[0].2.as_slice()), (30, &b"other"[..]));
-        assert_eq!((complete[1].1, complete[1].2.len()), (10, bytes.len()));
+        assert_eq!((complete[0].1, tail.assemble(complete[0].0).as_slice()), (30, &b"other"[..]));
+        assert_eq!((complete[1].1, tail.assemble(complete[1].0).len()), (10, bytes.len()));
         assert_eq!(tail.newest_sequence, Some(8));
         assert!(ChunkHeader::read(b"RPCLxxxx").is_none(), "truncated header");
         let mut zero_count = records[0].clone();

@@ -43,6 +43,9 @@ pub fn encode_partition(engine: &Engine, positions: &Positions, partition: i32) 
     Some(checkpoint::encode(&SnapshotRef { positions: positions.of(partition).unwrap_or([None; 2]), task }))
 }
 
+/// One partition's encoded record, for [`Changelog::write`].
+type Encoded = (i32, Vec<u8>);
+
 /// What the consumer thread keeps besides the engine: shared between the poll loop and the
 /// rebalance callbacks (which run inside `poll`, on the same thread).
 pub(super) struct SourceState {
@@ -75,7 +78,7 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
     }
     if let Some(changelog) = state.changelog.as_mut() {
         let started = Instant::now();
-        let (snapshots, aggregates): (Vec<(i32, Vec<u8>)>, Vec<(i32, Vec<u8>)>) = {
+        let (snapshots, aggregates): (Vec<Encoded>, Vec<Encoded>) = {
             let engine = engine.lock();
             let snapshots =
                 partitions.iter().filter_map(|&p| Some((p, encode_partition(&engine, &state.positions, p)?))).collect();
