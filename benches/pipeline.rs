@@ -10,6 +10,9 @@
 //!    evaluating the same impressions (their file loading not timed).
 //! 3. Bytes per pending impression (10 results) at one million pending, from a counting allocator.
 //! 4. Time to render `/metrics` with about 1,000 series; p50 and p99 per-message processing time.
+//! 5. Issue 15's figures ([`handover`], a broker in its own process): a partition handed over
+//!    with 100k and 1M pending impressions, and the changelog's bytes per second under the
+//!    demo's traffic. The end-to-end stage measures the changelog's cost on throughput.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,15 +24,17 @@ use rankpulse::event::EventKind;
 use rankpulse::health::Health;
 use rankpulse::output;
 use rankpulse::shutdown::Shutdown;
+use rankpulse::source::Durability;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::Message;
 
-#[path = "../tests/common/alloc.rs"]
-mod counting_alloc;
-use counting_alloc::{live, Counting};
+#[path = "../tests/common/mod.rs"]
+mod common;
+mod handover;
+use common::alloc::{live, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -66,13 +71,16 @@ fn traffic(impressions: u64, start_ms: i64) -> Vec<(&'static str, String, Vec<u8
     out
 }
 
+/// The figures of a run, by name: printed as a table and saved as JSON.
+type Results = serde_json::Map<String, serde_json::Value>;
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
 }
 
 /// 1. End to end through the in-process cluster, and the raw consume rate of the same messages.
-fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
+fn end_to_end(results: &mut Results) {
     let start_ms = chrono::Utc::now().timestamp_millis() - 600_000;
     // Within the mock cluster's per-partition retention (about 5 MB or 100k messages): about
     // 3.5 MB of impressions per partition.
@@ -126,8 +134,10 @@ fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
         rate
     };
 
-    // The pipeline: the real source feeding the engine, on its own runtime thread.
-    let pipeline_once = |group: &str| {
+    // The pipeline: the real source feeding the engine, on its own runtime thread; with
+    // `checkpoint_interval`, snapshots to the changelog as `serve` takes them (the mock cluster
+    // has no CreateTopics: the group's state topics are made here).
+    let pipeline_once = |group: &str, checkpoint_interval: Option<&str>| {
         let mut cfg = Config::default();
         cfg.kafka.brokers = brokers.clone();
         cfg.kafka.group_id = group.into();
@@ -135,18 +145,25 @@ fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
         cfg.kafka.engagements_topic = ENG_TOPIC.into();
         cfg.join.attribution_window = "5s".parse().unwrap();
         cfg.join.max_out_of_orderness = "2s".parse().unwrap();
+        let durability = checkpoint_interval.map(|interval| {
+            common::create_state_topics(&cluster, group, PARTITIONS);
+            cfg.state.changelog_replication_factor = 1;
+            cfg.state.checkpoint_interval = interval.parse().unwrap();
+            Durability { state: cfg.state.clone() }
+        });
         let engine = SharedEngine::new(Engine::new(&cfg));
         let shutdown = Shutdown::new();
         let runner = {
             let (engine, shutdown, kafka) = (engine.clone(), shutdown.clone(), cfg.kafka.clone());
             std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                // Multi-threaded like `serve`'s: the aggregates reader is a task of its own.
+                let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
                 rt.block_on(rankpulse::source::run(
                     &kafka,
                     engine,
                     Arc::new(Health::default()),
                     shutdown,
-                    None,
+                    durability,
                     Duration::from_secs(5),
                 ))
                 .unwrap();
@@ -174,16 +191,32 @@ fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
     };
 
     // Three rounds, alternating, each on its own consumer group: a round lasts a fraction of a
-    // second, so one round alone is at the mercy of a neighbour's burst.
+    // second, so one round alone is at the mercy of a neighbour's burst. Besides the pipeline
+    // without snapshots (the demo's), the same with the changelog as `serve` runs it: at the
+    // default interval (5 s, longer than a round, so no interval snapshot falls inside the
+    // timing: what remains is the aggregates reader and the experiment-wide view), and every
+    // 100 ms, so that snapshot rounds of the live state do fall inside it.
     let (mut raw, mut piped, mut last) = (Vec::new(), Vec::new(), None);
+    let (mut durable, mut frequent, mut frequent_rounds) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..3 {
         raw.push(raw_once(&format!("raw-{round}")));
-        let (rate, engine) = pipeline_once(&format!("pipeline-{round}"));
+        let (rate, engine) = pipeline_once(&format!("pipeline-{round}"), None);
         piped.push(rate);
         last = Some(engine);
+        durable.push(pipeline_once(&format!("changelog-{round}"), Some("5s")).0);
+        let (rate, engine) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"));
+        frequent.push(rate);
+        // Less the final snapshot at shutdown, after the timing.
+        frequent_rounds.push(engine.checkpoint_stats().written.saturating_sub(1) as f64);
     }
     let engine = last.unwrap();
     let (raw_rate, pipeline_rate) = (median(raw), median(piped));
+    let (durable_rate, frequent_rate) = (median(durable), median(frequent));
+    results.insert("end_to_end_changelog_events_per_second".into(), durable_rate.into());
+    results.insert("end_to_end_changelog_share_of_none".into(), (durable_rate / pipeline_rate).into());
+    results.insert("end_to_end_changelog_100ms_events_per_second".into(), frequent_rate.into());
+    results.insert("end_to_end_changelog_100ms_share_of_none".into(), (frequent_rate / pipeline_rate).into());
+    results.insert("end_to_end_changelog_100ms_rounds".into(), median(frequent_rounds).into());
     let finalized: u64 = engine.cumulative().iter().map(|(_, s)| s.impressions).sum();
     let h = &engine.processing_time().histogram;
     results.insert("end_to_end_events".into(), total.into());
@@ -197,7 +230,7 @@ fn end_to_end(results: &mut serde_json::Map<String, serde_json::Value>) {
 }
 
 /// 2. Replay over files, and trec_eval and ranx on the same impressions.
-fn replay(results: &mut serde_json::Map<String, serde_json::Value>) {
+fn replay(results: &mut Results) {
     let dir = tempfile::tempdir().unwrap();
     let (imp, eng) = (dir.path().join("imp.jsonl"), dir.path().join("eng.jsonl"));
     let (mut fi, mut fe) = (std::fs::File::create(&imp).unwrap(), std::fs::File::create(&eng).unwrap());
@@ -254,7 +287,7 @@ fn replay(results: &mut serde_json::Map<String, serde_json::Value>) {
 }
 
 /// 3. Bytes per pending impression with 10 results, at one million pending.
-fn memory(results: &mut serde_json::Map<String, serde_json::Value>) {
+fn memory(results: &mut Results) {
     const PENDING: u64 = 1_000_000;
     let cfg =
         Config::from_toml_with_env("[join]\nmax_pending_impressions = 2000000\n", "bench", std::iter::empty()).unwrap();
@@ -277,7 +310,7 @@ fn memory(results: &mut serde_json::Map<String, serde_json::Value>) {
 }
 
 /// 4. `/metrics` render time with about 1,000 series.
-fn render(results: &mut serde_json::Map<String, serde_json::Value>) {
+fn render(results: &mut Results) {
     let cfg = Config::from_toml_with_env("[labels]\nmax_experiments = 1000\n", "bench", std::iter::empty()).unwrap();
     let series_of = |groups: usize| {
         let mut engine = Engine::new(&cfg).without_past_limit();
@@ -317,15 +350,18 @@ fn main() {
         eprintln!("benchmarks run with `bash benches/run.sh` (cargo bench --bench pipeline); skipped under cargo test");
         return;
     }
-    // RANKPULSE_BENCH_ONLY=replay (or "end to end", "memory", "render") runs one stage, to profile it.
+    // RANKPULSE_BENCH_ONLY=replay (or "end to end", "memory", "render", "handover", "changelog
+    // rate") runs one stage, to profile it.
     let only = std::env::var("RANKPULSE_BENCH_ONLY").ok();
     let mut results = serde_json::Map::new();
     results.insert("cores".into(), std::thread::available_parallelism().map_or(0, |n| n.get()).into());
     for (name, stage) in [
-        ("end to end", end_to_end as fn(&mut serde_json::Map<String, serde_json::Value>)),
+        ("end to end", end_to_end as fn(&mut Results)),
         ("replay", replay),
         ("memory", memory),
         ("render", render),
+        ("handover", handover::handover),
+        ("changelog rate", handover::changelog_rate),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -387,7 +423,44 @@ fn main() {
             "p99 < 100",
             verdict(get("processing_p99_microseconds").map(|v| v < 100.0)),
         ),
+        (
+            "end to end with the changelog, 5s / 100ms",
+            format!(
+                "{} / {}",
+                fmt(get("end_to_end_changelog_share_of_none"), 2),
+                fmt(get("end_to_end_changelog_100ms_share_of_none"), 2)
+            ),
+            "",
+            "",
+        ),
     ];
+    let mut rows = Vec::from(rows);
+    for n in ["100k", "1000k"] {
+        let h = |what: &str| get(&format!("handover_{n}_{what}"));
+        rows.push((
+            if n == "100k" { "handover 100k: restore + resume s" } else { "handover 1M: restore + resume s" },
+            format!(
+                "{} + {} = {}",
+                fmt(h("restore_seconds"), 3),
+                fmt(h("resume_seconds"), 3),
+                fmt(h("assignment_to_consumption_seconds"), 3)
+            ),
+            "",
+            "",
+        ));
+        rows.push((
+            "  snapshot MB; round s; old owner stop s",
+            format!(
+                "{}; {}; {}",
+                fmt(h("snapshot_bytes").map(|b| b / 1e6), 1),
+                fmt(h("round_seconds"), 2),
+                fmt(h("stop_seconds"), 2)
+            ),
+            "",
+            "",
+        ));
+    }
+    rows.push(("changelog bytes/s, demo traffic, 5s interval", fmt(get("changelog_bytes_per_second"), 0), "", ""));
     println!("\n{:<44} {:>22} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>22} {target:>12} {ok:>8}");
