@@ -143,6 +143,9 @@ fn finished(m: &BTreeMap<String, f64>, consumed: [usize; 2]) -> bool {
         && total(ENG_TOPIC) == Some(consumed[1] as f64)
         && impressions == IMPRESSIONS as f64
         && m.get("rankpulse_pending_impressions") == Some(&0.0)
+        // Engagements ten seconds late stay held until the watermark passes them, after the
+        // last impression is final: until then their orphan count is still moving.
+        && m.get("rankpulse_held_engagements") == Some(&0.0)
 }
 
 /// What happens to the replicas after a batch.

@@ -172,16 +172,20 @@ impl SourceContext {
     fn release(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList) {
         let mut state = self.state();
         let partitions: BTreeSet<i32> = partitions_of(tpl).intersection(&state.assigned).copied().collect();
-        tracing::info!(?partitions, "partitions revoked: snapshotting and committing");
-        checkpoint_and_commit(
-            consumer,
-            &self.engine,
-            &mut state,
-            &partitions,
-            &self.topics,
-            CommitMode::Sync,
-            "revoke",
-        );
+        if consumer.assignment_lost() {
+            // Expelled from the group (a session timeout while this process stalled): another
+            // member may already own these partitions and have written newer snapshots, which a
+            // snapshot written now would supersede. Drop them unwritten; their next owner
+            // re-reads from the last snapshot written while they were ours.
+            tracing::warn!(
+                ?partitions,
+                "partitions lost (this member was expelled from the group): dropped without a snapshot"
+            );
+        } else {
+            tracing::info!(?partitions, "partitions revoked: snapshotting and committing");
+            let (engine, topics) = (&self.engine, &self.topics);
+            checkpoint_and_commit(consumer, engine, &mut state, &partitions, topics, CommitMode::Sync, "revoke");
+        }
         let mut engine = self.engine.lock();
         for &p in &partitions {
             if state.changelog.is_some() {
