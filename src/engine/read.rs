@@ -1,0 +1,160 @@
+//! What exporters and reports read from the engine: every partition's sums and counts merged,
+//! the closed windows (this engine's, or complete over every partition with the global view on),
+//! and the configuration they are labelled with.
+
+use std::time::Instant;
+
+use super::task::Totals;
+use super::telemetry::{CheckpointStats, Counters, Distribution};
+use super::{watermark, Engine, StateSize};
+use crate::accumulate::{ClosedWindow, GroupTable, Groups};
+use crate::config::AbConfig;
+use crate::event::{Decoders, EventKind};
+use crate::experiments::{ExperimentReport, Span};
+use crate::join::EngagementTally;
+use crate::metrics::MetricLayout;
+use crate::time::EventTime;
+
+impl Engine {
+    pub fn layout(&self) -> &MetricLayout {
+        &self.aggregation.layout
+    }
+    /// The A/B reports of every experiment over `table` (the cumulative one or a closed window's),
+    /// naming every partition held in state.
+    pub fn experiment_reports(&self, table: &GroupTable, span: Span<'_>) -> Vec<ExperimentReport> {
+        let partitions = match &self.global {
+            Some(view) => (0..view.partitions as i32).collect(),
+            None => self.partitions(),
+        };
+        let mut reports = crate::experiments::reports(&self.aggregation.layout, &self.groups, table, &self.ab, span);
+        for report in &mut reports {
+            report.partitions.clone_from(&partitions);
+        }
+        reports
+    }
+    pub fn ab(&self) -> &AbConfig {
+        &self.ab
+    }
+    pub fn groups(&self) -> &Groups {
+        &self.groups
+    }
+    /// Every finalized impression's sums per group, over every partition held.
+    pub fn cumulative(&self) -> GroupTable {
+        let mut table = GroupTable::default();
+        for task in self.tasks.tasks() {
+            table.merge(&task.totals.accumulators.cumulative);
+        }
+        table
+    }
+    /// The sums the A/B reports compare cumulatively: every partition's, experiment-wide, when
+    /// the global view is on; this engine's partitions' otherwise.
+    pub fn ab_cumulative(&self) -> GroupTable {
+        match &self.global {
+            Some(view) => view.cumulative(),
+            None => self.cumulative(),
+        }
+    }
+    /// The newest closed window of each size: complete over every partition when the global
+    /// view is on, merged over this engine's partitions otherwise.
+    pub fn newest_closed(&self) -> impl Iterator<Item = &ClosedWindow> {
+        match &self.global {
+            Some(view) => view.newest.iter().flatten(),
+            None => self.closed.newest.iter().flatten(),
+        }
+    }
+    /// Closed windows kept and not yet taken or published, in closing order. With the global
+    /// view on, the complete ones, and only on the replica that publishes (see
+    /// [`Engine::enable_global_view`]).
+    pub fn kept_closed(&self) -> &[ClosedWindow] {
+        match &self.global {
+            Some(view) if self.publishes_global() => &view.unpublished,
+            Some(_) => &[],
+            None => &self.closed.kept,
+        }
+    }
+    pub fn take_closed_windows(&mut self) -> Vec<ClosedWindow> {
+        std::mem::take(&mut self.closed.kept)
+    }
+    /// The first `windows` unpublished closed windows have been delivered.
+    pub fn published(&mut self, windows: usize) {
+        let kept = match &mut self.global {
+            Some(view) => &mut view.unpublished,
+            None => &mut self.closed.kept,
+        };
+        kept.drain(..windows.min(kept.len()));
+    }
+    /// How many window sizes `metrics.windows` configures.
+    pub fn window_count(&self) -> usize {
+        self.template.window_sizes_ms.len()
+    }
+    /// A window size (`metrics.windows`), in milliseconds.
+    pub fn window_size_ms(&self, size_index: usize) -> i64 {
+        self.template.window_sizes_ms[size_index]
+    }
+    /// Impressions finalized after their window had closed, over every partition.
+    pub fn window_late_impressions(&self) -> u64 {
+        self.tasks.tasks().map(|t| t.totals.accumulators.window_late_impressions).sum()
+    }
+    /// How this engine decodes each input, for readers that peek at messages (replay).
+    pub fn decoders(&self) -> &Decoders {
+        &self.decoders
+    }
+    /// Message and impression counts over every partition held.
+    pub fn counters(&self) -> Counters {
+        let mut counters = self.unowned.clone();
+        for task in self.tasks.tasks() {
+            counters.merge(&task.totals.counters);
+        }
+        counters
+    }
+    /// Each partition held, in partition order, with what its messages added up to and its
+    /// engagement outcomes: the exporters label these by partition, so that a partition's
+    /// totals leave this replica's exposition when it moves and reappear, carried over, on the
+    /// replica that restores it.
+    pub fn partition_totals(&self) -> impl Iterator<Item = (i32, &Totals, &EngagementTally)> {
+        self.tasks.iter().map(|(p, task)| (p, &task.totals, &task.join.tally))
+    }
+    /// Counts of messages that belong to no partition (a negative partition number): they stay
+    /// with this engine, as no partition carries them anywhere.
+    pub fn unowned_counters(&self) -> &Counters {
+        &self.unowned
+    }
+    pub fn topic(&self, kind: EventKind) -> &str {
+        &self.topics[kind.index()]
+    }
+    pub fn window_label(&self, size_index: usize) -> &str {
+        &self.window_labels[size_index]
+    }
+    /// Engagement outcomes summed over every shard.
+    pub fn engagement_tally(&self) -> EngagementTally {
+        self.tasks.iter().fold(EngagementTally::default(), |mut t, (_, task)| {
+            t.merge(&task.join.tally);
+            t
+        })
+    }
+    pub fn pending_impressions(&self) -> usize {
+        self.state.pending
+    }
+    pub fn held_engagements(&self) -> usize {
+        self.state.held
+    }
+    pub fn state_size(&self) -> StateSize {
+        self.state
+    }
+    /// How far the watermark trails the wall clock at `now`, in milliseconds.
+    pub fn watermark_lag_ms(&self, now: Instant) -> Option<i64> {
+        self.watermark().map(|w| self.wall_clock_ms(now).saturating_sub(w))
+    }
+    /// The least partition watermark, if every owned partition has one: everything before it
+    /// is final.
+    pub fn watermark(&self) -> Option<EventTime> {
+        watermark::least(&self.tasks)
+    }
+    pub fn checkpoint_stats(&self) -> CheckpointStats {
+        self.checkpoint_stats
+    }
+
+    pub fn processing_time(&self) -> &Distribution {
+        &self.processing_time
+    }
+}
