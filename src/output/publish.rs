@@ -50,7 +50,7 @@ impl Publisher {
     /// A producer with the `[kafka]` brokers and properties (security settings apply to it too).
     pub fn new(kafka: &KafkaConfig, topic: &str) -> Result<Publisher, PublishError> {
         let mut config = ClientConfig::new();
-        for (k, v) in &kafka.properties {
+        for (k, v) in kafka.producer_properties() {
             config.set(k, v);
         }
         let context = ProducerLog::new("A/B producer", &kafka.brokers);

@@ -49,7 +49,7 @@ pub(super) fn spawn(
     log: Arc<KafkaLog>,
 ) -> Result<std::thread::JoinHandle<()>, KafkaError> {
     let mut config = ClientConfig::new();
-    for (k, v) in &kafka.properties {
+    for (k, v) in kafka.consumer_properties() {
         config.set(k, v);
     }
     let consumer: BaseConsumer<SharedLog> = config

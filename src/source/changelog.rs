@@ -250,23 +250,24 @@ impl Changelog {
         runtime: tokio::runtime::Handle,
         log: Arc<KafkaLog>,
     ) -> Result<Changelog, ChangelogError> {
-        let base = || {
+        // The `[kafka]` properties each client reads (the admin client is a producer-type client).
+        let base = |properties: &mut dyn Iterator<Item = (&str, &str)>| {
             let mut c = ClientConfig::new();
-            for (k, v) in &kafka.properties {
+            for (k, v) in properties {
                 c.set(k, v);
             }
             c.set("bootstrap.servers", &kafka.brokers);
             c
         };
         let context = ChangelogContext { log: log.clone(), failed: AtomicU64::new(0), last_error: Mutex::new(None) };
-        let producer = base()
+        let producer = base(&mut kafka.producer_properties())
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", WRITE_TIMEOUT.as_millis().to_string())
             .set("linger.ms", "5")
             .create_with_context(context)
             .map_err(ChangelogError::Client)?;
-        let reader = base()
+        let reader = base(&mut kafka.consumer_properties())
             .set("group.id", format!("{}-changelog-reader", kafka.group_id))
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
@@ -284,7 +285,9 @@ impl Changelog {
             .set("receive.message.max.bytes", ((64 << 20) + (1 << 20)).to_string())
             .create_with_context(SharedLog(log.clone()))
             .map_err(ChangelogError::Client)?;
-        let admin = base().create_with_context(SharedLog(log)).map_err(ChangelogError::Client)?;
+        let admin = base(&mut kafka.producer_properties())
+            .create_with_context(SharedLog(log))
+            .map_err(ChangelogError::Client)?;
         Ok(Changelog {
             topic: topic.to_string(),
             aggregates_topic: aggregates_topic.to_string(),

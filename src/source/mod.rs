@@ -88,7 +88,7 @@ fn client_config(cfg: &KafkaConfig) -> ClientConfig {
     c.set("auto.offset.reset", "earliest");
     // User properties first, so that the settings offset handling depends on always win
     // (validation refuses them in the file anyway).
-    for (k, v) in &cfg.properties {
+    for (k, v) in cfg.consumer_properties() {
         c.set(k, v);
     }
     c.set("bootstrap.servers", &cfg.brokers)
