@@ -83,19 +83,6 @@ checkpoint_interval = "300ms"
     )
 }
 
-/// Every `_sum`, `_count` and `_total` series except wall-clock measurements of the process.
-fn totals(m: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-    m.iter()
-        .filter(|(k, _)| {
-            let name = k.split('{').next().unwrap();
-            (name.ends_with("_sum") || name.ends_with("_count") || name.ends_with("_total"))
-                && !name.starts_with("rankpulse_event_processing_seconds")
-                && !name.starts_with("rankpulse_checkpoint")
-        })
-        .map(|(k, v)| (k.clone(), *v))
-        .collect()
-}
-
 fn finished(m: &BTreeMap<String, f64>, consumed: [usize; 2]) -> bool {
     let total = |topic: &str| m.get(&series("rankpulse_events_consumed_total", &[("topic", topic)])).copied();
     let impressions: f64 = ["control", "treatment"]

@@ -113,19 +113,6 @@ checkpoint_interval = "500ms"
     )
 }
 
-/// Every `_sum`, `_count` and `_total` series except wall-clock measurements of the process.
-fn totals(m: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-    m.iter()
-        .filter(|(k, _)| {
-            let name = k.split('{').next().unwrap();
-            (name.ends_with("_sum") || name.ends_with("_count") || name.ends_with("_total"))
-                && !name.starts_with("rankpulse_event_processing_seconds")
-                && !name.starts_with("rankpulse_checkpoint")
-        })
-        .map(|(k, v)| (k.clone(), *v))
-        .collect()
-}
-
 /// Series summed over several replicas' expositions.
 fn summed(all: &[BTreeMap<String, f64>]) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();

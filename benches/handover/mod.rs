@@ -9,13 +9,13 @@
 //!   `serve` with the default checkpoint interval; the bytes each snapshot round writes, per
 //!   second.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
-use crate::common::{free_port, http_get, parse_exposition, serve_config, wait_for, Daemon, BIN};
+use crate::common::{free_port, http_get, parse_exposition, serve_config, wait_for, Broker, Daemon, BIN};
 use crate::{median, Results};
 
 /// Impressions produced after a replica stopped, so the next one has something to resume with:
@@ -23,62 +23,6 @@ use crate::{median, Results};
 const EXTRA: u64 = 100;
 /// Handovers per state size: three gives a median, and each adds only `EXTRA` to the state.
 const HANDOVERS: usize = 3;
-
-/// tansu on a free port with its memory storage; killed on drop (it ignores SIGTERM).
-struct Tansu {
-    /// The broker process.
-    child: Child,
-    /// Where it listens (and advertises itself).
-    port: u16,
-}
-
-impl Tansu {
-    /// A fresh broker once it accepts connections; `None`, with a message, when tansu is not
-    /// installed.
-    fn start() -> Option<Tansu> {
-        if Command::new("tansu").arg("--version").output().is_err() {
-            eprintln!("SKIPPED: tansu not installed (cargo install tansu --locked --features dynostore)");
-            return None;
-        }
-        let port = free_port();
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new("tansu")
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting tansu");
-        let tansu = Tansu { child, port };
-        let listening = || std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(drop);
-        wait_for(
-            Instant::now() + Duration::from_secs(30),
-            Duration::from_millis(100),
-            "tansu did not listen",
-            listening,
-        );
-        Some(tansu)
-    }
-
-    fn brokers(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn create_topic(&self, name: &str, partitions: i32) {
-        let status = Command::new("tansu")
-            .args(["topic", "create", name, "--partitions", &partitions.to_string()])
-            .args(["--broker", &format!("tcp://127.0.0.1:{}", self.port)])
-            .status()
-            .expect("running tansu topic create");
-        assert!(status.success(), "tansu topic create {name} failed");
-    }
-}
-
-impl Drop for Tansu {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Produces impressions `first..first + count` (10 results each, no engagements) to partition 0,
 /// stamped within the last few minutes so `limits.max_past` keeps them and a 1h attribution
@@ -160,8 +104,8 @@ struct Handover {
 
 /// Handover of one partition holding `n` pending impressions, `HANDOVERS` times.
 fn handover_at(n: u64, results: &mut Results) {
-    let Some(tansu) = Tansu::start() else { return };
-    let brokers = tansu.brokers();
+    let Some(tansu) = Broker::tansu() else { return };
+    let brokers = tansu.bootstrap();
     let (imp, eng) = ("handover-impressions", "handover-engagements");
     tansu.create_topic(imp, 1);
     tansu.create_topic(eng, 1);
@@ -275,8 +219,8 @@ const MEASURED: Duration = Duration::from_secs(60);
 /// Changelog and aggregates bytes per second under the demo's traffic, default checkpoint
 /// interval.
 pub fn changelog_rate(results: &mut Results) {
-    let Some(tansu) = Tansu::start() else { return };
-    let brokers = tansu.brokers();
+    let Some(tansu) = Broker::tansu() else { return };
+    let brokers = tansu.bootstrap();
     // The demo's topics: four partitions each.
     let (imp, eng) = ("search-impressions", "search-engagements");
     for topic in [imp, eng] {

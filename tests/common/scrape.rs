@@ -127,3 +127,17 @@ pub fn promtool_check(exposition: &str) {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.trim().is_empty(), "promtool check metrics complained:\n{text}");
 }
+
+/// Every `_sum`, `_count` and `_total` series except wall-clock measurements of the process:
+/// what must equal an uninterrupted run's whatever happened to the daemons.
+pub fn totals(m: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    m.iter()
+        .filter(|(k, _)| {
+            let name = k.split('{').next().unwrap();
+            (name.ends_with("_sum") || name.ends_with("_count") || name.ends_with("_total"))
+                && !name.starts_with("rankpulse_event_processing_seconds")
+                && !name.starts_with("rankpulse_checkpoint")
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
