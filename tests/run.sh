@@ -13,6 +13,10 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 python3 -c 'import yaml' >/dev/null 2>&1 || missing+=(python3 python3-yaml)
+# librdkafka is built with TLS (SASL_SSL, SCRAM, mTLS) against Debian's OpenSSL and with libcurl
+# (SASL OAUTHBEARER with OIDC token endpoints), found through pkg-config.
+pkg-config --exists openssl 2>/dev/null || missing+=(pkg-config libssl-dev)
+pkg-config --exists libcurl 2>/dev/null || missing+=(pkg-config libcurl4-openssl-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}..."
   as_root apt-get update -qq
