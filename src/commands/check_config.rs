@@ -1,4 +1,10 @@
-//! `rankpulse check-config`: validate and print the effective configuration.
+//! `rankpulse check-config`: validate the configuration the way `serve` will use it and print
+//! the effective configuration, secrets redacted.
+//!
+//! Beyond the file's own rules, every Kafka client `serve` creates is built with no broker to
+//! connect to: librdkafka then checks each property (name, value, what this build supports) and
+//! what it checks only when a client is created (SASL mechanism and credentials, TLS files,
+//! OIDC settings), and secrets are read from their files and environment variables.
 
 use std::path::Path;
 
@@ -6,6 +12,11 @@ use crate::config::Config;
 
 pub fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(Some(path))?;
-    print!("{}", cfg.to_toml());
+    let warnings = cfg.kafka.check_clients()?;
+    let shown = Config { kafka: cfg.kafka.redacted(), ..cfg };
+    print!("{}", shown.to_toml());
+    for warning in warnings {
+        eprintln!("librdkafka warns: {warning}");
+    }
     Ok(())
 }

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::config::{Config, KafkaConfig};
 use crate::demo::FaultRate;
 
 #[derive(Debug, Parser)]
@@ -119,6 +120,10 @@ pub enum Command {
     /// Produce the demo's generated A/B traffic to real Kafka topics in real time, to try
     /// `serve` against a real cluster (the docker compose quick start runs it).
     Produce {
+        /// Take the brokers, the topics and the librdkafka properties and secrets (TLS, SASL)
+        /// from this configuration file's `[kafka]` section, as `serve` does.
+        #[arg(long, conflicts_with_all = ["brokers", "impressions_topic", "engagements_topic"])]
+        config: Option<PathBuf>,
         /// Bootstrap brokers, comma separated.
         #[arg(long, default_value = "localhost:9092")]
         brokers: String,
@@ -173,13 +178,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Generate { impressions, engagements, count, rate, seed, start, faults } => {
             generate::run(&impressions, &engagements, count, rate, seed, &start, faults)
         }
-        Command::Produce { brokers, impressions_topic, engagements_topic, rate, seed, duration, faults } => {
-            produce::run(
-                &brokers,
-                (&impressions_topic, &engagements_topic),
-                (rate, seed, faults),
-                duration.map(std::time::Duration::from_secs),
-            )
+        Command::Produce { config, brokers, impressions_topic, engagements_topic, rate, seed, duration, faults } => {
+            let kafka = match config {
+                Some(path) => Config::load(Some(&path))?.kafka,
+                None => KafkaConfig { brokers, impressions_topic, engagements_topic, ..KafkaConfig::default() },
+            };
+            produce::run(&kafka, (rate, seed, faults), duration.map(std::time::Duration::from_secs))
         }
         Command::CheckConfig { config } => check_config::run(&config),
     }

@@ -3,21 +3,18 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, Producer};
 
+use crate::config::{ClientRole, KafkaConfig};
 use crate::demo::{produce_live, FaultRate, TrafficGenerator, EXPERIMENT};
 use crate::kafka_log::ProducerLog;
 use crate::shutdown::Shutdown;
 
-pub fn run(
-    brokers: &str,
-    (impressions_topic, engagements_topic): (&str, &str),
-    (rate, seed, faults): (u32, u64, FaultRate),
-    duration: Option<Duration>,
-) -> anyhow::Result<()> {
-    let producer: BaseProducer<ProducerLog> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+pub fn run(kafka: &KafkaConfig, (rate, seed, faults): (u32, u64, FaultRate), duration: Option<Duration>) -> anyhow::Result<()> {
+    let (brokers, impressions_topic, engagements_topic) =
+        (kafka.brokers.as_str(), kafka.impressions_topic.as_str(), kafka.engagements_topic.as_str());
+    let producer: BaseProducer<ProducerLog> = kafka
+        .client_config(ClientRole::Producer)?
         .set("linger.ms", "5")
         .create_with_context(ProducerLog::new("producer", brokers))
         .with_context(|| format!("creating a Kafka producer for {brokers}"))?;

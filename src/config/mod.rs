@@ -6,14 +6,17 @@
 //! message names the key it is about.
 //!
 //! The schema (every section and its defaults) is in `schema`, reading the file and the
-//! environment in `load`, the cross-field rules in `validate`.
+//! environment in `load`, the cross-field rules in `validate`, and what each Kafka client is
+//! built from (role properties, secrets, librdkafka's own checks) in `kafka_client`.
 
+mod kafka_client;
 mod load;
 mod schema;
 mod validate;
 
 use std::path::PathBuf;
 
+pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, Config, HttpConfig, InputFormat, JoinConfig, KafkaConfig, LabelsConfig,
     LimitsConfig, MetricsConfig, StateConfig, UbiConfig,

@@ -32,8 +32,9 @@ pub struct Config {
     pub ab: AbConfig,
 }
 
-/// `[kafka]`: where events come from.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// `[kafka]`: where events come from. Its `Debug` shows secrets redacted (see
+/// [`KafkaConfig::redacted`]).
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct KafkaConfig {
     /// Bootstrap brokers, comma separated. Default `localhost:9092`.
@@ -57,9 +58,18 @@ pub struct KafkaConfig {
     pub impressions_format: InputFormat,
     /// How engagement messages are written: `json` or `ubi` (UBI event documents). Default `json`.
     pub engagements_format: InputFormat,
-    /// Extra librdkafka properties passed as they are (security.protocol, sasl.*, ...) to every
-    /// client, but for those of the other role (see [`KafkaConfig::consumer_properties`]).
+    /// Extra librdkafka properties passed as they are (security.protocol, sasl.*, ssl.*, ...) to
+    /// every client, but for those of the other role (see [`KafkaConfig::consumer_properties`]).
+    /// Secret values (`sasl.password`, ...) are accepted here but better kept out of the file
+    /// with the two tables below. Default empty.
     pub properties: BTreeMap<String, String>,
+    /// librdkafka properties whose value is the content of a file (a Kubernetes Secret mount,
+    /// say), read when each client is built; a trailing newline is not part of the value:
+    /// `"sasl.password" = "/var/run/secrets/rankpulse/kafka-password"`. Default empty.
+    pub properties_from_file: BTreeMap<String, String>,
+    /// librdkafka properties whose value is an environment variable's:
+    /// `"sasl.password" = "KAFKA_SASL_PASSWORD"`. Default empty.
+    pub properties_from_env: BTreeMap<String, String>,
 }
 
 impl Default for KafkaConfig {
@@ -73,93 +83,9 @@ impl Default for KafkaConfig {
             impressions_format: InputFormat::Json,
             engagements_format: InputFormat::Json,
             properties: BTreeMap::new(),
+            properties_from_file: BTreeMap::new(),
+            properties_from_env: BTreeMap::new(),
         }
-    }
-}
-
-/// librdkafka properties that only consumers read (scope `C` in librdkafka 2.12's
-/// CONFIGURATION.md): a producer given one logs a CONFWARN line at start.
-const CONSUMER_ONLY_PROPERTIES: &[&str] = &[
-    "auto.commit.enable",
-    "auto.commit.interval.ms",
-    "auto.offset.reset",
-    "check.crcs",
-    "consume.callback.max.messages",
-    "coordinator.query.interval.ms",
-    "enable.auto.commit",
-    "enable.auto.offset.store",
-    "enable.partition.eof",
-    "fetch.error.backoff.ms",
-    "fetch.max.bytes",
-    "fetch.message.max.bytes",
-    "fetch.min.bytes",
-    "fetch.queue.backoff.ms",
-    "fetch.wait.max.ms",
-    "group.id",
-    "group.instance.id",
-    "group.protocol",
-    "group.protocol.type",
-    "group.remote.assignor",
-    "heartbeat.interval.ms",
-    "isolation.level",
-    "max.partition.fetch.bytes",
-    "max.poll.interval.ms",
-    "offset.store.method",
-    "offset.store.path",
-    "offset.store.sync.interval.ms",
-    "partition.assignment.strategy",
-    "queued.max.messages.kbytes",
-    "queued.min.messages",
-    "session.timeout.ms",
-];
-
-/// librdkafka properties that only producers read (scope `P`), likewise.
-const PRODUCER_ONLY_PROPERTIES: &[&str] = &[
-    "acks",
-    "batch.num.messages",
-    "batch.size",
-    "compression.codec",
-    "compression.level",
-    "compression.type",
-    "delivery.report.only.error",
-    "delivery.timeout.ms",
-    "enable.gapless.guarantee",
-    "enable.idempotence",
-    "linger.ms",
-    "message.send.max.retries",
-    "message.timeout.ms",
-    "partitioner",
-    "produce.offset.report",
-    "queue.buffering.backpressure.threshold",
-    "queue.buffering.max.kbytes",
-    "queue.buffering.max.messages",
-    "queue.buffering.max.ms",
-    "queuing.strategy",
-    "request.required.acks",
-    "request.timeout.ms",
-    "retries",
-    "sticky.partitioning.linger.ms",
-    "transaction.timeout.ms",
-    "transactional.id",
-];
-
-impl KafkaConfig {
-    /// `properties` for rankpulse's consumers: all but the producer-only ones, which a
-    /// consumer would only warn about (one `[kafka.properties]` table serves every client).
-    pub fn consumer_properties(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.properties_but(PRODUCER_ONLY_PROPERTIES)
-    }
-
-    /// `properties` for rankpulse's producers: all but the consumer-only ones.
-    pub fn producer_properties(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.properties_but(CONSUMER_ONLY_PROPERTIES)
-    }
-
-    fn properties_but<'a>(&'a self, other_role: &'static [&'static str]) -> impl Iterator<Item = (&'a str, &'a str)> {
-        self.properties
-            .iter()
-            .filter(move |(k, _)| !other_role.contains(&k.as_str()))
-            .map(|(k, v)| (k.as_str(), v.as_str()))
     }
 }
 
@@ -464,32 +390,5 @@ impl AbConfig {
     /// The configured expected split of `experiment`, if any.
     pub fn split_of(&self, experiment: &str) -> Option<&BTreeMap<String, f64>> {
         self.experiments.get(experiment).map(|e| &e.split).filter(|s| !s.is_empty())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_client_gets_the_properties_of_its_role_and_the_shared_ones() {
-        let kafka = KafkaConfig {
-            properties: [
-                ("session.timeout.ms", "6000"),
-                ("acks", "all"),
-                ("security.protocol", "SASL_SSL"),
-                ("sasl.mechanisms", "PLAIN"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-            ..KafkaConfig::default()
-        };
-        let keys = |it: &mut dyn Iterator<Item = (&str, &str)>| it.map(|(k, _)| k.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            keys(&mut kafka.consumer_properties()),
-            ["sasl.mechanisms", "security.protocol", "session.timeout.ms"]
-        );
-        assert_eq!(keys(&mut kafka.producer_properties()), ["acks", "sasl.mechanisms", "security.protocol"]);
     }
 }

@@ -43,8 +43,30 @@ impl Config {
                 "must differ from kafka.impressions_topic: the topic tells an impression from an engagement",
             ));
         }
+        for (table, path_kind) in [("properties_from_file", "a file path"), ("properties_from_env", "a variable name")] {
+            let sources = if table == "properties_from_file" { &k.properties_from_file } else { &k.properties_from_env };
+            for (property, source) in sources {
+                if source.trim().is_empty() {
+                    return Err(invalid(format!("kafka.{table}.\"{property}\""), format!("must be {path_kind}")));
+                }
+                if k.properties.contains_key(property) {
+                    return Err(invalid(
+                        format!("kafka.{table}.\"{property}\""),
+                        format!("is also set in kafka.properties; give {property} one source"),
+                    ));
+                }
+            }
+        }
+        if let Some(property) = k.properties_from_file.keys().find(|p| k.properties_from_env.contains_key(*p)) {
+            return Err(invalid(
+                format!("kafka.properties_from_env.\"{property}\""),
+                format!("is also set in kafka.properties_from_file; give {property} one source"),
+            ));
+        }
+        let every_property =
+            k.properties.keys().chain(k.properties_from_file.keys()).chain(k.properties_from_env.keys());
         for managed in MANAGED_KAFKA_PROPERTIES {
-            if k.properties.contains_key(*managed) {
+            if every_property.clone().any(|p| p == managed) {
                 return Err(invalid(
                     format!("kafka.properties.\"{managed}\""),
                     "is set by rankpulse itself (offsets are stored only after processing, and partition n of both topics must be assigned together); use kafka.brokers / kafka.group_id / kafka.group_instance_id instead",
@@ -241,6 +263,16 @@ mod tests {
             ("[ab.experiments.e]\nsplit = { control = 1.5, t = -0.5 }", "ab.experiments.e.split.control"),
             ("[kafka]\nengagements_topic = \"search-impressions\"", "kafka.engagements_topic"),
             ("[kafka.properties]\n\"enable.auto.commit\" = \"true\"", "enable.auto.commit"),
+            ("[kafka.properties_from_env]\n\"group.id\" = \"GROUP\"", "kafka.properties.\"group.id\""),
+            ("[kafka.properties_from_file]\n\"sasl.password\" = \"\"", "kafka.properties_from_file.\"sasl.password\""),
+            (
+                "[kafka.properties]\n\"sasl.password\" = \"x\"\n[kafka.properties_from_env]\n\"sasl.password\" = \"P\"",
+                "kafka.properties_from_env.\"sasl.password\"",
+            ),
+            (
+                "[kafka.properties_from_file]\n\"sasl.password\" = \"/p\"\n[kafka.properties_from_env]\n\"sasl.password\" = \"P\"",
+                "kafka.properties_from_env.\"sasl.password\"",
+            ),
             ("[http]\nlisten = \"nowhere\"", "http.listen"),
             ("[metrics]\nwindows = [\"1m\", \"60s\"]", "metrics.windows"),
             ("[join]\nmax_pending_impressions = 0", "join.max_pending_impressions"),

@@ -9,10 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-use crate::config::KafkaConfig;
+use crate::config::{ClientRole, KafkaClientError, KafkaConfig};
 use crate::engine::{Engine, SharedEngine};
 use crate::experiments::Span;
 use crate::kafka_log::{KafkaLog, ProducerLog};
@@ -28,12 +27,15 @@ const FINAL_FLUSH: Duration = Duration::from_secs(5);
 
 /// The A/B output topic cannot be served: `serve` stops at start-up rather than run without it.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot create the producer for ab.output_topic: {0}")]
-pub struct PublishError(
-    /// The client library's reason, usually a bad `[kafka]` property. In the message and
-    /// deliberately not a `source()`, which `main` would print a second time.
-    rdkafka::error::KafkaError,
-);
+pub enum PublishError {
+    /// The client library's reason. In the message and deliberately not a `source()`, which
+    /// `main` would print a second time.
+    #[error("cannot create the producer for ab.output_topic: {0}")]
+    Create(rdkafka::error::KafkaError),
+    /// A `[kafka]` property or secret the producer cannot be configured with.
+    #[error(transparent)]
+    Config(#[from] KafkaClientError),
+}
 
 /// The producer of the A/B output topic.
 pub struct Publisher {
@@ -49,18 +51,14 @@ pub struct Publisher {
 impl Publisher {
     /// A producer with the `[kafka]` brokers and properties (security settings apply to it too).
     pub fn new(kafka: &KafkaConfig, topic: &str) -> Result<Publisher, PublishError> {
-        let mut config = ClientConfig::new();
-        for (k, v) in kafka.producer_properties() {
-            config.set(k, v);
-        }
+        let mut config = kafka.client_config(ClientRole::Producer)?;
         let context = ProducerLog::new("A/B producer", &kafka.brokers);
         let log = context.log.clone();
         let producer = config
-            .set("bootstrap.servers", &kafka.brokers)
             .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string())
             .set("enable.idempotence", "true")
             .create_with_context(context)
-            .map_err(PublishError)?;
+            .map_err(PublishError::Create)?;
         Ok(Publisher { producer, topic: topic.to_string(), log })
     }
 

@@ -10,15 +10,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::changelog::{ChunkHeader, SnapshotId};
+use super::SourceError;
 use crate::checkpoint;
-use crate::config::KafkaConfig;
+use crate::config::{ClientRole, KafkaConfig};
 use crate::engine::{PartitionAggregates, SharedEngine};
 use crate::kafka_log::{KafkaLog, SharedLog};
 use crate::shutdown::Shutdown;
@@ -47,21 +47,18 @@ pub(super) fn spawn(
     engine: SharedEngine,
     shutdown: Shutdown,
     log: Arc<KafkaLog>,
-) -> Result<std::thread::JoinHandle<()>, KafkaError> {
-    let mut config = ClientConfig::new();
-    for (k, v) in kafka.consumer_properties() {
-        config.set(k, v);
-    }
-    let consumer: BaseConsumer<SharedLog> = config
-        .set("bootstrap.servers", &kafka.brokers)
+) -> Result<std::thread::JoinHandle<()>, SourceError> {
+    let consumer: BaseConsumer<SharedLog> = kafka
+        .client_config(ClientRole::Consumer)?
         .set("group.id", format!("{}-aggregates-reader", kafka.group_id))
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
-        .create_with_context(SharedLog(log.clone()))?;
+        .create_with_context(SharedLog(log.clone()))
+        .map_err(SourceError::Create)?;
     std::thread::Builder::new()
         .name("rankpulse-aggregates".into())
         .spawn(move || read(&consumer, &topic, &engine, &shutdown, &log))
-        .map_err(|e| KafkaError::ClientCreation(format!("starting the aggregates reader: {e}")))
+        .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the aggregates reader: {e}"))))
 }
 
 fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, shutdown: &Shutdown, log: &KafkaLog) {

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
@@ -31,7 +31,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientContext;
 
-use crate::config::KafkaConfig;
+use crate::config::{ClientRole, KafkaClientError, KafkaConfig};
 use crate::kafka_log::{KafkaLog, SharedLog};
 
 /// Payload bytes per chunk: with the header and Kafka's record overhead, below the brokers'
@@ -54,6 +54,8 @@ const FIRST_STEP: i64 = 16;
 pub enum ChangelogError {
     #[error("creating the changelog client: {0}")]
     Client(KafkaError),
+    #[error(transparent)]
+    Config(#[from] KafkaClientError),
     #[error("changelog topic {topic}: {error}")]
     Topic { topic: String, error: String },
     #[error("changelog topic {topic} has {has} partitions, but the input topics have {needed}: partition n's state goes to changelog partition n; add partitions to it (kafka-topics --alter) or set state.changelog_topic to a new topic")]
@@ -250,24 +252,17 @@ impl Changelog {
         runtime: tokio::runtime::Handle,
         log: Arc<KafkaLog>,
     ) -> Result<Changelog, ChangelogError> {
-        // The `[kafka]` properties each client reads (the admin client is a producer-type client).
-        let base = |properties: &mut dyn Iterator<Item = (&str, &str)>| {
-            let mut c = ClientConfig::new();
-            for (k, v) in properties {
-                c.set(k, v);
-            }
-            c.set("bootstrap.servers", &kafka.brokers);
-            c
-        };
         let context = ChangelogContext { log: log.clone(), failed: AtomicU64::new(0), last_error: Mutex::new(None) };
-        let producer = base(&mut kafka.producer_properties())
+        let producer = kafka
+            .client_config(ClientRole::Producer)?
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", WRITE_TIMEOUT.as_millis().to_string())
             .set("linger.ms", "5")
             .create_with_context(context)
             .map_err(ChangelogError::Client)?;
-        let reader = base(&mut kafka.consumer_properties())
+        let reader = kafka
+            .client_config(ClientRole::Consumer)?
             .set("group.id", format!("{}-changelog-reader", kafka.group_id))
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
@@ -285,7 +280,9 @@ impl Changelog {
             .set("receive.message.max.bytes", ((64 << 20) + (1 << 20)).to_string())
             .create_with_context(SharedLog(log.clone()))
             .map_err(ChangelogError::Client)?;
-        let admin = base(&mut kafka.producer_properties())
+        // The admin client is a producer-type client.
+        let admin = kafka
+            .client_config(ClientRole::Producer)?
             .create_with_context(SharedLog(log))
             .map_err(ChangelogError::Client)?;
         Ok(Changelog {

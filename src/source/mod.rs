@@ -37,7 +37,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
-use crate::config::{KafkaConfig, StateConfig};
+use crate::config::{ClientRole, KafkaClientError, KafkaConfig, StateConfig};
 use crate::engine::{RejectLog, SharedEngine};
 use crate::event::EventKind;
 use crate::health::Health;
@@ -74,6 +74,8 @@ pub enum SourceError {
     ConsumerThread,
     #[error(transparent)]
     Changelog(#[from] ChangelogError),
+    #[error(transparent)]
+    Config(#[from] KafkaClientError),
 }
 
 /// Where and how often partitions are snapshotted; `None` in the demo, which has nothing to
@@ -83,16 +85,14 @@ pub struct Durability {
     pub state: StateConfig,
 }
 
-fn client_config(cfg: &KafkaConfig) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("auto.offset.reset", "earliest");
-    // User properties first, so that the settings offset handling depends on always win
-    // (validation refuses them in the file anyway).
-    for (k, v) in cfg.consumer_properties() {
-        c.set(k, v);
+fn client_config(cfg: &KafkaConfig) -> Result<ClientConfig, KafkaClientError> {
+    let mut c = cfg.client_config(ClientRole::Consumer)?;
+    // After the user's properties, so that the settings offset handling depends on always win
+    // (validation refuses them in the file anyway); `auto.offset.reset` is the user's to change.
+    if c.get("auto.offset.reset").is_none() {
+        c.set("auto.offset.reset", "earliest");
     }
-    c.set("bootstrap.servers", &cfg.brokers)
-        .set("group.id", &cfg.group_id)
+    c.set("group.id", &cfg.group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         // Partition n of both topics to one member (see the module documentation).
@@ -100,7 +100,7 @@ fn client_config(cfg: &KafkaConfig) -> ClientConfig {
     if !cfg.group_instance_id.is_empty() {
         c.set("group.instance.id", &cfg.group_instance_id);
     }
-    c
+    Ok(c)
 }
 
 /// Consumes until shutdown; checkpoints and commits before returning.
@@ -134,8 +134,7 @@ pub async fn run(
             // On before the first window closes: every partition's closed windows are kept for
             // the aggregates topic, and nothing but complete windows is ever published.
             engine.lock().enable_global_view(0);
-            aggregates::spawn(cfg, aggregates_topic, engine.clone(), shutdown.clone(), log.clone())
-                .map_err(SourceError::Create)?;
+            aggregates::spawn(cfg, aggregates_topic, engine.clone(), shutdown.clone(), log.clone())?;
             (Some(changelog), state.checkpoint_interval.as_duration())
         }
         None => (None, commit_interval),
@@ -150,7 +149,7 @@ pub async fn run(
         shutdown: shutdown.clone(),
     };
     let consumer: BaseConsumer<SourceContext> =
-        client_config(cfg).create_with_context(context).map_err(SourceError::Create)?;
+        client_config(cfg)?.create_with_context(context).map_err(SourceError::Create)?;
     consumer
         .subscribe(&[topics[0].as_str(), topics[1].as_str()])
         .map_err(|error| SourceError::Subscribe { topics: topics.clone(), error })?;
