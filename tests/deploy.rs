@@ -225,7 +225,18 @@ fn kubernetes_manifests_are_consistent() {
     };
     let config_volume = volumes.iter().find(|v| v["configMap"]["name"] == config_map["metadata"]["name"]).unwrap();
     assert_eq!(format!("{}/{file_name}", mount_of(config_volume)), args[2], "--config names the mounted file");
-    assert_eq!(volumes.len(), 1, "the configuration is the only volume: state lives in the changelog");
+    // Besides the configuration, only read-only Secrets: state lives in the changelog.
+    for volume in volumes.iter().filter(|v| v != &config_volume) {
+        assert!(volume["secret"]["secretName"].is_string(), "only Secrets beside the configuration: {volume}");
+        let mount = container["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == volume["name"]);
+        assert_eq!(mount.unwrap()["readOnly"], true, "{volume}");
+    }
+    // The Kafka password is a file of the mounted Secret, where the ConfigMap's example reads it.
+    let kafka_secret = volumes.iter().find(|v| v["secret"]["secretName"] == "rankpulse-kafka").expect("a Kafka Secret");
+    assert_eq!(kafka_secret["secret"]["optional"], true, "a cluster without Kafka authentication needs no Secret");
+    let password_file = format!("\"sasl.password\" = \"{}/kafka-password\"", mount_of(kafka_secret));
+    let config_text = config_map["data"][file_name].as_str().unwrap();
+    assert!(config_text.contains(&password_file), "the ConfigMap's example reads {password_file}");
 
     assert_eq!(service["metadata"]["name"], "rankpulse", "the job label the alerts expect");
     let service_port = &service["spec"]["ports"][0];
