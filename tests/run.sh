@@ -17,17 +17,23 @@ python3 -c 'import yaml' >/dev/null 2>&1 || missing+=(python3 python3-yaml)
 # (SASL OAUTHBEARER with OIDC token endpoints), found through pkg-config.
 pkg-config --exists openssl 2>/dev/null || missing+=(pkg-config libssl-dev)
 pkg-config --exists libcurl 2>/dev/null || missing+=(pkg-config libcurl4-openssl-dev)
+# tests/kafka_security.rs: Debian's stunnel4 terminates TLS (and checks client certificates) in
+# front of tansu, and openssl encrypts a test key.
+command -v stunnel4 >/dev/null 2>&1 || missing+=(stunnel4)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}..."
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# tansu: an Apache-Kafka-compatible broker in its own process, for the crash-and-restart test.
-# About 15 minutes to build on 2 cores, so an installed one is reused.
-if ! tansu --version >/dev/null 2>&1; then
-  echo "installing tansu (a Kafka-compatible broker) for the crash test..."
-  cargo install tansu --locked --features dynostore
+# tansu: an Apache-Kafka-compatible broker in its own process, for the crash-and-restart and
+# security tests. Its sqlite storage (feature libsql) is the one that keeps SCRAM users, which
+# tests/kafka_security.rs needs. About 15 minutes to build on 2 cores, so an installed one with
+# both storage engines is reused.
+if ! tansu --help 2>/dev/null | grep -q '^Storage engines:.*libsql'; then
+  echo "installing tansu (a Kafka-compatible broker, with sqlite storage for SCRAM users)..."
+  cargo install tansu --locked --features dynostore,libsql
 fi
 
 cargo test --all-targets --locked

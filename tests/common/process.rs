@@ -9,6 +9,17 @@ use serde_json::Value;
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_rankpulse");
 
+/// The passwords and passphrases tests give rankpulse. No daemon's output may contain one
+/// ([`Daemon`] checks whatever it wrote when it stops): rankpulse never logs a secret.
+pub const TEST_SECRETS: [&str; 3] = ["kafka-pw-7d1e4b9c", "key-passphrase-52af0e", "wrong-pw-c83b61"];
+
+/// Panics if `output` (what `what` wrote) contains a secret of [`TEST_SECRETS`].
+pub fn assert_no_secret(output: &str, what: &str) {
+    for secret in TEST_SECRETS {
+        assert!(!output.contains(secret), "{what} wrote a secret ({secret}):\n{output}");
+    }
+}
+
 /// Calls `poll` every `every` until it gives a value, and returns that; panics with `what` once
 /// `deadline` has passed without one.
 pub fn wait_for<T>(deadline: Instant, every: Duration, what: &str, mut poll: impl FnMut() -> Option<T>) -> T {
@@ -86,13 +97,16 @@ impl Daemon {
         let what = format!("rankpulse did not stop within {within:?} of SIGTERM");
         let status = wait_for(started + within, Duration::from_millis(50), &what, || self.child.try_wait().unwrap());
         self.print_output_unless(status.success());
-        (status, started.elapsed(), self.output())
+        let output = self.output();
+        assert_no_secret(&output, &format!("rankpulse {}", self.args));
+        (status, started.elapsed(), output)
     }
 
     /// SIGKILL: no chance to checkpoint or commit.
     pub fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+        assert_no_secret(&self.output(), &format!("rankpulse {}", self.args));
     }
 
     /// Waits up to `within` for the process to exit by itself.
@@ -101,6 +115,7 @@ impl Daemon {
         let what = format!("rankpulse did not exit within {within:?}");
         let status = wait_for(deadline, Duration::from_millis(100), &what, || self.child.try_wait().unwrap());
         self.print_output_unless(status.success());
+        assert_no_secret(&self.output(), &format!("rankpulse {}", self.args));
         status
     }
 
