@@ -284,6 +284,22 @@ fn mutual_tls_consumes_commits_and_publishes_exactly() {
     let output = serve_equals_replay(&kafka, dir.path(), &security_toml(&serve, &secrets), &[], &probe);
     assert!(output.contains("consuming"), "{output}");
 
+    // `produce --config` takes the same settings: its traffic arrives through the TLS front.
+    let high_watermark = || {
+        let consumer: BaseConsumer = client(&kafka.bootstrap(), &probe).create().unwrap();
+        (0..PARTITIONS).map(|p| consumer.fetch_watermarks(IMP_TOPIC, p, Duration::from_secs(10)).unwrap().1).sum::<i64>()
+    };
+    let before = high_watermark();
+    let cfg = dir.path().join("secured.toml");
+    let out = Command::new(BIN)
+        .args(["produce", "--config", cfg.to_str().unwrap(), "--rate", "100", "--duration", "2"])
+        .output()
+        .unwrap();
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{printed}");
+    assert_no_secret(&printed, "produce");
+    assert!(high_watermark() >= before + 100, "produce --config wrote nothing through TLS:\n{printed}");
+
     // Without a client certificate the TLS front refuses the connection.
     let no_cert = vec![("security.protocol", "SSL".to_string()), ("ssl.ca.location", pki.ca_cert.display().to_string())];
     let output = refused(&kafka, dir.path(), &security_toml(&no_cert, ""), &[], "certificate required", &probe);
@@ -446,6 +462,35 @@ fn check_config_names_the_key_and_never_prints_a_secret() {
     let (ok, text) = check("missing-secret.toml", missing_secret);
     assert!(!ok);
     assert!(text.contains("configuration key `kafka.properties_from_file.\"sasl.password\"`: cannot read /nonexistent/kafka-password"), "{text}");
+
+    // Mutual TLS from a PKCS#12 keystore, its password from the environment: librdkafka opens
+    // it when the client is built, so a wrong password fails the check.
+    let pki = TestPki::new(dir.path());
+    let keystore = dir.path().join("client.p12");
+    let out = Command::new("openssl")
+        .args(["pkcs12", "-export", "-in", pki.client_cert.to_str().unwrap(), "-inkey", pki.client_key.to_str().unwrap()])
+        .args(["-out", keystore.to_str().unwrap(), "-passout", &format!("pass:{KEY_PASSPHRASE}")])
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let p12 = |variable: &str| {
+        let path = dir.path().join("p12.toml");
+        std::fs::write(&path, format!("[kafka.properties]\n\"security.protocol\" = \"SSL\"\n\"ssl.keystore.location\" = {:?}\n[kafka.properties_from_env]\n\"ssl.keystore.password\" = \"{variable}\"\n", keystore.display().to_string())).unwrap();
+        let out = Command::new(BIN)
+            .args(["check-config", "--config", path.to_str().unwrap()])
+            .env("RANKPULSE_TEST_P12_RIGHT", KEY_PASSPHRASE)
+            .env("RANKPULSE_TEST_P12_WRONG", TEST_SECRETS[2])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_no_secret(&text, "check-config");
+        (out.status.success(), text)
+    };
+    let (ok, text) = p12("RANKPULSE_TEST_P12_RIGHT");
+    assert!(ok, "{text}");
+    let (ok, text) = p12("RANKPULSE_TEST_P12_WRONG");
+    assert!(!ok);
+    assert!(text.contains("configuration key `kafka.properties.\"ssl.keystore.location\"`: librdkafka refuses"), "{text}");
 
     let oidc = "[kafka.properties]\n\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.method\" = \"oidc\"\n\"sasl.oauthbearer.client.id\" = \"rankpulse\"\n\"sasl.oauthbearer.token.endpoint.url\" = \"https://idp.example/token\"\n[kafka.properties_from_env]\n\"sasl.oauthbearer.client.secret\" = \"HOME\"\n";
     let (ok, text) = check("oidc.toml", oidc);

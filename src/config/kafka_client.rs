@@ -271,12 +271,8 @@ impl KafkaConfig {
             match created {
                 Ok(lines) => warnings.extend(lines.into_iter().map(|l| format!("{}: {l}", role.label()))),
                 Err(KafkaError::ClientCreation(problem)) => {
-                    let key = match problem.split([' ', ':']).next() {
-                        Some(p) if p.contains('.') && p.bytes().all(|b| b.is_ascii_lowercase() || b == b'.' || b == b'_') => {
-                            self.source_key(p)
-                        }
-                        _ => "kafka.properties".to_string(),
-                    };
+                    let named = self.named_in(&problem).or_else(|| property_like_word(&problem));
+                    let key = named.map_or_else(|| "kafka.properties".into(), |p| self.source_key(p));
                     return Err(KafkaClientError::Client { key, role: role.label(), problem });
                 }
                 Err(error) => return Err(self.property_error(error)),
@@ -285,6 +281,27 @@ impl KafkaConfig {
         warnings.sort();
         warnings.dedup();
         Ok(warnings)
+    }
+
+    /// The configured property that librdkafka's `message` names first, if any: its messages
+    /// say "ssl.certificate.location failed: ..." or "Failed to parse ssl.keystore.location
+    /// PKCS#12 file: ...".
+    fn named_in<'a>(&'a self, message: &'a str) -> Option<&'a str> {
+        let is_name_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'.' || b == b'_';
+        let whole_word_at = |property: &str| {
+            message.match_indices(property).map(|(at, _)| at).find(|&at| {
+                let before = at.checked_sub(1).map(|i| message.as_bytes()[i]);
+                let after = message.as_bytes().get(at + property.len()).copied();
+                !before.is_some_and(is_name_byte) && !after.is_some_and(is_name_byte)
+            })
+        };
+        self.properties
+            .keys()
+            .chain(self.properties_from_file.keys())
+            .chain(self.properties_from_env.keys())
+            .filter_map(|p| whole_word_at(p).map(|at| (at, p.as_str())))
+            .min()
+            .map(|(_, p)| p)
     }
 
     /// This section with every secret's value replaced by [`REDACTED`], for printing.
@@ -328,6 +345,17 @@ impl std::fmt::Debug for KafkaConfig {
             .field("properties_from_env", properties_from_env)
             .finish()
     }
+}
+
+/// The first word of librdkafka's `message` shaped like a property name (`sasl.username and
+/// sasl.password must be set` names a property that is not configured at all).
+fn property_like_word(message: &str) -> Option<&str> {
+    message.split([' ', ':', ',', '(', ')']).find(|word| {
+        word.contains('.')
+            && !word.starts_with('.')
+            && !word.ends_with('.')
+            && word.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_')
+    })
 }
 
 /// The context of `check-config`'s clients: keeps librdkafka's warnings instead of logging
