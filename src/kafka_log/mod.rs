@@ -92,10 +92,17 @@ impl KafkaLog {
             Verdict::Summary { outage: false, suppressed, .. } => suppressed,
         };
         let repeated = Repeated(suppressed);
+        // A connection that fails in its TLS or SASL exchange is a configuration to check, not
+        // an outage to wait out; librdkafka says which only in the text.
+        let check = match facility {
+            "FAIL" if message.contains("SASL") => CHECK_CREDENTIALS,
+            "FAIL" if message.contains("SSL") => CHECK_TLS,
+            _ => "",
+        };
         if warning {
-            tracing::warn!(target: "librdkafka", client, "{facility} {message}{repeated}");
+            tracing::warn!(target: "librdkafka", client, "{facility} {message}{repeated}{check}");
         } else {
-            tracing::error!(target: "librdkafka", client, "{facility} {message}{repeated}");
+            tracing::error!(target: "librdkafka", client, "{facility} {message}{repeated}{check}");
         }
     }
 
@@ -114,7 +121,11 @@ impl KafkaLog {
             Verdict::Summary { outage: false, suppressed, .. } => suppressed,
         };
         let repeated = Repeated(suppressed);
-        tracing::warn!(client, %error, "kafka client error: {reason}{repeated}");
+        match misconfiguration(error) {
+            // Retrying will not fix these: an error, with what to check.
+            Some(check) => tracing::error!(client, %error, "kafka client error: {reason}{repeated}{check}"),
+            None => tracing::warn!(client, %error, "kafka client error: {reason}{repeated}"),
+        }
     }
 
     /// An error the consumer's poll returned. Broker errors among them are the events the
@@ -176,6 +187,21 @@ impl KafkaLog {
             "still no Kafka broker reachable for {}s, {suppressed} similar messages suppressed",
             lasting.as_secs()
         );
+    }
+}
+
+/// What to check when the brokers refuse rankpulse's credentials.
+const CHECK_CREDENTIALS: &str = "; the brokers refused rankpulse's credentials: check sasl.mechanisms, sasl.username and the password (or its [kafka.properties_from_file] / [kafka.properties_from_env] source); nothing is consumed or committed until they are accepted";
+/// What to check when a TLS connection fails.
+const CHECK_TLS: &str = "; the TLS connection failed: check ssl.ca.location (the brokers' CA) and, for mutual TLS, ssl.certificate.location and ssl.key.location; nothing is consumed or committed until it succeeds";
+
+/// What an operator should check when `error` says the configuration is wrong rather than
+/// the cluster unwell: the brokers refused the credentials, or the TLS handshake failed.
+fn misconfiguration(error: &KafkaError) -> Option<&'static str> {
+    match error.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::Authentication) => Some(CHECK_CREDENTIALS),
+        Some(RDKafkaErrorCode::SSL) => Some(CHECK_TLS),
+        _ => None,
     }
 }
 
