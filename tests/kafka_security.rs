@@ -112,8 +112,11 @@ fn committed(bootstrap: &str, properties: &[(&str, String)], group: &str) -> BTr
 /// The ids of the A/B records on the output topic, once there are `expected` distinct ones (or
 /// after a minute).
 fn published_ids(bootstrap: &str, properties: &[(&str, String)], expected: usize) -> BTreeSet<String> {
-    let consumer: BaseConsumer =
-        client(bootstrap, properties).set("group.id", "published-ids").set("auto.offset.reset", "earliest").create().unwrap();
+    let consumer: BaseConsumer = client(bootstrap, properties)
+        .set("group.id", "published-ids")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
     consumer.subscribe(&[OUTPUT_TOPIC]).unwrap();
     let mut ids = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -171,13 +174,23 @@ fn finished(m: &BTreeMap<String, f64>, consumed: [usize; 2]) -> bool {
 /// Runs `serve` with `security` against `kafka` until it has finalized every event, and checks
 /// its cumulative A/B report against `replay`'s over the same events, exactly; then stops it
 /// and checks that it committed every offset. Returns everything the daemon wrote.
-fn serve_equals_replay(kafka: &TlsKafka, dir: &Path, security: &str, env: &[(&str, &str)], probe: &[(&str, String)]) -> String {
+fn serve_equals_replay(
+    kafka: &TlsKafka,
+    dir: &Path,
+    security: &str,
+    env: &[(&str, &str)],
+    probe: &[(&str, String)],
+) -> String {
     let (impressions, engagements) = events();
     produce(&kafka.bootstrap(), probe, &[(IMP_TOPIC, &impressions), (ENG_TOPIC, &engagements)]);
     let port = free_port();
     let cfg = serve_config(dir, "secured", &kafka.bootstrap(), port, &sections("secured", security));
 
-    let check = Command::new(BIN).args(["check-config", "--config", cfg.to_str().unwrap()]).envs(env.iter().copied()).output().unwrap();
+    let check = Command::new(BIN)
+        .args(["check-config", "--config", cfg.to_str().unwrap()])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     let printed = format!("{}{}", String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
     assert!(check.status.success(), "check-config refused the working configuration:\n{printed}");
     assert_no_secret(&printed, "check-config");
@@ -186,26 +199,33 @@ fn serve_equals_replay(kafka: &TlsKafka, dir: &Path, security: &str, env: &[(&st
     let consumed = [impressions.len(), engagements.len()];
     let (_, metrics) = scrape_until(port, Duration::from_secs(120), |m| finished(m, consumed));
     assert_eq!(
-        metrics.get(&series("rankpulse_impressions_total", &[("experiment", "x"), ("variant", "control")])).copied()
+        metrics
+            .get(&series("rankpulse_impressions_total", &[("experiment", "x"), ("variant", "control")]))
+            .copied()
             .unwrap_or(0.0)
-            + metrics.get(&series("rankpulse_impressions_total", &[("experiment", "x"), ("variant", "treatment")])).copied()
+            + metrics
+                .get(&series("rankpulse_impressions_total", &[("experiment", "x"), ("variant", "treatment")]))
+                .copied()
                 .unwrap_or(0.0),
         IMPRESSIONS as f64
     );
     // The A/B API is experiment-wide: it reads every partition's sums back from the aggregates
     // topic, which the next snapshot brings up to date.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let served: Value = wait_for(deadline, Duration::from_millis(200), "the A/B API never covered every impression", || {
-        let (status, body) = http_get(port, "/api/v1/experiments/x")?;
-        let report: Value = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
-        let impressions: u64 = report["variants"].as_array()?.iter().filter_map(|v| v["impressions"].as_u64()).sum();
-        (impressions == IMPRESSIONS as u64).then_some(report)
-    });
+    let served: Value =
+        wait_for(deadline, Duration::from_millis(200), "the A/B API never covered every impression", || {
+            let (status, body) = http_get(port, "/api/v1/experiments/x")?;
+            let report: Value = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
+            let impressions: u64 =
+                report["variants"].as_array()?.iter().filter_map(|v| v["impressions"].as_u64()).sum();
+            (impressions == IMPRESSIONS as u64).then_some(report)
+        });
 
     let imp_file = write_payloads(dir, "imp.jsonl", &impressions);
     let eng_file = write_payloads(dir, "eng.jsonl", &engagements);
     let replayed = replay_json(&imp_file, &eng_file, &cfg);
-    let mut expected = replayed["experiments"].as_array().unwrap().iter().find(|r| r["experiment"] == "x").unwrap().clone();
+    let mut expected =
+        replayed["experiments"].as_array().unwrap().iter().find(|r| r["experiment"] == "x").unwrap().clone();
     // replay reads files, which have no partitions (it reports partition 0); serve read both.
     assert_eq!(served["partitions"], json!([0, 1]));
     expected["partitions"] = served["partitions"].clone();
@@ -236,7 +256,14 @@ fn serve_equals_replay(kafka: &TlsKafka, dir: &Path, security: &str, env: &[(&st
 
 /// Starts `serve` that the broker must refuse, waits until its log says why (`reason`), and
 /// checks that it stays unready and commits nothing. Returns its output.
-fn refused(kafka: &TlsKafka, dir: &Path, security: &str, env: &[(&str, &str)], reason: &str, probe: &[(&str, String)]) -> String {
+fn refused(
+    kafka: &TlsKafka,
+    dir: &Path,
+    security: &str,
+    env: &[(&str, &str)],
+    reason: &str,
+    probe: &[(&str, String)],
+) -> String {
     let port = free_port();
     let cfg = serve_config(dir, "refused", &kafka.bootstrap(), port, &sections("refused", security));
     let daemon = Daemon::spawn_with_env(&["serve", "--config", cfg.to_str().unwrap()], env);
@@ -280,14 +307,17 @@ fn mutual_tls_consumes_commits_and_publishes_exactly() {
         ("ssl.key.location", encrypted_key.display().to_string()),
         ("debug", "security".to_string()),
     ];
-    let secrets = format!("[kafka.properties_from_file]\n\"ssl.key.password\" = {:?}\n", passphrase_file.display().to_string());
+    let secrets =
+        format!("[kafka.properties_from_file]\n\"ssl.key.password\" = {:?}\n", passphrase_file.display().to_string());
     let output = serve_equals_replay(&kafka, dir.path(), &security_toml(&serve, &secrets), &[], &probe);
     assert!(output.contains("consuming"), "{output}");
 
     // `produce --config` takes the same settings: its traffic arrives through the TLS front.
     let high_watermark = || {
         let consumer: BaseConsumer = client(&kafka.bootstrap(), &probe).create().unwrap();
-        (0..PARTITIONS).map(|p| consumer.fetch_watermarks(IMP_TOPIC, p, Duration::from_secs(10)).unwrap().1).sum::<i64>()
+        (0..PARTITIONS)
+            .map(|p| consumer.fetch_watermarks(IMP_TOPIC, p, Duration::from_secs(10)).unwrap().1)
+            .sum::<i64>()
     };
     let before = high_watermark();
     let cfg = dir.path().join("secured.toml");
@@ -301,7 +331,8 @@ fn mutual_tls_consumes_commits_and_publishes_exactly() {
     assert!(high_watermark() >= before + 100, "produce --config wrote nothing through TLS:\n{printed}");
 
     // Without a client certificate the TLS front refuses the connection.
-    let no_cert = vec![("security.protocol", "SSL".to_string()), ("ssl.ca.location", pki.ca_cert.display().to_string())];
+    let no_cert =
+        vec![("security.protocol", "SSL".to_string()), ("ssl.ca.location", pki.ca_cert.display().to_string())];
     let output = refused(&kafka, dir.path(), &security_toml(&no_cert, ""), &[], "certificate required", &probe);
     assert!(output.contains("the TLS connection failed: check ssl.ca.location"), "{output}");
     let stunnel = std::fs::read_to_string(&kafka.stunnel_log).unwrap();
@@ -349,8 +380,10 @@ fn sasl_ssl_with_scram_consumes_commits_and_publishes_exactly() {
     let wrong = dir.path().join("wrong-password");
     std::fs::write(&wrong, format!("{}\n", TEST_SECRETS[2])).unwrap();
     let from_file = format!("[kafka.properties_from_file]\n\"sasl.password\" = {:?}\n", wrong.display().to_string());
-    let output = refused(&kafka, dir.path(), &security_toml(&serve, &from_file), &[], "SASL authentication error", &probe);
+    let output =
+        refused(&kafka, dir.path(), &security_toml(&serve, &from_file), &[], "SASL authentication error", &probe);
     assert!(output.contains("SCRAM"), "the log names the SASL failure:\n{output}");
+    assert!(output.contains("the brokers refused rankpulse's credentials: check sasl.mechanisms"), "{output}");
 }
 
 /// SASL OAUTHBEARER with `sasl.oauthbearer.method = oidc`: librdkafka (built with libcurl)
@@ -371,7 +404,11 @@ fn oauthbearer_oidc_fetches_a_token_with_the_client_credentials() {
         // An unsigned JWT with the claims librdkafka checks (sub, exp), valid for an hour.
         let exp = chrono::Utc::now().timestamp() + 3600;
         let part = |json: &str| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, json);
-        let jwt = format!("{}.{}.c2ln", part(r#"{"alg":"RS256","typ":"JWT"}"#), part(&format!(r#"{{"sub":"rankpulse","exp":{exp}}}"#)));
+        let jwt = format!(
+            "{}.{}.c2ln",
+            part(r#"{"alg":"RS256","typ":"JWT"}"#),
+            part(&format!(r#"{{"sub":"rankpulse","exp":{exp}}}"#))
+        );
         let body = format!(r#"{{"access_token":"{jwt}","token_type":"bearer","expires_in":3600}}"#);
         for stream in endpoint.incoming() {
             let Ok(mut stream) = stream else { return };
@@ -384,7 +421,11 @@ fn oauthbearer_oidc_fetches_a_token_with_the_client_credentials() {
                 if let Some((head, body)) = text.split_once("\r\n\r\n") {
                     let length = head
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
                         .unwrap_or(0);
                     if body.len() >= length {
                         break;
@@ -412,17 +453,28 @@ fn oauthbearer_oidc_fetches_a_token_with_the_client_credentials() {
         ("sasl.oauthbearer.scope", "kafka".to_string()),
     ];
     properties.extend(tls_properties(&pki, false));
-    let secrets = format!("[kafka.properties_from_file]\n\"sasl.oauthbearer.client.secret\" = {:?}\n", secret_file.display().to_string());
+    let secrets = format!(
+        "[kafka.properties_from_file]\n\"sasl.oauthbearer.client.secret\" = {:?}\n",
+        secret_file.display().to_string()
+    );
     let port = free_port();
-    let cfg = serve_config(dir.path(), "oidc", &kafka.bootstrap(), port, &sections("oidc", &security_toml(&properties, &secrets)));
+    let cfg = serve_config(
+        dir.path(),
+        "oidc",
+        &kafka.bootstrap(),
+        port,
+        &sections("oidc", &security_toml(&properties, &secrets)),
+    );
     let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
-    let request = received.recv_timeout(Duration::from_secs(30)).expect("serve never asked the token endpoint for a token");
+    let request =
+        received.recv_timeout(Duration::from_secs(30)).expect("serve never asked the token endpoint for a token");
     let (status, _, _) = daemon.terminate_with_output(Duration::from_secs(20));
     assert!(status.success());
 
     let head = request.split("\r\n\r\n").next().unwrap().to_ascii_lowercase();
     assert!(request.starts_with("POST /oauth2/token "), "{request}");
-    let credentials = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("rankpulse:{PASSWORD}"));
+    let credentials =
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("rankpulse:{PASSWORD}"));
     assert!(head.contains(&format!("authorization: basic {}", credentials.to_ascii_lowercase())), "{request}");
     let body = request.split_once("\r\n\r\n").unwrap().1;
     assert!(body.contains("grant_type=client_credentials") && body.contains("scope=kafka"), "{request}");
@@ -447,7 +499,12 @@ fn check_config_names_the_key_and_never_prints_a_secret() {
     };
     let (ok, text) = check("misspelt.toml", &sasl("SCRAM-SHA-265"));
     assert!(!ok);
-    assert!(text.contains("configuration key `kafka.properties.\"sasl.mechanisms\"`: unknown SASL mechanism \"SCRAM-SHA-265\""), "{text}");
+    assert!(
+        text.contains(
+            "configuration key `kafka.properties.\"sasl.mechanisms\"`: unknown SASL mechanism \"SCRAM-SHA-265\""
+        ),
+        "{text}"
+    );
 
     let (ok, text) = check("valid.toml", &sasl("SCRAM-SHA-256"));
     assert!(ok, "{text}");
@@ -456,19 +513,34 @@ fn check_config_names_the_key_and_never_prints_a_secret() {
     let missing_key = "[kafka.properties]\n\"security.protocol\" = \"SSL\"\n\"ssl.certificate.location\" = \"/nonexistent/client.pem\"\n\"ssl.key.location\" = \"/nonexistent/client.key\"\n";
     let (ok, text) = check("missing-key.toml", missing_key);
     assert!(!ok);
-    assert!(text.contains("configuration key `kafka.properties.\"ssl.certificate.location\"`: librdkafka refuses"), "{text}");
+    assert!(
+        text.contains("configuration key `kafka.properties.\"ssl.certificate.location\"`: librdkafka refuses"),
+        "{text}"
+    );
 
     let missing_secret = "[kafka.properties_from_file]\n\"sasl.password\" = \"/nonexistent/kafka-password\"\n";
     let (ok, text) = check("missing-secret.toml", missing_secret);
     assert!(!ok);
-    assert!(text.contains("configuration key `kafka.properties_from_file.\"sasl.password\"`: cannot read /nonexistent/kafka-password"), "{text}");
+    assert!(
+        text.contains(
+            "configuration key `kafka.properties_from_file.\"sasl.password\"`: cannot read /nonexistent/kafka-password"
+        ),
+        "{text}"
+    );
 
     // Mutual TLS from a PKCS#12 keystore, its password from the environment: librdkafka opens
     // it when the client is built, so a wrong password fails the check.
     let pki = TestPki::new(dir.path());
     let keystore = dir.path().join("client.p12");
     let out = Command::new("openssl")
-        .args(["pkcs12", "-export", "-in", pki.client_cert.to_str().unwrap(), "-inkey", pki.client_key.to_str().unwrap()])
+        .args([
+            "pkcs12",
+            "-export",
+            "-in",
+            pki.client_cert.to_str().unwrap(),
+            "-inkey",
+            pki.client_key.to_str().unwrap(),
+        ])
         .args(["-out", keystore.to_str().unwrap(), "-passout", &format!("pass:{KEY_PASSPHRASE}")])
         .output()
         .expect("openssl");
@@ -490,7 +562,10 @@ fn check_config_names_the_key_and_never_prints_a_secret() {
     assert!(ok, "{text}");
     let (ok, text) = p12("RANKPULSE_TEST_P12_WRONG");
     assert!(!ok);
-    assert!(text.contains("configuration key `kafka.properties.\"ssl.keystore.location\"`: librdkafka refuses"), "{text}");
+    assert!(
+        text.contains("configuration key `kafka.properties.\"ssl.keystore.location\"`: librdkafka refuses"),
+        "{text}"
+    );
 
     let oidc = "[kafka.properties]\n\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.method\" = \"oidc\"\n\"sasl.oauthbearer.client.id\" = \"rankpulse\"\n\"sasl.oauthbearer.token.endpoint.url\" = \"https://idp.example/token\"\n[kafka.properties_from_env]\n\"sasl.oauthbearer.client.secret\" = \"HOME\"\n";
     let (ok, text) = check("oidc.toml", oidc);

@@ -10,7 +10,11 @@ use crate::demo::{produce_live, FaultRate, TrafficGenerator, EXPERIMENT};
 use crate::kafka_log::ProducerLog;
 use crate::shutdown::Shutdown;
 
-pub fn run(kafka: &KafkaConfig, (rate, seed, faults): (u32, u64, FaultRate), duration: Option<Duration>) -> anyhow::Result<()> {
+pub fn run(
+    kafka: &KafkaConfig,
+    (rate, seed, faults): (u32, u64, FaultRate),
+    duration: Option<Duration>,
+) -> anyhow::Result<()> {
     let (brokers, impressions_topic, engagements_topic) =
         (kafka.brokers.as_str(), kafka.impressions_topic.as_str(), kafka.engagements_topic.as_str());
     let producer: BaseProducer<ProducerLog> = kafka

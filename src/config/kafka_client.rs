@@ -196,10 +196,8 @@ impl KafkaConfig {
             values.insert(property.as_str(), text.trim_end_matches(['\n', '\r']).to_string());
         }
         for (property, variable) in &self.properties_from_env {
-            let value = std::env::var(variable).map_err(|_| KafkaClientError::SecretEnv {
-                property: property.clone(),
-                variable: variable.clone(),
-            })?;
+            let value = std::env::var(variable)
+                .map_err(|_| KafkaClientError::SecretEnv { property: property.clone(), variable: variable.clone() })?;
             values.insert(property.as_str(), value);
         }
         Ok(values)
@@ -453,7 +451,12 @@ mod tests {
             .client_config(ClientRole::Consumer)
             .unwrap_err()
             .to_string();
-        assert!(error.starts_with("configuration key `kafka.properties.\"sasl.mechanisms\"`: unknown SASL mechanism \"SCRAM-SHA-265\""), "{error}");
+        assert!(
+            error.starts_with(
+                "configuration key `kafka.properties.\"sasl.mechanisms\"`: unknown SASL mechanism \"SCRAM-SHA-265\""
+            ),
+            "{error}"
+        );
         let error = kafka(&[("security.protocl", "SSL")]).client_config(ClientRole::Producer).unwrap_err().to_string();
         assert!(error.starts_with("configuration key `kafka.properties.\"security.protocl\"`: "), "{error}");
         let error = kafka(&[("security.protocol", "TLS")]).client_config(ClientRole::Producer).unwrap_err().to_string();
@@ -462,7 +465,11 @@ mod tests {
 
     #[test]
     fn a_missing_key_file_is_found_by_the_dry_run() {
-        let kafka = kafka(&[("security.protocol", "SSL"), ("ssl.key.location", "/nonexistent/client.key"), ("ssl.certificate.location", "/nonexistent/client.pem")]);
+        let kafka = kafka(&[
+            ("security.protocol", "SSL"),
+            ("ssl.key.location", "/nonexistent/client.key"),
+            ("ssl.certificate.location", "/nonexistent/client.pem"),
+        ]);
         kafka.client_config(ClientRole::Consumer).unwrap();
         let error = kafka.check_clients().unwrap_err().to_string();
         assert!(error.starts_with("configuration key `kafka.properties.\"ssl.certificate.location\"`: librdkafka refuses the consumer configuration: ssl.certificate.location failed: "), "{error}");
@@ -489,7 +496,12 @@ mod tests {
         kafka.properties_from_env.remove("ssl.keystore.password");
         kafka.properties_from_file.insert("sasl.password".into(), "/nonexistent/secret".into());
         let error = kafka.client_config(ClientRole::Producer).unwrap_err().to_string();
-        assert!(error.starts_with("configuration key `kafka.properties_from_file.\"sasl.password\"`: cannot read /nonexistent/secret: "), "{error}");
+        assert!(
+            error.starts_with(
+                "configuration key `kafka.properties_from_file.\"sasl.password\"`: cannot read /nonexistent/secret: "
+            ),
+            "{error}"
+        );
 
         let inline = self::kafka(&[("sasl.password", "inline-secret"), ("sasl.username", "rankpulse")]);
         let shown = inline.redacted();

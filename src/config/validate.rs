@@ -43,8 +43,10 @@ impl Config {
                 "must differ from kafka.impressions_topic: the topic tells an impression from an engagement",
             ));
         }
-        for (table, path_kind) in [("properties_from_file", "a file path"), ("properties_from_env", "a variable name")] {
-            let sources = if table == "properties_from_file" { &k.properties_from_file } else { &k.properties_from_env };
+        for (table, path_kind) in [("properties_from_file", "a file path"), ("properties_from_env", "a variable name")]
+        {
+            let sources =
+                if table == "properties_from_file" { &k.properties_from_file } else { &k.properties_from_env };
             for (property, source) in sources {
                 if source.trim().is_empty() {
                     return Err(invalid(format!("kafka.{table}.\"{property}\""), format!("must be {path_kind}")));

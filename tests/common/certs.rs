@@ -60,7 +60,8 @@ impl TestPki {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(DnType::CommonName, "rankpulse test CA");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         params.serial_number = Some(serial());
         let key = KeyPair::generate().unwrap();
         let ca_cert = params.self_signed(&key).unwrap();
@@ -99,8 +100,7 @@ impl TestPki {
     /// `common_name`, replacing server.pem, server-key.pem and server-combined.pem (each
     /// through a rename). Returns the new certificate's fingerprint.
     pub fn reissue_server(&self, common_name: &str) -> String {
-        let (cert, key) =
-            self.issue(common_name, &["localhost", "127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth);
+        let (cert, key) = self.issue(common_name, &["localhost", "127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth);
         replace(&self.server_key, &key);
         replace(&self.server_cert, &cert);
         replace(&self.server_combined, &format!("{cert}{key}"));

@@ -76,11 +76,19 @@ impl TlsKafka {
     /// tansu behind stunnel. With `scram_users`, tansu stores them in a sqlite database and
     /// then runs with `--authentication`: clients must then speak SASL/SCRAM inside the TLS.
     /// `topics` are created (name, partitions) before authentication is switched on.
-    pub fn start(dir: &Path, pki: &TestPki, certs: ClientCerts, scram_users: ScramUsers, topics: &[(&str, i32)]) -> TlsKafka {
+    pub fn start(
+        dir: &Path,
+        pki: &TestPki,
+        certs: ClientCerts,
+        scram_users: ScramUsers,
+        topics: &[(&str, i32)],
+    ) -> TlsKafka {
         let (port, plain_port) = (free_port(), free_port());
         let listener = format!("tcp://127.0.0.1:{plain_port}");
         let advertised = format!("tcp://127.0.0.1:{port}");
-        let storage = format!("sqlite://{}", dir.join(format!("tansu-{port}.db")).display());
+        // A path relative to the broker's working directory: tansu 0.6 reads `sqlite:///abs`
+        // as relative too.
+        let storage = format!("sqlite://tansu-{port}.db");
         let start_broker = |authentication: bool| {
             let mut command = Command::new("tansu");
             command.args(["broker", "--listener-url", &listener, "--advertised-listener-url", &advertised]);
@@ -91,7 +99,12 @@ impl TlsKafka {
                 command.arg("--authentication");
             }
             let log = std::fs::File::create(dir.join(format!("tansu-{port}.log"))).unwrap();
-            let child = command.stdout(Stdio::null()).stderr(Stdio::from(log)).spawn().expect("starting tansu");
+            let child = command
+                .current_dir(dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(log))
+                .spawn()
+                .expect("starting tansu");
             let broker = Killed(child);
             wait_listening(plain_port, "tansu");
             broker
