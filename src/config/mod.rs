@@ -15,8 +15,8 @@ mod validate;
 use std::path::PathBuf;
 
 pub use schema::{
-    AbConfig, AbExperimentConfig, AbUnit, Config, HttpConfig, InputFormat, JoinConfig, KafkaConfig, LabelsConfig,
-    LimitsConfig, MetricsConfig, StateConfig, UbiConfig,
+    AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, JoinConfig, KafkaConfig,
+    LabelsConfig, LimitsConfig, MetricsConfig, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
 };
 
 /// A configuration that could not be loaded or is inconsistent. The message names the key.
