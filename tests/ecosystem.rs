@@ -13,6 +13,9 @@
 //! - every query of the README's PromQL cookbook evaluates, and returns data unless it looks a
 //!   day back (`offset 1d`: no such history here);
 //! - the live `/metrics` passes `promtool check metrics`.
+//!
+//! Starting Prometheus and asking its API are tests/common/prometheus.rs's, shared with
+//! tests/http_security.rs (Prometheus scraping over TLS with basic auth).
 
 mod common;
 

@@ -226,6 +226,19 @@ fn require_and_verify_client_cert_refuses_a_client_without_one() {
         assert_eq!(client.get(port, "/metrics", None).unwrap().status, 401);
         assert_eq!(client.get(port, "/metrics", Some(&right)).unwrap().status, 200);
     }
+    // OpenSSL's side (curl) agrees: refused without a client certificate, 200 with one.
+    let curl = |identity: &[&Path]| {
+        let mut command = std::process::Command::new("curl");
+        command.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"]).arg(&pki.ca_cert);
+        if let [cert, key] = identity {
+            command.arg("--cert").arg(cert).arg("--key").arg(key);
+        }
+        let out = command.args(["-u", &format!("{USER}:{PASSWORD}")]).arg(format!("https://127.0.0.1:{port}/metrics"));
+        let out = out.output().expect("curl is installed");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    assert_eq!(curl(&[&pki.client_cert, &pki.client_key]), (true, "200".to_string()));
+    assert!(!curl(&[]).0, "curl without a client certificate is refused");
     protected.stop_and_check_output();
 }
 

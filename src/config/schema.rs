@@ -315,7 +315,8 @@ impl Default for MetricsConfig {
 
 /// `[http]`: the metrics endpoint, and how it is protected (the key names of Prometheus'
 /// exporter-toolkit web configuration). `/healthz` and `/readyz` never ask for credentials.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// Its `Debug` shows no bcrypt hash (see [`HttpConfig::redacted`]).
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
     /// Address of `/metrics`, `/healthz` and `/readyz`. Default `0.0.0.0:9464`.
@@ -357,6 +358,17 @@ impl HttpConfig {
             *hash = REDACTED_HASH.into();
         }
         shown
+    }
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("listen", &self.listen)
+            .field("bearer_token_file", &self.bearer_token_file)
+            .field("tls_server_config", &self.tls_server_config)
+            .field("basic_auth_users", &self.redacted().basic_auth_users)
+            .finish()
     }
 }
 

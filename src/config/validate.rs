@@ -415,5 +415,7 @@ mod tests {
         assert_eq!(cfg.http.basic_auth_users.keys().collect::<Vec<_>>(), ["Prometheus"], "user names keep their case");
         let printed = cfg.to_toml();
         assert!(!printed.contains(HASH) && printed.contains(crate::config::REDACTED_HASH), "{printed}");
+        let debugged = format!("{cfg:?}");
+        assert!(!debugged.contains(HASH) && debugged.contains("Prometheus"), "{debugged}");
     }
 }

@@ -240,7 +240,8 @@ impl Auth {
     pub(super) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.users.is_empty() {
-            parts.push(format!("basic auth ({} users)", self.users.len()));
+            let users = self.users.len();
+            parts.push(format!("basic auth ({users} user{})", if users == 1 { "" } else { "s" }));
         }
         if self.token.is_some() {
             parts.push("bearer token".to_string());
