@@ -97,7 +97,12 @@ pub(super) fn server_config(tls: &TlsServerConfig) -> Result<Arc<ServerConfig>, 
         }
     };
     let mut config = builder.with_single_cert(chain, key).map_err(|e| {
-        invalid("key_file", format!("{} does not fit the certificate in {}: {e}", tls.key_file, tls.cert_file))
+        // Mostly a key of another certificate (rustls compares their public keys), else a key
+        // type ring cannot sign with.
+        invalid(
+            "key_file",
+            format!("{} is not a usable key for the certificate in {}: {e}", tls.key_file, tls.cert_file),
+        )
     })?;
     // HTTP/1.1 is what the server speaks; a client offering h2 as well is told so.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -216,7 +221,11 @@ mod tests {
         let mut wrong = settings(&pki, ClientAuthType::NoClientCert);
         wrong.key_file = pki.client_key.to_str().unwrap().to_string();
         let error = server_config(&wrong).err().unwrap().to_string();
-        assert!(error.contains("http.tls_server_config.key_file") && error.contains("does not fit"), "{error}");
+        assert!(
+            error.contains("http.tls_server_config.key_file")
+                && error.contains("is not a usable key for the certificate"),
+            "{error}"
+        );
         assert!(!error.contains("PRIVATE KEY-----"), "{error}");
         // A certificate where the key should be.
         wrong.key_file = pki.server_cert.to_str().unwrap().to_string();
