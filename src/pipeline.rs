@@ -10,7 +10,7 @@ use anyhow::Context;
 use crate::config::Config;
 use crate::engine::SharedEngine;
 use crate::health::Health;
-use crate::output::{HttpServer, Publisher};
+use crate::output::{HttpSecurity, HttpServer, Publisher};
 use crate::shutdown::Shutdown;
 use crate::source::{self, Durability};
 
@@ -28,10 +28,12 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let health = Arc::new(Health::default());
     let addr = cfg.listen_addr()?;
-    let http = HttpServer::start(addr, engine.clone(), health.clone(), shutdown.clone())
+    let security = HttpSecurity::load(&cfg.http)?;
+    let (scheme, protection) = (security.scheme(), security.describe());
+    let http = HttpServer::start(addr, security, engine.clone(), health.clone(), shutdown.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint to {addr} (http.listen)"))?;
-    tracing::info!("metrics on http://{}/metrics", http.local_addr);
+    tracing::info!("metrics on {scheme}://{}/metrics ({protection})", http.local_addr);
     let interval = cfg.state.checkpoint_interval.as_duration();
     let publisher = match cfg.ab.output_topic.as_str() {
         "" => None,

@@ -251,6 +251,82 @@ fn kubernetes_manifests_are_consistent() {
     assert_eq!((&endpoint["port"], &endpoint["path"]), (&service_port["name"], &Value::from("/metrics")));
 }
 
+/// `text` with its commented-out settings uncommented: the lines whose content after `# `
+/// starts with one of `starts` (prose comments start otherwise), the `# ` removed so that
+/// the indentation is the one the setting would have.
+fn uncomment(text: &str, starts: &[&str]) -> String {
+    text.lines()
+        .map(|line| {
+            let indent = line.len() - line.trim_start().len();
+            match line.trim_start().strip_prefix("# ") {
+                Some(content) if starts.iter().any(|s| content.trim_start().starts_with(s)) => {
+                    format!("{}{content}\n", &line[..indent])
+                }
+                _ => format!("{line}\n"),
+            }
+        })
+        .collect()
+}
+
+/// The Kubernetes files' commented-out HTTPS settings (README.md, "Protecting the endpoint"),
+/// uncommented, fit together: the Secret the Deployment mounts is the one the ServiceMonitor
+/// reads, the configuration's files are in its mount, and the token the ServiceMonitor sends
+/// is the file rankpulse reads.
+#[test]
+fn kubernetes_https_comments_fit_together() {
+    let dir = deploy("kubernetes");
+    let tmp = tempfile::tempdir().unwrap();
+    let uncommented = |file: &str, starts: &[&str]| {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let out = uncomment(&text, starts);
+        assert_ne!(out.trim_end(), text.trim_end(), "{file} has commented-out HTTPS settings");
+        let path = tmp.path().join(file);
+        std::fs::write(&path, out).unwrap();
+        yaml(&path).remove(0)
+    };
+    let deployment =
+        uncommented("deployment.yaml", &["- name: web", "mountPath:", "readOnly:", "secret:", "secretName:"]);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "web").expect("the web volume");
+    let secret = volume["secret"]["secretName"].as_str().unwrap();
+    let mount = pod["containers"][0]["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == "web").unwrap();
+    let mount_path = mount["mountPath"].as_str().unwrap();
+
+    let monitor = uncommented(
+        "servicemonitor.yaml",
+        &[
+            "scheme:",
+            "tlsConfig:",
+            "serverName:",
+            "ca:",
+            "secret:",
+            "name:",
+            "key:",
+            "authorization:",
+            "type:",
+            "credentials:",
+        ],
+    );
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(endpoint["tlsConfig"]["ca"]["secret"]["name"], secret);
+    assert_eq!(endpoint["authorization"]["type"], "Bearer");
+    assert_eq!(endpoint["authorization"]["credentials"]["name"], secret);
+    let token_key = endpoint["authorization"]["credentials"]["key"].as_str().unwrap();
+
+    let config_map = &yaml(&dir.join("configmap.yaml"))[0];
+    let toml_text = config_map["data"]["rankpulse.toml"].as_str().unwrap();
+    let starts = ["bearer_token_file", "[http.tls_server_config]", "cert_file", "key_file"];
+    let cfg: toml::Value = toml::from_str(&uncomment(toml_text, &starts)).unwrap();
+    let http = &cfg["http"];
+    let token_file = http["bearer_token_file"].as_str().unwrap();
+    assert_eq!(token_file, format!("{mount_path}/{token_key}"), "rankpulse reads the token the ServiceMonitor sends");
+    for key in ["cert_file", "key_file"] {
+        let file = http["tls_server_config"][key].as_str().unwrap();
+        assert!(file.starts_with(&format!("{mount_path}/")), "{key} {file} is in the Secret's mount {mount_path}");
+    }
+}
+
 /// The host-side source of a compose bind mount whose container path is `target`.
 fn bind_source(service: &Value, target: &str) -> Option<PathBuf> {
     service["volumes"].as_array()?.iter().filter_map(Value::as_str).find_map(|v| {

@@ -13,131 +13,17 @@
 //! - every query of the README's PromQL cookbook evaluates, and returns data unless it looks a
 //!   day back (`offset 1d`: no such history here);
 //! - the live `/metrics` passes `promtool check metrics`.
+//!
+//! Starting Prometheus and asking its API are tests/common/prometheus.rs's, shared with
+//! tests/http_security.rs (Prometheus scraping over TLS with basic auth).
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-/// A Prometheus server in its own temporary directory, killed when dropped.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    /// Its stderr, printed only if the test fails (it is in the temporary directory, which
-    /// may be gone by then: read while the server is dropped).
-    log: PathBuf,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            eprintln!("---- prometheus's log ----\n{log}---- end of log ----");
-        }
-    }
-}
-
-fn require_tool(name: &str) {
-    let found = Command::new(name).arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
-    assert!(found, "`{name}` is required: install Debian's `prometheus` package (bash tests/run.sh does)");
-}
-
-/// The shipped prometheus.yml with only what a test must change: the scrape target (the demo's
-/// port), the scrape and evaluation intervals (1s instead of 15s, so rate() and the rules have
-/// samples within seconds), and the rule file paths made absolute (the config is written to a
-/// temporary directory). Each substitution must match exactly once, so a change to the shipped
-/// file cannot silently leave this test checking something else.
-fn test_config(target: &str) -> String {
-    let shipped = std::fs::read_to_string(repo("deploy/prometheus/prometheus.yml")).unwrap();
-    let rules = repo("deploy/prometheus/rules");
-    let mut text = shipped;
-    for (from, to) in [
-        ("\"localhost:9464\"", format!("\"{target}\"")),
-        ("scrape_interval: 15s", "scrape_interval: 1s".to_string()),
-        ("evaluation_interval: 15s", "evaluation_interval: 1s".to_string()),
-        ("- rules/rankpulse-recording.yml", format!("- {}/rankpulse-recording.yml", rules.display())),
-        ("- rules/rankpulse-alerts.yml", format!("- {}/rankpulse-alerts.yml", rules.display())),
-    ] {
-        assert_eq!(text.matches(from).count(), 1, "expected {from:?} exactly once in deploy/prometheus/prometheus.yml");
-        text = text.replace(from, &to);
-    }
-    text
-}
-
-fn start_prometheus(dir: &Path, target: &str) -> Prometheus {
-    let config = dir.join("prometheus.yml");
-    std::fs::write(&config, test_config(target)).unwrap();
-    let check = Command::new("promtool").args(["check", "config"]).arg(&config).output().unwrap();
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
-    let port = free_port();
-    let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--log.level=warn")
-        .stdout(Stdio::null())
-        // Printed only if the test fails (see `Prometheus`'s drop).
-        .stderr(Stdio::from(std::fs::File::create(dir.join("prometheus.log")).unwrap()))
-        .spawn()
-        .expect("starting prometheus");
-    let prometheus = Prometheus { child, port, log: dir.join("prometheus.log") };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let ready = || (get(port, "/-/ready").map(|(s, _)| s) == Some(200)).then_some(());
-    wait_for(deadline, Duration::from_millis(200), "prometheus did not become ready", ready);
-    prometheus
-}
-
-/// GET over HTTP/1.0, so that the server closes the connection instead of chunking the body.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, response.split_once("\r\n\r\n")?.1.to_string()))
-}
-
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// A Prometheus API call: `Ok(data)`, or `Err(error text)` for a failed query.
-fn api(port: u16, path: &str) -> Result<Value, String> {
-    let (status, body) = get(port, path).ok_or_else(|| format!("no response to {path}"))?;
-    let json: Value = serde_json::from_str(&body).map_err(|e| format!("HTTP {status}, not JSON ({e}): {body}"))?;
-    if json["status"] != "success" {
-        return Err(format!("{}: {}", json["errorType"], json["error"]));
-    }
-    Ok(json["data"].clone())
-}
-
-/// Evaluates a PromQL expression now; the number of series (or 1 for a scalar) or the error.
-fn query(port: u16, expr: &str) -> Result<usize, String> {
-    let data = api(port, &format!("/api/v1/query?query={}", encode(expr)))?;
-    Ok(match data["resultType"].as_str() {
-        Some("vector") | Some("matrix") => data["result"].as_array().map_or(0, Vec::len),
-        _ => 1,
-    })
-}
 
 /// Metric names a PromQL expression reads: identifiers outside strings and label matchers that
 /// name rankpulse series or `up`, not followed by `(` (functions and aggregations are).
@@ -365,7 +251,7 @@ fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
     let dir = tempfile::tempdir().unwrap();
     let demo_port = free_port();
     let demo = Daemon::spawn(&["demo", "--listen", &format!("127.0.0.1:{demo_port}"), "--duration", "400"]);
-    let prometheus = start_prometheus(dir.path(), &format!("127.0.0.1:{demo_port}"));
+    let prometheus = start_prometheus(dir.path(), &shipped_prometheus_config(&format!("127.0.0.1:{demo_port}")));
     let port = prometheus.port;
     let dashboard: Value =
         serde_json::from_str(&std::fs::read_to_string(repo("deploy/grafana/dashboards/rankpulse.json")).unwrap())
@@ -416,7 +302,7 @@ fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
     let waited = started.elapsed();
     if !missing.is_empty() {
         let targets = api(port, "/api/v1/targets").map(|t| t["activeTargets"].to_string());
-        let demo_alive = get(demo_port, "/healthz").map(|r| r.0);
+        let demo_alive = http10_get(demo_port, "/healthz").map(|r| r.0);
         panic!(
             "no data after {waited:?} for:\n{}\nscrape targets: {targets:?}\ndemo /healthz: {demo_alive:?}",
             missing.join("\n")

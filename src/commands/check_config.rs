@@ -12,6 +12,8 @@ use crate::config::Config;
 
 pub fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(Some(path))?;
+    // The files [http] names (certificate, key, client CA, bearer token) as `serve` reads them.
+    crate::output::HttpSecurity::load(&cfg.http)?;
     let warnings = cfg.kafka.check_clients()?;
     let shown = Config { kafka: cfg.kafka.redacted(), ..cfg };
     print!("{}", shown.to_toml());

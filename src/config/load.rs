@@ -50,9 +50,10 @@ impl Config {
         Ok(cfg)
     }
 
-    /// The effective configuration as TOML, for `check-config`.
+    /// The effective configuration as TOML, for `check-config`; bcrypt hashes are not shown.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("configuration always serializes")
+        let shown = Config { http: self.http.redacted(), ..self.clone() };
+        toml::to_string_pretty(&shown).expect("configuration always serializes")
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use super::{Config, ConfigError};
+use super::{ClientAuthType, Config, ConfigError};
 use crate::metrics::MAX_GAIN;
 
 /// librdkafka properties rankpulse sets itself, because its offset handling depends on them.
@@ -186,6 +186,74 @@ impl Config {
         }
         self.validate_ab()?;
         self.listen_addr()?;
+        self.validate_http()?;
+        Ok(())
+    }
+
+    /// `[http]`'s TLS and credentials. Only the settings: whether the files exist and parse
+    /// is checked where they are loaded (the HTTP server's start, and `check-config`).
+    /// A refusal never quotes a `basic_auth_users` value: it may be a plain password.
+    fn validate_http(&self) -> Result<(), ConfigError> {
+        let tls = &self.http.tls_server_config;
+        const TLS: &str = "http.tls_server_config";
+        if tls.cert_file.is_empty() && !tls.key_file.is_empty() {
+            return Err(invalid(format!("{TLS}.cert_file"), format!("must be set with {TLS}.key_file")));
+        }
+        if !tls.cert_file.is_empty() && tls.key_file.is_empty() {
+            return Err(invalid(format!("{TLS}.key_file"), format!("must be set with {TLS}.cert_file")));
+        }
+        let client_auth = tls.client_auth_type;
+        if !tls.enabled() && (client_auth != ClientAuthType::NoClientCert || !tls.client_ca_file.is_empty()) {
+            return Err(invalid(
+                format!("{TLS}.cert_file"),
+                "client certificates need TLS: set cert_file and key_file, or remove client_auth_type and client_ca_file",
+            ));
+        }
+        match client_auth {
+            ClientAuthType::RequestClientCert | ClientAuthType::RequireAnyClientCert => {
+                return Err(invalid(
+                    format!("{TLS}.client_auth_type"),
+                    format!(
+                        "{} is not supported (it accepts certificates nobody verified); use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file",
+                        client_auth.name()
+                    ),
+                ));
+            }
+            ClientAuthType::VerifyClientCertIfGiven | ClientAuthType::RequireAndVerifyClientCert
+                if tls.client_ca_file.is_empty() =>
+            {
+                return Err(invalid(
+                    format!("{TLS}.client_ca_file"),
+                    format!(
+                        "is required with client_auth_type = {:?}: the CA client certificates are verified against",
+                        client_auth.name()
+                    ),
+                ));
+            }
+            ClientAuthType::NoClientCert if !tls.client_ca_file.is_empty() => {
+                return Err(invalid(
+                    format!("{TLS}.client_auth_type"),
+                    "is NoClientCert but client_ca_file is set: client certificates would not be checked; use VerifyClientCertIfGiven or RequireAndVerifyClientCert",
+                ));
+            }
+            _ => {}
+        }
+        for (user, hash) in &self.http.basic_auth_users {
+            let key = format!("http.basic_auth_users.{user}");
+            if user.is_empty() || user.contains(':') {
+                return Err(invalid(
+                    key,
+                    "a user name must not be empty nor contain ':' (basic auth separates user and password with it)",
+                ));
+            }
+            if !is_bcrypt_hash(hash) {
+                // Not `hash` itself: a plain password here must not reach a log or a terminal.
+                return Err(invalid(
+                    key,
+                    "is not a bcrypt hash ($2a$, $2b$ or $2y$, a cost 04-31, then 53 characters): plain passwords are refused; make one with `htpasswd -nbBC 10 \"\" PASSWORD | tr -d ':\\n'`",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -242,9 +310,25 @@ impl Config {
     }
 }
 
+/// Whether `value` is written like a bcrypt hash: `$2a$`, `$2b$` or `$2y$`, a two-digit cost
+/// from 04 to 31, `$`, then 53 characters of bcrypt's base64 (22 of salt, 31 of hash).
+fn is_bcrypt_hash(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let Some(rest) = ["$2a$", "$2b$", "$2y$"].iter().find_map(|prefix| value.strip_prefix(prefix)) else {
+        return false;
+    };
+    let cost_ok = rest.get(..2).and_then(|c| c.parse::<u32>().ok()).is_some_and(|c| (4..=31).contains(&c))
+        && rest.as_bytes().get(..2).is_some_and(|c| c.iter().all(u8::is_ascii_digit));
+    bytes.len() == 60
+        && cost_ok
+        && rest.as_bytes()[2] == b'$'
+        && rest.as_bytes()[3..].iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/')
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::load::tests::parse;
+    use super::is_bcrypt_hash;
 
     #[test]
     fn cross_field_errors_name_the_key() {
@@ -286,5 +370,86 @@ mod tests {
             let err = parse(text).expect_err(text).to_string();
             assert!(err.contains(needle), "{text:?} gave {err:?}, expected it to mention {needle}");
         }
+    }
+
+    /// A real bcrypt hash (cost 4) of "secret".
+    const HASH: &str = "$2b$04$w5B6m9WzWZqIs7GrVcX7peXWwMpCDCrb.FKlfKabvtxn85RiTkJc6";
+
+    #[test]
+    fn bcrypt_hashes_are_told_from_anything_else() {
+        assert!(is_bcrypt_hash(HASH));
+        for prefix in ["$2a$", "$2y$"] {
+            assert!(is_bcrypt_hash(&HASH.replacen("$2b$", prefix, 1)));
+        }
+        for not_a_hash in [
+            "secret",
+            "",
+            &HASH[..59],
+            &format!("{HASH}x"),
+            &HASH.replacen("$2b$", "$2x$", 1),
+            &HASH.replacen("$04$", "$03$", 1),
+            &HASH.replacen("$04$", "$32$", 1),
+            &HASH.replacen("$04$", "$4a$", 1),
+            &HASH.replacen('w', "!", 1),
+            "{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=",
+        ] {
+            assert!(!is_bcrypt_hash(not_a_hash), "{not_a_hash:?}");
+        }
+    }
+
+    #[test]
+    fn http_security_errors_name_the_key_and_never_echo_a_password() {
+        let tls = "[http.tls_server_config]\n";
+        let cases = [
+            (format!("{tls}cert_file = \"c.pem\""), "http.tls_server_config.key_file"),
+            (format!("{tls}key_file = \"k.pem\""), "http.tls_server_config.cert_file"),
+            (format!("{tls}client_auth_type = \"RequireAndVerifyClientCert\""), "http.tls_server_config.cert_file"),
+            (format!("{tls}client_ca_file = \"ca.pem\""), "http.tls_server_config.cert_file"),
+            (
+                format!("{tls}cert_file = \"c\"\nkey_file = \"k\"\nclient_auth_type = \"RequireAndVerifyClientCert\""),
+                "http.tls_server_config.client_ca_file",
+            ),
+            (
+                format!("{tls}cert_file = \"c\"\nkey_file = \"k\"\nclient_auth_type = \"VerifyClientCertIfGiven\""),
+                "http.tls_server_config.client_ca_file",
+            ),
+            (
+                format!("{tls}cert_file = \"c\"\nkey_file = \"k\"\nclient_auth_type = \"RequireAnyClientCert\""),
+                "RequireAnyClientCert is not supported",
+            ),
+            (
+                format!("{tls}cert_file = \"c\"\nkey_file = \"k\"\nclient_auth_type = \"RequestClientCert\"\nclient_ca_file = \"ca\""),
+                "http.tls_server_config.client_auth_type",
+            ),
+            (
+                format!("{tls}cert_file = \"c\"\nkey_file = \"k\"\nclient_ca_file = \"ca\""),
+                "http.tls_server_config.client_auth_type",
+            ),
+            (format!("{tls}client_auth_type = \"VerifyClientCert\""), "client_auth_type"),
+            (format!("{tls}min_version = \"TLS13\""), "min_version"),
+            ("[http.basic_auth_users]\nprometheus = \"hunter2-plain\"".to_string(), "http.basic_auth_users.prometheus"),
+            (format!("[http.basic_auth_users]\n\"a:b\" = \"{HASH}\""), "http.basic_auth_users.a:b"),
+        ];
+        for (text, needle) in cases {
+            let err = parse(&text).expect_err(&text).to_string();
+            assert!(err.contains(needle), "{text:?} gave {err:?}, expected it to mention {needle}");
+            assert!(!err.contains("hunter2"), "the refusal quotes the password: {err}");
+        }
+        let ok = format!(
+            "[http]\nbearer_token_file = \"/run/secrets/token\"\n{tls}cert_file = \"c\"\nkey_file = \"k\"\nclient_auth_type = \"VerifyClientCertIfGiven\"\nclient_ca_file = \"ca\"\n[http.basic_auth_users]\nprometheus = \"{HASH}\"\n"
+        );
+        let cfg = parse(&ok).unwrap();
+        assert!(cfg.http.auth_enabled() && cfg.http.tls_server_config.enabled());
+        assert_eq!(cfg.http.basic_auth_users["prometheus"], HASH);
+    }
+
+    #[test]
+    fn the_printed_configuration_shows_no_hash() {
+        let cfg = parse(&format!("[http.basic_auth_users]\nPrometheus = \"{HASH}\"\n")).unwrap();
+        assert_eq!(cfg.http.basic_auth_users.keys().collect::<Vec<_>>(), ["Prometheus"], "user names keep their case");
+        let printed = cfg.to_toml();
+        assert!(!printed.contains(HASH) && printed.contains(crate::config::REDACTED_HASH), "{printed}");
+        let debugged = format!("{cfg:?}");
+        assert!(!debugged.contains(HASH) && debugged.contains("Prometheus"), "{debugged}");
     }
 }

@@ -1,19 +1,28 @@
-//! The HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B API `/api/v1/experiments[/{id}]`.
+//! The HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B API `/api/v1/experiments[/{id}]`,
+//! over plain HTTP or HTTPS (`[http.tls_server_config]`, see `tls.rs`), `/metrics` and the API
+//! behind credentials when `[http]` configures some (see `auth.rs`); the probes stay open.
 //!
 //! Handlers that read the engine run on the blocking pool: a scrape or a report holds the
 //! engine's lock for a while, and the async workers must stay free for other requests.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use prometheus::Registry;
 
+use super::auth::{require_credentials, Auth};
 use super::prometheus::{registry, render};
+use super::tls::ReloadingTls;
+use crate::config::{ConfigError, HttpConfig};
 use crate::engine::{Engine, SharedEngine};
 use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 use crate::health::Health;
@@ -170,6 +179,59 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
     }
 }
 
+/// How long a client may take over the TLS handshake before its connection is dropped.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an HTTPS connection may wait for a request's headers, idle keep-alive included
+/// (hyper's default): longer than a 15 s scrape interval, so Prometheus keeps its connection
+/// and does not pay a handshake per scrape, yet a client that never finishes is let go.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `[http]`'s TLS and credentials, loaded: every file read and checked.
+pub struct HttpSecurity {
+    /// The certificate, key and client CA, reloaded when they change; `None`: plain HTTP.
+    tls: Option<ReloadingTls>,
+    /// The check of `/metrics` and `/api/...`; `None`: open.
+    auth: Option<Arc<Auth>>,
+}
+
+impl HttpSecurity {
+    /// Reads every file `[http]` names (certificate, key, client CA, bearer token) and checks
+    /// it parses; an error names the key and the file, never its content. `serve`, `demo` and
+    /// `check-config` call it, so a broken file is found before the daemon starts.
+    pub fn load(http: &HttpConfig) -> Result<HttpSecurity, ConfigError> {
+        let tls =
+            if http.tls_server_config.enabled() { Some(ReloadingTls::load(&http.tls_server_config)?) } else { None };
+        let auth = Auth::load(http)?.map(Arc::new);
+        if tls.is_none() && auth.is_some() {
+            tracing::warn!("[http] asks for credentials over plain HTTP: anyone on the network path can read them; set [http.tls_server_config]");
+        }
+        Ok(HttpSecurity { tls, auth })
+    }
+
+    /// `https` or `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// What the start-up log says about it, with no secret in it: the scheme's protection
+    /// and the credentials asked for.
+    pub fn describe(&self) -> String {
+        let credentials = match &self.auth {
+            Some(auth) => format!("/metrics and /api/ ask for {}", auth.describe()),
+            None => "no credentials asked for".to_string(),
+        };
+        match &self.tls {
+            Some(_) => format!("TLS; {credentials}"),
+            None => format!("plain HTTP; {credentials}"),
+        }
+    }
+}
+
 /// The HTTP server, bound and serving until shutdown.
 pub struct HttpServer {
     /// The address actually bound: `http.listen` may ask for port 0, and the log and the tests
@@ -183,22 +245,38 @@ impl HttpServer {
     /// Binds `addr` and serves in a background task until `shutdown` fires.
     pub async fn start(
         addr: SocketAddr,
+        security: HttpSecurity,
         engine: SharedEngine,
         health: Arc<Health>,
         shutdown: Shutdown,
     ) -> std::io::Result<HttpServer> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
-        let app = Router::new()
+        let registry = registry(engine.clone());
+        let protected = Router::new()
             .route("/metrics", get(metrics))
+            .route("/api/v1/experiments", get(list_experiments))
+            .route("/api/v1/experiments/{id}", get(get_experiment));
+        let protected = match &security.auth {
+            Some(auth) => {
+                registry.register(Box::new(auth.refused_counter())).expect("the refusal counter registers once");
+                // `route_layer`: only requests that match a protected route are checked, so an
+                // unknown path is a 404 with or without credentials.
+                protected.route_layer(axum::middleware::from_fn_with_state(auth.clone(), require_credentials))
+            }
+            None => protected,
+        };
+        let app = Router::new()
+            .merge(protected)
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
-            .route("/api/v1/experiments", get(list_experiments))
-            .route("/api/v1/experiments/{id}", get(get_experiment))
-            .with_state(AppState { registry: registry(engine.clone()), health, engine });
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await
-        });
+            .with_state(AppState { registry, health, engine });
+        let task = match security.tls {
+            None => tokio::spawn(async move {
+                axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await
+            }),
+            Some(tls) => tokio::spawn(serve_tls(listener, tls, app, shutdown)),
+        };
         Ok(HttpServer { local_addr, task })
     }
 
@@ -206,6 +284,60 @@ impl HttpServer {
     pub async fn join(self) -> std::io::Result<()> {
         self.task.await.unwrap_or(Ok(()))
     }
+}
+
+/// The HTTPS accept loop: each connection in its own task, the TLS handshake (with the
+/// certificate current at that moment) under a timeout, then HTTP/1.1 with the router as the
+/// service. On shutdown no connection is accepted any more, handshakes under way are dropped,
+/// and requests in flight finish before the task ends.
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: ReloadingTls,
+    app: Router,
+    shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!(%error, "accepting an HTTPS connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.wait() => break,
+        };
+        let acceptor = tls.acceptor();
+        let service = TowerToHyperService::new(app.clone());
+        let watcher = graceful.watcher();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+            let stream = tokio::select! {
+                done = handshake => match done {
+                    Ok(Ok(stream)) => stream,
+                    // A client without an acceptable certificate, a port scanner, a plain-HTTP
+                    // request: frequent and not the server's fault, so not above debug.
+                    Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
+                    Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
+                },
+                _ = shutdown.wait() => return,
+            };
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(error) = watcher.watch(connection).await {
+                tracing::debug!(%peer, %error, "HTTPS connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -288,8 +420,11 @@ mod tests {
         let shutdown = Shutdown::new();
         let health = Arc::new(Health::default());
         let engine = SharedEngine::new(engine(true));
+        let security = HttpSecurity::load(&HttpConfig::default()).unwrap();
         let server =
-            HttpServer::start("127.0.0.1:0".parse().unwrap(), engine, health.clone(), shutdown.clone()).await.unwrap();
+            HttpServer::start("127.0.0.1:0".parse().unwrap(), security, engine, health.clone(), shutdown.clone())
+                .await
+                .unwrap();
         let addr = server.local_addr;
         let answers = tokio::task::spawn_blocking(move || {
             let not_ready = get(addr, "/readyz");
@@ -319,5 +454,70 @@ mod tests {
                 (200, "ok\n".into()),
             ]
         );
+    }
+
+    /// One GET over HTTPS trusting `ca`: the status code.
+    fn https_get(addr: SocketAddr, ca: &std::path::Path, path: &str) -> std::io::Result<u16> {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls_pki_types::CertificateDer::from_pem_file(ca).unwrap()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let mut stream = rustls::StreamOwned::new(connection, std::net::TcpStream::connect(addr)?);
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut response = Vec::new();
+        match stream.read_to_end(&mut response) {
+            Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof || response.is_empty() => return Err(e),
+            _ => {}
+        }
+        let text = String::from_utf8_lossy(&response);
+        Ok(text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0))
+    }
+
+    /// Over TLS, shutdown waits for the request in flight: an API request stuck behind the
+    /// engine's lock when shutdown fires is still answered, and only then does the server stop.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn over_tls_a_request_in_flight_at_shutdown_is_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = super::super::tls::certs::TestPki::new(dir.path());
+        let mut http = HttpConfig::default();
+        http.tls_server_config.cert_file = pki.server_cert.to_str().unwrap().into();
+        http.tls_server_config.key_file = pki.server_key.to_str().unwrap().into();
+        let security = HttpSecurity::load(&http).unwrap();
+        assert_eq!((security.scheme(), security.describe().as_str()), ("https", "TLS; no credentials asked for"));
+        let shutdown = Shutdown::new();
+        let engine = SharedEngine::new(engine(true));
+        let health = Arc::new(Health::default());
+        let server =
+            HttpServer::start("127.0.0.1:0".parse().unwrap(), security, engine.clone(), health, shutdown.clone())
+                .await
+                .unwrap();
+        let addr = server.local_addr;
+        let ca = pki.ca_cert.clone();
+        assert_eq!(tokio::task::spawn_blocking(move || https_get(addr, &ca, "/healthz")).await.unwrap().unwrap(), 200);
+
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let _engine = engine.lock();
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(800));
+        });
+        is_locked.recv().unwrap();
+        let ca = pki.ca_cert.clone();
+        let request = tokio::task::spawn_blocking(move || https_get(addr, &ca, "/api/v1/experiments"));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        shutdown.trigger();
+        let started = Instant::now();
+        server.join().await.unwrap();
+        let drained = started.elapsed();
+        assert_eq!(request.await.unwrap().unwrap(), 200, "the request in flight is answered");
+        assert!(drained >= Duration::from_millis(300), "the server waited for it: {drained:?}");
+        holder.join().unwrap();
+        assert!(std::net::TcpStream::connect(addr).is_err(), "no longer listening");
     }
 }

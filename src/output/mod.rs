@@ -3,16 +3,22 @@
 //! | file | role |
 //! |---|---|
 //! | `prometheus.rs` | the Prometheus text exposition: one collector builds every family at scrape time, one function per group of families |
-//! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B JSON API `/api/v1/experiments[/{id}]` |
+//! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B JSON API `/api/v1/experiments[/{id}]`, over HTTP or HTTPS |
+//! | `tls.rs` | `[http.tls_server_config]`: certificate, key and client CA into rustls, reloaded when the files change |
+//! | `auth.rs` | `[http]`'s credentials for `/metrics` and the API: basic auth against bcrypt hashes, a bearer token file |
+//! | `watch.rs` | noticing that files changed (time stamp, length, inode), at most once a second |
 //! | `publish.rs` | the A/B output topic: one JSON record per experiment and closed window, delivered at least once |
 //!
 //! Nothing here changes what the engine computes: the exposition and the API only read it, and
 //! the publisher only tells the engine which closed windows it may forget.
 
+mod auth;
 mod http;
 mod prometheus;
 mod publish;
+mod tls;
+mod watch;
 
-pub use self::http::{experiment_report, HttpServer, ReportError};
+pub use self::http::{experiment_report, HttpSecurity, HttpServer, ReportError};
 pub use self::prometheus::{gather, registry, render};
 pub use self::publish::{unpublished_records, PublishError, Publisher};

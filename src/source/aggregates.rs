@@ -41,6 +41,8 @@ struct Partial {
 }
 
 /// Starts the reader thread; it stops when `shutdown` fires.
+// Called once at start-up, where the error's size costs nothing.
+#[allow(clippy::result_large_err)]
 pub(super) fn spawn(
     kafka: &KafkaConfig,
     topic: String,

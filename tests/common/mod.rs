@@ -1,21 +1,26 @@
 //! Helpers shared by the integration tests: running the real `rankpulse` binary and waiting on
 //! it (`process`), what it is fed (`inputs`), the broker it reads from (`broker`), reading what
 //! it exports (`scrape`), the counting allocator of the memory measurements (`alloc`), a
-//! throwaway PKI (`certs`) and brokers behind TLS (`secure`).
+//! throwaway PKI (`certs`), brokers behind TLS (`secure`), an HTTPS client (`https`) and a
+//! real Prometheus server (`prometheus`).
 // Each test crate compiles this module and uses a different part of it.
 #![allow(dead_code, unused_imports)]
 
 pub mod alloc;
 mod broker;
 mod certs;
+mod https;
 mod inputs;
 mod process;
+mod prometheus;
 mod scrape;
 mod secure;
 
 pub use broker::*;
 pub use certs::*;
+pub use https::*;
 pub use inputs::*;
 pub use process::*;
+pub use prometheus::*;
 pub use scrape::*;
 pub use secure::*;
