@@ -147,7 +147,8 @@ pub enum KafkaClientError {
     Property { key: String, problem: String },
     /// librdkafka refuses the combination when it builds a client (a missing certificate file,
     /// a key that does not match its certificate, SASL without credentials). `key` is the
-    /// property librdkafka's message starts with, when it names one.
+    /// configured property librdkafka's message names first, or else the first word of it shaped
+    /// like a property name.
     #[error("configuration key `{key}`: librdkafka refuses the {role} configuration: {problem}")]
     Client { key: String, role: &'static str, problem: String },
 }
@@ -182,10 +183,13 @@ impl KafkaConfig {
         }
     }
 
-    /// The secrets of `[kafka.properties_from_file]` and `[kafka.properties_from_env]`, read
-    /// now. A file's trailing newline (as `echo` and most secret stores leave it) is not part
-    /// of the value.
-    fn resolved_secrets(&self) -> Result<BTreeMap<&str, String>, KafkaClientError> {
+    /// The secrets of `[kafka.properties_from_file]` and `[kafka.properties_from_env]` (looked up
+    /// with `env`), read now. A file's trailing newline (as `echo` and most secret stores leave
+    /// it) is not part of the value.
+    fn resolved_secrets(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<BTreeMap<&str, String>, KafkaClientError> {
         let mut values = BTreeMap::new();
         for (property, path) in &self.properties_from_file {
             let text = std::fs::read_to_string(path).map_err(|error| KafkaClientError::SecretFile {
@@ -196,8 +200,10 @@ impl KafkaConfig {
             values.insert(property.as_str(), text.trim_end_matches(['\n', '\r']).to_string());
         }
         for (property, variable) in &self.properties_from_env {
-            let value = std::env::var(variable)
-                .map_err(|_| KafkaClientError::SecretEnv { property: property.clone(), variable: variable.clone() })?;
+            let value = env(variable).ok_or_else(|| KafkaClientError::SecretEnv {
+                property: property.clone(),
+                variable: variable.clone(),
+            })?;
             values.insert(property.as_str(), value);
         }
         Ok(values)
@@ -208,6 +214,15 @@ impl KafkaConfig {
     /// configuration here, so an unknown name or a refused value fails now, naming the key.
     /// The caller adds what its client manages itself (group id, acks, ...).
     pub fn client_config(&self, role: ClientRole) -> Result<ClientConfig, KafkaClientError> {
+        self.client_config_with_env(role, &|variable| std::env::var(variable).ok())
+    }
+
+    /// [`KafkaConfig::client_config`] with the environment looked up by `env`.
+    fn client_config_with_env(
+        &self,
+        role: ClientRole,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ClientConfig, KafkaClientError> {
         let mut config = ClientConfig::new();
         let plain = match role {
             ClientRole::Consumer => self.properties_but(PRODUCER_ONLY_PROPERTIES),
@@ -216,7 +231,7 @@ impl KafkaConfig {
         for (key, value) in plain {
             config.set(key, value);
         }
-        for (key, value) in self.resolved_secrets()? {
+        for (key, value) in self.resolved_secrets(env)? {
             config.set(key, value);
         }
         if let Some(mechanism) = config.get("sasl.mechanisms").or_else(|| config.get("sasl.mechanism")) {
@@ -480,22 +495,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("password");
         std::fs::write(&file, "from-a-file\n").unwrap();
-        let variable = "RANKPULSE_TEST_KEY_PASSWORD_6f1c";
-        std::env::set_var(variable, "from-the-env");
+        let variable = "RANKPULSE_TEST_KEY_PASSWORD";
+        let env = |name: &str| (name == variable).then(|| "from-the-env".to_string());
         let mut kafka = kafka(&[("sasl.username", "rankpulse"), ("sasl.password", "inline-secret")]);
         kafka.properties.remove("sasl.password");
         kafka.properties_from_file.insert("sasl.password".into(), file.display().to_string());
         kafka.properties_from_env.insert("ssl.key.password".into(), variable.into());
-        let config = kafka.client_config(ClientRole::Consumer).unwrap();
+        let config = kafka.client_config_with_env(ClientRole::Consumer, &env).unwrap();
         assert_eq!(config.get("sasl.password"), Some("from-a-file"));
         assert_eq!(config.get("ssl.key.password"), Some("from-the-env"));
 
-        kafka.properties_from_env.insert("ssl.keystore.password".into(), "RANKPULSE_TEST_UNSET_9a2b".into());
-        let error = kafka.client_config(ClientRole::Producer).unwrap_err().to_string();
-        assert_eq!(error, "configuration key `kafka.properties_from_env.\"ssl.keystore.password\"`: environment variable RANKPULSE_TEST_UNSET_9a2b is not set (or not UTF-8)");
+        kafka.properties_from_env.insert("ssl.keystore.password".into(), "RANKPULSE_TEST_UNSET".into());
+        let error = kafka.client_config_with_env(ClientRole::Producer, &env).unwrap_err().to_string();
+        assert_eq!(error, "configuration key `kafka.properties_from_env.\"ssl.keystore.password\"`: environment variable RANKPULSE_TEST_UNSET is not set (or not UTF-8)");
         kafka.properties_from_env.remove("ssl.keystore.password");
         kafka.properties_from_file.insert("sasl.password".into(), "/nonexistent/secret".into());
-        let error = kafka.client_config(ClientRole::Producer).unwrap_err().to_string();
+        let error = kafka.client_config_with_env(ClientRole::Producer, &env).unwrap_err().to_string();
         assert!(
             error.starts_with(
                 "configuration key `kafka.properties_from_file.\"sasl.password\"`: cannot read /nonexistent/secret: "
