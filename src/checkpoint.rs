@@ -6,6 +6,11 @@
 //! of the payload, all little-endian. A snapshot damaged on the way (truncated, bit-flipped) is
 //! detected by its checksum and reported, and the reader uses the one before; one of another
 //! format version is an error that says so, rather than a silent start from scratch.
+//!
+//! The bytes read back are untrusted (the checksum is no signature): this file is under the
+//! no-panic rule (crate documentation, "Hostile input"), and the header's length is compared,
+//! never used to size anything.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -4,6 +4,11 @@
 //! A [`Task`] is self-contained except for its group ids, which are the owning engine's
 //! interned numbers: the snapshot carries the names of the groups it refers to, and the
 //! restoring engine interns them and renumbers the task's pending impressions and sums.
+//!
+//! A snapshot's bytes are untrusted (the checksum is no signature): this file is under the
+//! no-panic rule (crate documentation, "Hostile input"), and [`Engine::check_compatible`] checks
+//! a snapshot's consistency before anything of it is installed.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::Instant;

@@ -5,6 +5,10 @@
 //! consecutive, so a record is complete when its last chunk arrives ([`InOrder`]). The reader has a
 //! thread and a consumer of its own (no group: it reads every partition), so a slow broker
 //! never holds up the input consumer.
+//!
+//! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
+//! documentation, "Hostile input").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::sync::Arc;
 use std::time::Duration;

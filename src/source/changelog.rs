@@ -16,6 +16,10 @@
 //! only then may the offsets the snapshots cover be committed. Reading walks back from the
 //! partition's end in growing steps until it holds a complete snapshot; one that does not verify
 //! is reported by topic, partition and offset, and the one before it is used.
+//!
+//! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
+//! documentation, "Hostile input").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
