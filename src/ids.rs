@@ -12,6 +12,10 @@ pub type DocKey = u64;
 /// Dense id of an (experiment, variant) pair, assigned in order of first appearance.
 pub type GroupId = u32;
 
+/// Another engine's group ids to this engine's (`map[their id] = our id`), for state written by
+/// another replica. A map, not a vector indexed by their ids: those come from the bytes read.
+pub type GroupMap = std::collections::HashMap<GroupId, GroupId>;
+
 /// The identity of an engagement for de-duplication: a 128-bit hash of its `event_id`, or of
 /// its query, document, action and timestamp when it has none.
 pub type EngagementId = u128;

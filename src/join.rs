@@ -39,7 +39,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{DocKey, EngagementId, GroupId, QueryKey};
+use crate::ids::{DocKey, EngagementId, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
 use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
 
@@ -114,6 +114,15 @@ impl EngagementTally {
             EngagementOutcome::Duplicate => self.duplicate += 1,
             EngagementOutcome::Held => {}
         }
+    }
+
+    /// Checks counts read from a snapshot (see [`crate::checkpoint::MAX_COUNT`]).
+    pub fn check(&self) -> Result<(), String> {
+        let EngagementTally { attributed, not_shown, outside_window, late, orphaned, duplicate, evicted } = *self;
+        for count in [attributed, not_shown, outside_window, late, orphaned, duplicate, evicted] {
+            crate::checkpoint::check_count("an engagement count", count)?;
+        }
+        Ok(())
     }
 
     /// Adds another shard's counts.
@@ -253,13 +262,25 @@ impl Shard {
         self.watermark.is_some_and(|w| w > t)
     }
 
+    /// Checks a shard read from a snapshot, beyond what deserializing checked: its count of held
+    /// engagements (kept, not recounted), its engagement counts, and the deadline order of its
+    /// pending impressions under this attribution window.
+    pub fn check(&self, settings: &JoinSettings) -> Result<(), String> {
+        let held: usize = self.held.values().map(Vec::len).sum();
+        if held != self.held_count {
+            return Err(format!("{held} held engagements counted as {}", self.held_count));
+        }
+        self.tally.check()?;
+        self.pending.check(settings.attribution_window).map_err(str::to_string)
+    }
+
     /// The groups of the pending impressions (with repeats).
     pub fn pending_groups(&self) -> impl Iterator<Item = GroupId> + '_ {
         self.pending.groups()
     }
 
     /// Renumbers the pending impressions' groups: `map[old] = new` (see [`Shard::pending_groups`]).
-    pub fn remap_groups(&mut self, map: &[GroupId]) {
+    pub fn remap_groups(&mut self, map: &GroupMap) {
         self.pending.remap_groups(map);
     }
 
@@ -456,7 +477,8 @@ fn attribute(
     // topics' consumption interleaved, which differs between replicas and after a handover.
     // Within one more window it is late (as when the impression was already finalized and is
     // still remembered); beyond that it is held and orphaned (as when it was forgotten).
-    let after_window = timestamp - shown_at - settings.attribution_window;
+    // Saturating: a restored impression's timestamp is whatever its snapshot said.
+    let after_window = timestamp.saturating_sub(shown_at).saturating_sub(settings.attribution_window);
     if after_window > settings.attribution_window {
         return EngagementOutcome::Held;
     }
@@ -532,6 +554,33 @@ mod tests {
         assert_eq!(engage(&mut s, 1, 1010, 99, 1), EngagementOutcome::NotShown);
         assert!(finalize(&mut s, 1100).is_empty(), "deadline 1100 not yet passed");
         assert_eq!(finalize(&mut s, 1101), vec![(1, vec![0, 3, 0])]);
+    }
+
+    #[test]
+    fn an_impression_at_the_edge_of_time_does_not_overflow_attribution() {
+        // Found by the hostile-input review: a restored impression can carry any timestamp, and
+        // `timestamp - shown_at - window` overflowed (a panic in debug builds, a wrap to
+        // "attributed" in release).
+        let mut s = Shard::default();
+        s.offer_impression(1, EventTime::MIN, 0, 0, &[10], &SETTINGS);
+        assert_eq!(engage(&mut s, 1, 1_700_000_000_000, 10, 1), EngagementOutcome::Held);
+        s.offer_impression(2, 0, 0, 0, &[10], &SETTINGS);
+        assert_eq!(engage(&mut s, 2, EventTime::MAX, 10, 1), EngagementOutcome::Held);
+    }
+
+    #[test]
+    fn a_restored_shard_is_checked_against_its_bookkeeping() {
+        let mut s = Shard::default();
+        engage(&mut s, 7, 1020, 20, 2);
+        s.offer_impression(8, 1000, 0, 0, &[10, 20], &SETTINGS);
+        assert_eq!(s.check(&SETTINGS), Ok(()));
+        let bytes = postcard::to_stdvec(&s).unwrap();
+        let restored: Shard = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(restored.check(&SETTINGS), Ok(()));
+        // The held count is kept, not recounted: one that disagrees would underflow the state
+        // size accounting (the snapshot entry point's varint sweep, tests/hostile_input.rs).
+        s.held_count = usize::MAX;
+        assert_eq!(s.check(&SETTINGS), Err(format!("1 held engagements counted as {}", usize::MAX)));
     }
 
     #[test]

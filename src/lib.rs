@@ -30,10 +30,38 @@
 //! | [`output`] | output | Prometheus exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API; the A/B output topic |
 //! | [`demo`] | demo | the in-process Kafka cluster and a realistic A/B traffic generator |
 //! | [`pipeline`] | wiring | the daemon: HTTP, publisher and source started and stopped together |
+//! | [`fuzzing`] | hostile input | one entry point per fuzz target (`fuzz/`), replayed by the tests: decoders, snapshots and changelog records through the real engine |
 //! | [`commands`] | CLI | parses and calls: `demo`, `serve`, `replay`, `generate`, `produce`, `check-config` |
 //!
 //! The engine is deliberately synchronous and owns all evaluation state: the Kafka source and
 //! `replay` feed it the same way, which is why offline backfills and online numbers agree.
+//!
+//! ## Hostile input
+//!
+//! Every byte from outside is untrusted: messages on the input topics (anyone who can produce
+//! to them), records on the changelog and aggregates topics (their checksum tells that bytes
+//! arrived as written, not who wrote them), the configuration. Such bytes may be rejected,
+//! counted and logged, never crash the process, nor make it allocate by what a length, count or
+//! id in them claims.
+//!
+//! * **The no-panic rule.** The files that read them (every file of [`event`], [`time`],
+//!   [`checkpoint`], [`config`], [`source::chunks`] and the changelog and aggregates readers,
+//!   and `engine`'s restore) deny `clippy::unwrap_used`, `clippy::expect_used`, `clippy::panic`
+//!   and `clippy::indexing_slicing` outside tests, as their first line; `tests/architecture.rs`
+//!   checks that it is there. It covers the explicit panics and the implicit ones of indexing,
+//!   slicing, `unwrap` and `expect`; a justified exception is a local `allow` with its reason
+//!   (two, both serializing our own state). It does not cover arithmetic overflow or panics
+//!   inside dependencies (serde_json, postcard, chrono): those are what fuzzing looks for.
+//! * **Decoded state is checked before it is used.** A snapshot restores only into its own
+//!   partition and configuration, and only if it is consistent (shapes, kept counts, deadline
+//!   order, named groups, counts with room to grow: `engine`'s `check_consistent`); an
+//!   aggregates record likewise. Lengths and ids from the bytes are compared, never used to
+//!   size anything.
+//! * **Fuzzing.** [`fuzzing`] has one entry point per fuzz target (`fuzz/`, cargo-fuzz):
+//!   the decoders of both formats through the engine, the scanner against serde_json, snapshot
+//!   and aggregates records behind a valid checksum, and changelog records through both
+//!   readers' reassembly. `tests/hostile_input.rs` replays the committed corpus through the
+//!   same functions and mutates inputs with proptest, in CI.
 
 pub mod accumulate;
 pub mod checkpoint;
@@ -43,6 +71,7 @@ pub mod demo;
 pub mod engine;
 pub mod event;
 pub mod experiments;
+pub mod fuzzing;
 pub mod health;
 pub mod ids;
 pub mod join;

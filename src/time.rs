@@ -3,6 +3,10 @@
 //! Event time is carried everywhere as `i64` milliseconds since the Unix epoch: it is what the
 //! contract's integer timestamps already are, it orders and subtracts without allocation, and it
 //! covers every date a producer can sensibly send.
+//!
+//! Timestamps come from messages: this file is under the no-panic rule (crate documentation,
+//! "Hostile input").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::fmt;
 use std::str::FromStr;

@@ -37,8 +37,10 @@ const STAGES: &[(&str, u32)] = &[
     ("replay", 7),
     ("output", 7),
     ("demo", 7),
-    // Wiring and the command line.
+    // Wiring and the command line; the hostile-input entry points, which drive inputs and
+    // outputs together.
     ("pipeline", 8),
+    ("fuzzing", 8),
     ("commands", 9),
 ];
 
@@ -119,4 +121,42 @@ fn every_module_imports_only_lower_stages() {
 fn the_checker_sees_an_upward_import() {
     let code = "use crate::engine::Engine;\n// crate::source in a comment\nfn f() { crate::time::now(); }";
     assert_eq!(crate_paths(code), [(1, "engine".to_string()), (3, "time".to_string())]);
+}
+
+/// The no-panic rule (`src/lib.rs`, "Hostile input"): denied outside tests in every file that
+/// reads bytes from outside (messages, changelog and aggregates records, the configuration).
+const NO_PANIC_RULE: &str =
+    "#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]";
+
+/// The files under the rule, besides every file of `src/event/` (a new decoder is under it
+/// whether or not it is listed). `config/mod.rs` covers its submodules: lint levels are inherited.
+const NO_PANIC_FILES: &[&str] = &[
+    "time.rs",
+    "checkpoint.rs",
+    "config/mod.rs",
+    "source/chunks.rs",
+    "source/changelog.rs",
+    "source/aggregates.rs",
+    "engine/handover.rs",
+];
+
+#[test]
+fn modules_that_read_input_deny_panics() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files: Vec<PathBuf> = NO_PANIC_FILES.iter().map(|f| src.join(f)).collect();
+    rust_files(&src.join("event"), &mut files);
+    let mut missing = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        // An inner attribute: after the module documentation, before anything else.
+        let head: Vec<&str> = text.lines().skip_while(|l| l.starts_with("//!")).take(1).collect();
+        if head != [NO_PANIC_RULE] {
+            missing.push(file.display().to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the no-panic rule is not the first line after the module documentation of:\n{}\nit is: {NO_PANIC_RULE}",
+        missing.join("\n")
+    );
 }

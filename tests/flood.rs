@@ -72,9 +72,9 @@ fn bytes_per_pending_impression_with_ten_results() {
     let encode_time = started.elapsed();
     let started = Instant::now();
     let mut restored = Engine::new(&Config::default());
-    for bytes in &encoded {
+    for (partition, bytes) in (0..).zip(&encoded) {
         let snapshot: rankpulse::source::PartitionSnapshot = rankpulse::checkpoint::decode(bytes).unwrap();
-        restored.restore_partition(snapshot.task, Instant::now()).unwrap();
+        restored.restore_partition(partition, snapshot.task, Instant::now()).unwrap();
     }
     let restore_time = started.elapsed();
     assert_eq!(restored.pending_impressions(), PENDING as usize);

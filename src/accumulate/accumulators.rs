@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::group_stats::{to_fixed, GroupStats, StatsShape, Unit};
-use crate::ids::GroupId;
+use crate::ids::{GroupId, GroupMap};
 use crate::time::EventTime;
 
 /// The smallest multiple of `m` that is at least `x` (saturating).
@@ -55,6 +55,10 @@ impl GroupTable {
             slot @ None => *slot = Some(stats.clone()),
         }
     }
+    /// Checks every group's stats (see [`GroupStats::check`]).
+    pub fn check(&self, shape: StatsShape) -> Result<(), String> {
+        self.iter().try_for_each(|(_, stats)| stats.check(shape))
+    }
     /// Adds every group of another table (another partition's sums) to this one.
     pub fn merge(&mut self, other: &GroupTable) {
         for (group, stats) in other.iter() {
@@ -63,10 +67,10 @@ impl GroupTable {
     }
     /// Renumbers the groups (`map[old] = new`), merging groups mapped to one id: a partition's
     /// sums restored into an engine that interned the same labels under other ids.
-    pub fn remap(&mut self, map: &[GroupId]) {
+    pub fn remap(&mut self, map: &GroupMap) {
         let old = std::mem::take(&mut self.by_group);
-        for (i, stats) in old.into_iter().enumerate() {
-            if let (Some(stats), Some(&new)) = (stats, map.get(i)) {
+        for (stats, old) in old.into_iter().zip(0..) {
+            if let (Some(stats), Some(&new)) = (stats, map.get(&old)) {
                 self.merge_group(new, &stats);
             }
         }
@@ -82,6 +86,17 @@ pub struct ClosedWindow {
     pub start: EventTime,
     /// The figures of every group with an impression in the window.
     pub groups: GroupTable,
+}
+
+impl ClosedWindow {
+    /// Checks a closed window read from a snapshot or an aggregates record against the
+    /// configuration: one of its window sizes, stats of its shape.
+    pub fn check(&self, shape: StatsShape, window_count: usize) -> Result<(), String> {
+        if self.size_index >= window_count {
+            return Err(format!("a closed window of size {} with {window_count} window sizes", self.size_index));
+        }
+        self.groups.check(shape)
+    }
 }
 
 /// Open windows of one size, keyed by start time.
@@ -132,6 +147,28 @@ impl Accumulators {
             fixed_scratch: Vec::new(),
             squares_scratch: Vec::new(),
         }
+    }
+
+    /// Checks accumulators read from a snapshot against the ones this configuration makes
+    /// (`Accumulators::new` of the same arguments): the same shape, windows and attribution
+    /// window, and every stats table consistent with them.
+    pub fn check(&self, shape: StatsShape, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Result<(), String> {
+        if self.shape != shape {
+            return Err(format!("stats of shape {:?}, configured {shape:?}", self.shape));
+        }
+        if self.attribution_window_ms != attribution_window_ms {
+            return Err(format!(
+                "attribution window {} ms, configured {attribution_window_ms}",
+                self.attribution_window_ms
+            ));
+        }
+        let sizes: Vec<i64> = self.series.iter().map(|s| s.size_ms).collect();
+        if sizes != window_sizes_ms {
+            return Err(format!("windows of {sizes:?} ms, configured {window_sizes_ms:?}"));
+        }
+        crate::checkpoint::check_count("the late window impressions", self.window_late_impressions)?;
+        self.cumulative.check(shape)?;
+        self.series.iter().flat_map(|s| s.open.values()).try_for_each(|table| table.check(shape))
     }
 
     pub fn window_size_ms(&self, size_index: usize) -> i64 {
@@ -205,7 +242,7 @@ impl Accumulators {
     }
 
     /// Renumbers the groups everywhere (see [`GroupTable::remap`]).
-    pub fn remap_groups(&mut self, map: &[GroupId]) {
+    pub fn remap_groups(&mut self, map: &GroupMap) {
         self.cumulative.remap(map);
         for series in &mut self.series {
             for table in series.open.values_mut() {
@@ -259,7 +296,7 @@ mod tests {
         a.add(1, 10, &[0.5], true, 0);
         a.add(2, 10, &[0.0], false, 0);
         // Old groups 0 and 2 are one group (id 5) in the engine restoring them.
-        a.remap_groups(&[5, 3, 5]);
+        a.remap_groups(&GroupMap::from([(0, 5), (1, 3), (2, 5)]));
         let ids: Vec<GroupId> = a.cumulative.iter().map(|(g, _)| g).collect();
         assert_eq!(ids, [3, 5]);
         assert_eq!((a.cumulative.get(5).unwrap().impressions, a.cumulative.get(5).unwrap().mean(0)), (2, 0.5));

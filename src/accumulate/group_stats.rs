@@ -203,6 +203,43 @@ impl GroupStats {
         self.buckets.len()
     }
 
+    /// Checks stats read from a snapshot or an aggregates record against the shape of this
+    /// configuration's stats: one sum per metric slot, unit buckets only when clustered and
+    /// within their count, counts and sums that adding to cannot overflow. What the bytes say is
+    /// not trusted, the checksum only tells they arrived as written.
+    pub fn check(&self, shape: StatsShape) -> Result<(), String> {
+        use crate::checkpoint::{check_count, check_sum};
+        if self.sums.len() != shape.metrics || self.squares.len() != shape.metrics {
+            return Err(format!(
+                "{} sums and {} squares for {} metric slots",
+                self.sums.len(),
+                self.squares.len(),
+                shape.metrics
+            ));
+        }
+        check_count("an impression count", self.impressions)?;
+        check_count("an engaged count", self.engaged)?;
+        for &sum in self.sums.iter().chain(self.squares.iter()) {
+            check_sum("a metric sum", sum)?;
+        }
+        for (&bucket, sums) in &self.buckets {
+            if shape.unit_buckets.is_none_or(|buckets| bucket >= buckets) {
+                return Err(format!("unit bucket {bucket} with ab.unit_buckets {:?}", shape.unit_buckets));
+            }
+            if sums.sums.len() != shape.metrics {
+                return Err(format!("a unit bucket with {} sums for {} metric slots", sums.sums.len(), shape.metrics));
+            }
+            check_count("a unit bucket's impression count", sums.impressions)?;
+            for &sum in sums.sums.iter() {
+                check_sum("a unit bucket's sum", sum)?;
+            }
+        }
+        if self.units.len() > shape.max_units {
+            return Err(format!("{} distinct units, ab.max_units is {}", self.units.len(), shape.max_units));
+        }
+        Ok(())
+    }
+
     /// Distinct units seen, or `None` when there were more than `ab.max_units`.
     pub fn distinct_units(&self) -> Option<usize> {
         (!self.units_overflowed).then_some(self.units.len())
@@ -212,6 +249,27 @@ impl GroupStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stats_read_back_are_checked_against_the_configured_shape() {
+        let shape = StatsShape { metrics: 2, unit_buckets: Some(4), max_units: 10 };
+        let mut stats = GroupStats::new(shape);
+        stats.add_fixed(&[1, 2], &[1, 4], true, Some(Unit { hash: 7, bucket: 3, max_units: 10 }));
+        assert_eq!(stats.check(shape), Ok(()));
+        // Found by the snapshot entry point's varint sweep (tests/hostile_input.rs): stats of
+        // another shape were merged and indexed by this one, and a shape from the bytes sized every
+        // new group's sums (68 GB).
+        assert!(stats.check(StatsShape { metrics: 3, ..shape }).is_err());
+        assert!(stats.check(StatsShape { unit_buckets: Some(3), ..shape }).is_err(), "bucket 3 of 3");
+        assert!(stats.check(StatsShape { unit_buckets: None, ..shape }).is_err());
+        assert!(stats.check(StatsShape { max_units: 0, ..shape }).is_err());
+        let mut huge = stats.clone();
+        huge.sums[0] = i128::MAX;
+        assert!(huge.check(shape).unwrap_err().contains("more than any state can hold"));
+        let mut huge = stats;
+        huge.impressions = u64::MAX;
+        assert!(huge.check(shape).is_err());
+    }
 
     #[test]
     fn fixed_point_sums_do_not_depend_on_order() {

@@ -303,7 +303,7 @@ impl KafkaConfig {
         let is_name_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'.' || b == b'_';
         let whole_word_at = |property: &str| {
             message.match_indices(property).map(|(at, _)| at).find(|&at| {
-                let before = at.checked_sub(1).map(|i| message.as_bytes()[i]);
+                let before = at.checked_sub(1).and_then(|i| message.as_bytes().get(i).copied());
                 let after = message.as_bytes().get(at + property.len()).copied();
                 !before.is_some_and(is_name_byte) && !after.is_some_and(is_name_byte)
             })

@@ -51,6 +51,9 @@ impl Config {
     }
 
     /// The effective configuration as TOML, for `check-config`; bcrypt hashes are not shown.
+    // Writes a configuration that was read and validated, never input: a failure would be a bug
+    // in the schema's `Serialize`.
+    #[allow(clippy::expect_used, reason = "serializes a validated configuration, not input")]
     pub fn to_toml(&self) -> String {
         let shown = Config { http: self.http.redacted(), ..self.clone() };
         toml::to_string_pretty(&shown).expect("configuration always serializes")

@@ -8,6 +8,10 @@
 //! The schema (every section and its defaults) is in `schema`, reading the file and the
 //! environment in `load`, the cross-field rules in `validate`, and what each Kafka client is
 //! built from (role properties, secrets, librdkafka's own checks) in `kafka_client`.
+//!
+//! The file and the environment are input: the config module and its submodules are under the
+//! no-panic rule (crate documentation, "Hostile input"); the attribute here covers them all.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 mod kafka_client;
 mod load;

@@ -321,8 +321,11 @@ fn is_bcrypt_hash(value: &str) -> bool {
         && rest.as_bytes().get(..2).is_some_and(|c| c.iter().all(u8::is_ascii_digit));
     bytes.len() == 60
         && cost_ok
-        && rest.as_bytes()[2] == b'$'
-        && rest.as_bytes()[3..].iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/')
+        && rest.as_bytes().get(2) == Some(&b'$')
+        && rest
+            .as_bytes()
+            .get(3..)
+            .is_some_and(|h| h.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/'))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::handover::GroupName;
+use super::handover::{check_named, GroupName};
 use super::Engine;
 use crate::accumulate::{ClosedWindow, GroupTable};
 use crate::ids::GroupId;
@@ -162,11 +162,21 @@ impl Engine {
         }))
     }
 
-    /// Merges a partition's aggregates record (any replica's) into the experiment-wide view.
-    pub fn apply_aggregates(&mut self, record: PartitionAggregates) {
+    /// Merges a partition's aggregates record (any replica's) into the experiment-wide view. A
+    /// record whose stats are not of this configuration's shape, whose counts leave no room to
+    /// add to, or that refers to groups it does not name, is refused whole (its bytes are
+    /// another replica's, or anyone's who can write the topic).
+    pub fn apply_aggregates(&mut self, record: PartitionAggregates) -> Result<(), String> {
         if self.global.is_none() {
-            return;
+            return Ok(());
         }
+        let (shape, sizes) = (self.template.shape, self.template.window_sizes_ms.len());
+        record.cumulative.check(shape)?;
+        for window in &record.recent_closed {
+            window.check(shape, sizes)?;
+        }
+        let recent = record.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
+        check_named(&record.groups, record.cumulative.iter().map(|(g, _)| g).chain(recent))?;
         let map = self.intern_names(&record.groups);
         let mut cumulative = record.cumulative;
         cumulative.remap(&map);
@@ -177,6 +187,7 @@ impl Engine {
         if let Some(view) = self.global.as_mut() {
             view.apply(record.partition, record.closed_before, cumulative, recent);
         }
+        Ok(())
     }
 
     /// Whether this engine publishes the experiment-wide A/B feed: with the view on, the owner

@@ -2,6 +2,7 @@
 //! rankpulse's own events or OpenSearch UBI documents per topic. Everything that decodes a
 //! message (the engine, replay's readers, its TREC writer) goes through here, so a format
 //! choice can never apply to one of them and not to another.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::borrow::Cow;
 

@@ -1,5 +1,6 @@
 //! A short, safe quote of a message for a log line: whoever reads the log sees what the
 //! producer sent, and a binary message or a terminal escape cannot garble the log.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::fmt::Write;
 

@@ -2,6 +2,7 @@
 //! must agree with and which decodes everything the scanner declines. Its building blocks
 //! (borrowed strings, lenient ids, raw timestamps, result-id lists, the reject classification)
 //! are shared with the UBI decoder, so both formats reject the same faults for the same reasons.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::borrow::Cow;
 use std::fmt;
@@ -23,20 +24,21 @@ const FOUND_CHARS: usize = 24;
 
 /// The message as text, once it is known to be UTF-8 that starts like a JSON object.
 pub(super) fn object_text(payload: &[u8]) -> Result<&str, Rejection> {
-    let Some(first) = payload.iter().position(|b| !b.is_ascii_whitespace()) else {
+    let start = payload.trim_ascii_start();
+    let Some(&first) = start.first() else {
         return Err(Rejection::new(RejectReason::EmptyMessage, "empty payload"));
     };
-    if payload[first] != b'{' {
+    if first != b'{' {
         // Distinguish "valid JSON but not an object" from garbage, for a useful reason, and
         // say what was found: a whole file in the wrong format shows at once.
         let rejection = match serde_json::from_slice::<IgnoredAny>(payload) {
             Ok(_) => Rejection::new(
                 RejectReason::NotAnObject,
-                format!("expected a JSON object, found {}", json_type_name(payload[first])),
+                format!("expected a JSON object, found {}", json_type_name(first)),
             ),
             Err(_) => Rejection::new(
                 RejectReason::InvalidJson,
-                format!("expected a JSON object, found {}", super::excerpt(&payload[first..], FOUND_CHARS, false)),
+                format!("expected a JSON object, found {}", super::excerpt(start, FOUND_CHARS, false)),
             ),
         };
         return Err(rejection);

@@ -15,6 +15,11 @@
 //! | `json.rs` | the native format through serde_json (the reference, and the fallback when the scanner declines), and the serde pieces UBI shares |
 //! | `ubi.rs` | OpenSearch UBI query and event documents |
 //! | `excerpt.rs` | [`excerpt`]: a short, escaped quote of a message, for rejections and their log lines |
+//!
+//! Every message is untrusted input: each file here is under the no-panic rule (crate
+//! documentation, "Hostile input"), and `fuzz/` fuzzes both formats and the scanner against
+//! serde_json through [`crate::fuzzing`].
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::borrow::Cow;
 
@@ -251,18 +256,19 @@ pub fn decode_engagement(payload: &[u8]) -> Result<Engagement<'_>, Rejection> {
     json::finish_engagement(fields)
 }
 
-/// One decoder alone, for the differential test of the scanner against serde_json.
-#[cfg(test)]
-#[derive(Clone, Copy)]
-pub(crate) enum Path {
+/// One decoder of the native format alone, for the differential check of the scanner against
+/// serde_json (its unit tests and the `scan_vs_serde` fuzz target, through [`crate::fuzzing`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Path {
     /// The scanner, `None` where it declines.
     ScanOnly,
-    /// serde_json alone.
+    /// serde_json alone: always answers.
     Serde,
 }
 
-#[cfg(test)]
-pub(crate) fn decode_impression_with<'a>(
+/// [`decode_impression`] through one decoder only: `None` where the scanner declines. Where the
+/// scanner answers, the answer must be serde_json's (see `scan.rs`).
+pub fn decode_impression_with<'a>(
     payload: &'a [u8],
     results: &mut Vec<DocKey>,
     path: Path,
@@ -280,8 +286,8 @@ pub(crate) fn decode_impression_with<'a>(
     Some(json::finish_impression(fields))
 }
 
-#[cfg(test)]
-pub(crate) fn decode_engagement_with(payload: &[u8], path: Path) -> Option<Result<Engagement<'_>, Rejection>> {
+/// [`decode_engagement`] through one decoder only, as [`decode_impression_with`].
+pub fn decode_engagement_with(payload: &[u8], path: Path) -> Option<Result<Engagement<'_>, Rejection>> {
     let fields = match (json::object_text(payload), path) {
         (Err(e), Path::Serde) => return Some(Err(e)),
         (Err(_), Path::ScanOnly) => return None,

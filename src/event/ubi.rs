@@ -29,6 +29,7 @@
 //! allows integer `object_id`s), taken as their decimal text so they match hit ids written as
 //! strings; a `null` hit list is a search that returned nothing (UBI's own convention for
 //! zero-result queries).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::borrow::Cow;
 use std::fmt;

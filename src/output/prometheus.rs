@@ -1008,7 +1008,7 @@ mod tests {
         let snapshot = crate::checkpoint::encode(&a.snapshot_partition(3).unwrap());
         a.remove_partition(3);
         let mut b = engine();
-        b.restore_partition(crate::checkpoint::decode(&snapshot).unwrap(), Instant::now()).unwrap();
+        b.restore_partition(3, crate::checkpoint::decode(&snapshot).unwrap(), Instant::now()).unwrap();
         let (after_a, after_b) = (exposition(&a), exposition(&b));
         let p3 = |text: &str| -> Vec<String> {
             text.lines().filter(|l| l.contains("partition=\"3\"")).map(String::from).collect()

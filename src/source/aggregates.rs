@@ -1,12 +1,15 @@
 //! The aggregates topic's reader: every replica reads every partition's A/B sums, whichever
 //! replica wrote them, into the engine's experiment-wide view (`crate::engine`'s `global`).
 //!
-//! Records are chunked like changelog snapshots (`super::changelog`); one partition's chunks
-//! are consecutive, so a record is complete when its last chunk arrives. The reader has a
+//! Records are chunked like changelog snapshots (`super::chunks`); one partition's chunks are
+//! consecutive, so a record is complete when its last chunk arrives ([`InOrder`]). The reader has a
 //! thread and a consumer of its own (no group: it reads every partition), so a slow broker
 //! never holds up the input consumer.
+//!
+//! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
+//! documentation, "Hostile input").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +18,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::changelog::{ChunkHeader, SnapshotId};
+use super::chunks::{ChunkHeader, InOrder};
 use super::SourceError;
 use crate::checkpoint;
 use crate::config::{ClientRole, KafkaConfig};
@@ -27,18 +30,6 @@ use crate::shutdown::Shutdown;
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 /// How often the topic is looked for until it exists (the source creates it on assignment).
 const METADATA_RETRY: Duration = Duration::from_secs(1);
-
-/// A record being reassembled from its chunks.
-struct Partial {
-    /// The record's id: chunks of another id start a new record.
-    id: SnapshotId,
-    /// Chunk count.
-    count: u32,
-    /// The chunks so far, in order.
-    bytes: Vec<u8>,
-    /// The next chunk index expected.
-    next: u32,
-}
 
 /// Starts the reader thread; it stops when `shutdown` fires.
 // Called once at start-up, where the error's size costs nothing.
@@ -88,7 +79,7 @@ fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, 
     }
     drop(tpl);
     tracing::info!(topic, partitions, "reading every partition's A/B sums");
-    let mut partial: HashMap<i32, Partial> = HashMap::new();
+    let mut records = InOrder::default();
     while !shutdown.is_triggered() {
         let message = match consumer.poll(POLL_TIMEOUT) {
             None => continue,
@@ -107,23 +98,13 @@ fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, 
         };
         let Some((header, payload)) = message.payload().and_then(ChunkHeader::read) else { continue };
         let partition = message.partition();
-        if header.index == 0 {
-            partial.insert(partition, Partial { id: header.snapshot, count: header.count, bytes: Vec::new(), next: 0 });
-        }
-        let Some(record) = partial.get_mut(&partition) else { continue };
-        if record.id != header.snapshot || record.next != header.index {
-            // A chunk of a record whose start we did not see (or an interrupted write).
-            partial.remove(&partition);
-            continue;
-        }
-        record.bytes.extend_from_slice(payload);
-        record.next += 1;
-        if record.next < record.count {
-            continue;
-        }
-        let record = partial.remove(&partition).expect("just looked up");
-        match checkpoint::decode::<PartitionAggregates>(&record.bytes) {
-            Ok(aggregates) => engine.lock().apply_aggregates(aggregates),
+        let Some(record) = records.add(partition, header, payload) else { continue };
+        match checkpoint::decode::<PartitionAggregates>(&record) {
+            Ok(aggregates) => {
+                if let Err(e) = engine.lock().apply_aggregates(aggregates) {
+                    tracing::warn!(topic, partition, offset = message.offset(), error = %e, "aggregates record refused");
+                }
+            }
             Err(e) => {
                 tracing::warn!(topic, partition, offset = message.offset(), error = %e, "aggregates record skipped")
             }

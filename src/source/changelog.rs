@@ -7,7 +7,7 @@
 //! brokers' default message size. Each chunk carries a [`ChunkHeader`]: the snapshot's sequence
 //! number (one above the newest the writer saw in the partition) and a random nonce, which
 //! together identify it even if two writers ever chose the same sequence, its index and the chunk
-//! count. The newest snapshot is the one written last (highest offset), never judged by its
+//! count (the record format and reassembly are [`super::chunks`], pure). The newest snapshot is the one written last (highest offset), never judged by its
 //! number. Chunk keys alternate between two slots (`<partition>/<sequence % 2>/<index>`), so that
 //! on a compacted topic a snapshot interrupted by a crash can only overwrite the chunks of the
 //! one before the newest complete one.
@@ -16,8 +16,12 @@
 //! only then may the offsets the snapshots cover be committed. Reading walks back from the
 //! partition's end in growing steps until it holds a complete snapshot; one that does not verify
 //! is reported by topic, partition and offset, and the one before it is used.
+//!
+//! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
+//! documentation, "Hostile input").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,16 +35,10 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientContext;
 
+use super::chunks::{chunk_records, ChunkHeader, SnapshotId, Tail};
 use crate::config::{ClientRole, KafkaClientError, KafkaConfig};
 use crate::kafka_log::{KafkaLog, SharedLog};
 
-/// Payload bytes per chunk: with the header and Kafka's record overhead, below the brokers'
-/// default `message.max.bytes` (1 MB), so no broker setting has to change.
-const CHUNK_BYTES: usize = 900 * 1024;
-/// Marks a changelog record as a rankpulse snapshot chunk.
-const MAGIC: [u8; 4] = *b"RPCL";
-/// magic, sequence (u64), nonce (u64), chunk index (u32), chunk count (u32), little-endian.
-const HEADER_LEN: usize = 4 + 8 + 8 + 4 + 4;
 /// How long the brokers may take to acknowledge one write of snapshots.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long reading one partition's newest snapshot may take.
@@ -64,112 +62,6 @@ pub enum ChangelogError {
     Write { topic: String, error: String },
     #[error("reading partition {partition} of {topic}: {error}")]
     Read { topic: String, partition: i32, error: String },
-}
-
-/// Identifies one snapshot among those of a partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SnapshotId {
-    /// One above the newest sequence the writer saw in the partition: chooses the key slot.
-    pub sequence: u64,
-    /// Random: tells apart two snapshots that got the same sequence from two writers.
-    pub nonce: u64,
-}
-
-/// The header of one chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ChunkHeader {
-    /// The snapshot the chunk belongs to.
-    pub snapshot: SnapshotId,
-    /// This chunk's place in the snapshot.
-    pub index: u32,
-    /// How many chunks the snapshot has.
-    pub count: u32,
-}
-
-impl ChunkHeader {
-    fn write(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&self.snapshot.sequence.to_le_bytes());
-        out.extend_from_slice(&self.snapshot.nonce.to_le_bytes());
-        out.extend_from_slice(&self.index.to_le_bytes());
-        out.extend_from_slice(&self.count.to_le_bytes());
-    }
-
-    /// The header and the payload of a record, or `None` if it is not a chunk.
-    pub(super) fn read(bytes: &[u8]) -> Option<(ChunkHeader, &[u8])> {
-        if bytes.len() < HEADER_LEN || bytes[..4] != MAGIC {
-            return None;
-        }
-        let header = ChunkHeader {
-            snapshot: SnapshotId {
-                sequence: u64::from_le_bytes(bytes[4..12].try_into().ok()?),
-                nonce: u64::from_le_bytes(bytes[12..20].try_into().ok()?),
-            },
-            index: u32::from_le_bytes(bytes[20..24].try_into().ok()?),
-            count: u32::from_le_bytes(bytes[24..28].try_into().ok()?),
-        };
-        (header.count > 0 && header.index < header.count).then_some((header, &bytes[HEADER_LEN..]))
-    }
-}
-
-/// Splits a snapshot into chunk records (header and payload).
-fn chunk_records(snapshot: SnapshotId, bytes: &[u8]) -> Vec<Vec<u8>> {
-    let chunks: Vec<&[u8]> = if bytes.is_empty() { vec![bytes] } else { bytes.chunks(CHUNK_BYTES).collect() };
-    let count = u32::try_from(chunks.len()).expect("fewer than 2^32 chunks");
-    chunks
-        .iter()
-        .enumerate()
-        .map(|(i, chunk)| {
-            let mut record = Vec::with_capacity(HEADER_LEN + chunk.len());
-            ChunkHeader { snapshot, index: i as u32, count }.write(&mut record);
-            record.extend_from_slice(chunk);
-            record
-        })
-        .collect()
-}
-
-/// The chunks read from the end of one changelog partition, by snapshot.
-#[derive(Default)]
-struct Tail {
-    /// Snapshot → chunk index → (offset, payload). A chunk read twice (the ranges read overlap
-    /// nothing, but a redelivered record could) keeps its first copy.
-    snapshots: HashMap<SnapshotId, BTreeMap<u32, (i64, Vec<u8>)>>,
-    /// Chunk count per snapshot.
-    counts: HashMap<SnapshotId, u32>,
-    /// The highest sequence seen, complete or not.
-    newest_sequence: Option<u64>,
-}
-
-impl Tail {
-    fn add(&mut self, offset: i64, header: ChunkHeader, payload: &[u8]) {
-        self.counts.insert(header.snapshot, header.count);
-        self.newest_sequence = self.newest_sequence.max(Some(header.snapshot.sequence));
-        self.snapshots.entry(header.snapshot).or_default().entry(header.index).or_insert((offset, payload.to_vec()));
-    }
-
-    /// The complete snapshots read so far, the one written last first: (id, first offset).
-    fn complete(&self) -> Vec<(SnapshotId, i64)> {
-        let mut out = Vec::new();
-        for (&id, chunks) in &self.snapshots {
-            let count = self.counts[&id];
-            if chunks.len() == count as usize && chunks.keys().copied().eq(0..count) {
-                out.push((id, chunks.values().next().map_or(0, |(o, _)| *o)));
-            }
-        }
-        out.sort_by_key(|&(_, first)| std::cmp::Reverse(first));
-        out
-    }
-
-    /// A complete snapshot's bytes, its chunks joined (only for the one being tried: a
-    /// snapshot can be hundreds of megabytes).
-    fn assemble(&self, id: SnapshotId) -> Vec<u8> {
-        let chunks = &self.snapshots[&id];
-        let mut bytes = Vec::with_capacity(chunks.values().map(|(_, p)| p.len()).sum());
-        for (_, payload) in chunks.values() {
-            bytes.extend_from_slice(payload);
-        }
-        bytes
-    }
 }
 
 /// Counts delivery failures of the changelog producer, so a write knows whether every chunk
@@ -381,8 +273,11 @@ impl Changelog {
             };
             let next = sequences.entry(*partition).or_insert(0);
             let id = SnapshotId { sequence: *next, nonce: rand::random() };
-            *next += 1;
-            for (index, record) in chunk_records(id, snapshot).iter().enumerate() {
+            // Sequences only choose a key slot and tell snapshots apart (the newest is judged by
+            // offset): past u64::MAX they start again at 0, still alternating slots.
+            *next = next.wrapping_add(1);
+            let records = chunk_records(id, snapshot).map_err(|e| write_error(e.to_string()))?;
+            for (index, record) in records.iter().enumerate() {
                 let key = format!("{partition}/{}/{index}", id.sequence % 2);
                 bytes += record.len() as u64;
                 let mut pending = BaseRecord::to(topic).partition(*partition).key(&key).payload(record);
@@ -432,9 +327,9 @@ impl Changelog {
             from = (from - step).max(low);
             step = step.saturating_mul(4);
             self.read_range(partition, from, end, deadline, &mut tail).map_err(read_error)?;
-            if let Some(newest) = tail.newest_sequence {
+            if let Some(after) = tail.next_sequence() {
                 let next = self.next_sequence.entry(partition).or_insert(0);
-                *next = (*next).max(newest + 1);
+                *next = (*next).max(after);
             }
             for (id, offset) in tail.complete() {
                 if rejected.contains(&id) {
@@ -494,46 +389,5 @@ impl Changelog {
             }
         }
         self.reader.unassign().map_err(|e| format!("unassigning: {e}"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunks_reassemble_and_incomplete_snapshots_are_not_taken() {
-        let bytes: Vec<u8> = (0..CHUNK_BYTES * 2 + 10).map(|i| (i % 251) as u8).collect();
-        let id = |sequence| SnapshotId { sequence, nonce: 99 };
-        let records = chunk_records(id(7), &bytes);
-        assert_eq!(records.len(), 3);
-        let mut tail = Tail::default();
-        for (offset, record) in records.iter().enumerate() {
-            let (header, payload) = ChunkHeader::read(record).unwrap();
-            tail.add(10 + offset as i64, header, payload);
-        }
-        // A newer snapshot whose last chunk never arrived (a crash mid-write).
-        let newer = chunk_records(id(8), &bytes);
-        for (offset, record) in newer.iter().take(2).enumerate() {
-            let (header, payload) = ChunkHeader::read(record).unwrap();
-            tail.add(20 + offset as i64, header, payload);
-        }
-        let complete = tail.complete();
-        assert_eq!(complete, [(id(7), 10)]);
-        assert_eq!(tail.assemble(id(7)), bytes);
-        // Another writer's snapshot with the same sequence, written later: a snapshot of its
-        // own, and the newest, judged by where it was written.
-        let same_sequence = chunk_records(SnapshotId { sequence: 7, nonce: 1 }, b"other");
-        let (header, payload) = ChunkHeader::read(&same_sequence[0]).unwrap();
-        tail.add(30, header, payload);
-        let complete = tail.complete();
-        assert_eq!((complete[0].1, tail.assemble(complete[0].0).as_slice()), (30, &b"other"[..]));
-        assert_eq!((complete[1].1, tail.assemble(complete[1].0).len()), (10, bytes.len()));
-        assert_eq!(tail.newest_sequence, Some(8));
-        assert!(ChunkHeader::read(b"RPCLxxxx").is_none(), "truncated header");
-        let mut zero_count = records[0].clone();
-        zero_count[24..28].copy_from_slice(&0u32.to_le_bytes());
-        assert!(ChunkHeader::read(&zero_count).is_none(), "a chunk count of 0 is no chunk");
-        assert_eq!(chunk_records(id(1), &[]).len(), 1, "an empty snapshot is one empty chunk");
     }
 }

@@ -17,6 +17,7 @@
 //! |---|---|
 //! | `mod.rs` | the consumer thread's poll loop, the client configuration |
 //! | [`changelog`] | the changelog topic: snapshots written in chunks, acknowledged, read back from the end |
+//! | [`chunks`] | the chunk records of the changelog and aggregates topics and their reassembly, pure (no client), so they are fuzzed |
 //! | `aggregates` | the aggregates topic's reader: every partition's A/B sums into the experiment-wide view |
 //! | [`positions`] | the next offset of every input partition in the state |
 //! | [`commit`] | snapshot, then commit: the only path by which offsets reach the group |
@@ -24,6 +25,7 @@
 
 mod aggregates;
 mod changelog;
+pub mod chunks;
 mod commit;
 mod positions;
 mod rebalance;

@@ -118,7 +118,7 @@ impl SourceContext {
                 Some(changelog) => match changelog.read_newest(p, |recovered| {
                     let snapshot: PartitionSnapshot =
                         checkpoint::decode(&recovered.bytes).map_err(|e| e.to_string())?;
-                    self.engine.lock().check_compatible(&snapshot.task).map_err(|e| e.to_string())?;
+                    self.engine.lock().check_compatible(p, &snapshot.task).map_err(|e| e.to_string())?;
                     Ok(snapshot)
                 }) {
                     Ok(found) => found,
@@ -130,7 +130,7 @@ impl SourceContext {
                 Some((recovered, snapshot)) => {
                     let pending = snapshot.task.pending_impressions();
                     let positions = snapshot.positions;
-                    if let Err(e) = engine.restore_partition(snapshot.task, Instant::now()) {
+                    if let Err(e) = engine.restore_partition(p, snapshot.task, Instant::now()) {
                         // Checked while reading: only a bug gets here.
                         tracing::error!(partition = p, error = %e, "restoring the partition failed");
                     }

@@ -221,10 +221,41 @@ impl DeadlineQueue {
         self.stragglers.entries.iter().copied()
     }
 
+    /// Checks the order a restored queue was read back in, which [`DeadlineQueue::restore_run`]
+    /// and [`DeadlineQueue::restore_straggler`] trust: the run sorted, the heap a heap, and every
+    /// straggler's deadline its record's under this attribution window.
+    pub(super) fn check(&self, arena: &Arena, window: i64) -> Result<(), &'static str> {
+        let heap = &self.stragglers.entries;
+        for (i, &due) in heap.iter().enumerate() {
+            if due != Due::of(arena, window, due.id) {
+                return Err("a pending impression's deadline is not its timestamp's");
+            }
+            if i > 0 && heap.get((i - 1) / 2).is_some_and(|&parent| due.before(parent, arena)) {
+                return Err("the late pending impressions are out of order");
+            }
+        }
+        let mut run = self.run.iter().map(|&id| Due::of(arena, window, id));
+        if let Some(mut previous) = run.next() {
+            for due in run {
+                if !previous.before(due, arena) {
+                    return Err("the pending impressions are out of deadline order");
+                }
+                previous = due;
+            }
+        }
+        Ok(())
+    }
+
     /// Appends an id to the run, trusting that it is due no earlier than the run's last (a
-    /// checkpoint's run, read back in its order).
+    /// checkpoint's run, read back in its order; [`DeadlineQueue::check`] checks it).
     pub(super) fn restore_run(&mut self, id: u32) {
         self.run.push_back(id);
+    }
+
+    /// Swaps two entries of the run, breaking its order (for the tests of [`DeadlineQueue::check`]).
+    #[cfg(test)]
+    pub(super) fn swap_run(&mut self, a: usize, b: usize) {
+        self.run.swap(a, b);
     }
 
     /// Appends an entry to the heap array, trusting that the array stays a heap (a checkpoint's

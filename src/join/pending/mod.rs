@@ -24,7 +24,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use self::arena::{Arena, FIRST_ENGAGEMENT, GROUP_UNIT, HEADER_WORDS, LEN, QUERY_HIGH, QUERY_LOW, TIMESTAMP};
 use self::deadlines::{DeadlineQueue, Due};
 use self::index::QueryIndex;
-use crate::ids::{DocKey, GroupId, QueryKey};
+use crate::ids::{DocKey, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
 
 /// No engagement attributed yet.
@@ -251,20 +251,35 @@ impl PendingSet {
     /// Renumbers every pending impression's group (`map[old] = new`), for a restore into an
     /// engine that interned the labels under other ids. The group is not part of the index or
     /// the deadline order, so only the record changes.
-    pub(super) fn remap_groups(&mut self, map: &[GroupId]) {
+    /// A group the map does not name keeps its id: a restored snapshot names every group its
+    /// records refer to (the engine checks that before renumbering).
+    pub(super) fn remap_groups(&mut self, map: &GroupMap) {
         let ids: Vec<u32> = self.ids().collect();
         for id in ids {
             let record = self.arena.record_mut(id);
             let mut header = Taken::read(record);
-            header.group = map[header.group as usize];
-            header.write(record, record.len() - HEADER_WORDS);
+            if let Some(&ours) = map.get(&header.group) {
+                header.group = ours;
+                header.write(record, record.len() - HEADER_WORDS);
+            }
         }
+    }
+
+    /// Checks what deserializing cannot (it does not know the attribution window): the order
+    /// of the deadline queue as read back.
+    pub(super) fn check(&self, window: i64) -> Result<(), &'static str> {
+        self.queue.check(&self.arena, window)
     }
 
     /// Appends a checkpointed record to the arena and the index (not yet to the queue).
     fn restore(&mut self, r: RecordIn) -> Result<u32, &'static str> {
         if self.find(r.query).is_some() {
             return Err("a query is pending twice");
+        }
+        // Engagements are attributed only from the impression's timestamp on, and the delay to
+        // the first is computed by subtraction.
+        if r.first_engagement != NO_ENGAGEMENT && r.first_engagement.checked_sub(r.timestamp).is_none_or(|d| d < 0) {
+            return Err("a pending impression's first engagement is before it");
         }
         let words = HEADER_WORDS + r.slots.len();
         let id = self.arena.alloc(words);
@@ -510,7 +525,8 @@ mod tests {
             if q % 3 == 0 {
                 let mut p = set.get_mut(id.unwrap());
                 p.raise_gain(1, 2);
-                p.note_engagement(1040);
+                // After every impression's timestamp, as attribution guarantees (and a restore checks).
+                p.note_engagement(1060);
             }
         }
         for _ in 0..20 {
@@ -524,6 +540,30 @@ mod tests {
             assert_eq!(take(&mut restored), Some(expected));
         }
         assert_eq!(take(&mut restored), None);
+    }
+
+    #[test]
+    fn a_checkpoint_that_breaks_the_records_rules_is_refused() {
+        // Found reviewing restore for the snapshot fuzz target: a first engagement before its
+        // impression made the delay `first_engagement - timestamp` overflow (i64::MIN and 0: a
+        // panic in debug).
+        let mut set = PendingSet::default();
+        let id = set.insert(1, EventTime::MIN, 0, 0, &docs(1), WINDOW).unwrap();
+        set.get_mut(id).note_engagement(0);
+        let bytes = postcard::to_stdvec(&set).unwrap();
+        assert!(postcard::from_bytes::<PendingSet>(&bytes).is_err());
+        // Deadline order is checked against the attribution window (deserializing cannot know it).
+        let mut set = PendingSet::default();
+        set.insert(1, 1000, 0, 0, &docs(1), WINDOW);
+        set.insert(2, 900, 0, 0, &docs(1), WINDOW);
+        let restored: PendingSet = postcard::from_bytes(&postcard::to_stdvec(&set).unwrap()).unwrap();
+        assert_eq!(restored.check(WINDOW), Ok(()));
+        let mut swapped = PendingSet::default();
+        swapped.insert(1, 1000, 0, 0, &docs(1), WINDOW);
+        swapped.insert(2, 1001, 0, 0, &docs(1), WINDOW);
+        swapped.queue.swap_run(0, 1);
+        let restored: PendingSet = postcard::from_bytes(&postcard::to_stdvec(&swapped).unwrap()).unwrap();
+        assert!(restored.check(WINDOW).is_err());
     }
 
     #[derive(Debug, Clone)]
