@@ -16,7 +16,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rdkafka::config::ClientConfig;
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::types::RDKafkaRespErr;
 use serde_json::json;
 
@@ -139,14 +139,7 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
     let per_batch = messages.len().div_ceil(BATCHES);
     for (batch_no, batch) in messages.chunks(per_batch).enumerate() {
         for (topic, partition, payload) in batch {
-            loop {
-                match producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())) {
-                    Ok(()) => break,
-                    Err(_) => {
-                        producer.poll(Duration::from_millis(10));
-                    }
-                }
-            }
+            send_queued(&producer, topic, *partition, payload);
         }
         // After a broker outage the producer reconnects with backoff: give it time.
         producer.flush(Duration::from_secs(120)).expect("the broker did not take the batch within 2 minutes");

@@ -21,7 +21,7 @@ use common::*;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
@@ -74,14 +74,7 @@ fn produce(bootstrap: &str, properties: &[(&str, String)], topics: &[(&str, &Mes
     let producer: BaseProducer = client(bootstrap, properties).create().unwrap();
     for (topic, messages) in topics {
         for (partition, payload) in messages.iter() {
-            loop {
-                match producer.send(BaseRecord::<(), str>::to(topic).partition(*partition).payload(payload.as_str())) {
-                    Ok(()) => break,
-                    Err(_) => {
-                        producer.poll(Duration::from_millis(10));
-                    }
-                }
-            }
+            send_queued(&producer, topic, *partition, payload);
         }
     }
     producer.flush(Duration::from_secs(60)).expect("the secured broker did not take the events");

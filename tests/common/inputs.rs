@@ -43,6 +43,15 @@ pub fn produce_to_partitions(brokers: &str, topics: &[(&str, &[(i32, String)])])
     producer.flush(Duration::from_secs(10)).unwrap();
 }
 
+/// Queues one message for partition `partition` of `topic`, polling the producer while its
+/// queue is full (a broker outage, or producing faster than the broker takes).
+pub fn send_queued(producer: &rdkafka::producer::BaseProducer, topic: &str, partition: i32, payload: &str) {
+    use rdkafka::producer::{BaseRecord, Producer};
+    while producer.send(BaseRecord::<(), str>::to(topic).partition(partition).payload(payload)).is_err() {
+        producer.poll(Duration::from_millis(10));
+    }
+}
+
 /// Creates a consumer group's state topics (`<group>-changelog`, `<group>-aggregates`) on the
 /// mock cluster, which has no CreateTopics for rankpulse to create them itself: with the input
 /// topics' partition count, as rankpulse would.
