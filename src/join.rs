@@ -31,16 +31,16 @@
 //! * when the engine's state limits are reached, the impression with the earliest deadline is
 //!   finalized early (*evicted*) and the oldest held engagement is dropped (*evicted*).
 
+mod expiry;
 mod pending;
 
-use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{DocKey, EngagementId, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
+use expiry::{ExpiryQueue, KeyMap};
 use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
 
 /// Event-time rules of the join, in milliseconds.
@@ -156,18 +156,18 @@ pub struct Finalized<'a> {
 
 /// A set of keys that forgets each one once the watermark passes its expiry time.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(serialize = "K: Serialize", deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord"))]
+#[serde(bound(serialize = "K: Serialize", deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord + Copy"))]
 struct ExpiringSet<K> {
     /// The keys with their expiry times, for membership and for rules that depend on when a
     /// key expires (a late engagement's classification).
-    keys: HashMap<K, EventTime>,
+    keys: KeyMap<K, EventTime>,
     /// (expiry, key) for every key, earliest first.
-    expiry: BinaryHeap<Reverse<(EventTime, K)>>,
+    expiry: ExpiryQueue<K>,
 }
 
 impl<K> Default for ExpiringSet<K> {
     fn default() -> Self {
-        ExpiringSet { keys: HashMap::new(), expiry: BinaryHeap::new() }
+        ExpiringSet { keys: KeyMap::default(), expiry: ExpiryQueue::default() }
     }
 }
 
@@ -182,7 +182,7 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
             }
         };
         if fresh {
-            self.expiry.push(Reverse((expires, key)));
+            self.expiry.push(expires, key);
         }
         fresh
     }
@@ -194,7 +194,7 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
         self.keys.get(key).copied()
     }
     fn expire(&mut self, watermark: EventTime) {
-        while let Some(&Reverse((expires, key))) = self.expiry.peek() {
+        while let Some((expires, key)) = self.expiry.peek() {
             if expires >= watermark {
                 break;
             }
@@ -205,7 +205,7 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
     /// Forgets the key that would expire first.
     fn forget_oldest(&mut self) -> bool {
         match self.expiry.pop() {
-            Some(Reverse((_, key))) => self.keys.remove(&key).is_some(),
+            Some((_, key)) => self.keys.remove(&key).is_some(),
             None => false,
         }
     }
@@ -221,11 +221,11 @@ pub struct Shard {
     pending: PendingSet,
     /// Engagements that arrived before their impression, by query: released into the
     /// impression when it arrives.
-    held: HashMap<QueryKey, Vec<HeldEngagement>>,
+    held: KeyMap<QueryKey, Vec<HeldEngagement>>,
     /// (timestamp, query) of every held engagement, earliest first: how held engagements are
     /// orphaned by the watermark and evicted oldest first. Entries of released engagements stay
     /// and are skipped when they surface.
-    held_expiry: BinaryHeap<Reverse<(EventTime, QueryKey)>>,
+    held_expiry: ExpiryQueue<QueryKey>,
     /// Held engagements in all lists: kept so the size is O(1) for the state limits.
     held_count: usize,
     /// Engagements seen within their attribution window, for de-duplication.
@@ -358,7 +358,7 @@ impl Shard {
         };
         if outcome == EngagementOutcome::Held {
             self.held.entry(query).or_default().push(HeldEngagement { timestamp, doc, gain });
-            self.held_expiry.push(Reverse((timestamp, query)));
+            self.held_expiry.push(timestamp, query);
             self.held_count += 1;
         }
         self.tally.count(outcome);
@@ -373,7 +373,7 @@ impl Shard {
         }
         self.watermark = Some(watermark);
         while self.finalize_earliest(Some(watermark), settings, &mut on_final) {}
-        while let Some(&Reverse((timestamp, query))) = self.held_expiry.peek() {
+        while let Some((timestamp, query)) = self.held_expiry.peek() {
             if timestamp >= watermark {
                 break;
             }
@@ -427,7 +427,7 @@ impl Shard {
 
     /// Drops the held engagement with the earliest timestamp, to bound memory.
     pub fn evict_oldest_held(&mut self) -> bool {
-        while let Some(Reverse((timestamp, query))) = self.held_expiry.pop() {
+        while let Some((timestamp, query)) = self.held_expiry.pop() {
             let Entry::Occupied(mut slot) = self.held.entry(query) else { continue };
             let list = slot.get_mut();
             let Some(i) = list.iter().position(|e| e.timestamp == timestamp) else { continue };

@@ -4,7 +4,9 @@
 //! the query key stored in the record, so a bucket costs 4 bytes and a control byte instead of
 //! a key and a value. Every lookup therefore takes the [`Arena`] the ids point into.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use crate::join::expiry::KeyHasher;
 
 use hashbrown::hash_table::{Entry, VacantEntry};
 use hashbrown::HashTable;
@@ -19,7 +21,7 @@ pub(super) struct QueryIndex {
     table: HashTable<u32>,
     /// Keys the hashes, randomly per shard, as a standard `HashMap` would: query keys come from
     /// outside, and a chosen set of them must not be able to pile into one probe sequence.
-    hasher: RandomState,
+    hasher: KeyHasher,
 }
 
 impl QueryIndex {

@@ -1,0 +1,182 @@
+//! Keys in the order they expire: [`ExpiryQueue`], and the hasher of the join's own tables.
+//!
+//! De-duplication memory and held engagements expire when the watermark passes a time that is
+//! an event time plus a constant, and events arrive nearly in event-time order. So the queue is
+//! mostly a sorted run that takes entries at its end and gives them back from its front (O(1)),
+//! as [`super::pending`]'s deadline queue is: an entry up to [`RUN_REACH`] places out of order
+//! is inserted in place, one further out goes to a binary heap of stragglers. It gives entries
+//! back in exactly the (time, key) order of a binary heap of them, which it replaced (a
+//! binary-heap pop of 32-byte entries was 8% of a replay's time), so what expires first, and
+//! which entry a state limit evicts, did not change.
+//!
+//! It is written to snapshots as the heap was, a sequence of `Reverse((time, key))` in any
+//! order, and sorted when read back: snapshots of either kind restore into the other.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::time::EventTime;
+
+/// The hasher of the join's tables of 128-bit keys: foldhash, keyed randomly per table like a
+/// standard `HashMap` (the keys are hashes of ids from outside, so a chosen set of them must
+/// not pile into one probe sequence), but a few multiplications for a `u128` where SipHash was
+/// a measurable share of the join.
+pub type KeyHasher = foldhash::fast::RandomState;
+
+/// A `HashMap` keyed by [`KeyHasher`].
+pub type KeyMap<K, V> = std::collections::HashMap<K, V, KeyHasher>;
+
+/// How many places before the end of the sorted run an entry may still be inserted (engagements
+/// reordered by delivery jitter) before it goes to the heap of stragglers: bounds an insertion
+/// to a binary search and a move of at most that many entries.
+const RUN_REACH: usize = 64;
+
+/// (expiry time, key) entries, earliest first (ties by key). See the module documentation.
+#[derive(Debug, Clone)]
+pub struct ExpiryQueue<K> {
+    /// Entries in (time, key) order: most arrive at its end.
+    run: VecDeque<(EventTime, K)>,
+    /// Entries that arrived too far out of order for the run.
+    stragglers: BinaryHeap<Reverse<(EventTime, K)>>,
+}
+
+impl<K> Default for ExpiryQueue<K> {
+    fn default() -> Self {
+        ExpiryQueue { run: VecDeque::new(), stragglers: BinaryHeap::new() }
+    }
+}
+
+impl<K: Ord + Copy> ExpiryQueue<K> {
+    pub fn push(&mut self, expires: EventTime, key: K) {
+        let entry = (expires, key);
+        let len = self.run.len();
+        if self.run.back().is_none_or(|last| *last <= entry) {
+            self.run.push_back(entry);
+            return;
+        }
+        let reach = len.saturating_sub(RUN_REACH);
+        if reach > 0 && self.run.get(reach - 1).is_some_and(|e| *e > entry) {
+            self.stragglers.push(Reverse(entry));
+            return;
+        }
+        // Binary search of run[reach..len] for the first entry after this one.
+        let (mut lo, mut hi) = (reach, len);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.run.get(mid).is_some_and(|e| *e <= entry) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.run.insert(lo, entry);
+    }
+
+    /// The earliest entry.
+    pub fn peek(&self) -> Option<(EventTime, K)> {
+        match (self.run.front(), self.stragglers.peek()) {
+            (Some(&run), Some(&Reverse(straggler))) => Some(run.min(straggler)),
+            (Some(&run), None) => Some(run),
+            (None, Some(&Reverse(straggler))) => Some(straggler),
+            (None, None) => None,
+        }
+    }
+
+    /// Takes the earliest entry.
+    pub fn pop(&mut self) -> Option<(EventTime, K)> {
+        let from_run = match (self.run.front(), self.stragglers.peek()) {
+            (Some(run), Some(Reverse(straggler))) => run <= straggler,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if from_run {
+            self.run.pop_front()
+        } else {
+            self.stragglers.pop().map(|Reverse(entry)| entry)
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.run.len() + self.stragglers.len()
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn from_entries(mut entries: Vec<(EventTime, K)>) -> Self {
+        entries.sort_unstable();
+        ExpiryQueue { run: entries.into(), stragglers: BinaryHeap::new() }
+    }
+}
+
+impl<K: Serialize> Serialize for ExpiryQueue<K> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.run.iter().map(Reverse).chain(self.stragglers.iter().map(|Reverse(e)| Reverse(e))))
+    }
+}
+
+impl<'de, K: Deserialize<'de> + Ord + Copy> Deserialize<'de> for ExpiryQueue<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let entries: Vec<Reverse<(EventTime, K)>> = Vec::deserialize(deserializer)?;
+        Ok(Self::from_entries(entries.into_iter().map(|Reverse(e)| e).collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn gives_entries_back_in_the_order_a_binary_heap_does() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(18);
+        for jitter in [0i64, 3, 50, 10_000] {
+            let (mut queue, mut heap) = (ExpiryQueue::default(), BinaryHeap::new());
+            let mut popped = (Vec::new(), Vec::new());
+            for i in 0..5_000i64 {
+                let t = i * 10 + rng.random_range(0..=jitter);
+                let key: u128 = rng.random_range(0..4);
+                queue.push(t, key);
+                heap.push(Reverse((t, key)));
+                if rng.random_bool(0.3) {
+                    popped.0.push(queue.pop());
+                    popped.1.push(heap.pop().map(|Reverse(e)| e));
+                }
+                assert_eq!(queue.peek(), heap.peek().map(|Reverse(e)| *e));
+            }
+            assert_eq!(queue.len(), heap.len());
+            while let Some(e) = heap.pop() {
+                popped.0.push(queue.pop());
+                popped.1.push(Some(e.0));
+            }
+            assert_eq!(popped.0, popped.1, "jitter {jitter}");
+            assert!(queue.is_empty());
+        }
+    }
+
+    #[test]
+    fn reads_back_what_a_binary_heap_wrote_and_the_reverse() {
+        let entries = [(5i64, 2u128), (1, 9), (5, 1), (3, 3), (1, 9)];
+        let heap: BinaryHeap<Reverse<(EventTime, u128)>> = entries.iter().copied().map(Reverse).collect();
+        let bytes = postcard::to_allocvec(&heap).unwrap();
+        let mut queue: ExpiryQueue<u128> = postcard::from_bytes(&bytes).unwrap();
+        let mut sorted = entries.to_vec();
+        sorted.sort();
+        let drained: Vec<_> = std::iter::from_fn(|| queue.pop()).collect();
+        assert_eq!(drained, sorted);
+        let mut queue = ExpiryQueue::default();
+        for (t, k) in entries {
+            queue.push(t, k);
+        }
+        queue.push(-1_000_000, 7);
+        let mut heap: BinaryHeap<Reverse<(EventTime, u128)>> =
+            postcard::from_bytes(&postcard::to_allocvec(&queue).unwrap()).unwrap();
+        assert_eq!(heap.pop(), Some(Reverse((-1_000_000, 7))));
+        assert_eq!(heap.len(), 5);
+    }
+}
