@@ -28,6 +28,7 @@ mod aggregation;
 mod global;
 mod handover;
 mod limits;
+mod prepare;
 mod read;
 mod reject_log;
 mod shared;
@@ -35,13 +36,12 @@ mod task;
 mod telemetry;
 mod watermark;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::accumulate::{Accumulators, FoldedLabel, Groups, LabelLimits, StatsShape};
 use crate::config::{AbConfig, AbUnit, Config};
-use crate::event::{Decoders, EventKind, Impression, RejectReason, Rejection};
-use crate::ids::{doc_key, query_key, DocKey};
+use crate::event::{EventKind, RejectReason, Rejection};
+use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
 use crate::metrics::MetricLayout;
 use crate::time::EventTime;
@@ -50,6 +50,7 @@ pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use global::PartitionAggregates;
 pub use handover::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use limits::{InputLimits, StateSize};
+pub use prepare::{Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash};
 pub use reject_log::RejectLog;
 pub use shared::SharedEngine;
 pub use task::{Task, Tasks, Totals};
@@ -73,8 +74,6 @@ pub struct Engine {
     /// Maps the monotonic `now` every caller passes to wall-clock milliseconds, for the
     /// timestamp limits: (instant, epoch milliseconds) at construction.
     wall_clock_origin: (Instant, EventTime),
-    /// `metrics.action_gains`: the gain of each engagement action (unknown actions gain 0).
-    action_gains: HashMap<Box<str>, u8>,
     /// The `topic` label of each input kind.
     topics: [String; 2],
     /// The `window` label of each configured window size.
@@ -101,14 +100,14 @@ pub struct Engine {
     watermarks: Watermarks,
     /// Time to process one message, in nanoseconds.
     processing_time: Distribution,
-    /// Reused buffer for decoded result ids: decoding allocates nothing per event.
-    scratch_docs: Vec<DocKey>,
-    /// The decoder of each input (`kafka.impressions_format`, `kafka.engagements_format`).
-    decoders: Decoders,
+    /// Decodes messages for [`Engine::process`] (and, cloned, on replay's reader threads).
+    preparer: Preparer,
+    /// Reused batch of the one message [`Engine::process`] prepares: no allocation per event.
+    single: PreparedBatch,
     /// Health of the checkpoints taken of this engine, for the gauges.
     checkpoint_stats: CheckpointStats,
-    /// `[ab]`: the unit (which impression field is the cluster), its bucket count, and what
-    /// the reports built from this engine's accumulators compare.
+    /// `[ab]`: the unit's bucket count, and what the reports built from this engine's
+    /// accumulators compare.
     ab: AbConfig,
 }
 
@@ -171,14 +170,15 @@ impl Engine {
         let mut closed = ClosedWindows::new(cfg.metrics.windows.len());
         // Closed windows wait for the A/B publisher when there is one.
         closed.keep = !cfg.ab.output_topic.is_empty();
+        let input_limits = InputLimits {
+            max_message_bytes: cfg.limits.max_message_bytes,
+            max_results: cfg.limits.max_results,
+            max_future_ms: cfg.limits.max_future.as_millis_i64(),
+            max_past_ms: Some(cfg.limits.max_past.as_millis_i64()),
+        };
         Engine {
             join: JoinSettings { attribution_window },
-            input_limits: InputLimits {
-                max_message_bytes: cfg.limits.max_message_bytes,
-                max_results: cfg.limits.max_results,
-                max_future_ms: cfg.limits.max_future.as_millis_i64(),
-                max_past_ms: Some(cfg.limits.max_past.as_millis_i64()),
-            },
+            input_limits,
             state_limits: StateLimits {
                 max_pending: cfg.join.max_pending_impressions,
                 max_held: cfg.join.max_held_engagements,
@@ -187,7 +187,6 @@ impl Engine {
             state: StateSize::default(),
             wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
             aggregation: Aggregation { values: vec![0.0; layout.len()], layout, observer: None },
-            action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
             tasks: Tasks::default(),
@@ -210,8 +209,8 @@ impl Engine {
                 least: None,
             },
             processing_time: Distribution::new(60_000_000_000),
-            scratch_docs: Vec::with_capacity(256),
-            decoders: Decoders::new(cfg),
+            preparer: Preparer::new(cfg, input_limits),
+            single: PreparedBatch::default(),
             checkpoint_stats: CheckpointStats::default(),
             ab: cfg.ab.clone(),
         }
@@ -270,11 +269,31 @@ impl Engine {
     /// (through a [`RejectLog`]), as only it knows where the message came from (a topic,
     /// partition and offset; a file and line).
     pub fn process(&mut self, kind: EventKind, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
+        let mut single = std::mem::take(&mut self.single);
+        single.clear();
+        self.preparer.prepare(kind, payload, &mut single);
+        let result = self.process_prepared(kind, partition, single.get(0), now);
+        self.single = single;
+        result
+    }
+
+    /// [`Engine::process`] of a message prepared ahead (by a clone of [`Engine::preparer`], on
+    /// any thread): everything that needs the engine's state.
+    pub fn process_prepared(
+        &mut self,
+        kind: EventKind,
+        partition: i32,
+        event: Prepared<'_>,
+        now: Instant,
+    ) -> Result<(), Rejection> {
         self.counters_of(partition).consumed[kind.index()] += 1;
-        let result = self.input_limits.check_size(payload.len() as u64).and_then(|()| match kind {
-            EventKind::Impression => self.process_impression(partition, payload, now),
-            EventKind::Engagement => self.process_engagement(partition, payload, now),
-        });
+        let result = match event {
+            Prepared::Rejected(rejection) => Err(rejection.clone()),
+            Prepared::Impression { impression, docs, experiment, variant } => {
+                self.process_impression(partition, impression, docs, [experiment, variant], now)
+            }
+            Prepared::Engagement(engagement) => self.process_engagement(partition, engagement, now),
+        };
         if let Err(rejection) = &result {
             self.count_rejection(kind, partition, rejection, now);
         }
@@ -313,10 +332,9 @@ impl Engine {
         }
     }
 
-    /// `limits.max_message_bytes`: a reader that streams its input (replay) skips longer
-    /// messages without reading them whole.
-    pub fn max_message_bytes(&self) -> usize {
-        self.input_limits.max_message_bytes
+    /// What decodes messages for this engine: replay clones it onto its reader threads.
+    pub fn preparer(&self) -> &Preparer {
+        &self.preparer
     }
 
     /// A negative partition number names no partition: its messages are rejected, not
@@ -325,37 +343,38 @@ impl Engine {
         Rejection::new(RejectReason::InvalidValue, format!("partition {partition} is not a partition number"))
     }
 
-    fn process_impression(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
-        let impression = self.decoders.impression(payload, &mut self.scratch_docs)?;
-        self.input_limits.check_results(self.scratch_docs.len())?;
+    fn process_impression(
+        &mut self,
+        partition: i32,
+        impression: &PreparedImpression,
+        docs: &[DocKey],
+        [experiment, variant]: [&str; 2],
+        now: Instant,
+    ) -> Result<(), Rejection> {
         self.input_limits.check_timestamp(impression.timestamp, self.wall_clock_ms(now))?;
         if self.tasks.get(partition).is_none() {
             return Err(Self::no_such_partition(partition));
         }
         let folded_before = FoldedLabel::ALL.map(|label| self.groups.folded(label));
-        let group = self.groups.intern(
-            &impression.experiment,
-            &impression.variant,
-            impression.timestamp,
-            self.watermarks.least,
-        );
+        let group = self.groups.intern(experiment, variant, impression.timestamp, self.watermarks.least);
         for retired in self.groups.take_retired() {
             for task in self.tasks.iter_mut() {
                 task.totals.accumulators.retire(retired);
             }
         }
-        let key = query_key(&impression.query_id);
-        let Engine { tasks, groups, state, state_limits, join, aggregation, scratch_docs, ab, .. } = self;
+        let Engine { tasks, groups, state, state_limits, join, aggregation, .. } = self;
         let task = tasks.get_mut(partition).expect("checked above");
         let counters = &mut task.totals.counters;
         for (label, before) in FoldedLabel::ALL.into_iter().zip(folded_before) {
             counters.labels_folded[label as usize] += groups.folded(label) - before;
         }
-        let unit = Self::unit_hash(ab.unit, &impression, counters);
+        let UnitHash { hash: unit, missing, unused_client_id } = impression.unit;
+        counters.impressions_without_unit += u64::from(missing);
+        counters.impressions_with_unused_client_id += u64::from(unused_client_id);
         task.observe(EventKind::Impression, Some(impression.timestamp), now);
         let Task { join: shard, totals, .. } = task;
-        let offer =
-            |s: &mut crate::join::Shard| s.offer_impression(key, impression.timestamp, group, unit, scratch_docs, join);
+        let (key, timestamp) = (impression.query, impression.timestamp);
+        let offer = |s: &mut crate::join::Shard| s.offer_impression(key, timestamp, group, unit, docs, join);
         let mut outcome = state.track(shard, offer);
         while outcome == ImpressionOutcome::StateFull {
             // As for `join.max_pending_impressions`: the earliest deadline is finalized early.
@@ -377,40 +396,19 @@ impl Engine {
         Ok(())
     }
 
-    /// The 32-bit hash of an impression's A/B unit. An impression without the configured unit
-    /// field is its own cluster (hashed by query id), which is what the impression unit assumes;
-    /// it is counted, because many of them mean the statistics are not clustered as configured.
-    fn unit_hash(unit: AbUnit, impression: &Impression<'_>, counters: &mut Counters) -> u32 {
-        let unit = match unit {
-            AbUnit::Impression => {
-                // Counted: a client id suggests per-client assignment, which this unit ignores.
-                counters.impressions_with_unused_client_id += u64::from(impression.client_id.is_some());
-                return 0;
-            }
-            AbUnit::ClientId => impression.client_id.as_deref(),
-            AbUnit::SessionId => impression.session_id.as_deref(),
-        };
-        let hash = match unit {
-            Some(unit) => xxhash_rust::xxh3::xxh3_64(unit.as_bytes()),
-            None => {
-                counters.impressions_without_unit += 1;
-                xxhash_rust::xxh3::xxh3_64(impression.query_id.as_bytes()) ^ 0x9e37_79b9_7f4a_7c15
-            }
-        };
-        hash as u32
-    }
-
-    fn process_engagement(&mut self, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
-        let engagement = self.decoders.engagement(payload)?;
+    fn process_engagement(
+        &mut self,
+        partition: i32,
+        engagement: &PreparedEngagement,
+        now: Instant,
+    ) -> Result<(), Rejection> {
         self.input_limits.check_timestamp(engagement.timestamp, self.wall_clock_ms(now))?;
-        let gain = self.action_gains.get(engagement.action.as_ref()).copied().unwrap_or(0);
-        let identity = engagement.identity();
+        let PreparedEngagement { query, timestamp, doc, gain, identity } = *engagement;
         let Engine { tasks, state, state_limits, join, aggregation, .. } = self;
         let Some(task) = tasks.get_mut(partition) else { return Err(Self::no_such_partition(partition)) };
-        task.observe(EventKind::Engagement, Some(engagement.timestamp), now);
-        let (query, doc) = (query_key(&engagement.query_id), doc_key(&engagement.doc_id));
+        task.observe(EventKind::Engagement, Some(timestamp), now);
         let Task { join: shard, totals, .. } = task;
-        state.track(shard, |s| s.offer_engagement(query, identity, engagement.timestamp, doc, gain, join));
+        state.track(shard, |s| s.offer_engagement(query, identity, timestamp, doc, gain, join));
         state_limits.enforce(state, shard, join, aggregation, totals);
         Ok(())
     }

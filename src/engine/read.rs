@@ -97,7 +97,7 @@ impl Engine {
     }
     /// How this engine decodes each input, for readers that peek at messages (replay).
     pub fn decoders(&self) -> &Decoders {
-        &self.decoders
+        self.preparer.decoders()
     }
     /// Message and impression counts over every partition held.
     pub fn counters(&self) -> Counters {

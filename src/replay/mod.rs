@@ -79,10 +79,10 @@ pub fn run_with_trec(
     let mut engine = engine.without_past_limit();
     engine.keep_closed_windows();
     let mut trec = trec_dir.map(|dir| TrecWriter::create(dir, &mut engine)).transpose()?;
-    let (decoders, max_line) = (engine.decoders(), engine.max_message_bytes());
+    let preparer = engine.preparer();
     let mut sources = [
-        LineSource::open(EventKind::Impression, impressions, decoders, max_line)?,
-        LineSource::open(EventKind::Engagement, engagements, decoders, max_line)?,
+        LineSource::open(EventKind::Impression, impressions, preparer)?,
+        LineSource::open(EventKind::Engagement, engagements, preparer)?,
     ];
     // One frozen wall-clock instant: replay time is event time only, no input ever goes idle.
     let now = Instant::now();
@@ -103,14 +103,14 @@ pub fn run_with_trec(
         };
         let source = &mut sources[pick];
         if let Some(line) = source.head() {
-            let result = match line.info.oversized {
-                Some(size) => Err(engine.process_oversized(source.kind, 0, size, now)),
-                None => {
+            let result = match (line.prepared, line.info.oversized) {
+                (Some(event), _) => {
                     if let (Some(writer), EventKind::Impression) = (&mut trec, source.kind) {
                         writer.impression_line(line.bytes);
                     }
-                    engine.process(source.kind, 0, line.bytes, now)
+                    engine.process_prepared(source.kind, 0, event, now)
                 }
+                (None, size) => Err(engine.process_oversized(source.kind, 0, size.unwrap_or(u64::MAX), now)),
             };
             if let Err(rejection) = result {
                 rejected.rejected(source.kind, line, &rejection);

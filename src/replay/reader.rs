@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
 use super::ReplayError;
-use crate::event::{Decoders, EventKind};
+use crate::engine::{Prepared, PreparedBatch, Preparer};
+use crate::event::EventKind;
 use crate::time::EventTime;
 
 /// Lines per batch handed from a reader thread to the merge: large enough that the hand-over
@@ -25,13 +26,16 @@ const BATCHES_IN_FLIGHT: usize = 4;
 /// How much of a line over the size limit is kept: enough for the quote in its log line.
 const OVERSIZED_PREFIX: usize = 256;
 
-/// A line as the merge sees it: its bytes (without the line ending) and where it came from.
+/// A line as the merge sees it: its bytes (without the line ending), where it came from and
+/// what it decoded to.
 #[derive(Clone, Copy)]
 pub(super) struct Line<'a> {
     /// The line without its `\n` or `\r\n`; only a prefix when `oversized`.
     pub(super) bytes: &'a [u8],
     /// What the reader learnt of it.
     pub(super) info: LineInfo,
+    /// The line decoded for the engine; `None` when it was over the size limit and not read.
+    pub(super) prepared: Option<Prepared<'a>>,
 }
 
 /// Where a line is in its file, and what the merge needs of it.
@@ -42,6 +46,8 @@ pub(super) struct LineInfo {
     /// The event time the merge orders on; `None` for a line that does not decode (or was not
     /// read), which the merge takes at once.
     pub(super) time: Option<EventTime>,
+    /// Its index in the batch's prepared events; `None` for a line over the size limit.
+    prepared: Option<u32>,
     /// The 1-based line number in the file (blank lines counted), for the diagnostics.
     pub(super) number: u64,
     /// The byte offset of the line's start in the file, for the diagnostics.
@@ -58,24 +64,32 @@ struct Batch {
     bytes: Vec<u8>,
     /// Each line's end in `bytes`, position in the file and event time.
     lines: Vec<LineInfo>,
+    /// The lines decoded for the engine (but the oversized ones).
+    prepared: PreparedBatch,
 }
 
 impl Batch {
     fn clear(&mut self) {
         self.bytes.clear();
         self.lines.clear();
+        self.prepared.clear();
     }
     fn line(&self, i: usize) -> Line<'_> {
         let start = if i == 0 { 0 } else { self.lines[i - 1].end };
-        Line { bytes: &self.bytes[start..self.lines[i].end], info: self.lines[i] }
+        let info = self.lines[i];
+        Line {
+            bytes: &self.bytes[start..info.end],
+            info,
+            prepared: info.prepared.map(|event| self.prepared.get(event as usize)),
+        }
     }
 }
 
 /// One input file in event order as the merge sees it: the head line.
 ///
-/// A reader thread reads the file and decodes each line's timestamp (what the merge orders on),
-/// so on a machine with a spare core the merge thread only joins and evaluates. Batches go back
-/// to the reader for reuse: no allocation per line.
+/// A reader thread reads the file and decodes each line for the engine (its event time is what
+/// the merge orders on), so the merge thread only joins and evaluates while the readers decode
+/// on the other cores. Batches go back to the reader for reuse: no allocation per line.
 pub(super) struct LineSource {
     /// Which input the file is.
     pub(super) kind: EventKind,
@@ -89,16 +103,11 @@ pub(super) struct LineSource {
 
 impl LineSource {
     /// Opens `path` and starts its reader; lines over `max_line_bytes` are skipped unread.
-    pub(super) fn open(
-        kind: EventKind,
-        path: &Path,
-        decoders: &Decoders,
-        max_line_bytes: usize,
-    ) -> Result<Self, ReplayError> {
+    pub(super) fn open(kind: EventKind, path: &Path, preparer: &Preparer) -> Result<Self, ReplayError> {
         let file = File::open(path).map_err(|error| ReplayError::Io { path: path.to_path_buf(), error })?;
         let (batch_tx, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
         let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
-        let reader = Reader { path: path.to_path_buf(), kind, decoders: decoders.clone(), max_line_bytes };
+        let reader = Reader { path: path.to_path_buf(), kind, preparer: preparer.clone() };
         std::thread::Builder::new()
             .name(format!("replay-{kind:?}"))
             .spawn(move || reader.run(file, &batch_tx, &recycled))
@@ -138,18 +147,17 @@ impl LineSource {
 struct Reader {
     /// The file, for the error message.
     path: PathBuf,
-    /// Which input it is, to decode its timestamps.
+    /// Which input it is, to decode its lines.
     kind: EventKind,
-    /// The engine's decoders, so a line's time is read as the engine will read it.
-    decoders: Decoders,
-    /// `limits.max_message_bytes`: longer lines are skipped unread.
-    max_line_bytes: usize,
+    /// The engine's decoding (`limits.max_message_bytes` among it: longer lines are skipped
+    /// unread).
+    preparer: Preparer,
 }
 
 impl Reader {
     fn run(self, file: File, batches: &SyncSender<Result<Batch, ReplayError>>, recycled: &Receiver<Batch>) {
         let mut reader = BufReader::with_capacity(1 << 20, file);
-        let mut scratch = Vec::new();
+        let max_line_bytes = self.preparer.max_message_bytes();
         let (mut number, mut offset) = (0u64, 0u64);
         loop {
             let mut batch = recycled.try_recv().unwrap_or_default();
@@ -157,7 +165,7 @@ impl Reader {
             let mut eof = false;
             while batch.lines.len() < BATCH_LINES && batch.bytes.len() < BATCH_BYTES {
                 let start = batch.bytes.len();
-                let read = match read_line(&mut reader, &mut batch.bytes, self.max_line_bytes) {
+                let read = match read_line(&mut reader, &mut batch.bytes, max_line_bytes) {
                     Ok(Some(read)) => read,
                     Ok(None) => {
                         eof = true;
@@ -176,12 +184,23 @@ impl Reader {
                     batch.bytes.truncate(start);
                     continue;
                 }
-                let time = match read.oversized {
-                    None => self.decoders.event_time(self.kind, line, &mut scratch),
-                    Some(_) => None,
+                let (time, prepared) = match read.oversized {
+                    None => {
+                        let index = batch.prepared.len();
+                        self.preparer.prepare(self.kind, line, &mut batch.prepared);
+                        (batch.prepared.get(index).time(), u32::try_from(index).ok())
+                    }
+                    Some(_) => (None, None),
                 };
                 let end = batch.bytes.len();
-                batch.lines.push(LineInfo { end, time, number, offset: line_offset, oversized: read.oversized });
+                batch.lines.push(LineInfo {
+                    end,
+                    time,
+                    prepared,
+                    number,
+                    offset: line_offset,
+                    oversized: read.oversized,
+                });
             }
             // A send fails only when the merge stopped early; nothing more to do then.
             if (!batch.lines.is_empty() && batches.send(Ok(batch)).is_err()) || eof {

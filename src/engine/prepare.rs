@@ -1,0 +1,266 @@
+//! A message decoded into what the engine keeps of it, ahead of the engine: [`Preparer`] and
+//! [`PreparedBatch`].
+//!
+//! Decoding needs nothing of the engine's state: the formats, the `[ab]` unit, the action gains
+//! and the limits on one message's size and result count are fixed at start. So it can run on
+//! another thread (replay's reader threads prepare their lines while the engine joins and
+//! evaluates), and [`super::Engine::process`] is this preparation followed by
+//! [`super::Engine::process_prepared`]: the same code whichever thread decoded.
+//!
+//! A prepared event keeps no text but its experiment and variant (interned by the engine, in
+//! message order), and its result keys and labels live in buffers shared by the batch, so a
+//! batch allocates nothing per event once its buffers have grown.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::limits::InputLimits;
+use crate::config::{AbUnit, Config};
+use crate::event::{Decoders, EventKind, Impression, Rejection};
+use crate::ids::{doc_key, query_key, DocKey, EngagementId, QueryKey};
+use crate::time::EventTime;
+
+/// Decodes messages into [`PreparedBatch`]es: the engine's decoding, movable to any thread.
+#[derive(Debug, Clone)]
+pub struct Preparer {
+    /// The decoder of each input (`kafka.impressions_format`, `kafka.engagements_format`).
+    decoders: Decoders,
+    /// `[limits]`: the size and result-count checks, which need no clock (the timestamp
+    /// checks do, and stay with the engine).
+    limits: InputLimits,
+    /// `ab.unit`: which impression field is hashed into the unit.
+    unit: AbUnit,
+    /// `metrics.action_gains`: the gain of each engagement action (unknown actions gain 0).
+    /// Hashed with foldhash: looked up for every engagement, where SipHash showed in profiles.
+    action_gains: HashMap<Box<str>, u8, foldhash::fast::RandomState>,
+}
+
+/// An impression's A/B unit, as the accumulators need it, with what counters it moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitHash {
+    /// The 32-bit hash of the unit (0 with the impression unit).
+    pub hash: u32,
+    /// The configured unit field was absent: the impression is its own cluster (counted).
+    pub missing: bool,
+    /// A client id the impression unit ignores (counted: it suggests per-client assignment).
+    pub unused_client_id: bool,
+}
+
+/// An impression as the engine keeps it.
+#[derive(Debug, Clone)]
+pub struct PreparedImpression {
+    /// Its query, hashed: what its engagements find it by.
+    pub query: QueryKey,
+    /// Its event time.
+    pub timestamp: EventTime,
+    /// Its A/B unit.
+    pub unit: UnitHash,
+    /// Its result keys in rank order, in the batch's `docs`.
+    docs: Range<usize>,
+    /// Its experiment, in the batch's `labels`.
+    experiment: Range<usize>,
+    /// Its variant, in the batch's `labels`.
+    variant: Range<usize>,
+}
+
+/// An engagement as the engine keeps it.
+#[derive(Debug, Clone, Copy)]
+pub struct PreparedEngagement {
+    /// The query of its impression, hashed.
+    pub query: QueryKey,
+    /// Its event time.
+    pub timestamp: EventTime,
+    /// The result engaged with, hashed.
+    pub doc: DocKey,
+    /// Its action's gain.
+    pub gain: u8,
+    /// Its de-duplication identity ([`crate::event::Engagement::identity`]).
+    pub identity: EngagementId,
+}
+
+/// One message, prepared.
+#[derive(Debug, Clone)]
+enum PreparedEvent {
+    Impression(PreparedImpression),
+    Engagement(PreparedEngagement),
+    /// Refused by decoding or by a limit on the message alone.
+    Rejected(Rejection),
+}
+
+/// Prepared messages, with their result keys and labels stored side by side.
+#[derive(Debug, Default)]
+pub struct PreparedBatch {
+    /// The events in message order.
+    events: Vec<PreparedEvent>,
+    /// Every impression's result keys, back to back.
+    docs: Vec<DocKey>,
+    /// Every impression's experiment and variant, back to back.
+    labels: String,
+    /// One message's result keys while it is decoded.
+    scratch: Vec<DocKey>,
+}
+
+/// One prepared message, borrowed from its batch: what [`super::Engine::process_prepared`] takes.
+#[derive(Debug, Clone, Copy)]
+pub enum Prepared<'a> {
+    Impression {
+        /// The impression.
+        impression: &'a PreparedImpression,
+        /// Its result keys in rank order.
+        docs: &'a [DocKey],
+        /// Its experiment.
+        experiment: &'a str,
+        /// Its variant.
+        variant: &'a str,
+    },
+    Engagement(&'a PreparedEngagement),
+    Rejected(&'a Rejection),
+}
+
+impl Prepared<'_> {
+    /// The event time the engine will read, `None` for a rejected message: what replay merges
+    /// its two files on.
+    pub fn time(&self) -> Option<EventTime> {
+        match self {
+            Prepared::Impression { impression, .. } => Some(impression.timestamp),
+            Prepared::Engagement(engagement) => Some(engagement.timestamp),
+            Prepared::Rejected(_) => None,
+        }
+    }
+
+    /// Its query key, `None` for a rejected message: what replay shards on.
+    pub fn query(&self) -> Option<QueryKey> {
+        match self {
+            Prepared::Impression { impression, .. } => Some(impression.query),
+            Prepared::Engagement(engagement) => Some(engagement.query),
+            Prepared::Rejected(_) => None,
+        }
+    }
+}
+
+impl PreparedBatch {
+    pub fn clear(&mut self) {
+        self.events.clear();
+        self.docs.clear();
+        self.labels.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// The `i`th message (panics when out of range, as indexing does).
+    pub fn get(&self, i: usize) -> Prepared<'_> {
+        match &self.events[i] {
+            PreparedEvent::Impression(impression) => Prepared::Impression {
+                impression,
+                docs: &self.docs[impression.docs.clone()],
+                experiment: &self.labels[impression.experiment.clone()],
+                variant: &self.labels[impression.variant.clone()],
+            },
+            PreparedEvent::Engagement(engagement) => Prepared::Engagement(engagement),
+            PreparedEvent::Rejected(rejection) => Prepared::Rejected(rejection),
+        }
+    }
+
+    fn label(&mut self, text: &str) -> Range<usize> {
+        let start = self.labels.len();
+        self.labels.push_str(text);
+        start..self.labels.len()
+    }
+}
+
+impl Preparer {
+    pub fn new(cfg: &Config, limits: InputLimits) -> Self {
+        Preparer {
+            decoders: Decoders::new(cfg),
+            limits,
+            unit: cfg.ab.unit,
+            action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
+        }
+    }
+
+    /// The decoders, for callers that need an impression's ids as text (`replay --trec-out`).
+    pub fn decoders(&self) -> &Decoders {
+        &self.decoders
+    }
+
+    /// `limits.max_message_bytes`: a reader that streams its input (replay) skips longer
+    /// messages without reading them whole.
+    pub fn max_message_bytes(&self) -> usize {
+        self.limits.max_message_bytes
+    }
+
+    /// Decodes one message onto the end of `batch`: an impression, an engagement, or the
+    /// rejection of a message that does not decode or is over a limit on its size or results.
+    pub fn prepare(&self, kind: EventKind, payload: &[u8], batch: &mut PreparedBatch) {
+        let event = match self.limits.check_size(payload.len() as u64) {
+            Err(rejection) => PreparedEvent::Rejected(rejection),
+            Ok(()) => match kind {
+                EventKind::Impression => self.impression(payload, batch),
+                EventKind::Engagement => self.engagement(payload),
+            },
+        };
+        batch.events.push(event);
+    }
+
+    fn impression(&self, payload: &[u8], batch: &mut PreparedBatch) -> PreparedEvent {
+        // The decoder replaces what is in the buffer it fills (a repeated field replaces the
+        // list), so it fills the batch's scratch, whose keys are then appended to the batch's.
+        let PreparedBatch { scratch, docs, .. } = batch;
+        let decoded = self.decoders.impression(payload, scratch).and_then(|impression| {
+            self.limits.check_results(scratch.len())?;
+            Ok(impression)
+        });
+        match decoded {
+            Err(rejection) => PreparedEvent::Rejected(rejection),
+            Ok(impression) => {
+                let start = docs.len();
+                docs.extend_from_slice(scratch);
+                PreparedEvent::Impression(PreparedImpression {
+                    query: query_key(&impression.query_id),
+                    timestamp: impression.timestamp,
+                    unit: self.unit_hash(&impression),
+                    docs: start..docs.len(),
+                    experiment: batch.label(&impression.experiment),
+                    variant: batch.label(&impression.variant),
+                })
+            }
+        }
+    }
+
+    fn engagement(&self, payload: &[u8]) -> PreparedEvent {
+        match self.decoders.engagement(payload) {
+            Err(rejection) => PreparedEvent::Rejected(rejection),
+            Ok(engagement) => PreparedEvent::Engagement(PreparedEngagement {
+                query: query_key(&engagement.query_id),
+                timestamp: engagement.timestamp,
+                doc: doc_key(&engagement.doc_id),
+                gain: self.action_gains.get(engagement.action.as_ref()).copied().unwrap_or(0),
+                identity: engagement.identity(),
+            }),
+        }
+    }
+
+    /// The 32-bit hash of an impression's A/B unit. An impression without the configured unit
+    /// field is its own cluster (hashed by query id), which is what the impression unit assumes;
+    /// it is counted, because many of them mean the statistics are not clustered as configured.
+    fn unit_hash(&self, impression: &Impression<'_>) -> UnitHash {
+        let unit = match self.unit {
+            AbUnit::Impression => {
+                return UnitHash { hash: 0, missing: false, unused_client_id: impression.client_id.is_some() };
+            }
+            AbUnit::ClientId => impression.client_id.as_deref(),
+            AbUnit::SessionId => impression.session_id.as_deref(),
+        };
+        let (hash, missing) = match unit {
+            Some(unit) => (xxhash_rust::xxh3::xxh3_64(unit.as_bytes()), false),
+            None => (xxhash_rust::xxh3::xxh3_64(impression.query_id.as_bytes()) ^ 0x9e37_79b9_7f4a_7c15, true),
+        };
+        UnitHash { hash: hash as u32, missing, unused_client_id: false }
+    }
+}
