@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::group_stats::{to_fixed, GroupStats, StatsShape, Unit};
+use super::group_stats::{FixedValue, GroupStats, StatsShape, Unit};
 use crate::ids::{GroupId, GroupMap};
 use crate::time::EventTime;
 
@@ -124,13 +124,10 @@ pub struct Accumulators {
     series: Vec<WindowSeries>,
     /// Impressions finalized after their window had closed.
     pub window_late_impressions: u64,
-    /// Reused buffer: one impression's values in fixed point, converted once for every table
-    /// rather than per table, and kept so that adding an impression allocates nothing.
+    /// Reused buffer: one impression's nonzero values in fixed point, converted once for every
+    /// table rather than per table, and kept so that adding an impression allocates nothing.
     #[serde(skip)]
-    fixed_scratch: Vec<i64>,
-    /// Reused buffer: the squared values, likewise.
-    #[serde(skip)]
-    squares_scratch: Vec<i64>,
+    fixed_scratch: Vec<FixedValue>,
 }
 
 impl Accumulators {
@@ -145,7 +142,6 @@ impl Accumulators {
                 .collect(),
             window_late_impressions: 0,
             fixed_scratch: Vec::new(),
-            squares_scratch: Vec::new(),
         }
     }
 
@@ -184,23 +180,18 @@ impl Accumulators {
         let shape = self.shape;
         let unit =
             shape.unit_buckets.map(|buckets| Unit { hash: unit, bucket: unit % buckets, max_units: shape.max_units });
-        let (mut fixed, mut squares) =
-            (std::mem::take(&mut self.fixed_scratch), std::mem::take(&mut self.squares_scratch));
-        fixed.clear();
-        fixed.extend(values.iter().map(|&v| to_fixed(v)));
-        squares.clear();
-        squares.extend(values.iter().map(|&v| to_fixed(v * v)));
-        self.cumulative.entry(group, shape).add_fixed(&fixed, &squares, engaged, unit);
+        let mut fixed = std::mem::take(&mut self.fixed_scratch);
+        FixedValue::collect(&values[..values.len().min(shape.metrics)], &mut fixed);
+        self.cumulative.entry(group, shape).add_fixed(&fixed, engaged, unit);
         for series in &mut self.series {
             let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
             if start < series.closed_before {
                 self.window_late_impressions += 1;
                 continue;
             }
-            series.open.entry(start).or_default().entry(group, shape).add_fixed(&fixed, &squares, engaged, unit);
+            series.open.entry(start).or_default().entry(group, shape).add_fixed(&fixed, engaged, unit);
         }
         self.fixed_scratch = fixed;
-        self.squares_scratch = squares;
     }
 
     /// Closes every window whose impressions are all final once the watermark has reached

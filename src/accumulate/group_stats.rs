@@ -22,6 +22,32 @@ pub(super) fn to_fixed(v: f64) -> i64 {
     (v * FIXED_ONE) as i64
 }
 
+/// One nonzero metric value of an impression in fixed point, with its square: what is added
+/// to every table the impression counts in. Only nonzero values are added (an impression
+/// without engagement has one, its abandonment), which is most of the accumulation's saving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FixedValue {
+    /// The metric slot.
+    pub(super) slot: u32,
+    /// The value, [`to_fixed`].
+    pub(super) value: i64,
+    /// The squared value, [`to_fixed`] of `v * v`.
+    pub(super) square: i64,
+}
+
+impl FixedValue {
+    /// The nonzero values of `values`, in slot order, into `out` (cleared first).
+    pub(super) fn collect(values: &[f64], out: &mut Vec<FixedValue>) {
+        out.clear();
+        for (slot, &v) in (0u32..).zip(values) {
+            let value = to_fixed(v);
+            if value != 0 {
+                out.push(FixedValue { slot, value, square: to_fixed(v * v) });
+            }
+        }
+    }
+}
+
 /// Converts a fixed-point sum back to a float.
 fn from_fixed(sum: i128) -> f64 {
     sum as f64 / FIXED_ONE
@@ -87,8 +113,9 @@ pub struct GroupStats {
     /// the floating-point sums over buckets come out the same in every run and after a restore.
     buckets: BTreeMap<u32, BucketSums>,
     /// The distinct units (32-bit hashes) seen, up to `ab.max_units`: the sample-ratio test
-    /// counts units, because impressions per unit vary far more than chance.
-    units: HashSet<u32>,
+    /// counts units, because impressions per unit vary far more than chance. Hashed with
+    /// foldhash (keyed per set): inserted into for every impression and table.
+    units: HashSet<u32, foldhash::fast::RandomState>,
     /// More than `ab.max_units` distinct units arrived: `units` is incomplete.
     units_overflowed: bool,
 }
@@ -102,26 +129,25 @@ impl GroupStats {
             sums: zeros(),
             squares: zeros(),
             buckets: BTreeMap::new(),
-            units: HashSet::new(),
+            units: HashSet::default(),
             units_overflowed: false,
         }
     }
 
     pub fn add(&mut self, values: &[f64], engaged: bool) {
-        let fixed: Vec<i64> = values.iter().map(|&v| to_fixed(v)).collect();
-        let squares: Vec<i64> = values.iter().map(|&v| to_fixed(v * v)).collect();
-        self.add_fixed(&fixed, &squares, engaged, None);
+        let mut fixed = Vec::new();
+        FixedValue::collect(&values[..values.len().min(self.sums.len())], &mut fixed);
+        self.add_fixed(&fixed, engaged, None);
     }
 
-    /// [`GroupStats::add`] for values already in fixed point (converted once per impression).
-    pub(super) fn add_fixed(&mut self, values: &[i64], squares: &[i64], engaged: bool, unit: Option<Unit>) {
+    /// [`GroupStats::add`] for an impression's nonzero values already in fixed point
+    /// (converted once per impression, not per table). Slots must be below the shape's.
+    pub(super) fn add_fixed(&mut self, values: &[FixedValue], engaged: bool, unit: Option<Unit>) {
         self.impressions += 1;
         self.engaged += u64::from(engaged);
-        for (sum, &v) in self.sums.iter_mut().zip(values) {
-            *sum += i128::from(v);
-        }
-        for (sum, &v) in self.squares.iter_mut().zip(squares) {
-            *sum += i128::from(v);
+        for v in values {
+            self.sums[v.slot as usize] += i128::from(v.value);
+            self.squares[v.slot as usize] += i128::from(v.square);
         }
         if let Some(unit) = unit {
             if !self.units_overflowed && self.units.len() < unit.max_units {
@@ -129,13 +155,14 @@ impl GroupStats {
             } else if !self.units.contains(&unit.hash) {
                 self.units_overflowed = true;
             }
+            let metrics = self.sums.len();
             let sums = self
                 .buckets
                 .entry(unit.bucket)
-                .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; values.len()].into_boxed_slice() });
+                .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; metrics].into_boxed_slice() });
             sums.impressions += 1;
-            for (sum, &v) in sums.sums.iter_mut().zip(values) {
-                *sum += i128::from(v);
+            for v in values {
+                sums.sums[v.slot as usize] += i128::from(v.value);
             }
         }
     }
@@ -254,7 +281,8 @@ mod tests {
     fn stats_read_back_are_checked_against_the_configured_shape() {
         let shape = StatsShape { metrics: 2, unit_buckets: Some(4), max_units: 10 };
         let mut stats = GroupStats::new(shape);
-        stats.add_fixed(&[1, 2], &[1, 4], true, Some(Unit { hash: 7, bucket: 3, max_units: 10 }));
+        let values = [FixedValue { slot: 0, value: 1, square: 1 }, FixedValue { slot: 1, value: 2, square: 4 }];
+        stats.add_fixed(&values, true, Some(Unit { hash: 7, bucket: 3, max_units: 10 }));
         assert_eq!(stats.check(shape), Ok(()));
         // Found by the snapshot entry point's varint sweep (tests/hostile_input.rs): stats of
         // another shape were merged and indexed by this one, and a shape from the bytes sized every

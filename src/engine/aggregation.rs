@@ -30,22 +30,44 @@ pub type FinalizedObserver = Box<dyn FnMut(&FinalizedView<'_>) + Send>;
 /// the join's finalization callback can borrow it while a partition's shard is borrowed.
 pub(super) struct Aggregation {
     /// Which metric sits in which slot of a value vector.
-    pub layout: MetricLayout,
+    layout: MetricLayout,
     /// Reused buffer for one impression's metric values: no allocation per impression.
-    pub values: Vec<f64>,
+    values: Vec<f64>,
+    /// The metric values of an impression without any gain, whatever its length (every metric
+    /// is 0 but abandonment; `unengaged_values_do_not_depend_on_length` checks it): a third of
+    /// the traffic is finalized by copying them instead of evaluating.
+    unengaged_values: Vec<f64>,
+    /// The slot of abandonment: an impression is engaged when it is 0.
+    abandonment_slot: usize,
     /// See [`FinalizedObserver`]; `None` online.
     pub observer: Option<FinalizedObserver>,
 }
 
 impl Aggregation {
+    pub fn new(layout: MetricLayout) -> Self {
+        let mut unengaged_values = vec![0.0; layout.len()];
+        layout.evaluate(&[], &[], &mut unengaged_values);
+        let abandonment_slot =
+            layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout");
+        Aggregation { values: vec![0.0; layout.len()], unengaged_values, abandonment_slot, layout, observer: None }
+    }
+
+    /// Which metric sits in which slot.
+    pub fn layout(&self) -> &MetricLayout {
+        &self.layout
+    }
+
     /// Computes a finalized impression's metrics and adds them to its partition's totals: the
     /// one place where an impression becomes numbers.
     pub fn finalize(&mut self, totals: &mut Totals, f: Finalized<'_>) {
         let values = &mut self.values;
-        self.layout.evaluate(f.gains, &[], values);
-        let abandoned =
-            values[self.layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout")];
-        totals.accumulators.add(f.group, f.timestamp, values, abandoned == 0.0, f.unit);
+        if f.gains.iter().all(|&g| g == 0) {
+            values.copy_from_slice(&self.unengaged_values);
+        } else {
+            self.layout.evaluate(f.gains, &[], values);
+        }
+        let engaged = values[self.abandonment_slot] == 0.0;
+        totals.accumulators.add(f.group, f.timestamp, values, engaged, f.unit);
         if let Some(delay) = f.first_engagement_delay_ms {
             totals.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
         }
@@ -86,6 +108,23 @@ impl ClosedWindows {
             }
             if self.newest[size_index].as_ref().is_none_or(|n| n.start <= start) {
                 self.newest[size_index] = Some(window);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unengaged_values_do_not_depend_on_length() {
+        for (cutoffs, threshold, max_gain) in [(&[1u32, 3, 5, 10][..], 1u8, 3u8), (&[1, 2, 20, 100, 1000], 2, 4)] {
+            let aggregation = Aggregation::new(MetricLayout::new(cutoffs, threshold, max_gain));
+            let mut values = vec![f64::NAN; aggregation.layout.len()];
+            for length in 0..=1100 {
+                aggregation.layout.evaluate(&vec![0; length], &[], &mut values);
+                assert_eq!(values, aggregation.unengaged_values, "{length} results, cutoffs {cutoffs:?}");
             }
         }
     }

@@ -117,7 +117,7 @@ impl Engine {
     fn fingerprint(&self) -> StateFingerprint {
         let template = &self.template;
         StateFingerprint {
-            metric_keys: self.aggregation.layout.keys().iter().map(|k| k.name()).collect(),
+            metric_keys: self.aggregation.layout().keys().iter().map(|k| k.name()).collect(),
             window_sizes_ms: template.window_sizes_ms.clone(),
             attribution_window_ms: self.join.attribution_window,
             unit_buckets: (self.ab.unit, if self.ab.unit == AbUnit::Impression { 0 } else { self.ab.unit_buckets }),

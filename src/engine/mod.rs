@@ -186,7 +186,7 @@ impl Engine {
             },
             state: StateSize::default(),
             wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
-            aggregation: Aggregation { values: vec![0.0; layout.len()], layout, observer: None },
+            aggregation: Aggregation::new(layout),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
             tasks: Tasks::default(),

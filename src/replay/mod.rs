@@ -29,6 +29,7 @@ mod trec;
 use diagnostics::RejectedLines;
 pub use diagnostics::{check_rejects, MaxRejects};
 use reader::LineSource;
+pub use reader::Threading;
 pub use report::{AbUnitReport, EventCounts, GroupReport, RejectedByReason, Report, TableOptions, WindowReport};
 use trec::TrecWriter;
 
@@ -65,7 +66,7 @@ pub enum ReplayError {
 
 /// Runs the files through a fresh engine and returns it, every impression final.
 pub fn run(impressions: &Path, engagements: &Path, engine: Engine) -> Result<Engine, ReplayError> {
-    run_with_trec(impressions, engagements, engine, None)
+    run_with(impressions, engagements, engine, None, Threading::ReaderThreads)
 }
 
 /// [`run`], also writing `qrels.txt` and `run.txt` of every finalized impression into `trec_dir`.
@@ -75,14 +76,26 @@ pub fn run_with_trec(
     engine: Engine,
     trec_dir: Option<&Path>,
 ) -> Result<Engine, ReplayError> {
+    run_with(impressions, engagements, engine, trec_dir, Threading::ReaderThreads)
+}
+
+/// [`run_with_trec`] with the choice of threads: the results are the same either way
+/// (`tests/threading.rs` checks it), only the time differs.
+pub fn run_with(
+    impressions: &Path,
+    engagements: &Path,
+    engine: Engine,
+    trec_dir: Option<&Path>,
+    threading: Threading,
+) -> Result<Engine, ReplayError> {
     // Backfills are old by definition: only the future limit applies.
     let mut engine = engine.without_past_limit();
     engine.keep_closed_windows();
     let mut trec = trec_dir.map(|dir| TrecWriter::create(dir, &mut engine)).transpose()?;
     let preparer = engine.preparer();
     let mut sources = [
-        LineSource::open(EventKind::Impression, impressions, preparer)?,
-        LineSource::open(EventKind::Engagement, engagements, preparer)?,
+        LineSource::open(EventKind::Impression, impressions, preparer, threading)?,
+        LineSource::open(EventKind::Engagement, engagements, preparer, threading)?,
     ];
     // One frozen wall-clock instant: replay time is event time only, no input ever goes idle.
     let now = Instant::now();

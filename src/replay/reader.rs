@@ -85,34 +85,70 @@ impl Batch {
     }
 }
 
+/// Where a reader thread runs: on threads of their own (`replay`), or inline on the merge
+/// thread, the single-threaded path the threaded one is tested against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threading {
+    /// Each file is read and decoded on a thread of its own while the merge thread joins and
+    /// evaluates.
+    ReaderThreads,
+    /// Everything on the calling thread.
+    SingleThread,
+}
+
+/// Where the merge gets its batches from.
+enum Batches {
+    /// From a reader thread.
+    Thread {
+        /// Filled batches; closed after the last one (or an error).
+        filled: Receiver<Result<Batch, ReplayError>>,
+        /// Emptied batches back to the reader.
+        recycle: Sender<Batch>,
+    },
+    /// Filled on the merge thread when it needs the next; `None` after the end of the file.
+    Inline(Option<(Reader, FileLines)>),
+}
+
 /// One input file in event order as the merge sees it: the head line.
 ///
-/// A reader thread reads the file and decodes each line for the engine (its event time is what
-/// the merge orders on), so the merge thread only joins and evaluates while the readers decode
-/// on the other cores. Batches go back to the reader for reuse: no allocation per line.
+/// A reader reads the file and decodes each line for the engine (its event time is what the
+/// merge orders on). On its own thread it does so while the merge thread joins and evaluates:
+/// the decoding, a third of replay's work, moves to the other cores. Batches go back to the
+/// reader for reuse: no allocation per line.
 pub(super) struct LineSource {
     /// Which input the file is.
     pub(super) kind: EventKind,
-    /// Filled batches from the reader; closed after the last one (or an error).
-    batches: Receiver<Result<Batch, ReplayError>>,
-    /// Emptied batches back to the reader.
-    recycle: Sender<Batch>,
+    /// Where the next batch comes from.
+    batches: Batches,
     /// The batch being merged and the index of its head line; `None` at the end of the file.
     current: Option<(Batch, usize)>,
 }
 
 impl LineSource {
-    /// Opens `path` and starts its reader; lines over `max_line_bytes` are skipped unread.
-    pub(super) fn open(kind: EventKind, path: &Path, preparer: &Preparer) -> Result<Self, ReplayError> {
+    /// Opens `path` and starts its reader; lines over `limits.max_message_bytes` are skipped
+    /// unread.
+    pub(super) fn open(
+        kind: EventKind,
+        path: &Path,
+        preparer: &Preparer,
+        threading: Threading,
+    ) -> Result<Self, ReplayError> {
         let file = File::open(path).map_err(|error| ReplayError::Io { path: path.to_path_buf(), error })?;
-        let (batch_tx, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
-        let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
         let reader = Reader { path: path.to_path_buf(), kind, preparer: preparer.clone() };
-        std::thread::Builder::new()
-            .name(format!("replay-{kind:?}"))
-            .spawn(move || reader.run(file, &batch_tx, &recycled))
-            .map_err(|error| ReplayError::Io { path: PathBuf::from("(replay reader thread)"), error })?;
-        let mut s = LineSource { kind, batches, recycle, current: None };
+        let lines = FileLines { reader: BufReader::with_capacity(1 << 20, file), number: 0, offset: 0 };
+        let batches = match threading {
+            Threading::SingleThread => Batches::Inline(Some((reader, lines))),
+            Threading::ReaderThreads => {
+                let (batch_tx, filled) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+                let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
+                std::thread::Builder::new()
+                    .name(format!("replay-{kind:?}"))
+                    .spawn(move || reader.run(lines, &batch_tx, &recycled))
+                    .map_err(|error| ReplayError::Io { path: PathBuf::from("(replay reader thread)"), error })?;
+                Batches::Thread { filled, recycle }
+            }
+        };
+        let mut s = LineSource { kind, batches, current: None };
         s.next_batch()?;
         Ok(s)
     }
@@ -123,12 +159,28 @@ impl LineSource {
     }
 
     fn next_batch(&mut self) -> Result<(), ReplayError> {
-        if let Some((done, _)) = self.current.take() {
-            let _ = self.recycle.send(done);
-        }
-        // A closed channel is the end of the file.
-        if let Ok(batch) = self.batches.recv() {
-            self.current = Some((batch?, 0));
+        let done = self.current.take().map(|(batch, _)| batch);
+        match &mut self.batches {
+            Batches::Thread { filled, recycle } => {
+                if let Some(done) = done {
+                    let _ = recycle.send(done);
+                }
+                // A closed channel is the end of the file.
+                if let Ok(batch) = filled.recv() {
+                    self.current = Some((batch?, 0));
+                }
+            }
+            Batches::Inline(state) => {
+                let Some((reader, lines)) = state else { return Ok(()) };
+                let mut batch = done.unwrap_or_default();
+                let eof = reader.fill(lines, &mut batch)?;
+                if eof {
+                    *state = None;
+                }
+                if !batch.lines.is_empty() {
+                    self.current = Some((batch, 0));
+                }
+            }
         }
         Ok(())
     }
@@ -143,7 +195,17 @@ impl LineSource {
     }
 }
 
-/// What a reader thread needs of its file.
+/// A file being read, with where its next line is.
+struct FileLines {
+    /// The file, buffered.
+    reader: BufReader<File>,
+    /// Lines read so far (blank ones counted): the next line's number less one.
+    number: u64,
+    /// Bytes read so far: the next line's offset.
+    offset: u64,
+}
+
+/// What a reader needs of its file.
 struct Reader {
     /// The file, for the error message.
     path: PathBuf,
@@ -155,58 +217,56 @@ struct Reader {
 }
 
 impl Reader {
-    fn run(self, file: File, batches: &SyncSender<Result<Batch, ReplayError>>, recycled: &Receiver<Batch>) {
-        let mut reader = BufReader::with_capacity(1 << 20, file);
-        let max_line_bytes = self.preparer.max_message_bytes();
-        let (mut number, mut offset) = (0u64, 0u64);
+    /// The reader thread: batches until the end of the file, an error, or the merge stopping.
+    fn run(self, mut lines: FileLines, batches: &SyncSender<Result<Batch, ReplayError>>, recycled: &Receiver<Batch>) {
         loop {
             let mut batch = recycled.try_recv().unwrap_or_default();
-            batch.clear();
-            let mut eof = false;
-            while batch.lines.len() < BATCH_LINES && batch.bytes.len() < BATCH_BYTES {
-                let start = batch.bytes.len();
-                let read = match read_line(&mut reader, &mut batch.bytes, max_line_bytes) {
-                    Ok(Some(read)) => read,
-                    Ok(None) => {
-                        eof = true;
-                        break;
-                    }
-                    Err(error) => {
-                        let _ = batches.send(Err(ReplayError::Io { path: self.path, error }));
-                        return;
-                    }
-                };
-                number += 1;
-                let line_offset = offset;
-                offset += read.consumed;
-                let line = &batch.bytes[start..];
-                if read.oversized.is_none() && line.iter().all(u8::is_ascii_whitespace) {
-                    batch.bytes.truncate(start);
-                    continue;
+            let eof = match self.fill(&mut lines, &mut batch) {
+                Ok(eof) => eof,
+                Err(error) => {
+                    let _ = batches.send(Err(error));
+                    return;
                 }
-                let (time, prepared) = match read.oversized {
-                    None => {
-                        let index = batch.prepared.len();
-                        self.preparer.prepare(self.kind, line, &mut batch.prepared);
-                        (batch.prepared.get(index).time(), u32::try_from(index).ok())
-                    }
-                    Some(_) => (None, None),
-                };
-                let end = batch.bytes.len();
-                batch.lines.push(LineInfo {
-                    end,
-                    time,
-                    prepared,
-                    number,
-                    offset: line_offset,
-                    oversized: read.oversized,
-                });
-            }
+            };
             // A send fails only when the merge stopped early; nothing more to do then.
             if (!batch.lines.is_empty() && batches.send(Ok(batch)).is_err()) || eof {
                 return;
             }
         }
+    }
+
+    /// Fills `batch` (emptied first) with the next lines, decoded; true at the end of the file.
+    fn fill(&self, file: &mut FileLines, batch: &mut Batch) -> Result<bool, ReplayError> {
+        batch.clear();
+        let max_line_bytes = self.preparer.max_message_bytes();
+        while batch.lines.len() < BATCH_LINES && batch.bytes.len() < BATCH_BYTES {
+            let start = batch.bytes.len();
+            let read = match read_line(&mut file.reader, &mut batch.bytes, max_line_bytes) {
+                Ok(Some(read)) => read,
+                Ok(None) => return Ok(true),
+                Err(error) => return Err(ReplayError::Io { path: self.path.clone(), error }),
+            };
+            file.number += 1;
+            let line_offset = file.offset;
+            file.offset += read.consumed;
+            let line = &batch.bytes[start..];
+            if read.oversized.is_none() && line.iter().all(u8::is_ascii_whitespace) {
+                batch.bytes.truncate(start);
+                continue;
+            }
+            let (time, prepared) = match read.oversized {
+                None => {
+                    let index = batch.prepared.len();
+                    self.preparer.prepare(self.kind, line, &mut batch.prepared);
+                    (batch.prepared.get(index).time(), u32::try_from(index).ok())
+                }
+                Some(_) => (None, None),
+            };
+            let end = batch.bytes.len();
+            let number = file.number;
+            batch.lines.push(LineInfo { end, time, prepared, number, offset: line_offset, oversized: read.oversized });
+        }
+        Ok(false)
     }
 }
 
