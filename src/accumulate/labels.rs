@@ -3,6 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+/// The hasher of the label index: foldhash, keyed randomly per map as a standard `HashMap`
+/// (labels come from outside), a fraction of SipHash's cost for a short string.
+type LabelHasher = foldhash::fast::RandomState;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::GroupId;
@@ -60,7 +64,8 @@ pub struct Groups {
     /// Latest impression timestamp per id, for retirement.
     last_seen: Vec<EventTime>,
     /// Active groups: experiment → variant → id; two levels so a lookup borrows both strings.
-    index: HashMap<Box<str>, HashMap<Box<str>, GroupId>>,
+    /// Hashed with foldhash (keyed per map): looked up for every impression.
+    index: HashMap<Box<str>, HashMap<Box<str>, GroupId, LabelHasher>, LabelHasher>,
     /// From the configuration, not the checkpoint: limits may change across a restart.
     #[serde(skip, default = "LabelLimits::unlimited")]
     limits: LabelLimits,
@@ -85,7 +90,7 @@ impl Groups {
         Groups {
             names: Vec::new(),
             last_seen: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             limits,
             folded: [0; 2],
             retired: Vec::new(),

@@ -47,8 +47,7 @@ impl Aggregation {
     pub fn new(layout: MetricLayout) -> Self {
         let mut unengaged_values = vec![0.0; layout.len()];
         layout.evaluate(&[], &[], &mut unengaged_values);
-        let abandonment_slot =
-            layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout");
+        let abandonment_slot = layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout");
         Aggregation { values: vec![0.0; layout.len()], unengaged_values, abandonment_slot, layout, observer: None }
     }
 

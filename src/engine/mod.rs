@@ -1,7 +1,9 @@
-//! The evaluation engine: decode → join → watermark → finalize → accumulate, single-threaded.
+//! The evaluation engine: decode → join → watermark → finalize → accumulate, its state owned by
+//! one thread.
 //!
 //! Both the Kafka source and `replay` drive an [`Engine`] the same way: [`Engine::process`] for
-//! every message, [`Engine::advance`] whenever time may have moved, [`Engine::finish`] when the
+//! every message (or [`Engine::process_prepared`] for one a [`Preparer`] decoded ahead, on
+//! another thread), [`Engine::advance`] whenever time may have moved, [`Engine::finish`] when the
 //! input has ended. Owning all evaluation state in one synchronous struct keeps the hot path free
 //! of locks and makes the online and offline numbers agree by construction.
 //!
@@ -9,6 +11,7 @@
 //!
 //! | file | owns |
 //! |---|---|
+//! | [`prepare`] | a message decoded into what the engine keeps of it ([`Preparer`]), on any thread: replay's readers decode ahead of the engine |
 //! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership |
 //! | [`handover`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |

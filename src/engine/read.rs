@@ -17,7 +17,7 @@ use crate::time::EventTime;
 
 impl Engine {
     pub fn layout(&self) -> &MetricLayout {
-        &self.aggregation.layout()
+        self.aggregation.layout()
     }
     /// The A/B reports of every experiment over `table` (the cumulative one or a closed window's),
     /// naming every partition held in state.
@@ -26,7 +26,7 @@ impl Engine {
             Some(view) => (0..view.partitions as i32).collect(),
             None => self.partitions(),
         };
-        let mut reports = crate::experiments::reports(&self.aggregation.layout(), &self.groups, table, &self.ab, span);
+        let mut reports = crate::experiments::reports(self.aggregation.layout(), &self.groups, table, &self.ab, span);
         for report in &mut reports {
             report.partitions.clone_from(&partitions);
         }

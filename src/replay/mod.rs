@@ -10,7 +10,7 @@
 //! | file | does |
 //! |---|---|
 //! | `mod.rs` | the merge on event time through the engine |
-//! | `reader.rs` | a reader thread per file: its lines (over-long ones skipped unread), where each is, its event time |
+//! | `reader.rs` | a reader per file (a thread of its own, or inline: [`Threading`]): its lines (over-long ones skipped unread), where each is, each decoded for the engine |
 //! | `diagnostics.rs` | rejected lines logged as `file:line: reason: detail`, and `--max-rejects` |
 //! | `report.rs` | [`Report`]: the replay document (`--format json`) and its plain-text tables |
 //! | `trec.rs` | `--trec-out`: `qrels.txt` and `run.txt` of every finalized impression |
