@@ -67,7 +67,8 @@ fn threaded_replay_equals_the_single_threaded_path_on_messy_traffic() {
     let t = 1_795_000_000_000i64;
     let huge = format!(r#"{{"query_id":"huge","timestamp":{t},"results":["{}"]}}"#, "x".repeat(70_000));
     let redelivered = format!(r#"{{"query_id":"q-00000010","timestamp":{},"results":["a","b"]}}"#, t + 50);
-    for line in ["", "   ", &huge, &redelivered, "not json", r#"{"query_id":"late","timestamp":1000,"results":["a"]}"#] {
+    for line in ["", "   ", &huge, &redelivered, "not json", r#"{"query_id":"late","timestamp":1000,"results":["a"]}"#]
+    {
         writeln!(fi, "{line}").unwrap();
     }
     for line in [
