@@ -1,5 +1,6 @@
 //! Where a finalized impression becomes numbers: its metric values, into the accumulators.
 
+use super::offload::FinalizeWorker;
 use super::task::Totals;
 use crate::accumulate::{ClosedWindow, GroupTable};
 use crate::ids::GroupId;
@@ -41,6 +42,9 @@ pub(super) struct Aggregation {
     abandonment_slot: usize,
     /// See [`FinalizedObserver`]; `None` online.
     pub observer: Option<FinalizedObserver>,
+    /// Where finalized impressions go instead when finalization runs on a thread of its own
+    /// (replay; see [`super::offload`]). `None` on the worker's own aggregation.
+    pub worker: Option<FinalizeWorker>,
 }
 
 impl Aggregation {
@@ -48,7 +52,14 @@ impl Aggregation {
         let mut unengaged_values = vec![0.0; layout.len()];
         layout.evaluate(&[], &[], &mut unengaged_values);
         let abandonment_slot = layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout");
-        Aggregation { values: vec![0.0; layout.len()], unengaged_values, abandonment_slot, layout, observer: None }
+        Aggregation {
+            values: vec![0.0; layout.len()],
+            unengaged_values,
+            abandonment_slot,
+            layout,
+            observer: None,
+            worker: None,
+        }
     }
 
     /// Which metric sits in which slot.
@@ -59,6 +70,9 @@ impl Aggregation {
     /// Computes a finalized impression's metrics and adds them to its partition's totals: the
     /// one place where an impression becomes numbers.
     pub fn finalize(&mut self, totals: &mut Totals, f: Finalized<'_>) {
+        if let Some(worker) = &mut self.worker {
+            return worker.finalized(&f);
+        }
         let values = &mut self.values;
         if f.gains.iter().all(|&g| g == 0) {
             values.copy_from_slice(&self.unengaged_values);

@@ -12,6 +12,7 @@
 //! | file | owns |
 //! |---|---|
 //! | [`prepare`] | a message decoded into what the engine keeps of it ([`Preparer`]), on any thread: replay's readers decode ahead of the engine |
+//! | [`offload`] | finalization (metrics, sums, closed windows) on a thread of its own, in the engine's order: replay's |
 //! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership |
 //! | [`handover`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
@@ -31,6 +32,7 @@ mod aggregation;
 mod global;
 mod handover;
 mod limits;
+mod offload;
 mod prepare;
 mod read;
 mod reject_log;
@@ -361,6 +363,9 @@ impl Engine {
         let folded_before = FoldedLabel::ALL.map(|label| self.groups.folded(label));
         let group = self.groups.intern(experiment, variant, impression.timestamp, self.watermarks.least);
         for retired in self.groups.take_retired() {
+            if let Some(worker) = &mut self.aggregation.worker {
+                worker.retire(retired);
+            }
             for task in self.tasks.iter_mut() {
                 task.totals.accumulators.retire(retired);
             }
@@ -435,6 +440,10 @@ impl Engine {
 
     /// Closes, in every partition, the windows whose impressions are all final at watermark `w`.
     fn close_windows(&mut self, w: EventTime) {
+        if let Some(worker) = &mut self.aggregation.worker {
+            // Its windows are merged when it finishes, in this order.
+            worker.close_windows(w);
+        }
         let mut closed = Vec::new();
         let retain = self.retain_recent_closed;
         for task in self.tasks.iter_mut() {
@@ -464,6 +473,46 @@ impl Engine {
             state.track(shard, |s| s.drain(join, |f| aggregation.finalize(totals, f)));
         }
         self.close_windows(EventTime::MAX);
+        self.join_finalize_worker();
+    }
+
+    /// Runs finalization (evaluating metrics, adding them up, closing windows) on a thread of
+    /// its own until [`Engine::finish`], which takes the results back: for an engine with one
+    /// partition that keeps no windows for the aggregates topic (replay's). The results are
+    /// the same either way. Returns whether it did.
+    pub fn offload_finalization(&mut self) -> std::io::Result<bool> {
+        if self.tasks.iter().count() != 1 || self.retain_recent_closed || self.aggregation.worker.is_some() {
+            return Ok(false);
+        }
+        let Some(task) = self.tasks.iter_mut().next() else { return Ok(false) };
+        let fresh = self.template.task().totals;
+        let totals = Totals {
+            accumulators: std::mem::replace(&mut task.totals.accumulators, fresh.accumulators),
+            first_engagement_delay: std::mem::replace(
+                &mut task.totals.first_engagement_delay,
+                fresh.first_engagement_delay,
+            ),
+            counters: Counters::default(),
+            recent_closed: Vec::new(),
+        };
+        let mut on_worker = Aggregation::new(self.aggregation.layout().clone());
+        on_worker.observer = self.aggregation.observer.take();
+        self.aggregation.worker = Some(offload::FinalizeWorker::start(totals, on_worker)?);
+        Ok(true)
+    }
+
+    /// Takes the sums, closed windows and observer back from the finalization worker, if any.
+    fn join_finalize_worker(&mut self) {
+        let Some(worker) = self.aggregation.worker.take() else { return };
+        let finished = worker.finish();
+        self.aggregation.observer = finished.aggregation.observer;
+        if let Some(task) = self.tasks.iter_mut().next() {
+            task.totals.accumulators = finished.totals.accumulators;
+            task.totals.first_engagement_delay = finished.totals.first_engagement_delay;
+        }
+        for windows in finished.closed {
+            self.closed.add(windows);
+        }
     }
 
     // ---- telemetry from the callers ----

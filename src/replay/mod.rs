@@ -101,6 +101,13 @@ pub fn run_with(
     let now = Instant::now();
     let mut rejected = RejectedLines::new([impressions, engagements], now);
     engine.assign(0, now);
+    // The TREC writer matches finalized impressions with the lines it kept as they come: it
+    // keeps finalization on this thread.
+    if threading == Threading::ReaderThreads && trec.is_none() {
+        engine
+            .offload_finalization()
+            .map_err(|error| ReplayError::Io { path: PathBuf::from("(replay finalization thread)"), error })?;
+    }
     let mut since_advance = 0u32;
     loop {
         // Impressions first on equal timestamps; an undecodable line goes at once.
