@@ -128,6 +128,24 @@ pub struct Accumulators {
     /// table rather than per table, and kept so that adding an impression allocates nothing.
     #[serde(skip)]
     fixed_scratch: Vec<FixedValue>,
+    /// With [`Accumulators::stage`]: impressions added since the last flush, summed once per
+    /// (group, window of each size) instead of into the cumulative table and every window's.
+    /// Sums are integers, so adding a staged sum later is adding its impressions one by one.
+    /// Never in a snapshot: only an owner that reads nothing but through these methods stages
+    /// (replay's finalization worker), and every method that reads or closes flushes first.
+    #[serde(skip)]
+    staged: Option<Vec<Staged>>,
+}
+
+/// Impressions of one group whose windows are the same, summed: see `Accumulators::staged`.
+#[derive(Debug)]
+struct Staged {
+    /// Their group.
+    group: GroupId,
+    /// Per window size, the start of their window, `None` when it had closed (late).
+    starts: Vec<Option<EventTime>>,
+    /// Their sums.
+    stats: GroupStats,
 }
 
 impl Accumulators {
@@ -142,6 +160,7 @@ impl Accumulators {
                 .collect(),
             window_late_impressions: 0,
             fixed_scratch: Vec::new(),
+            staged: None,
         }
     }
 
@@ -182,6 +201,25 @@ impl Accumulators {
             shape.unit_buckets.map(|buckets| Unit { hash: unit, bucket: unit % buckets, max_units: shape.max_units });
         let mut fixed = std::mem::take(&mut self.fixed_scratch);
         FixedValue::collect(&values[..values.len().min(shape.metrics)], &mut fixed);
+        if let Some(staged) = &mut self.staged {
+            let start_of = |series: &WindowSeries| {
+                let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
+                (start >= series.closed_before).then_some(start)
+            };
+            let same = |entry: &&mut Staged| {
+                entry.group == group && entry.starts.iter().zip(&self.series).all(|(&s, series)| s == start_of(series))
+            };
+            match staged.iter_mut().find(same) {
+                Some(entry) => entry.stats.add_fixed(&fixed, engaged, unit),
+                None => {
+                    let mut stats = GroupStats::new(shape);
+                    stats.add_fixed(&fixed, engaged, unit);
+                    staged.push(Staged { group, starts: self.series.iter().map(start_of).collect(), stats });
+                }
+            }
+            self.fixed_scratch = fixed;
+            return;
+        }
         self.cumulative.entry(group, shape).add_fixed(&fixed, engaged, unit);
         for series in &mut self.series {
             let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
@@ -194,10 +232,41 @@ impl Accumulators {
         self.fixed_scratch = fixed;
     }
 
+    /// Sums impressions per (group, windows) until the next flush rather than into every table
+    /// at once: for an owner that reads the sums only through methods of this type, which flush
+    /// first (or [`Accumulators::flush`]), never through the fields. See `staged`.
+    pub fn stage(&mut self) {
+        self.staged.get_or_insert_with(Vec::new);
+    }
+
+    /// Flushes and stops staging: the fields hold every impression again.
+    pub fn unstage(&mut self) {
+        self.flush();
+        self.staged = None;
+    }
+
+    /// Adds what is staged to the tables.
+    pub fn flush(&mut self) {
+        let Some(staged) = &mut self.staged else { return };
+        let shape = self.shape;
+        for Staged { group, starts, stats } in staged.drain(..) {
+            self.cumulative.entry(group, shape).absorb(&stats, shape.max_units);
+            for (series, start) in self.series.iter_mut().zip(starts) {
+                match start {
+                    Some(start) => {
+                        series.open.entry(start).or_default().entry(group, shape).absorb(&stats, shape.max_units)
+                    }
+                    None => self.window_late_impressions += stats.impressions,
+                }
+            }
+        }
+    }
+
     /// Closes every window whose impressions are all final once the watermark has reached
     /// `watermark` (its last impression's deadline is `end - 1 + attribution_window`), handing
     /// each to `on_closed`, oldest first per size.
     pub fn close_windows(&mut self, watermark: EventTime, mut on_closed: impl FnMut(ClosedWindow)) {
+        self.flush();
         for (i, series) in self.series.iter_mut().enumerate() {
             let reach = watermark.saturating_sub(self.attribution_window_ms);
             // window [s, s + size) is closed when s + size <= reach
@@ -227,6 +296,7 @@ impl Accumulators {
     /// first shows up after its engine closed those windows counts impressions in them as late,
     /// exactly as the partitions that were there.
     pub fn close_before(&mut self, closed_before: &[EventTime]) {
+        self.flush();
         for (series, &bound) in self.series.iter_mut().zip(closed_before) {
             series.closed_before = series.closed_before.max(bound);
         }
@@ -234,6 +304,7 @@ impl Accumulators {
 
     /// Renumbers the groups everywhere (see [`GroupTable::remap`]).
     pub fn remap_groups(&mut self, map: &GroupMap) {
+        self.flush();
         self.cumulative.remap(map);
         for series in &mut self.series {
             for table in series.open.values_mut() {
@@ -250,6 +321,7 @@ impl Accumulators {
 
     /// Drops a retired group's cumulative sums.
     pub fn retire(&mut self, group: GroupId) {
+        self.flush();
         self.cumulative.remove(group);
     }
 }
@@ -298,6 +370,56 @@ mod tests {
         let mut closed = Vec::new();
         a.close_all(|w| closed.push(w));
         assert_eq!(closed[0].groups.get(5).unwrap().impressions, 2, "open windows are renumbered too");
+    }
+
+    #[test]
+    fn staged_sums_are_the_sums_added_one_by_one() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(18);
+        for max_units in [5, 1000] {
+            let shape = StatsShape { metrics: 3, unit_buckets: Some(4), max_units };
+            let (mut direct, mut staged) =
+                (Accumulators::new(shape, &[1000, 5000], 300), Accumulators::new(shape, &[1000, 5000], 300));
+            staged.stage();
+            let (mut closed_direct, mut closed_staged) = (Vec::new(), Vec::new());
+            let mut watermark = 0;
+            for i in 0..5_000i64 {
+                // Mostly in order, some far behind the watermark (late for a window size).
+                let t = i * 7 - if rng.random_bool(0.05) { rng.random_range(0..3000) } else { 0 };
+                let values = [rng.random_range(0.0..1.0), 0.0, if rng.random_bool(0.5) { 1.0 } else { 0.0 }];
+                let (group, unit) = (rng.random_range(0..3), rng.random_range(0..50));
+                direct.add(group, t, &values, values[2] > 0.0, unit);
+                staged.add(group, t, &values, values[2] > 0.0, unit);
+                if i % 300 == 0 {
+                    watermark = i * 7 - 500;
+                    direct.close_windows(watermark, |w| closed_direct.push(w));
+                    staged.close_windows(watermark, |w| closed_staged.push(w));
+                }
+                if i == 2500 {
+                    direct.retire(1);
+                    staged.retire(1);
+                }
+            }
+            assert!(watermark > 0);
+            direct.close_all(|w| closed_direct.push(w));
+            staged.unstage();
+            assert_eq!(staged.window_late_impressions, direct.window_late_impressions);
+            assert!(direct.window_late_impressions > 0);
+            let units = |t: &GroupTable| t.iter().map(|(g, s)| (g, s.distinct_units())).collect::<Vec<_>>();
+            assert_eq!(units(&staged.cumulative), units(&direct.cumulative), "max_units {max_units}");
+            if max_units == 1000 {
+                assert_eq!(staged.cumulative, direct.cumulative);
+            }
+            staged.close_all(|w| closed_staged.push(w));
+            assert_eq!(closed_staged.len(), closed_direct.len());
+            for (a, b) in closed_staged.iter().zip(&closed_direct) {
+                assert_eq!((a.size_index, a.start), (b.size_index, b.start));
+                assert_eq!(units(&a.groups), units(&b.groups));
+                if max_units == 1000 {
+                    assert_eq!(a, b);
+                }
+            }
+        }
     }
 
     #[test]

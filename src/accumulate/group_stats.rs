@@ -167,8 +167,31 @@ impl GroupStats {
         }
     }
 
+    /// Adds sums staged from this table's own impressions (`Accumulators::stage`): as
+    /// [`GroupStats::merge`], but the distinct units go through the `ab.max_units` limit as
+    /// if their impressions had been added one by one. Which units a full set keeps depends on
+    /// their order, but nothing reads a set that overflowed; whether it overflows does not.
+    pub(super) fn absorb(&mut self, staged: &GroupStats, max_units: usize) {
+        self.merge_sums(staged);
+        self.units_overflowed |= staged.units_overflowed;
+        for &unit in &staged.units {
+            if !self.units_overflowed && self.units.len() < max_units {
+                self.units.insert(unit);
+            } else if !self.units.contains(&unit) {
+                self.units_overflowed = true;
+            }
+        }
+    }
+
     /// Adds another group's sums: exact, so partial results merge in any order.
     pub fn merge(&mut self, other: &GroupStats) {
+        self.merge_sums(other);
+        self.units.extend(&other.units);
+        self.units_overflowed |= other.units_overflowed;
+    }
+
+    /// [`GroupStats::merge`] but for the distinct units.
+    fn merge_sums(&mut self, other: &GroupStats) {
         self.impressions += other.impressions;
         self.engaged += other.engaged;
         for (a, b) in self.sums.iter_mut().zip(other.sums.iter()) {
@@ -187,8 +210,6 @@ impl GroupStats {
                 *a += b;
             }
         }
-        self.units.extend(&other.units);
-        self.units_overflowed |= other.units_overflowed;
     }
 
     pub fn sum(&self, slot: usize) -> f64 {

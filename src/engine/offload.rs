@@ -103,7 +103,9 @@ pub(super) struct Finished {
 impl FinalizeWorker {
     /// Starts a worker that owns `totals` (empty sums of the engine's shape) and evaluates with
     /// `aggregation` (the engine's, observer included).
-    pub(super) fn start(totals: Totals, aggregation: Aggregation) -> std::io::Result<Self> {
+    pub(super) fn start(mut totals: Totals, aggregation: Aggregation) -> std::io::Result<Self> {
+        // Nothing reads the worker's sums but through methods that flush (see `stage`).
+        totals.accumulators.stage();
         let (commands, received) = std::sync::mpsc::sync_channel(COMMANDS_IN_FLIGHT);
         let (recycle, recycled) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -203,5 +205,6 @@ fn run(
             Command::Retire(group) => totals.accumulators.retire(group),
         }
     }
+    totals.accumulators.unstage();
     Outcome { totals, closed, aggregation }
 }
