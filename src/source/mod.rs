@@ -16,6 +16,7 @@
 //! | file | owns |
 //! |---|---|
 //! | `mod.rs` | the consumer thread's poll loop, the client configuration |
+//! | `handoff` | decoding on the consumer thread, the engine's work on a thread of its own; the barrier before anything reads the positions |
 //! | [`changelog`] | the changelog topic: snapshots written in chunks, acknowledged, read back from the end |
 //! | [`chunks`] | the chunk records of the changelog and aggregates topics and their reassembly, pure (no client), so they are fuzzed |
 //! | `aggregates` | the aggregates topic's reader: every partition's A/B sums into the experiment-wide view |
@@ -27,6 +28,7 @@ mod aggregates;
 mod changelog;
 pub mod chunks;
 mod commit;
+mod handoff;
 mod positions;
 mod rebalance;
 
@@ -40,7 +42,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
 use crate::config::{ClientRole, KafkaClientError, KafkaConfig, StateConfig};
-use crate::engine::{RejectLog, SharedEngine};
+use crate::engine::SharedEngine;
 use crate::event::EventKind;
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
@@ -142,7 +144,10 @@ pub async fn run(
         None => (None, commit_interval),
     };
     let state = SourceState { positions: Positions::default(), assigned: BTreeSet::new(), changelog, fatal: None };
+    let handoff = handoff::Handoff::start(engine.clone(), topics.clone())
+        .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the engine thread: {e}"))))?;
     let context = SourceContext {
+        handoff: Mutex::new(handoff),
         engine: engine.clone(),
         health: health.clone(),
         topics: topics.clone(),
@@ -193,13 +198,18 @@ impl ConsumeLoop {
     /// Consumes until shutdown; returns the error that stopped it, if one did.
     fn run(self) -> Option<ChangelogError> {
         let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval } = &self;
+        let context = consumer.context();
         let mut last_advance = Instant::now();
         let mut next_checkpoint = last_advance + *checkpoint_interval;
         let mut consecutive_errors = 0u32;
-        let mut rejects = RejectLog::default();
         // Shutdown is checked before every poll that may wait, and every `SHUTDOWN_CHECK_EVERY`
         // messages while they keep arriving.
         let mut until_shutdown_check = 0u32;
+        // The engine thread is gone (it panicked): stop without a snapshot or commit.
+        let stopped = |e: handoff::EngineStopped| {
+            tracing::error!(error = %e, "stopping the consumer without a final snapshot");
+            std::panic::panic_any(e)
+        };
         loop {
             if until_shutdown_check == 0 {
                 if shutdown.is_triggered() {
@@ -207,7 +217,9 @@ impl ConsumeLoop {
                 }
                 until_shutdown_check = SHUTDOWN_CHECK_EVERY;
             }
-            let now = match consumer.poll(POLL_TIMEOUT) {
+            // With messages batched, only what is already there is taken before sending them.
+            let batched = context.handoff().has_unsent();
+            let now = match consumer.poll(if batched { Duration::ZERO } else { POLL_TIMEOUT }) {
                 Some(Ok(message)) => {
                     until_shutdown_check -= 1;
                     if consecutive_errors > 0 {
@@ -215,7 +227,7 @@ impl ConsumeLoop {
                         health.set_ready(true);
                     }
                     // One atomic load unless an outage is being reported.
-                    consumer.context().log.recovered("a message was consumed");
+                    context.log.recovered("a message was consumed");
                     let topic = message.topic();
                     let kind = if topic == topics[0] {
                         EventKind::Impression
@@ -224,32 +236,18 @@ impl ConsumeLoop {
                     } else {
                         continue;
                     };
-                    let started = Instant::now();
-                    // Source state before engine, as everywhere: one lock order.
-                    let mut state = consumer.context().state();
-                    let mut engine = engine.lock();
-                    let (partition, payload) = (message.partition(), message.payload().unwrap_or(&[]));
-                    if let Err(rejection) = engine.process(kind, partition, payload, started) {
-                        rejects.log(started, || {
-                            let (reason, offset) = (rejection.reason.label(), message.offset());
-                            tracing::warn!(topic, partition, offset, reason, detail = %rejection.detail, "rejected message");
-                        });
+                    let mut handoff = context.handoff();
+                    let payload = message.payload().unwrap_or(&[]);
+                    if handoff.push(kind, message.partition(), message.offset(), payload) {
+                        // Offsets are recorded as the engine thread hands batches back.
+                        handoff.send(&mut context.state().positions).unwrap_or_else(stopped);
                     }
-                    // Only now is the message's effect in the state.
-                    state.positions.consumed(kind, message.partition(), message.offset());
-                    drop(state);
-                    let finished = Instant::now();
-                    engine.record_processing_time(finished - started);
-                    if finished - last_advance >= ADVANCE_INTERVAL {
-                        engine.advance(finished);
-                        last_advance = finished;
-                    }
-                    finished
+                    Instant::now()
                 }
                 Some(Err(e)) => {
                     until_shutdown_check = 0;
                     consecutive_errors += 1;
-                    consumer.context().log.consume_error(&e);
+                    context.log.consume_error(&e);
                     health.set_ready(false);
                     // Let a broken connection recover without spinning.
                     std::thread::sleep(ERROR_BACKOFF);
@@ -257,15 +255,21 @@ impl ConsumeLoop {
                 }
                 None => {
                     until_shutdown_check = 0;
+                    let mut handoff = context.handoff();
+                    handoff.send(&mut context.state().positions).unwrap_or_else(stopped);
                     Instant::now()
                 }
             };
             if now - last_advance >= IDLE_TICK {
+                // The engine thread advances while messages arrive; this is for when none do.
                 engine.lock().advance(now);
                 last_advance = now;
             }
             if now >= next_checkpoint {
-                let mut state = consumer.context().state();
+                if !context.barrier() {
+                    stopped(handoff::EngineStopped);
+                }
+                let mut state = context.state();
                 let assigned = state.assigned.clone();
                 checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Async, "interval");
                 drop(state);
@@ -273,7 +277,10 @@ impl ConsumeLoop {
             }
         }
 
-        rejects.report_suppressed();
+        if !context.barrier() {
+            stopped(handoff::EngineStopped);
+        }
+        context.handoff().stop();
         let mut state = consumer.context().state();
         // The demo keeps no snapshots: say only what is done.
         let last = if state.changelog.is_some() { "final snapshot and commit" } else { "final commit" };

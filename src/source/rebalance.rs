@@ -15,6 +15,7 @@ use rdkafka::ClientContext;
 
 use super::changelog::ChangelogError;
 use super::commit::{checkpoint_and_commit, PartitionSnapshot, SourceState};
+use super::handoff::Handoff;
 use crate::checkpoint;
 use crate::engine::SharedEngine;
 use crate::event::EventKind;
@@ -43,6 +44,9 @@ pub(super) struct SourceContext {
     pub log: Arc<KafkaLog>,
     /// Triggered when a partition's state cannot be restored (see [`SourceState::fatal`]).
     pub shutdown: Shutdown,
+    /// The engine thread and the batch being decoded for it. Locked before the source state
+    /// where both are needed, and only by the consumer thread (the loop and these callbacks).
+    pub handoff: Mutex<Handoff>,
 }
 
 impl SourceContext {
@@ -51,6 +55,27 @@ impl SourceContext {
     /// callbacks of that unwinding consumer from panicking a second time.
     pub fn state(&self) -> MutexGuard<'_, SourceState> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The hand-off to the engine thread (poisoning as for [`SourceContext::state`]).
+    pub fn handoff(&self) -> MutexGuard<'_, Handoff> {
+        self.handoff.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Waits until the engine has everything polled so far and the positions record it (see
+    /// [`Handoff::barrier`]). False when the engine thread is gone: then nothing may be
+    /// snapshotted or committed, and the process stops.
+    pub fn barrier(&self) -> bool {
+        let mut handoff = self.handoff();
+        let mut state = self.state();
+        match handoff.barrier(&mut state.positions) {
+            Ok(()) => true,
+            Err(stopped) => {
+                tracing::error!(error = %stopped, "stopping: nothing more is consumed, snapshotted or committed");
+                self.shutdown.trigger();
+                false
+            }
+        }
     }
 }
 
@@ -69,6 +94,11 @@ impl ClientContext for SourceContext {
 
 impl ConsumerContext for SourceContext {
     fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        // Everything polled before is in the state and its positions before the assignment
+        // changes; with the engine thread gone, nothing is snapshotted or positioned.
+        if !self.barrier() {
+            return;
+        }
         let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
