@@ -1,17 +1,29 @@
-//! The multi-threaded replay (each file read and decoded on a thread of its own while the merge
-//! thread joins and evaluates) against the single-threaded path: the same report to the byte,
-//! the same counters, and every impression finalized in the same order with the same values,
-//! on the trec_eval conformance suites and on messy traffic (malformed lines, oversized and
-//! blank lines, redeliveries, late and out-of-order events, a clustered A/B unit, two label
-//! limits that fold groups).
+//! The multi-threaded paths against the single-threaded one, on the trec_eval conformance
+//! suites and on messy traffic:
+//!
+//! * replay (each file read and decoded on a thread of its own, finalization on another, while
+//!   the merge thread joins): the same report to the byte, the same counters, and every
+//!   impression finalized in the same order with the same values, including malformed,
+//!   oversized and blank lines, redeliveries, late and out-of-order events, a clustered A/B
+//!   unit and a label limit that folds groups;
+//! * `serve`'s source (the consumer thread decodes, the engine thread processes) through
+//!   librdkafka's mock cluster: the same impressions finalized with the same values and the same
+//!   per-group figures as the single-threaded replay of the same events.
 
+mod common;
+
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rankpulse::config::Config;
-use rankpulse::engine::Engine;
+use rankpulse::engine::{Engine, SharedEngine};
+use rankpulse::health::Health;
 use rankpulse::replay::{self, Report, Threading};
+use rankpulse::shutdown::Shutdown;
+use rdkafka::mocking::MockCluster;
 
 /// Every finalized impression in order: query key, group, timestamp, gains, value bits.
 type Finalized = Vec<(u128, u32, i64, Vec<u8>, Vec<u64>)>;
@@ -101,4 +113,126 @@ max_results = 50
     assert!(n > 15_000, "{n} impressions finalized");
     // The default configuration too (no clustering, no state limit).
     assert_same("messy, defaults", &Config::default(), &imp, &eng);
+}
+
+/// Values per finalized impression, by query key (the order differs between serve and replay).
+type ByQuery = BTreeMap<u128, Vec<u64>>;
+
+fn by_query(finalized: &Finalized) -> ByQuery {
+    finalized.iter().map(|(query, _, _, _, bits)| (*query, bits.clone())).collect()
+}
+
+/// The events of two JSON-lines files through the real Kafka source on the mock cluster (4
+/// partitions, each event on the partition of its query), every pending impression finalized
+/// once all are consumed: the per-group report and the finalized impressions.
+fn serve(cfg: &Config, impressions: &Path, engagements: &Path) -> (String, ByQuery) {
+    let partition_of = |line: &str| {
+        let query = serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v["query_id"].as_str().map(rankpulse::ids::query_key))
+            .unwrap_or(0);
+        (query % 4) as i32
+    };
+    let messages = |path: &Path| -> common::Messages {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| (partition_of(l), l.to_string()))
+            .collect()
+    };
+    let (imp, eng) = (messages(impressions), messages(engagements));
+    let total = (imp.len() + eng.len()) as u64;
+    let cluster = MockCluster::new(1).unwrap();
+    for topic in ["t-impressions", "t-engagements"] {
+        cluster.create_topic(topic, 4, 1).unwrap();
+    }
+    let mut cfg = cfg.clone();
+    cfg.kafka.brokers = cluster.bootstrap_servers();
+    cfg.kafka.group_id = "threading".into();
+    cfg.kafka.impressions_topic = "t-impressions".into();
+    cfg.kafka.engagements_topic = "t-engagements".into();
+    common::produce_to_partitions(&cfg.kafka.brokers, &[("t-impressions", &imp), ("t-engagements", &eng)]);
+
+    let seen: Arc<Mutex<Finalized>> = Arc::default();
+    let sink = seen.clone();
+    let mut engine = Engine::new(&cfg);
+    engine.set_observer(Box::new(move |f| {
+        let bits = f.values.iter().map(|v| v.to_bits()).collect();
+        sink.lock().unwrap().push((f.query, f.group, f.timestamp, f.gains.to_vec(), bits));
+    }));
+    let engine = SharedEngine::new(engine);
+    let shutdown = Shutdown::new();
+    let source = {
+        let (engine, shutdown, kafka) = (engine.clone(), shutdown.clone(), cfg.kafka.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+            rt.block_on(rankpulse::source::run(
+                &kafka,
+                engine,
+                Arc::new(Health::default()),
+                shutdown,
+                None,
+                Duration::from_secs(5),
+            ))
+            .unwrap();
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let consumed: u64 = engine.lock().counters().consumed.iter().sum();
+        if consumed >= total {
+            break;
+        }
+        assert!(Instant::now() < deadline, "consumed {consumed} of {total}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    shutdown.trigger();
+    source.join().unwrap();
+    let mut engine = engine.into_inner().unwrap();
+    engine.finish();
+    let groups = serde_json::to_string(&Report::from_engine(&mut engine).groups).unwrap();
+    let finalized = by_query(&seen.lock().unwrap());
+    (groups, finalized)
+}
+
+#[test]
+fn serve_with_an_engine_thread_equals_the_single_threaded_replay() {
+    // Nothing is late however the two topics interleave (the watermark stays behind every
+    // event until the end), so consumption order cannot matter and the figures must agree.
+    let order_free = |cfg: &mut Config| {
+        cfg.join.max_out_of_orderness = "6h".parse().unwrap();
+        cfg.limits.max_past = "3650d".parse().unwrap();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (imp, eng) = (dir.path().join("imp.jsonl"), dir.path().join("eng.jsonl"));
+    let (mut fi, mut fe) = (std::fs::File::create(&imp).unwrap(), std::fs::File::create(&eng).unwrap());
+    let start = chrono::Utc::now().timestamp_millis() - 3_600_000;
+    let faults = rankpulse::demo::FaultRate::new(0.02).unwrap();
+    rankpulse::demo::write_traffic(&mut fi, &mut fe, 6_000, 200, 7, start, faults).unwrap();
+    drop((fi, fe));
+    let suites = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/fixtures");
+    let mut cases = Vec::new();
+    for suite in ["threshold1", "threshold2"] {
+        let dir = suites.join(suite);
+        let cfg = Config::load(Some(&dir.join("config.toml"))).unwrap();
+        cases.push((suite.to_string(), cfg, dir.join("impressions.jsonl"), dir.join("engagements.jsonl")));
+    }
+    let messy = Config::from_toml_with_env("[ab]\nunit = \"client_id\"\n", "test", std::iter::empty()).unwrap();
+    cases.push(("messy".to_string(), messy, imp, eng));
+    for (name, mut cfg, imp, eng) in cases {
+        order_free(&mut cfg);
+        let single = replay(&cfg, &imp, &eng, Threading::SingleThread);
+        let single_groups = {
+            let report: serde_json::Value = serde_json::from_str(&single.0).unwrap();
+            report["groups"].to_string()
+        };
+        let (groups, finalized) = serve(&cfg, &imp, &eng);
+        let expected = by_query(&single.2);
+        assert!(expected.len() > 100, "{name}: {} impressions", expected.len());
+        assert_eq!(finalized.len(), expected.len(), "{name}: impressions finalized");
+        assert!(finalized == expected, "{name}: per-impression values differ");
+        let normalize = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap().to_string();
+        assert_eq!(normalize(&groups), single_groups, "{name}: per-group figures");
+    }
 }
