@@ -25,7 +25,7 @@
 //! | [`accumulate`] | aggregation | label groups and their limits, exact (fixed-point) sums and unit buckets per group, cumulative and per tumbling window |
 //! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators |
 //! | [`engine`] | orchestration | the core over per-partition tasks, its state on one thread: decode (which may run ahead on other threads) → join → watermark → finalize → accumulate; its snapshot and restore |
-//! | [`source`] | input | the Kafka consumer on its own thread: positions recorded after processing, each partition's snapshot to the changelog then commit, restore on assignment, the aggregates reader |
+//! | [`source`] | input | the Kafka consumer on its own thread (decoding), the engine's work on another: positions recorded after processing, each partition's snapshot to the changelog then commit, restore on assignment, the aggregates reader |
 //! | [`replay`] | input | JSON-lines files read and decoded on reader threads, merged on event time through the same engine; the replay report and TREC files |
 //! | [`output`] | output | Prometheus exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API; the A/B output topic |
 //! | [`demo`] | demo | the in-process Kafka cluster and a realistic A/B traffic generator |

@@ -1,4 +1,5 @@
-//! The Kafka source: consumes both topics on a thread of its own and feeds the engine.
+//! The Kafka source: consumes and decodes both topics on a thread of its own and feeds the
+//! engine, whose work runs on another (`handoff`).
 //!
 //! Offset discipline: a message's offset is recorded in [`Positions`] once the message is in the
 //! engine's state, and a partition's snapshot holds its state *and* its positions. Snapshots go
