@@ -41,6 +41,9 @@ struct Polled {
     partition: i32,
     /// Its offset: recorded in the positions once the engine has it.
     offset: i64,
+    /// How long decoding it took on the consumer thread: part of its processing time
+    /// (`rankpulse_event_processing_seconds` is decode + join + accounting).
+    decode: Duration,
 }
 
 /// Polled messages, decoded, in poll order.
@@ -50,6 +53,14 @@ struct Batch {
     messages: Vec<Polled>,
     /// Each decoded, at the same index.
     prepared: PreparedBatch,
+}
+
+/// What [`Handoff::push`] did.
+pub(super) struct Pushed {
+    /// When the message was decoded: the consumer thread's clock reading for this message.
+    pub(super) at: Instant,
+    /// The batch is full and should be sent.
+    pub(super) full: bool,
 }
 
 /// The consumer thread's side of the engine thread.
@@ -87,11 +98,14 @@ impl Handoff {
         })
     }
 
-    /// Decodes a polled message into the batch; true when the batch is full and should be sent.
-    pub(super) fn push(&mut self, kind: EventKind, partition: i32, offset: i64, payload: &[u8]) -> bool {
+    /// Decodes a polled message into the batch, and returns when it finished; `full` tells
+    /// that the batch should be sent.
+    pub(super) fn push(&mut self, kind: EventKind, partition: i32, offset: i64, payload: &[u8]) -> Pushed {
+        let started = Instant::now();
         self.preparer.prepare(kind, payload, &mut self.filling.prepared);
-        self.filling.messages.push(Polled { kind, partition, offset });
-        self.filling.messages.len() >= BATCH_MESSAGES
+        let decoded = Instant::now();
+        self.filling.messages.push(Polled { kind, partition, offset, decode: decoded - started });
+        Pushed { at: decoded, full: self.filling.messages.len() >= BATCH_MESSAGES }
     }
 
     /// Whether polled messages wait to be sent.
@@ -184,7 +198,7 @@ fn run(engine: &SharedEngine, topics: &[String; 2], batches: &Receiver<Batch>, d
                 });
             }
             let finished = Instant::now();
-            engine.record_processing_time(finished - started);
+            engine.record_processing_time(m.decode + (finished - started));
             if finished - last_advance >= ADVANCE_INTERVAL {
                 engine.advance(finished);
                 last_advance = finished;

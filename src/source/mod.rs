@@ -239,11 +239,12 @@ impl ConsumeLoop {
                     };
                     let mut handoff = context.handoff();
                     let payload = message.payload().unwrap_or(&[]);
-                    if handoff.push(kind, message.partition(), message.offset(), payload) {
+                    let pushed = handoff.push(kind, message.partition(), message.offset(), payload);
+                    if pushed.full {
                         // Offsets are recorded as the engine thread hands batches back.
                         handoff.send(&mut context.state().positions).unwrap_or_else(stopped);
                     }
-                    Instant::now()
+                    pushed.at
                 }
                 Some(Err(e)) => {
                     until_shutdown_check = 0;
