@@ -185,22 +185,26 @@ fn end_to_end(results: &mut Results) {
             let n = consumed(&engine.lock());
             assert!(Instant::now() < deadline, "pipeline consumed {n} of {total} messages");
             if n > 0 {
-                first.get_or_insert_with(Instant::now);
+                first.get_or_insert_with(|| (Instant::now(), n, rankpulse_threads_cpu_seconds()));
             }
             if n >= total {
                 break;
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let rate = total as f64 / first.unwrap().elapsed().as_secs_f64();
+        let (started, consumed_at_first, cpu_at_first) = first.unwrap();
+        let rate = total as f64 / started.elapsed().as_secs_f64();
+        let per_cpu_second =
+            (total - consumed_at_first) as f64 / (rankpulse_threads_cpu_seconds() - cpu_at_first).max(1e-9);
         shutdown.trigger();
         runner.join().unwrap();
         let engine = engine.into_inner().unwrap();
-        (rate, engine)
+        (rate, engine, per_cpu_second)
     };
 
-    // Three rounds, alternating, each on its own consumer group: a round lasts a fraction of a
-    // second, so one round alone is at the mercy of a neighbour's burst. Besides the pipeline
+    // Five rounds, alternating, each on its own consumer group: a round lasts a fraction of a
+    // second, so one round alone is at the mercy of a neighbour's burst (on the 2-core machine
+    // single rounds of the same build ranged from 0.33 to 0.51 of raw consume). Besides the pipeline
     // without snapshots (the demo's), the same with the changelog as `serve` runs it: at the
     // default interval (5 s, longer than a round, so no interval snapshot falls inside the
     // timing: what remains is the aggregates reader and the experiment-wide view), and every
@@ -208,17 +212,18 @@ fn end_to_end(results: &mut Results) {
     // The 16-partition topics likewise, without snapshots.
     let (mut raw, mut piped, mut last) = (Vec::new(), Vec::new(), None);
     let (mut durable, mut frequent, mut frequent_rounds) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut raw_wide, mut piped_wide) = (Vec::new(), Vec::new());
+    let (mut raw_wide, mut piped_wide, mut per_cpu) = (Vec::new(), Vec::new(), Vec::new());
     let topics = [IMP_TOPIC, ENG_TOPIC];
-    for round in 0..3 {
+    for round in 0..5 {
         raw.push(raw_once(&format!("raw-{round}"), topics));
-        let (rate, engine) = pipeline_once(&format!("pipeline-{round}"), None, topics);
+        let (rate, engine, events_per_cpu_second) = pipeline_once(&format!("pipeline-{round}"), None, topics);
         piped.push(rate);
+        per_cpu.push(events_per_cpu_second);
         last = Some(engine);
         raw_wide.push(raw_once(&format!("raw16-{round}"), WIDE_TOPICS));
         piped_wide.push(pipeline_once(&format!("pipeline16-{round}"), None, WIDE_TOPICS).0);
         durable.push(pipeline_once(&format!("changelog-{round}"), Some("5s"), topics).0);
-        let (rate, engine) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics);
+        let (rate, engine, _) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics);
         frequent.push(rate);
         // Less the final snapshot at shutdown, after the timing.
         frequent_rounds.push(engine.checkpoint_stats().written.saturating_sub(1) as f64);
@@ -227,6 +232,7 @@ fn end_to_end(results: &mut Results) {
     let (raw_rate, pipeline_rate) = (median(raw), median(piped));
     let (durable_rate, frequent_rate) = (median(durable), median(frequent));
     let (raw_wide_rate, wide_rate) = (median(raw_wide), median(piped_wide));
+    results.insert("end_to_end_events_per_rankpulse_cpu_second".into(), median(per_cpu).into());
     results.insert("end_to_end_16_partitions_events_per_second".into(), wide_rate.into());
     results.insert("raw_consume_16_partitions_events_per_second".into(), raw_wide_rate.into());
     results.insert("end_to_end_16_partitions_share_of_raw".into(), (wide_rate / raw_wide_rate).into());
@@ -308,6 +314,22 @@ fn replay(results: &mut Results) {
         Ok(out) => eprintln!("reference tools failed: {}", String::from_utf8_lossy(&out.stderr)),
         Err(e) => eprintln!("python3 not available: {e}"),
     }
+}
+
+/// CPU time so far of the threads doing rankpulse's own work in `serve` (the consumer thread,
+/// which polls and decodes, and the engine thread), from `/proc/self/task/*/schedstat`
+/// (nanoseconds on the CPU); librdkafka's threads and the in-process cluster's are not counted.
+fn rankpulse_threads_cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    let mut nanos = 0u64;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("rankpulse-sourc") || comm.starts_with("rankpulse-engin") {
+            let schedstat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            nanos += schedstat.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    nanos as f64 / 1e9
 }
 
 /// CPU time of this process so far (every thread), from `/proc/self/stat` (utime + stime, in
@@ -444,6 +466,7 @@ fn main() {
     let share = get("end_to_end_share_of_raw");
     let wide_share = get("end_to_end_16_partitions_share_of_raw");
     let per_core = get("replay_events_per_cpu_second");
+    let serve_per_core = get("end_to_end_events_per_rankpulse_cpu_second");
     let pipeline = get("replay_speedup_vs_trec_eval_pipeline");
     let rows = [
         ("end to end, events/s", fmt(get("end_to_end_events_per_second"), 0), "", ""),
@@ -461,11 +484,12 @@ fn main() {
             verdict(wide_share.map(|v| v >= 0.7)),
         ),
         (
-            "rankpulse work, events/s per core (replay)",
-            fmt(per_core, 0),
+            "rankpulse work, events/s per core: serve",
+            fmt(serve_per_core, 0),
             ">= 1,000,000",
-            verdict(per_core.map(|v| v >= 1e6)),
+            verdict(serve_per_core.map(|v| v >= 1e6)),
         ),
+        ("  the same, replay", fmt(per_core, 0), ">= 1,000,000", verdict(per_core.map(|v| v >= 1e6))),
         ("replay, events/s", fmt(get("replay_events_per_second"), 0), "", ""),
         (
             "  cores busy; speed-up of the reader threads",
