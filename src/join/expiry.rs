@@ -19,10 +19,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::time::EventTime;
 
-/// The hasher of the join's tables of 128-bit keys: foldhash, keyed randomly per table like a
-/// standard `HashMap` (the keys are hashes of ids from outside, so a chosen set of them must
-/// not pile into one probe sequence), but a few multiplications for a `u128` where SipHash was
-/// a measurable share of the join.
+/// The hasher of the join's tables of 128-bit keys: foldhash (hashbrown's default), a few
+/// multiplications for a `u128` where SipHash was a measurable share of the join. It is seeded
+/// randomly per process and per table, so the ids producers choose cannot be made to collide in
+/// advance; unlike SipHash it is only minimally DoS-resistant (its authors' words): an attacker
+/// who could learn the seed from timing could. The keys are xxh3 hashes of those ids, and the
+/// state limits (`[join]`) bound what any flood costs.
 pub type KeyHasher = foldhash::fast::RandomState;
 
 /// A `HashMap` keyed by [`KeyHasher`].
