@@ -132,15 +132,17 @@ fn end_to_end(results: &mut Results) {
         while seen < total {
             assert!(Instant::now() < deadline, "raw consumer saw {seen} of {total} messages");
             if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
-                first.get_or_insert_with(Instant::now);
+                first.get_or_insert_with(|| (Instant::now(), threads_cpu_seconds(|_| true)));
                 bytes += m.payload().map_or(0, <[u8]>::len);
                 seen += 1;
             }
         }
-        let rate = total as f64 / first.unwrap().elapsed().as_secs_f64();
+        let (started, cpu_at_first) = first.unwrap();
+        let wall = started.elapsed().as_secs_f64();
+        let cores_busy = (threads_cpu_seconds(|_| true) - cpu_at_first) / wall;
         std::hint::black_box(bytes);
         drop(consumer);
-        rate
+        (total as f64 / wall, cores_busy)
     };
 
     // The pipeline: the real source feeding the engine, on its own runtime thread; with
@@ -185,21 +187,24 @@ fn end_to_end(results: &mut Results) {
             let n = consumed(&engine.lock());
             assert!(Instant::now() < deadline, "pipeline consumed {n} of {total} messages");
             if n > 0 {
-                first.get_or_insert_with(|| (Instant::now(), n, rankpulse_threads_cpu_seconds()));
+                first.get_or_insert_with(|| {
+                    (Instant::now(), n, threads_cpu_seconds(rankpulse_thread), threads_cpu_seconds(|_| true))
+                });
             }
             if n >= total {
                 break;
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let (started, consumed_at_first, cpu_at_first) = first.unwrap();
-        let rate = total as f64 / started.elapsed().as_secs_f64();
+        let (started, consumed_at_first, cpu_at_first, all_cpu_at_first) = first.unwrap();
+        let wall = started.elapsed().as_secs_f64();
         let per_cpu_second =
-            (total - consumed_at_first) as f64 / (rankpulse_threads_cpu_seconds() - cpu_at_first).max(1e-9);
+            (total - consumed_at_first) as f64 / (threads_cpu_seconds(rankpulse_thread) - cpu_at_first).max(1e-9);
+        let cores_busy = (threads_cpu_seconds(|_| true) - all_cpu_at_first) / wall;
         shutdown.trigger();
         runner.join().unwrap();
         let engine = engine.into_inner().unwrap();
-        (rate, engine, per_cpu_second)
+        (total as f64 / wall, engine, per_cpu_second, cores_busy)
     };
 
     // Five rounds, alternating, each on its own consumer group: a round lasts a fraction of a
@@ -213,17 +218,21 @@ fn end_to_end(results: &mut Results) {
     let (mut raw, mut piped, mut last) = (Vec::new(), Vec::new(), None);
     let (mut durable, mut frequent, mut frequent_rounds) = (Vec::new(), Vec::new(), Vec::new());
     let (mut raw_wide, mut piped_wide, mut per_cpu) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut raw_cores, mut piped_cores) = (Vec::new(), Vec::new());
     let topics = [IMP_TOPIC, ENG_TOPIC];
     for round in 0..5 {
-        raw.push(raw_once(&format!("raw-{round}"), topics));
-        let (rate, engine, events_per_cpu_second) = pipeline_once(&format!("pipeline-{round}"), None, topics);
+        let (rate, cores) = raw_once(&format!("raw-{round}"), topics);
+        raw.push(rate);
+        raw_cores.push(cores);
+        let (rate, engine, events_per_cpu_second, cores) = pipeline_once(&format!("pipeline-{round}"), None, topics);
         piped.push(rate);
         per_cpu.push(events_per_cpu_second);
+        piped_cores.push(cores);
         last = Some(engine);
-        raw_wide.push(raw_once(&format!("raw16-{round}"), WIDE_TOPICS));
+        raw_wide.push(raw_once(&format!("raw16-{round}"), WIDE_TOPICS).0);
         piped_wide.push(pipeline_once(&format!("pipeline16-{round}"), None, WIDE_TOPICS).0);
         durable.push(pipeline_once(&format!("changelog-{round}"), Some("5s"), topics).0);
-        let (rate, engine, _) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics);
+        let (rate, engine, _, _) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics);
         frequent.push(rate);
         // Less the final snapshot at shutdown, after the timing.
         frequent_rounds.push(engine.checkpoint_stats().written.saturating_sub(1) as f64);
@@ -233,6 +242,8 @@ fn end_to_end(results: &mut Results) {
     let (durable_rate, frequent_rate) = (median(durable), median(frequent));
     let (raw_wide_rate, wide_rate) = (median(raw_wide), median(piped_wide));
     results.insert("end_to_end_events_per_rankpulse_cpu_second".into(), median(per_cpu).into());
+    results.insert("raw_consume_cores_busy".into(), median(raw_cores).into());
+    results.insert("end_to_end_cores_busy".into(), median(piped_cores).into());
     results.insert("end_to_end_16_partitions_events_per_second".into(), wide_rate.into());
     results.insert("raw_consume_16_partitions_events_per_second".into(), raw_wide_rate.into());
     results.insert("end_to_end_16_partitions_share_of_raw".into(), (wide_rate / raw_wide_rate).into());
@@ -316,15 +327,20 @@ fn replay(results: &mut Results) {
     }
 }
 
-/// CPU time so far of the threads doing rankpulse's own work in `serve` (the consumer thread,
-/// which polls and decodes, and the engine thread), from `/proc/self/task/*/schedstat`
-/// (nanoseconds on the CPU); librdkafka's threads and the in-process cluster's are not counted.
-fn rankpulse_threads_cpu_seconds() -> f64 {
+/// The threads doing rankpulse's own work in `serve`: the consumer thread, which polls and
+/// decodes, and the engine thread (not librdkafka's threads, nor the in-process cluster's).
+fn rankpulse_thread(name: &str) -> bool {
+    name.starts_with("rankpulse-sourc") || name.starts_with("rankpulse-engin")
+}
+
+/// CPU time so far of this process's live threads whose name `counts`, from
+/// `/proc/self/task/*/schedstat` (nanoseconds on the CPU); 0 where there is no procfs.
+fn threads_cpu_seconds(counts: impl Fn(&str) -> bool) -> f64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
     let mut nanos = 0u64;
     for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.starts_with("rankpulse-sourc") || comm.starts_with("rankpulse-engin") {
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if counts(&name) {
             let schedstat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
             nanos += schedstat.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
         }
@@ -471,6 +487,12 @@ fn main() {
     let rows = [
         ("end to end, events/s", fmt(get("end_to_end_events_per_second"), 0), "", ""),
         ("raw rdkafka consume, events/s", fmt(get("raw_consume_events_per_second"), 0), "", ""),
+        (
+            "  cores busy: raw consume; end to end",
+            format!("{}; {}", fmt(get("raw_consume_cores_busy"), 2), fmt(get("end_to_end_cores_busy"), 2)),
+            "",
+            "",
+        ),
         ("end to end / raw consume", fmt(share, 2), ">= 0.70", verdict(share.map(|v| v >= 0.7))),
         (
             "  16 partitions: end to end / raw",
