@@ -183,7 +183,8 @@ pub async fn run(
 struct ConsumeLoop {
     /// Polled only by this thread, which is also where its rebalance callbacks run.
     consumer: BaseConsumer<SourceContext>,
-    /// Locked per message, never across a poll (the rebalance callback locks it too).
+    /// Locked here for the idle tick and the checkpoints, never across a poll (the rebalance
+    /// callback locks it too); the engine thread locks it per batch.
     engine: SharedEngine,
     /// Readiness: lost on consume errors, regained with the next message.
     health: Arc<Health>,

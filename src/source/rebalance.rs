@@ -1,5 +1,6 @@
 //! The consumer's callbacks: restores and positions partitions on assignment, snapshots and
-//! commits on revoke, tracks readiness. They run inside `poll`, between two messages, so they never see a
+//! commits on revoke, tracks readiness. They run inside `poll`, between two messages, and first
+//! wait for the engine thread to have everything polled before (`handoff`), so they never see a
 //! half-processed message.
 
 use std::collections::BTreeSet;
