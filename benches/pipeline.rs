@@ -16,14 +16,12 @@
 //!    with 100k and 1M pending impressions, and the changelog's bytes per second under the
 //!    demo's traffic. The end-to-end stage measures the changelog's cost on throughput.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rankpulse::config::Config;
 use rankpulse::engine::Engine;
 use rankpulse::engine::SharedEngine;
 use rankpulse::event::EventKind;
-use rankpulse::health::Health;
 use rankpulse::output;
 use rankpulse::shutdown::Shutdown;
 use rankpulse::source::Durability;
@@ -164,22 +162,8 @@ fn end_to_end(results: &mut Results) {
         });
         let engine = SharedEngine::new(Engine::new(&cfg));
         let shutdown = Shutdown::new();
-        let runner = {
-            let (engine, shutdown, kafka) = (engine.clone(), shutdown.clone(), cfg.kafka.clone());
-            std::thread::spawn(move || {
-                // Multi-threaded like `serve`'s: the aggregates reader is a task of its own.
-                let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-                rt.block_on(rankpulse::source::run(
-                    &kafka,
-                    engine,
-                    Arc::new(Health::default()),
-                    shutdown,
-                    durability,
-                    Duration::from_secs(5),
-                ))
-                .unwrap();
-            })
-        };
+        // Multi-threaded like `serve`'s: the aggregates reader is a task of its own.
+        let runner = common::spawn_source(cfg.kafka.clone(), engine.clone(), shutdown.clone(), durability);
         let consumed = |e: &Engine| e.counters().consumed.iter().sum::<u64>();
         let mut first = None;
         let deadline = Instant::now() + Duration::from_secs(120);

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use rankpulse::config::Config;
 use rankpulse::engine::{Engine, SharedEngine};
-use rankpulse::health::Health;
 use rankpulse::replay::{self, Report, Threading};
 use rankpulse::shutdown::Shutdown;
 use rdkafka::mocking::MockCluster;
@@ -28,8 +27,8 @@ use rdkafka::mocking::MockCluster;
 /// Every finalized impression in order: query key, group, timestamp, gains, value bits.
 type Finalized = Vec<(u128, u32, i64, Vec<u8>, Vec<u64>)>;
 
-/// One replay: the report as JSON, the counters, and the finalized impressions in order.
-fn replay(cfg: &Config, impressions: &Path, engagements: &Path, threading: Threading) -> (String, String, Finalized) {
+/// An engine for `cfg` that records every impression it finalizes.
+fn observed(cfg: &Config) -> (Engine, Arc<Mutex<Finalized>>) {
     let seen: Arc<Mutex<Finalized>> = Arc::default();
     let sink = seen.clone();
     let mut engine = Engine::new(cfg);
@@ -37,6 +36,12 @@ fn replay(cfg: &Config, impressions: &Path, engagements: &Path, threading: Threa
         let bits = f.values.iter().map(|v| v.to_bits()).collect();
         sink.lock().unwrap().push((f.query, f.group, f.timestamp, f.gains.to_vec(), bits));
     }));
+    (engine, seen)
+}
+
+/// One replay: the report as JSON, the counters, and the finalized impressions in order.
+fn replay(cfg: &Config, impressions: &Path, engagements: &Path, threading: Threading) -> (String, String, Finalized) {
+    let (engine, seen) = observed(cfg);
     let mut engine = replay::run_with(impressions, engagements, engine, None, threading).unwrap();
     let counters = format!("{:?} {:?}", engine.counters(), engine.engagement_tally());
     let report = serde_json::to_string(&Report::from_engine(&mut engine)).unwrap();
@@ -154,30 +159,10 @@ fn serve(cfg: &Config, impressions: &Path, engagements: &Path) -> (String, ByQue
     cfg.kafka.engagements_topic = "t-engagements".into();
     common::produce_to_partitions(&cfg.kafka.brokers, &[("t-impressions", &imp), ("t-engagements", &eng)]);
 
-    let seen: Arc<Mutex<Finalized>> = Arc::default();
-    let sink = seen.clone();
-    let mut engine = Engine::new(&cfg);
-    engine.set_observer(Box::new(move |f| {
-        let bits = f.values.iter().map(|v| v.to_bits()).collect();
-        sink.lock().unwrap().push((f.query, f.group, f.timestamp, f.gains.to_vec(), bits));
-    }));
+    let (engine, seen) = observed(&cfg);
     let engine = SharedEngine::new(engine);
     let shutdown = Shutdown::new();
-    let source = {
-        let (engine, shutdown, kafka) = (engine.clone(), shutdown.clone(), cfg.kafka.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-            rt.block_on(rankpulse::source::run(
-                &kafka,
-                engine,
-                Arc::new(Health::default()),
-                shutdown,
-                None,
-                Duration::from_secs(5),
-            ))
-            .unwrap();
-        })
-    };
+    let source = common::spawn_source(cfg.kafka.clone(), engine.clone(), shutdown.clone(), None);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let consumed: u64 = engine.lock().counters().consumed.iter().sum();

@@ -1,8 +1,8 @@
 //! Helpers shared by the integration tests: running the real `rankpulse` binary and waiting on
 //! it (`process`), what it is fed (`inputs`), the broker it reads from (`broker`), reading what
 //! it exports (`scrape`), the counting allocator of the memory measurements (`alloc`), a
-//! throwaway PKI (`certs`), brokers behind TLS (`secure`), an HTTPS client (`https`) and a
-//! real Prometheus server (`prometheus`).
+//! throwaway PKI (`certs`), brokers behind TLS (`secure`), an HTTPS client (`https`), a
+//! real Prometheus server (`prometheus`) and the Kafka source in-process (`source`).
 // Each test crate compiles this module and uses a different part of it.
 #![allow(dead_code, unused_imports)]
 
@@ -15,6 +15,7 @@ mod process;
 mod prometheus;
 mod scrape;
 mod secure;
+mod source;
 
 pub use broker::*;
 pub use certs::*;
@@ -24,3 +25,4 @@ pub use process::*;
 pub use prometheus::*;
 pub use scrape::*;
 pub use secure::*;
+pub use source::*;
