@@ -9,8 +9,14 @@
 //! * [`sample_ratio_mismatch`]: Pearson's chi-square test of the observed split against the
 //!   expected one.
 //!
-//! The definitions are scipy's: `scipy.stats.t.interval`, `scipy.stats.ttest_ind(equal_var=False)`
+//! * [`sequential`]: the anytime-valid counterparts, valid however often they are looked at:
+//!   confidence sequences and always-valid p-values of the difference, and the sequential split
+//!   test.
+//!
+//! The fixed-horizon definitions are scipy's: `scipy.stats.t.interval`, `scipy.stats.ttest_ind(equal_var=False)`
 //! and `scipy.stats.chisquare`; `tests/ab_statistics.rs` holds them to 1e-6 on generated data.
+
+pub mod sequential;
 
 use serde::Serialize;
 use statrs::distribution::{ChiSquared, Continuous, ContinuousCDF, StudentsT};
@@ -92,6 +98,24 @@ pub struct Comparison {
     pub df: Option<f64>,
     /// Two-sided p-value of Welch's t-test.
     pub p_value: Option<f64>,
+    /// Anytime-valid confidence sequence of the difference ([`sequential`]): this look's, or
+    /// the running intersection over the looks of a cumulative report.
+    pub difference_cs: Option<[f64; 2]>,
+    /// The same for the relative difference.
+    pub relative_difference_cs: Option<[f64; 2]>,
+    /// Always-valid p-value of "no difference": this look's, or the running minimum.
+    pub always_valid_p_value: Option<f64>,
+}
+
+impl Comparison {
+    /// This look's sequential figures, when it has them.
+    pub fn sequential_look(&self) -> Option<sequential::SequentialLook> {
+        Some(sequential::SequentialLook {
+            difference_cs: self.difference_cs?,
+            relative_difference_cs: self.relative_difference_cs,
+            p_value: self.always_valid_p_value?,
+        })
+    }
 }
 
 /// Pearson's chi-square test of the observed variant counts against the expected split.
@@ -204,6 +228,9 @@ pub fn compare(treatment: &Estimate, control: &Estimate, confidence: f64) -> Com
         t: None,
         df: None,
         p_value: None,
+        difference_cs: None,
+        relative_difference_cs: None,
+        always_valid_p_value: None,
     };
     let (Some(se_t), Some(df_t), Some(se_c), Some(df_c)) = (treatment.se, treatment.df, control.se, control.df) else {
         return out;
