@@ -265,6 +265,12 @@ impl Config {
                 format!("is {} but must lie strictly between 0 and 1", ab.confidence),
             ));
         }
+        if !(ab.sequential_sample_size >= 1.0 && ab.sequential_sample_size.is_finite()) {
+            return Err(invalid(
+                "ab.sequential_sample_size",
+                format!("is {} but must be a number of impressions, at least 1", ab.sequential_sample_size),
+            ));
+        }
         if ab.unit_buckets < 2 {
             return Err(invalid("ab.unit_buckets", "must be at least 2: a variance needs two buckets"));
         }
@@ -346,6 +352,7 @@ mod tests {
             ("[join]\nattribution_window = \"5 minutes\"", "invalid duration"),
             ("[ab]\nconfidence = 1.0", "ab.confidence"),
             ("[ab]\nunit_buckets = 1", "ab.unit_buckets"),
+            ("[ab]\nsequential_sample_size = 0", "ab.sequential_sample_size"),
             ("[ab]\noutput_topic = \"search-impressions\"", "ab.output_topic"),
             ("[ab.experiments.e]\nsplit = { control = 0.5, t = 0.4 }", "ab.experiments.e.split"),
             ("[ab.experiments.e]\nsplit = { a = 0.5, b = 0.5 }", "ab.experiments.e.split"),
