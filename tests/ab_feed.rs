@@ -217,9 +217,18 @@ fn ab_feed_equals_replay(replicas: usize) {
     }
 
     // The same figures on every replica's /metrics (newest closed window of each size) and
-    // HTTP API.
+    // HTTP API; and the same anytime-valid cumulative figures, whose looks (one per complete 5 s
+    // window) every replica takes from the experiment-wide windows.
+    let cumulative: BTreeMap<String, Value> = replayed["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["experiment"].as_str().unwrap().to_string(), r.clone()))
+        .collect();
+    assert_eq!(cumulative["e1"]["sequential"]["looks"], 3, "5 s windows at 0, 5 and 10 s");
     for &port in &ports {
         api_and_gauges_equal_replay(port, &expected, &all_partitions);
+        sequential_figures_equal_replay(port, &cumulative);
     }
     for daemon in daemons {
         let (status, _) = daemon.terminate(Duration::from_secs(10));
@@ -258,6 +267,39 @@ fn api_and_gauges_equal_replay(port: u16, expected: &BTreeMap<String, Value>, al
     assert_eq!((status, listing["experiments"].as_array().unwrap().len()), (200, 2), "{body}");
     assert_eq!(http_get(port, "/api/v1/experiments/e9").map(|r| r.0), Some(404));
     assert_eq!(http_get(port, "/api/v1/experiments/e1?window=7m").map(|r| r.0), Some(400));
+}
+
+/// The cumulative report's anytime-valid figures (API and `window="cumulative"` gauges) equal
+/// replay's, to the bit.
+fn sequential_figures_equal_replay(port: u16, replayed: &BTreeMap<String, Value>) {
+    let labels = [("experiment", "e1"), ("variant", "treatment"), ("metric", "mrr"), ("window", "cumulative")];
+    let (_, m) = scrape_until(port, Duration::from_secs(30), |m| {
+        m.contains_key(&series("rankpulse_ab_always_valid_p_value", &labels))
+    });
+    for (experiment, want) in replayed {
+        let (status, body) = http_get(port, &format!("/api/v1/experiments/{experiment}?window=cumulative")).unwrap();
+        assert_eq!(status, 200, "{body}");
+        let got: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(got["sequential"], want["sequential"], "{experiment}: the looks");
+        assert_eq!(got["sample_ratio"]["sequential_p_value"], want["sample_ratio"]["sequential_p_value"]);
+        for field in ["difference_cs", "relative_difference_cs", "always_valid_p_value"] {
+            let metrics = |r: &Value| r["comparisons"][0]["metrics"].as_object().unwrap().clone();
+            for (metric, figures) in metrics(want) {
+                assert_eq!(metrics(&got)[&metric][field], figures[field], "{experiment} {metric} {field}");
+            }
+        }
+    }
+    // Through the exposition's text, to the last digit it prints.
+    let e1_mrr = &replayed["e1"]["comparisons"][0]["metrics"]["mrr"];
+    let close = |gauge: &str, want: &Value| {
+        let (got, want) = (m[&series(gauge, &labels)], want.as_f64().unwrap());
+        assert!((got - want).abs() <= 1e-15 * want.abs(), "{gauge}: {got} vs {want}");
+    };
+    close("rankpulse_ab_always_valid_p_value", &e1_mrr["always_valid_p_value"]);
+    close("rankpulse_ab_cs_lower", &e1_mrr["difference_cs"][0]);
+    close("rankpulse_ab_cs_upper", &e1_mrr["difference_cs"][1]);
+    let e2 = &replayed["e2"]["sample_ratio"]["sequential_p_value"];
+    assert!(e2.as_f64().unwrap() < 0.001, "the 55/45 split is caught sequentially too: {e2}");
 }
 
 /// With `ab.unit = "client_id"` and more buckets than clients, the standard error in the report

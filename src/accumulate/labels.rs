@@ -214,6 +214,9 @@ impl Groups {
     }
 
     /// Applies the configured limits (after restoring from a checkpoint).
+    pub fn limits(&self) -> &LabelLimits {
+        &self.limits
+    }
     pub fn set_limits(&mut self, limits: LabelLimits) {
         self.limits = limits;
     }

@@ -108,14 +108,16 @@ impl ClosedWindows {
         ClosedWindows { newest: vec![None; sizes], kept: Vec::new(), keep: false }
     }
 
-    /// Merges the windows closed by one `advance` (per partition) into one per (size, start).
-    pub fn add(&mut self, closed: Vec<ClosedWindow>) {
+    /// Merges the windows closed by one `advance` (per partition) into one per (size, start),
+    /// showing each merged window to `on_merged`, in order.
+    pub fn add(&mut self, closed: Vec<ClosedWindow>, mut on_merged: impl FnMut(&ClosedWindow)) {
         let mut merged: std::collections::BTreeMap<(usize, i64), GroupTable> = Default::default();
         for window in closed {
             merged.entry((window.size_index, window.start)).or_default().merge(&window.groups);
         }
         for ((size_index, start), groups) in merged {
             let window = ClosedWindow { size_index, start, groups };
+            on_merged(&window);
             if self.keep {
                 self.kept.push(window.clone());
             }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::handover::{check_named, GroupName};
 use super::Engine;
 use crate::accumulate::{ClosedWindow, GroupTable};
+use crate::experiments::sequential::Looks;
 use crate::ids::GroupId;
 use crate::time::EventTime;
 
@@ -35,6 +36,9 @@ struct PartitionAggregatesRef<'a> {
     groups: Vec<GroupName<&'a str>>,
     cumulative: &'a GroupTable,
     recent_closed: &'a [ClosedWindow],
+    /// The experiment-wide looks of the cumulative anytime-valid figures, in partition 0's
+    /// record only: a replica that starts late or restarts takes them over.
+    looks: Option<&'a Looks>,
 }
 
 /// [`PartitionAggregatesRef`], read back.
@@ -46,6 +50,37 @@ pub struct PartitionAggregates {
     groups: Vec<GroupName<String>>,
     cumulative: GroupTable,
     recent_closed: Vec<ClosedWindow>,
+    looks: Option<Looks>,
+}
+
+/// A record as rankpulse wrote it before the looks were added (it lacks the last field).
+#[derive(Deserialize)]
+struct PartitionAggregatesWithoutLooks {
+    partition: i32,
+    closed_before: Vec<EventTime>,
+    groups: Vec<GroupName<String>>,
+    cumulative: GroupTable,
+    recent_closed: Vec<ClosedWindow>,
+}
+
+impl PartitionAggregates {
+    /// Decodes a record of the aggregates topic, of this version or the one before the looks
+    /// (a rolling upgrade: the looks are optional, the figures are not).
+    pub fn decode(bytes: &[u8]) -> Result<Self, crate::checkpoint::DecodeError> {
+        crate::checkpoint::decode::<PartitionAggregates>(bytes).or_else(|error| {
+            let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesWithoutLooks>(bytes) else {
+                return Err(error);
+            };
+            Ok(PartitionAggregates {
+                partition: old.partition,
+                closed_before: old.closed_before,
+                groups: old.groups,
+                cumulative: old.cumulative,
+                recent_closed: old.recent_closed,
+                looks: None,
+            })
+        })
+    }
 }
 
 /// What the engine knows of every partition's sums (see the module documentation).
@@ -74,13 +109,14 @@ impl GlobalView {
     }
 
     /// Takes a partition's newest record (already renumbered) and hands out the windows it
-    /// completes.
+    /// completes, showing each to `on_complete` in order.
     fn apply(
         &mut self,
         partition: i32,
         closed_before: Vec<EventTime>,
         cumulative: GroupTable,
         recent: Vec<ClosedWindow>,
+        mut on_complete: impl FnMut(&ClosedWindow),
     ) {
         self.latest.insert(partition, (closed_before, cumulative, recent));
         let sizes = self.newest.len();
@@ -101,6 +137,7 @@ impl GlobalView {
                     continue;
                 }
                 let window = ClosedWindow { size_index: size, start, groups };
+                on_complete(&window);
                 if self.newest[size].as_ref().is_none_or(|n| n.start < start) {
                     self.newest[size] = Some(window.clone());
                 }
@@ -136,9 +173,11 @@ impl Engine {
         let view = self.global.get_or_insert_with(|| GlobalView { newest: vec![None; sizes], ..Default::default() });
         view.partitions = view.partitions.max(partitions);
         self.retain_recent_closed = true;
-        // The local merge of closed windows is not what gets published any more.
+        // The local merge of closed windows is not what gets published any more, nor what the
+        // looks are taken at.
         self.closed.keep = false;
         self.closed.kept.clear();
+        self.looks = Looks::default();
     }
 
     /// A partition's aggregates record for the aggregates topic, `None` if the engine holds no
@@ -146,11 +185,13 @@ impl Engine {
     pub fn partition_aggregates(&self, partition: i32) -> Option<Vec<u8>> {
         let task = self.tasks.get(partition)?;
         let acc = &task.totals.accumulators;
+        let looks = (partition == 0 && self.global.is_some()).then_some(&self.looks);
         let used: BTreeSet<GroupId> = acc
             .cumulative
             .iter()
             .map(|(g, _)| g)
             .chain(task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
+            .chain(looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g)))
             .collect();
         let groups = used.into_iter().map(|id| self.group_name(id)).collect();
         Some(crate::checkpoint::encode(&PartitionAggregatesRef {
@@ -159,6 +200,7 @@ impl Engine {
             groups,
             cumulative: &acc.cumulative,
             recent_closed: &task.totals.recent_closed,
+            looks,
         }))
     }
 
@@ -175,8 +217,12 @@ impl Engine {
         for window in &record.recent_closed {
             window.check(shape, sizes)?;
         }
+        if let Some(looks) = &record.looks {
+            looks.check(shape, self.aggregation.layout().len())?;
+        }
         let recent = record.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
-        check_named(&record.groups, record.cumulative.iter().map(|(g, _)| g).chain(recent))?;
+        let prefix = record.looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g));
+        check_named(&record.groups, record.cumulative.iter().map(|(g, _)| g).chain(recent).chain(prefix))?;
         let map = self.intern_names(&record.groups);
         let mut cumulative = record.cumulative;
         cumulative.remap(&map);
@@ -184,8 +230,20 @@ impl Engine {
         for w in &mut recent {
             w.groups.remap(&map);
         }
-        if let Some(view) = self.global.as_mut() {
-            view.apply(record.partition, record.closed_before, cumulative, recent);
+        if let Some(mut theirs) = record.looks {
+            if self.looks.is_behind(&theirs) {
+                theirs.prefix.remap(&map);
+                self.looks = theirs;
+            }
+        }
+        let Engine { global, looks, aggregation, groups, ab, template, .. } = self;
+        let look_size_ms = template.window_sizes_ms.first().copied();
+        if let Some(view) = global.as_mut() {
+            view.apply(record.partition, record.closed_before, cumulative, recent, |window| {
+                if let (Some(size_ms), 0) = (look_size_ms, window.size_index) {
+                    looks.look(window, size_ms, aggregation.layout(), groups, ab);
+                }
+            });
         }
         Ok(())
     }
@@ -215,16 +273,97 @@ mod tests {
     fn a_window_is_complete_when_every_partition_closed_it_and_is_handed_out_once() {
         let mut view = GlobalView { partitions: 2, newest: vec![None], ..Default::default() };
         let window = |start, n| ClosedWindow { size_index: 0, start, groups: table(&[(0, n)]) };
-        view.apply(0, vec![120], table(&[(0, 3)]), vec![window(0, 1), window(60, 2)]);
+        view.apply(0, vec![120], table(&[(0, 3)]), vec![window(0, 1), window(60, 2)], |_| {});
         assert!(view.unpublished.is_empty(), "partition 1 has not closed anything yet");
-        view.apply(1, vec![60], table(&[(0, 4)]), vec![window(0, 5)]);
+        view.apply(1, vec![60], table(&[(0, 4)]), vec![window(0, 5)], |_| {});
         assert_eq!(view.unpublished.len(), 1, "window 0 is closed everywhere, window 60 not on partition 1");
         assert_eq!(view.unpublished[0].groups.get(0).unwrap().impressions, 6);
         assert_eq!(view.cumulative().get(0).unwrap().impressions, 7);
         // Partition 1 rewrites its record (a new owner): nothing is handed out twice.
-        view.apply(1, vec![120], table(&[(0, 4)]), vec![window(0, 5), window(60, 1)]);
+        view.apply(1, vec![120], table(&[(0, 4)]), vec![window(0, 5), window(60, 1)], |_| {});
         let starts: Vec<EventTime> = view.unpublished.iter().map(|w| w.start).collect();
         assert_eq!(starts, [0, 60]);
         assert_eq!(view.newest[0].as_ref().map(|w| (w.start, w.groups.get(0).unwrap().impressions)), Some((60, 3)));
+    }
+
+    /// Two replicas of one deployment: `a` holds partition 0 from the start, `b` starts after
+    /// six looks. `b` takes the looks over from partition 0's record and then folds the same
+    /// windows as `a`: their cumulative anytime-valid figures are equal to the bit.
+    #[test]
+    fn a_late_replica_takes_the_looks_over_from_partition_0() {
+        let engine = || {
+            let toml = "[join]\nattribution_window = \"1s\"\nmax_out_of_orderness = \"0s\"\nidle_timeout = \"1s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n";
+            let cfg = crate::config::Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+            let mut e = Engine::new(&cfg).without_past_limit();
+            e.enable_global_view(1);
+            e
+        };
+        let now = std::time::Instant::now();
+        let (mut a, mut b) = (engine(), engine());
+        a.assign(0, now);
+        let feed = |a: &mut Engine, minutes: std::ops::Range<i64>| {
+            for i in minutes.start * 100..minutes.end * 100 {
+                let (variant, ts) = (if i % 2 == 0 { "control" } else { "treatment" }, 1_000 + i * 600);
+                let q = format!("q{i}");
+                let imp = serde_json::json!({"query_id": q, "timestamp": ts, "results": ["d1", "d2"],
+                                             "experiment": "e", "variant": variant});
+                a.process(crate::event::EventKind::Impression, 0, imp.to_string().as_bytes(), now).unwrap();
+                if i % 3 == 0 || (variant == "treatment" && i % 5 == 0) {
+                    let eng = serde_json::json!({"query_id": q, "timestamp": ts + 10, "doc_id": "d1"});
+                    a.process(crate::event::EventKind::Engagement, 0, eng.to_string().as_bytes(), now).unwrap();
+                }
+            }
+        };
+        let publish = |a: &mut Engine, readers: &mut [&mut Engine]| {
+            a.advance(now);
+            let record = a.partition_aggregates(0).unwrap();
+            a.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
+            // Written again, now with the looks the windows just made.
+            let record = a.partition_aggregates(0).unwrap();
+            for r in readers {
+                r.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
+            }
+        };
+        for minute in 0..7 {
+            // A record every minute, as a checkpoint interval of seconds writes them.
+            feed(&mut a, minute..minute + 1);
+            publish(&mut a, &mut []);
+        }
+        assert_eq!(a.looks().count, 6, "minutes 0 to 5 are closed");
+        // The record keeps only the newest RETAINED_WINDOWS windows: b has the six looks only
+        // by taking them over.
+        publish(&mut a, &mut [&mut b]);
+        assert_eq!(b.looks().count, 6);
+        for minute in 7..10 {
+            feed(&mut a, minute..minute + 1);
+            publish(&mut a, &mut [&mut b]);
+        }
+        assert_eq!((a.looks().count, b.looks().count), (9, 9));
+        let figures = |e: &Engine| {
+            let report = e.experiment_reports(&e.ab_cumulative(), crate::experiments::Span::Cumulative);
+            serde_json::to_value(&report[0].comparisons).unwrap()
+        };
+        assert_eq!(figures(&a), figures(&b));
+        let mrr = &figures(&a)[0]["metrics"]["mrr"];
+        assert!(mrr["always_valid_p_value"].as_f64().is_some(), "{mrr}");
+        // A record of the layout before the looks is still read.
+        let old = PartitionAggregatesWithoutLooksRef {
+            partition: 0,
+            closed_before: vec![],
+            groups: vec![],
+            cumulative: &GroupTable::default(),
+            recent_closed: &[],
+        };
+        assert!(PartitionAggregates::decode(&crate::checkpoint::encode(&old)).unwrap().looks.is_none());
+    }
+
+    /// The record layout before the looks, as an older rankpulse writes it.
+    #[derive(Serialize)]
+    struct PartitionAggregatesWithoutLooksRef<'a> {
+        partition: i32,
+        closed_before: Vec<EventTime>,
+        groups: Vec<GroupName<&'a str>>,
+        cumulative: &'a GroupTable,
+        recent_closed: &'a [ClosedWindow],
     }
 }

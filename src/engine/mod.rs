@@ -43,9 +43,10 @@ mod watermark;
 
 use std::time::{Duration, Instant};
 
-use crate::accumulate::{Accumulators, FoldedLabel, Groups, LabelLimits, StatsShape};
+use crate::accumulate::{Accumulators, ClosedWindow, FoldedLabel, Groups, LabelLimits, StatsShape};
 use crate::config::{AbConfig, AbUnit, Config};
 use crate::event::{EventKind, RejectReason, Rejection};
+use crate::experiments::sequential::Looks;
 use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
 use crate::metrics::MetricLayout;
@@ -89,6 +90,9 @@ pub struct Engine {
     template: TaskTemplate,
     /// The windows the partitions closed, merged.
     closed: ClosedWindows,
+    /// The looks of the cumulative anytime-valid figures: at every complete window of the first
+    /// size, this engine's own or, with the global view on, the experiment-wide ones.
+    looks: Looks,
     /// Every partition's A/B sums, from the aggregates topic (serve only): when present, the
     /// A/B reports, window gauges and the A/B publisher read complete windows from here.
     global: Option<global::GlobalView>,
@@ -197,6 +201,7 @@ impl Engine {
             tasks: Tasks::default(),
             template,
             closed,
+            looks: Looks::default(),
             global: None,
             retain_recent_closed: false,
             groups: Groups::new(LabelLimits {
@@ -461,7 +466,7 @@ impl Engine {
                 closed.push(window);
             });
         }
-        self.closed.add(closed);
+        self.add_closed(closed);
         self.template.windows_closed_at = Some(self.template.windows_closed_at.map_or(w, |c| c.max(w)));
     }
 
@@ -511,8 +516,20 @@ impl Engine {
             task.totals.first_engagement_delay = finished.totals.first_engagement_delay;
         }
         for windows in finished.closed {
-            self.closed.add(windows);
+            self.add_closed(windows);
         }
+    }
+
+    /// Merges windows this engine's partitions closed together, and, unless the global view
+    /// supplies the complete windows, looks at each of the first size.
+    fn add_closed(&mut self, windows: Vec<ClosedWindow>) {
+        let Engine { closed, looks, aggregation, groups, ab, template, global, .. } = self;
+        let look_size_ms = template.window_sizes_ms.first().copied();
+        closed.add(windows, |window| {
+            if let (None, Some(size_ms), 0) = (&global, look_size_ms, window.size_index) {
+                looks.look(window, size_ms, aggregation.layout(), groups, ab);
+            }
+        });
     }
 
     // ---- telemetry from the callers ----

@@ -10,7 +10,8 @@ use super::{watermark, Engine, StateSize};
 use crate::accumulate::{ClosedWindow, GroupTable, Groups};
 use crate::config::AbConfig;
 use crate::event::{Decoders, EventKind};
-use crate::experiments::{ExperimentReport, Span};
+use crate::experiments::sequential::Looks;
+use crate::experiments::{ExperimentReport, SequentialSource, Span};
 use crate::join::EngagementTally;
 use crate::metrics::MetricLayout;
 use crate::time::EventTime;
@@ -20,17 +21,31 @@ impl Engine {
         self.aggregation.layout()
     }
     /// The A/B reports of every experiment over `table` (the cumulative one or a closed window's),
-    /// naming every partition held in state.
+    /// naming every partition held in state. A cumulative report's anytime-valid figures are the
+    /// looks' (see [`crate::experiments::sequential`]); a window's, its own.
     pub fn experiment_reports(&self, table: &GroupTable, span: Span<'_>) -> Vec<ExperimentReport> {
         let partitions = match &self.global {
             Some(view) => (0..view.partitions as i32).collect(),
             None => self.partitions(),
         };
-        let mut reports = crate::experiments::reports(self.aggregation.layout(), &self.groups, table, &self.ab, span);
+        let sequential = match span {
+            Span::Cumulative => SequentialSource::Running(&self.looks),
+            Span::Window { .. } => SequentialSource::ThisLook,
+        };
+        let mut reports =
+            crate::experiments::reports(self.aggregation.layout(), &self.groups, table, &self.ab, span, sequential);
+        let look_window = self.window_labels.first().filter(|_| matches!(span, Span::Cumulative));
         for report in &mut reports {
             report.partitions.clone_from(&partitions);
+            if let Some(label) = look_window {
+                report.sequential.look_window = Some(label.clone());
+            }
         }
         reports
+    }
+    /// The looks of the cumulative anytime-valid figures.
+    pub fn looks(&self) -> &Looks {
+        &self.looks
     }
     pub fn ab(&self) -> &AbConfig {
         &self.ab

@@ -4,7 +4,10 @@
 //! Reports are computed on demand from the accumulators' mergeable sums (see
 //! [`crate::accumulate::GroupStats`]), so the HTTP API, the Prometheus gauges, the Kafka output
 //! topic and `replay --format json` all show the same figures for the same window. The math is
-//! in [`crate::stats`]; this module only decides what is compared with what.
+//! in [`crate::stats`]; this module only decides what is compared with what, and, for the
+//! cumulative anytime-valid figures, when a look is taken ([`sequential`]).
+
+pub mod sequential;
 
 use std::collections::BTreeMap;
 
@@ -14,8 +17,10 @@ use serde::{Serialize, Serializer};
 use crate::accumulate::{GroupStats, GroupTable, Groups, FOLDED};
 use crate::config::{AbConfig, AbUnit};
 use crate::metrics::MetricLayout;
+use crate::stats::sequential::{sequential_difference, sequential_sample_ratio, MixtureBoundary, SSRM_CONCENTRATION};
 use crate::stats::{self, Comparison, Estimate};
 use crate::time::{format_rfc3339_ms, EventTime};
+use sequential::Looks;
 
 /// The label of the cumulative "window" in reports and the API.
 pub const CUMULATIVE: &str = "cumulative";
@@ -60,8 +65,43 @@ pub struct ExperimentReport {
     pub comparisons: Vec<ComparisonReport>,
     /// Absent with fewer than two expected variants (or see `notes`).
     pub sample_ratio: Option<SampleRatioReport>,
+    /// What the anytime-valid figures (`difference_cs`, `relative_difference_cs`,
+    /// `always_valid_p_value`, the split test's `sequential_p_value`) cover.
+    pub sequential: SequentialReport,
     /// Why a figure is missing, when one is.
     pub notes: Vec<String>,
+}
+
+/// Which looks a report's anytime-valid figures combine.
+#[derive(Debug, Serialize)]
+pub struct SequentialReport {
+    /// The method, with its source.
+    pub method: &'static str,
+    /// `ab.sequential_sample_size`: the impressions (both arms) at which the boundary is tightest.
+    pub sample_size: f64,
+    /// Looks combined: 1 for a closed window (its own sums), one per complete window of the
+    /// first configured size for the cumulative report.
+    pub looks: u64,
+    /// The window size whose complete windows are the looks (`metrics.windows[0]`); a closed
+    /// window's own size.
+    pub look_window: Option<String>,
+    /// RFC 3339 bounds `[from, through)` of the impressions the newest look covered; absent
+    /// before the first look.
+    pub from: Option<String>,
+    /// See `from`.
+    pub through: Option<String>,
+}
+
+/// The method named in every report.
+pub const SEQUENTIAL_METHOD: &str = "asymptotic confidence sequence (Waudby-Smith et al. 2023) = Gaussian-mixture SPRT (Johari et al. 2017); split: Dirichlet-multinomial test (Lindon and Malek 2022)";
+
+/// Where a report's anytime-valid figures come from.
+#[derive(Debug, Clone, Copy)]
+pub enum SequentialSource<'a> {
+    /// The report's own sums, as one look (a closed window; a look being taken).
+    ThisLook,
+    /// The running figures of the looks so far (the cumulative report).
+    Running(&'a Looks),
 }
 
 /// One variant's traffic and per-metric estimates.
@@ -108,6 +148,10 @@ pub struct SampleRatioReport {
     pub df: u32,
     /// Small means the split is not what was configured (a sample-ratio mismatch).
     pub p_value: f64,
+    /// Always-valid p-value of the sequential split test (Lindon and Malek's Dirichlet-
+    /// multinomial test, same counts): safe to watch continuously; for the cumulative report,
+    /// the running minimum over the looks.
+    pub sequential_p_value: Option<f64>,
     /// Variants with traffic that the expected split does not list (or the folded `other`):
     /// not part of the test, but a split problem of their own.
     pub unexpected_variants: Vec<String>,
@@ -128,21 +172,34 @@ pub fn reports(
     table: &GroupTable,
     ab: &AbConfig,
     span: Span<'_>,
+    sequential: SequentialSource<'_>,
 ) -> Vec<ExperimentReport> {
+    group_by_experiment(groups, table)
+        .into_iter()
+        .map(|(experiment, variants)| report_over(layout, ab, experiment, variants, span, sequential))
+        .collect()
+}
+
+/// `table`'s groups by experiment name, with their variant names.
+fn group_by_experiment<'a>(
+    groups: &'a Groups,
+    table: &'a GroupTable,
+) -> BTreeMap<&'a str, Vec<(&'a str, &'a GroupStats)>> {
     let mut by_experiment: BTreeMap<&str, Vec<(&str, &GroupStats)>> = BTreeMap::new();
     for (id, stats) in table.iter() {
         let (experiment, variant) = groups.name(id);
         by_experiment.entry(experiment).or_default().push((variant, stats));
     }
-    by_experiment.into_iter().map(|(experiment, variants)| report(layout, ab, experiment, variants, span)).collect()
+    by_experiment
 }
 
-fn report(
+fn report_over(
     layout: &MetricLayout,
     ab: &AbConfig,
     experiment: &str,
     mut variants: Vec<(&str, &GroupStats)>,
     span: Span<'_>,
+    sequential: SequentialSource<'_>,
 ) -> ExperimentReport {
     let control = ab.control_of(experiment);
     variants.sort_by_key(|(name, _)| (*name != control, *name));
@@ -161,19 +218,46 @@ fn report(
                 .collect()
         })
         .collect();
+    let boundary = MixtureBoundary::tightest_at(ab.sequential_sample_size, 1.0 - ab.confidence);
     let comparisons = match variants.first() {
         Some((name, _)) if *name == control => variants
             .iter()
             .zip(&estimates)
             .skip(1)
-            .map(|((variant, _), treatment)| ComparisonReport {
-                variant: variant.to_string(),
-                control: control.to_string(),
-                metrics: treatment
-                    .iter()
-                    .zip(&estimates[0])
-                    .map(|((key, t), (_, c))| (key.clone(), stats::compare(t, c, ab.confidence)))
-                    .collect(),
+            .map(|((variant, _), treatment)| {
+                let running = match sequential {
+                    SequentialSource::Running(looks) => Some(looks.comparison(experiment, variant).unwrap_or_default()),
+                    SequentialSource::ThisLook => None,
+                };
+                ComparisonReport {
+                    variant: variant.to_string(),
+                    control: control.to_string(),
+                    metrics: treatment
+                        .iter()
+                        .zip(&estimates[0])
+                        .enumerate()
+                        .map(|(slot, ((key, t), (_, c)))| {
+                            let mut cmp = stats::compare(t, c, ab.confidence);
+                            match running {
+                                None => {
+                                    if let Some(look) = sequential_difference(t, c, &boundary) {
+                                        cmp.difference_cs = Some(look.difference_cs);
+                                        cmp.relative_difference_cs = look.relative_difference_cs;
+                                        cmp.always_valid_p_value = Some(look.p_value);
+                                    }
+                                }
+                                Some(running) => {
+                                    if let Some(figures) = running.get(slot).filter(|f| f.looks > 0) {
+                                        cmp.difference_cs = figures.difference_cs();
+                                        cmp.relative_difference_cs = figures.relative_difference_cs();
+                                        cmp.always_valid_p_value = Some(figures.p_value);
+                                    }
+                                }
+                            }
+                            (key.clone(), cmp)
+                        })
+                        .collect(),
+                }
             })
             .collect(),
         _ => Vec::new(),
@@ -184,7 +268,7 @@ fn report(
             "no comparisons: the control variant {control:?} has no impressions here (set ab.control or ab.experiments.{experiment}.control)"
         ));
     }
-    let sample_ratio = if clustered && variants.iter().any(|(_, s)| s.distinct_units().is_none()) {
+    let mut sample_ratio = if clustered && variants.iter().any(|(_, s)| s.distinct_units().is_none()) {
         notes.push(format!(
             "no sample-ratio test: a variant has more than ab.max_units = {} distinct units here",
             ab.max_units
@@ -192,6 +276,24 @@ fn report(
         None
     } else {
         sample_ratio(ab, experiment, &variants, clustered)
+    };
+    if let (Some(test), SequentialSource::Running(looks)) = (&mut sample_ratio, sequential) {
+        test.sequential_p_value = looks.sample_ratio.get(experiment).copied();
+    }
+    let (looks, from, through, look_window) = match (span, sequential) {
+        (_, SequentialSource::Running(looks)) => (looks.count, looks.first, looks.through, None),
+        (Span::Window { start, size_ms, label }, SequentialSource::ThisLook) => {
+            (1, Some(start), Some(start.saturating_add(size_ms)), Some(label.to_string()))
+        }
+        (Span::Cumulative, SequentialSource::ThisLook) => (1, None, None, None),
+    };
+    let sequential_report = SequentialReport {
+        method: SEQUENTIAL_METHOD,
+        sample_size: ab.sequential_sample_size,
+        looks,
+        look_window,
+        from: from.map(format_rfc3339_ms),
+        through: through.map(format_rfc3339_ms),
     };
     let (window, start, end, id) = match span {
         Span::Cumulative => (CUMULATIVE.to_string(), None, None, format!("{experiment}/{CUMULATIVE}")),
@@ -224,6 +326,7 @@ fn report(
             .collect(),
         comparisons,
         sample_ratio,
+        sequential: sequential_report,
         notes,
     }
 }
@@ -248,7 +351,9 @@ fn sample_ratio(
     let counts: Vec<u64> = observed.values().copied().collect();
     let shares: Vec<f64> = expected.values().copied().collect();
     let test = stats::sample_ratio_mismatch(&counts, &shares)?;
+    let sequential_p_value = sequential_sample_ratio(&counts, &shares, SSRM_CONCENTRATION);
     Some(SampleRatioReport {
+        sequential_p_value,
         counted: if count_units { "units" } else { "impressions" },
         unexpected_variants: variants
             .iter()
@@ -294,7 +399,7 @@ mod tests {
     fn compares_every_variant_with_the_control_and_checks_the_split() {
         let (groups, acc) = table(&[("treatment", 1000, 0.6), ("control", 1000, 0.5), ("other", 3, 0.0)]);
         let ab = AbConfig::default();
-        let reports = reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative);
+        let reports = reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative, SequentialSource::ThisLook);
         assert_eq!(reports.len(), 1);
         let r = &reports[0];
         assert_eq!(r.id, "e/cumulative");
@@ -320,11 +425,18 @@ mod tests {
                 split: [("a".to_string(), 0.55), ("b".to_string(), 0.45)].into_iter().collect(),
             },
         );
-        let r = &reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative)[0];
+        let r = &reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative, SequentialSource::ThisLook)[0];
         assert_eq!((r.control.as_str(), r.variants[0].variant.as_str()), ("b", "b"));
         assert!(r.sample_ratio.as_ref().unwrap().chi_square < 1e-9, "exactly the configured split");
         // Against the default equal split, 550/450 gives chi-square 10, p = 0.0016.
-        let r = &reports(&layout(), &groups, &acc.cumulative, &AbConfig::default(), Span::Cumulative)[0];
+        let r = &reports(
+            &layout(),
+            &groups,
+            &acc.cumulative,
+            &AbConfig::default(),
+            Span::Cumulative,
+            SequentialSource::ThisLook,
+        )[0];
         assert!(r.comparisons.is_empty(), "no variant is called control");
         assert!(r.sample_ratio.as_ref().unwrap().p_value < 0.01);
     }

@@ -22,7 +22,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use crate::accumulate::{FoldedLabel, GroupStats, Groups};
 use crate::engine::{Counters, Distribution, Engine, SharedEngine};
 use crate::event::{EventKind, RejectReason};
-use crate::experiments::Span;
+use crate::experiments::{Span, CUMULATIVE};
 use crate::ids::GroupId;
 use crate::join::EngagementTally;
 use crate::metrics::{recall_level_label, MetricKey, MetricKind};
@@ -508,22 +508,34 @@ fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
 }
 
 /// The A/B feed of the newest closed window of each size: treatment minus control per metric,
-/// its confidence interval and Welch p-value, and the sample-ratio test per experiment.
+/// its confidence interval and Welch p-value, and the sample-ratio test per experiment; and the
+/// anytime-valid figures of those windows and of the cumulative report (`window="cumulative"`).
 fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
     let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
+    let (mut cs_lower, mut cs_upper, mut always_valid, mut ssrm) = Default::default();
     let push = |into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>| {
         if let Some(v) = value.filter(|v| v.is_finite()) {
             into.push(gauge(labels.to_vec(), v));
         }
     };
-    for closed in engine.newest_closed() {
+    let windows = engine.newest_closed().map(|closed| {
         let window = engine.window_label(closed.size_index);
         let span =
             Span::Window { label: window, start: closed.start, size_ms: engine.window_size_ms(closed.size_index) };
-        for report in engine.experiment_reports(&closed.groups, span) {
+        (window, engine.experiment_reports(&closed.groups, span))
+    });
+    let cumulative =
+        std::iter::once((CUMULATIVE, engine.experiment_reports(&engine.ab_cumulative(), Span::Cumulative)));
+    for (window, reports) in windows.chain(cumulative) {
+        let fixed_horizon = window != CUMULATIVE;
+        for report in reports {
             let experiment = label("experiment", &report.experiment);
             if let Some(test) = &report.sample_ratio {
-                push(&mut srm, &[experiment.clone(), label("window", window)], Some(test.p_value));
+                let labels = [experiment.clone(), label("window", window)];
+                if fixed_horizon {
+                    push(&mut srm, &labels, Some(test.p_value));
+                }
+                push(&mut ssrm, &labels, test.sequential_p_value);
             }
             for comparison in &report.comparisons {
                 for (metric, c) in &comparison.metrics {
@@ -533,10 +545,15 @@ fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
                         label("metric", metric),
                         label("window", window),
                     ];
-                    push(&mut difference, &labels, Some(c.difference));
-                    push(&mut lower, &labels, c.difference_ci.map(|ci| ci[0]));
-                    push(&mut upper, &labels, c.difference_ci.map(|ci| ci[1]));
-                    push(&mut p_values, &labels, c.p_value);
+                    if fixed_horizon {
+                        push(&mut difference, &labels, Some(c.difference));
+                        push(&mut lower, &labels, c.difference_ci.map(|ci| ci[0]));
+                        push(&mut upper, &labels, c.difference_ci.map(|ci| ci[1]));
+                        push(&mut p_values, &labels, c.p_value);
+                    }
+                    push(&mut cs_lower, &labels, c.difference_cs.map(|cs| cs[0]));
+                    push(&mut cs_upper, &labels, c.difference_cs.map(|cs| cs[1]));
+                    push(&mut always_valid, &labels, c.always_valid_p_value);
                 }
             }
         }
@@ -571,6 +588,30 @@ fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
             "p-value of the chi-square sample-ratio-mismatch test of the experiment's split against the expected one; below 0.001 the split is broken.",
             MetricType::GAUGE,
             srm,
+        ),
+        family(
+            "rankpulse_ab_cs_lower",
+            "Lower bound of the anytime-valid confidence sequence (ab.confidence) of the variant minus the control: valid however often it is looked at. window=\"cumulative\": the running intersection over one look per closed window of the first size (never falls); a closed window's: that window alone.",
+            MetricType::GAUGE,
+            cs_lower,
+        ),
+        family(
+            "rankpulse_ab_cs_upper",
+            "Upper bound of the anytime-valid confidence sequence of rankpulse_ab_cs_lower (window=\"cumulative\": never rises).",
+            MetricType::GAUGE,
+            cs_upper,
+        ),
+        family(
+            "rankpulse_ab_always_valid_p_value",
+            "Always-valid p-value (mixture SPRT) of no difference between the variant and the control: stopping at the first value below 0.05 keeps false positives at 5%. window=\"cumulative\": the running minimum over the looks (never rises).",
+            MetricType::GAUGE,
+            always_valid,
+        ),
+        family(
+            "rankpulse_ab_ssrm_p_value",
+            "Always-valid p-value of the sequential sample-ratio-mismatch test (Dirichlet-multinomial) of the experiment's split: safe to watch continuously. window=\"cumulative\": the running minimum over the looks.",
+            MetricType::GAUGE,
+            ssrm,
         ),
     ]
 }

@@ -285,24 +285,41 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
         out.push_str(&format!("\n== A/B {} (cumulative, unit {}) ==\n", report.experiment, report.unit));
         if let Some(srm) = &report.sample_ratio {
             let observed: Vec<String> = srm.observed.iter().map(|(v, n)| format!("{v} {n}")).collect();
+            let sequential = srm.sequential_p_value.map_or("-".to_string(), |p| format!("{p:.2e}"));
             out.push_str(&format!(
-                "split test ({}): {}; chi-square {:.2}, p = {:.2e}{}\n",
+                "split test ({}): {}; chi-square {:.2}, p = {:.2e}; sequential p = {sequential}{}\n",
                 srm.counted,
                 observed.join(", "),
                 srm.chi_square,
                 srm.p_value,
-                if srm.p_value < 0.001 { "  << SAMPLE RATIO MISMATCH: comparisons are not trustworthy" } else { "" }
+                if srm.sequential_p_value.is_some_and(|p| p < 0.001) {
+                    "  << SAMPLE RATIO MISMATCH: comparisons are not trustworthy"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let looks = &report.sequential;
+        if !report.comparisons.is_empty() {
+            out.push_str(&format!(
+                "anytime-valid: {} looks (one per closed {} window) through {}, tuned for {} impressions\n",
+                looks.looks,
+                looks.look_window.as_deref().unwrap_or("-"),
+                looks.through.as_deref().unwrap_or("-"),
+                looks.sample_size
             ));
         }
         for comparison in &report.comparisons {
             out.push_str(&format!(
-                "{:<18} {:>10} {:>10} {:>10} {:>24} {:>10}\n",
+                "{:<18} {:>10} {:>10} {:>10} {:>24} {:>10} {:>24} {:>10}\n",
                 format!("{} - {}", comparison.variant, comparison.control),
                 comparison.control,
                 comparison.variant,
                 "difference",
                 format!("{:.0}% interval", report.confidence * 100.0),
-                "p"
+                "p",
+                "anytime-valid interval",
+                "always p"
             ));
             let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key.starts_with("ndcg@");
             for (key, c) in comparison.metrics.iter().filter(|(k, _)| headline(k)) {
@@ -314,10 +331,13 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
                         .and_then(|v| v.metrics.iter().find(|(k, _)| k == key))
                         .map_or(f64::NAN, |(_, e)| e.mean)
                 };
-                let interval = c.difference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
-                let p = c.p_value.map_or("-".to_string(), |p| format!("{p:.2e}"));
+                let interval =
+                    |ci: Option<[f64; 2]>| ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
+                let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.2e}"));
+                let (fixed, fixed_p) = (interval(c.difference_ci), p(c.p_value));
+                let (cs, always_p) = (interval(c.difference_cs), p(c.always_valid_p_value));
                 out.push_str(&format!(
-                    "{key:<18} {:>10.4} {:>10.4} {:>+10.4} {interval:>24} {p:>10}\n",
+                    "{key:<18} {:>10.4} {:>10.4} {:>+10.4} {fixed:>24} {fixed_p:>10} {cs:>24} {always_p:>10}\n",
                     mean(&comparison.control),
                     mean(&comparison.variant),
                     c.difference

@@ -20,7 +20,6 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::chunks::{ChunkHeader, InOrder};
 use super::SourceError;
-use crate::checkpoint;
 use crate::config::{ClientRole, KafkaConfig};
 use crate::engine::{PartitionAggregates, SharedEngine};
 use crate::kafka_log::{KafkaLog, SharedLog};
@@ -99,7 +98,7 @@ fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, 
         let Some((header, payload)) = message.payload().and_then(ChunkHeader::read) else { continue };
         let partition = message.partition();
         let Some(record) = records.add(partition, header, payload) else { continue };
-        match checkpoint::decode::<PartitionAggregates>(&record) {
+        match PartitionAggregates::decode(&record) {
             Ok(aggregates) => {
                 if let Err(e) = engine.lock().apply_aggregates(aggregates) {
                     tracing::warn!(topic, partition, offset = message.offset(), error = %e, "aggregates record refused");

@@ -1,0 +1,231 @@
+//! The looks of the cumulative anytime-valid figures: where a look happens and what the looks
+//! so far add up to.
+//!
+//! A confidence sequence's running intersection and an always-valid p-value's running minimum
+//! depend on the looks taken, not only on the sums at the end. For replicas, restarts and replay
+//! to agree to the last bit, the looks are fixed in event time: one at every complete window of
+//! the first configured size (`metrics.windows[0]`), over the sums of every complete window of
+//! that size so far (the prefix). Each look computes the same report as the cumulative one, over
+//! the prefix, and folds its sequential figures into [`RunningFigures`]. The prefix is made of
+//! complete windows, so it leaves out what windows leave out: impressions finalized after their
+//! window closed (`rankpulse_window_late_impressions_total`) and the window still open.
+//!
+//! With the experiment-wide view on (serve), every replica folds the same complete windows;
+//! the looks also travel in partition 0's aggregates record, so a replica that starts late, or
+//! restarts, takes over the looks so far instead of starting its own.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{report_over, SequentialSource, Span};
+use crate::accumulate::{ClosedWindow, GroupTable, Groups};
+use crate::config::AbConfig;
+use crate::ids::GroupId;
+use crate::metrics::MetricLayout;
+use crate::stats::sequential::RunningFigures;
+use crate::time::EventTime;
+
+/// The looks so far (see the module documentation).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Looks {
+    /// Start of the first window looked at; `None` before the first look. Of two histories of
+    /// the same experiments, the one that started earlier saw more.
+    pub first: Option<EventTime>,
+    /// End of the newest window looked at: a window starting before it was looked at already.
+    pub through: Option<EventTime>,
+    /// Looks taken.
+    pub count: u64,
+    /// Every looked-at window's sums, per group: the cumulative sums as of the newest look.
+    pub prefix: GroupTable,
+    /// Per experiment, per non-control variant, per metric slot: the looks' running figures.
+    pub comparisons: BTreeMap<String, BTreeMap<String, Vec<RunningFigures>>>,
+    /// Per experiment: the running minimum of the sequential split test's p-value.
+    pub sample_ratio: BTreeMap<String, f64>,
+    /// Per experiment: the end of the newest looked-at window it had impressions in. An
+    /// experiment idle for `labels.idle_expiry` is dropped from the looks (it ended; if it
+    /// comes back, its looks start anew), by this event-time rule rather than by the label
+    /// table's retirement, which differs between replicas.
+    pub last_active: BTreeMap<String, EventTime>,
+}
+
+impl Looks {
+    /// Takes a look at a complete window of the look size; a window the looks are already past
+    /// is ignored (it can only be one handed out again).
+    pub fn look(&mut self, window: &ClosedWindow, size_ms: i64, layout: &MetricLayout, groups: &Groups, ab: &AbConfig) {
+        if self.through.is_some_and(|through| window.start < through) {
+            return;
+        }
+        self.prefix.merge(&window.groups);
+        self.first.get_or_insert(window.start);
+        let end = window.start.saturating_add(size_ms);
+        self.through = Some(end);
+        self.count += 1;
+        for (group, _) in window.groups.iter() {
+            self.last_active.insert(groups.name(group).0.to_string(), end);
+        }
+        self.drop_idle(end, groups);
+        for report in super::group_by_experiment(groups, &self.prefix) {
+            let (experiment, variants) = report;
+            let report = report_over(layout, ab, experiment, variants, Span::Cumulative, SequentialSource::ThisLook);
+            for comparison in &report.comparisons {
+                let running = self
+                    .comparisons
+                    .entry(report.experiment.clone())
+                    .or_default()
+                    .entry(comparison.variant.clone())
+                    .or_insert_with(|| vec![RunningFigures::default(); comparison.metrics.len()]);
+                for (figures, (_, cmp)) in running.iter_mut().zip(&comparison.metrics) {
+                    if let Some(look) = cmp.sequential_look() {
+                        figures.look(&look);
+                    }
+                }
+            }
+            if let Some(p) = report.sample_ratio.as_ref().and_then(|s| s.sequential_p_value) {
+                let running = self.sample_ratio.entry(report.experiment.clone()).or_insert(1.0);
+                *running = running.min(p);
+            }
+        }
+    }
+
+    /// The running figures of `variant` against its control in `experiment`, per metric slot.
+    pub fn comparison(&self, experiment: &str, variant: &str) -> Option<&[RunningFigures]> {
+        self.comparisons.get(experiment)?.get(variant).map(Vec::as_slice)
+    }
+
+    /// Drops the experiments idle for `labels.idle_expiry` at event time `now`.
+    fn drop_idle(&mut self, now: EventTime, groups: &Groups) {
+        let expiry = groups.limits().idle_expiry_ms;
+        let idle: Vec<String> = self
+            .last_active
+            .iter()
+            .filter(|(_, &last)| last.saturating_add(expiry) < now)
+            .map(|(experiment, _)| experiment.clone())
+            .collect();
+        for experiment in idle {
+            let ids: Vec<GroupId> =
+                self.prefix.iter().filter(|(id, _)| groups.name(*id).0 == experiment).map(|(id, _)| id).collect();
+            for id in ids {
+                self.prefix.remove(id);
+            }
+            self.comparisons.remove(&experiment);
+            self.sample_ratio.remove(&experiment);
+            self.last_active.remove(&experiment);
+        }
+    }
+
+    /// Whether `other` saw more than these looks: it started earlier, or as early and went
+    /// further. A replica adopts such looks from partition 0's aggregates record.
+    pub fn is_behind(&self, other: &Looks) -> bool {
+        match (self.first, other.first) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(ours), Some(theirs)) => theirs < ours || (theirs == ours && other.through > self.through),
+        }
+    }
+
+    /// Checks looks read from an aggregates record: the prefix against the configuration's
+    /// shape, figures per metric of the layout.
+    pub fn check(&self, shape: crate::accumulate::StatsShape, metrics: usize) -> Result<(), String> {
+        self.prefix.check(shape)?;
+        for variants in self.comparisons.values() {
+            if variants.values().any(|figures| figures.len() != metrics) {
+                return Err(format!("looks with figures for other than {metrics} metrics"));
+            }
+        }
+        crate::checkpoint::check_count("looks", self.count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accumulate::{Accumulators, LabelLimits, StatsShape};
+    use crate::stats::sequential::{sequential_difference, MixtureBoundary};
+    use crate::stats::{estimate, Estimate};
+
+    const MINUTE: i64 = 60_000;
+
+    fn layout() -> MetricLayout {
+        MetricLayout::new(&[1], 1, 3)
+    }
+
+    /// A closed 1-minute window of experiment `e` starting at minute `minute`: per variant,
+    /// `n` impressions relevant at rank 1 at `rate` (deterministically spread).
+    fn window(groups: &mut Groups, minute: i64, variants: &[(&str, u64, f64)]) -> ClosedWindow {
+        let layout = layout();
+        let mut acc = Accumulators::new(StatsShape::plain(layout.len()), &[], 0);
+        let mut values = vec![0.0; layout.len()];
+        for &(variant, n, rate) in variants {
+            let id = groups.intern("e", variant, minute * MINUTE, None);
+            for i in 0..n {
+                let relevant = ((i as f64 * 0.618 + minute as f64 * 0.3) % 1.0) < rate;
+                layout.evaluate(&[u8::from(relevant)], &[], &mut values);
+                acc.add(id, 0, &values, relevant, 0);
+            }
+        }
+        ClosedWindow { size_index: 0, start: minute * MINUTE, groups: acc.cumulative }
+    }
+
+    fn mrr(groups: &Groups, table: &GroupTable, variant: &str) -> Estimate {
+        let (_, stats) = table.iter().find(|(id, _)| groups.name(*id).1 == variant).unwrap();
+        estimate(stats.moments(0), None, 0.95)
+    }
+
+    #[test]
+    fn each_look_is_the_prefix_report_and_the_figures_only_narrow() {
+        let (layout, ab) = (layout(), AbConfig::default());
+        let mut groups = Groups::default();
+        let windows: Vec<ClosedWindow> = (0..6)
+            .map(|m| window(&mut groups, m, &[("control", 200 + 10 * m as u64, 0.5), ("treatment", 210, 0.56)]))
+            .collect();
+        let mut looks = Looks::default();
+        let boundary = MixtureBoundary::tightest_at(ab.sequential_sample_size, 1.0 - ab.confidence);
+        let (mut prefix, mut want) = (GroupTable::default(), RunningFigures::default());
+        for w in &windows {
+            looks.look(w, MINUTE, &layout, &groups, &ab);
+            prefix.merge(&w.groups);
+            let look = sequential_difference(
+                &mrr(&groups, &prefix, "treatment"),
+                &mrr(&groups, &prefix, "control"),
+                &boundary,
+            );
+            want.look(&look.unwrap());
+            assert_eq!(looks.comparison("e", "treatment").unwrap()[0], want);
+        }
+        assert_eq!((looks.count, looks.first, looks.through), (6, Some(0), Some(6 * MINUTE)));
+        assert!(looks.sample_ratio["e"] <= 1.0);
+        // A window handed out again is not looked at twice.
+        let before = looks.clone();
+        looks.look(&windows[3], MINUTE, &layout, &groups, &ab);
+        assert_eq!(looks, before);
+    }
+
+    #[test]
+    fn an_idle_experiment_leaves_the_looks() {
+        let (layout, ab) = (layout(), AbConfig::default());
+        let mut groups = Groups::new(LabelLimits { idle_expiry_ms: 10 * MINUTE, ..LabelLimits::unlimited() });
+        let mut looks = Looks::default();
+        looks.look(
+            &window(&mut groups, 0, &[("control", 50, 0.5), ("treatment", 50, 0.5)]),
+            MINUTE,
+            &layout,
+            &groups,
+            &ab,
+        );
+        assert!(looks.comparison("e", "treatment").is_some());
+        let other = ClosedWindow { size_index: 0, start: 30 * MINUTE, groups: GroupTable::default() };
+        looks.look(&other, MINUTE, &layout, &groups, &ab);
+        assert!(looks.comparison("e", "treatment").is_none() && looks.prefix.iter().next().is_none());
+    }
+
+    #[test]
+    fn longer_histories_win() {
+        let at = |first, through| Looks { first: Some(first), through: Some(through), ..Looks::default() };
+        assert!(Looks::default().is_behind(&at(0, MINUTE)));
+        assert!(at(MINUTE, 5 * MINUTE).is_behind(&at(0, 2 * MINUTE)), "an earlier start saw more");
+        assert!(at(0, MINUTE).is_behind(&at(0, 2 * MINUTE)));
+        assert!(!at(0, 2 * MINUTE).is_behind(&at(0, 2 * MINUTE)));
+        assert!(!at(0, MINUTE).is_behind(&Looks::default()));
+    }
+}
