@@ -279,7 +279,7 @@ fn restore(bytes: &[u8]) -> Restored {
 /// Decodes an aggregates record and merges it into an engine's experiment-wide view, as every
 /// replica's aggregates reader does; then reads the view.
 fn apply_aggregates(bytes: &[u8]) -> Restored {
-    let Ok(record) = checkpoint::decode::<PartitionAggregates>(bytes) else { return Restored::Refused };
+    let Ok(record) = PartitionAggregates::decode(bytes) else { return Restored::Refused };
     let mut engine = Engine::new(config(InputFormat::Json)).without_past_limit();
     engine.enable_global_view(2);
     if engine.apply_aggregates(record).is_err() {

@@ -101,6 +101,21 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
                     mrr.difference,
                     report.sample_ratio.as_ref().map_or("-".to_string(), |s| format!("{:.3}", s.p_value))
                 );
+                // The figures that may be watched like this, at one look per closed minute.
+                if let (Some([low, high]), Some(p)) = (mrr.difference_cs, mrr.always_valid_p_value) {
+                    println!(
+                        "      anytime-valid after {} looks: MRR [{low:+.3}, {high:+.3}] p={p:.1e}{} | sequential SRM p={}",
+                        report.sequential.looks,
+                        mrr.always_valid_significant_at
+                            .as_ref()
+                            .map_or(String::new(), |at| format!(" (decided at {} impressions)", at.impressions)),
+                        report
+                            .sample_ratio
+                            .as_ref()
+                            .and_then(|s| s.sequential_p_value)
+                            .map_or("-".to_string(), |p| format!("{p:.3}"))
+                    );
+                }
             }
         }
     }

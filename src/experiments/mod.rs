@@ -165,6 +165,10 @@ fn as_map<T: Serialize, S: Serializer>(entries: &[(String, T)], s: S) -> Result<
     map.end()
 }
 
+fn named(point: sequential::LookPoint) -> stats::SignificantAt {
+    stats::SignificantAt { look: point.look, impressions: point.impressions, through: format_rfc3339_ms(point.through) }
+}
+
 /// One report per experiment with impressions in `table`, sorted by experiment name.
 pub fn reports(
     layout: &MetricLayout,
@@ -247,10 +251,15 @@ fn report_over(
                                     }
                                 }
                                 Some(running) => {
-                                    if let Some(figures) = running.get(slot).filter(|f| f.looks > 0) {
-                                        cmp.difference_cs = figures.difference_cs();
-                                        cmp.relative_difference_cs = figures.relative_difference_cs();
-                                        cmp.always_valid_p_value = Some(figures.p_value);
+                                    if let Some(looks) = running.get(slot).filter(|l| l.figures.looks > 0) {
+                                        cmp.difference_cs = looks.figures.difference_cs();
+                                        cmp.relative_difference_cs = looks.figures.relative_difference_cs();
+                                        cmp.always_valid_p_value = Some(looks.figures.p_value);
+                                    }
+                                    if let Some(looks) = running.get(slot) {
+                                        cmp.always_valid_significant_at = looks.always_valid_significant_at.map(named);
+                                        cmp.fixed_horizon_significant_at =
+                                            looks.fixed_horizon_significant_at.map(named);
                                     }
                                 }
                             }

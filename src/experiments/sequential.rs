@@ -26,6 +26,30 @@ use crate::metrics::MetricLayout;
 use crate::stats::sequential::RunningFigures;
 use crate::time::EventTime;
 
+/// What the looks showed on one metric of one comparison.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricLooks {
+    /// The running figures.
+    pub figures: RunningFigures,
+    /// The first look at which the always-valid p-value was below α (`1 - ab.confidence`).
+    pub always_valid_significant_at: Option<LookPoint>,
+    /// The first look at which Welch's fixed-horizon p-value was below α: where watching it
+    /// would have stopped. Kept to show, on real traffic, how much earlier that is and why it
+    /// is not to be trusted.
+    pub fixed_horizon_significant_at: Option<LookPoint>,
+}
+
+/// A look: its number, the impressions of both arms, the end of its window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LookPoint {
+    /// 1 for the first look.
+    pub look: u64,
+    /// Impressions of both arms at the look.
+    pub impressions: u64,
+    /// End of the window the look was taken at.
+    pub through: EventTime,
+}
+
 /// The looks so far (see the module documentation).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Looks {
@@ -38,8 +62,8 @@ pub struct Looks {
     pub count: u64,
     /// Every looked-at window's sums, per group: the cumulative sums as of the newest look.
     pub prefix: GroupTable,
-    /// Per experiment, per non-control variant, per metric slot: the looks' running figures.
-    pub comparisons: BTreeMap<String, BTreeMap<String, Vec<RunningFigures>>>,
+    /// Per experiment, per non-control variant, per metric slot: what the looks showed.
+    pub comparisons: BTreeMap<String, BTreeMap<String, Vec<MetricLooks>>>,
     /// Per experiment: the running minimum of the sequential split test's p-value.
     pub sample_ratio: BTreeMap<String, f64>,
     /// Per experiment: the end of the newest looked-at window it had impressions in. An
@@ -65,19 +89,32 @@ impl Looks {
             self.last_active.insert(groups.name(group).0.to_string(), end);
         }
         self.drop_idle(end, groups);
-        for report in super::group_by_experiment(groups, &self.prefix) {
-            let (experiment, variants) = report;
+        let alpha = 1.0 - ab.confidence;
+        for (experiment, variants) in super::group_by_experiment(groups, &self.prefix) {
             let report = report_over(layout, ab, experiment, variants, Span::Cumulative, SequentialSource::ThisLook);
+            let impressions =
+                |variant: &str| report.variants.iter().find(|v| v.variant == variant).map_or(0, |v| v.impressions);
             for comparison in &report.comparisons {
+                let point = LookPoint {
+                    look: self.count,
+                    impressions: impressions(&comparison.variant) + impressions(&comparison.control),
+                    through: end,
+                };
                 let running = self
                     .comparisons
                     .entry(report.experiment.clone())
                     .or_default()
                     .entry(comparison.variant.clone())
-                    .or_insert_with(|| vec![RunningFigures::default(); comparison.metrics.len()]);
-                for (figures, (_, cmp)) in running.iter_mut().zip(&comparison.metrics) {
+                    .or_insert_with(|| vec![MetricLooks::default(); comparison.metrics.len()]);
+                for (metric, (_, cmp)) in running.iter_mut().zip(&comparison.metrics) {
                     if let Some(look) = cmp.sequential_look() {
-                        figures.look(&look);
+                        metric.figures.look(&look);
+                    }
+                    if metric.always_valid_significant_at.is_none() && metric.figures.p_value < alpha {
+                        metric.always_valid_significant_at = Some(point);
+                    }
+                    if metric.fixed_horizon_significant_at.is_none() && cmp.p_value.is_some_and(|p| p < alpha) {
+                        metric.fixed_horizon_significant_at = Some(point);
                     }
                 }
             }
@@ -88,8 +125,8 @@ impl Looks {
         }
     }
 
-    /// The running figures of `variant` against its control in `experiment`, per metric slot.
-    pub fn comparison(&self, experiment: &str, variant: &str) -> Option<&[RunningFigures]> {
+    /// What the looks showed of `variant` against its control in `experiment`, per metric slot.
+    pub fn comparison(&self, experiment: &str, variant: &str) -> Option<&[MetricLooks]> {
         self.comparisons.get(experiment)?.get(variant).map(Vec::as_slice)
     }
 
@@ -191,7 +228,7 @@ mod tests {
                 &boundary,
             );
             want.look(&look.unwrap());
-            assert_eq!(looks.comparison("e", "treatment").unwrap()[0], want);
+            assert_eq!(looks.comparison("e", "treatment").unwrap()[0].figures, want);
         }
         assert_eq!((looks.count, looks.first, looks.through), (6, Some(0), Some(6 * MINUTE)));
         assert!(looks.sample_ratio["e"] <= 1.0);

@@ -128,6 +128,7 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
                         "variant": v.variant, "impressions": v.impressions, "engaged": v.engaged,
                     })).collect::<Vec<_>>(),
                     "sample_ratio_p_value": r.sample_ratio.as_ref().map(|s| s.p_value),
+                    "sequential_sample_ratio_p_value": r.sample_ratio.as_ref().and_then(|s| s.sequential_p_value),
                     "windows": windows,
                     "href": format!("/api/v1/experiments/{}", r.experiment),
                 })

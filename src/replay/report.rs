@@ -292,36 +292,27 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
                 observed.join(", "),
                 srm.chi_square,
                 srm.p_value,
-                if srm.sequential_p_value.is_some_and(|p| p < 0.001) {
+                if srm.p_value < 0.001 || srm.sequential_p_value.is_some_and(|p| p < 0.001) {
                     "  << SAMPLE RATIO MISMATCH: comparisons are not trustworthy"
                 } else {
                     ""
                 }
             ));
         }
-        let looks = &report.sequential;
-        if !report.comparisons.is_empty() {
-            out.push_str(&format!(
-                "anytime-valid: {} looks (one per closed {} window) through {}, tuned for {} impressions\n",
-                looks.looks,
-                looks.look_window.as_deref().unwrap_or("-"),
-                looks.through.as_deref().unwrap_or("-"),
-                looks.sample_size
-            ));
-        }
+        let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key.starts_with("ndcg@");
+        let interval = |ci: Option<[f64; 2]>| ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
+        let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.2e}"));
+        let level = format!("{:.0}%", report.confidence * 100.0);
         for comparison in &report.comparisons {
             out.push_str(&format!(
-                "{:<18} {:>10} {:>10} {:>10} {:>24} {:>10} {:>24} {:>10}\n",
+                "{:<18} {:>10} {:>10} {:>10} {:>24} {:>10}\n",
                 format!("{} - {}", comparison.variant, comparison.control),
                 comparison.control,
                 comparison.variant,
                 "difference",
-                format!("{:.0}% interval", report.confidence * 100.0),
-                "p",
-                "anytime-valid interval",
-                "always p"
+                format!("{level} interval"),
+                "p"
             ));
-            let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key.starts_with("ndcg@");
             for (key, c) in comparison.metrics.iter().filter(|(k, _)| headline(k)) {
                 let mean = |variant: &str| {
                     report
@@ -331,18 +322,54 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
                         .and_then(|v| v.metrics.iter().find(|(k, _)| k == key))
                         .map_or(f64::NAN, |(_, e)| e.mean)
                 };
-                let interval =
-                    |ci: Option<[f64; 2]>| ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
-                let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.2e}"));
-                let (fixed, fixed_p) = (interval(c.difference_ci), p(c.p_value));
-                let (cs, always_p) = (interval(c.difference_cs), p(c.always_valid_p_value));
                 out.push_str(&format!(
-                    "{key:<18} {:>10.4} {:>10.4} {:>+10.4} {fixed:>24} {fixed_p:>10} {cs:>24} {always_p:>10}\n",
+                    "{key:<18} {:>10.4} {:>10.4} {:>+10.4} {:>24} {:>10}\n",
                     mean(&comparison.control),
                     mean(&comparison.variant),
-                    c.difference
+                    c.difference,
+                    interval(c.difference_ci),
+                    p(c.p_value)
                 ));
             }
+        }
+        // The figures that stay valid however often they are looked at, and where each way of
+        // watching would have stopped.
+        let looks = &report.sequential;
+        for comparison in &report.comparisons {
+            out.push_str(&format!(
+                "anytime-valid: {} looks (one per closed {} window) through {}, tuned for {} impressions\n",
+                looks.looks,
+                looks.look_window.as_deref().unwrap_or("-"),
+                looks.through.as_deref().unwrap_or("-"),
+                looks.sample_size,
+            ));
+            out.push_str(&format!(
+                "{:<18} {:>24} {:>10} {:>12} {:>12}\n",
+                format!("{} - {}", comparison.variant, comparison.control),
+                format!("{level} sequence"),
+                "p",
+                "decided at",
+                "Welch peek"
+            ));
+            let at = |s: &Option<crate::stats::SignificantAt>| {
+                s.as_ref().map_or("-".to_string(), |s| s.impressions.to_string())
+            };
+            // The primary candidates only: MRR, abandonment and the deepest nDCG.
+            let deepest_ndcg = comparison.metrics.iter().rev().find(|(k, _)| k.starts_with("ndcg@")).map(|(k, _)| k);
+            let primary = |key: &String| key == "mrr" || key == "abandonment_rate" || Some(key) == deepest_ndcg;
+            for (key, c) in comparison.metrics.iter().filter(|(k, _)| primary(k)) {
+                out.push_str(&format!(
+                    "{key:<18} {:>24} {:>10} {:>12} {:>12}\n",
+                    interval(c.difference_cs),
+                    p(c.always_valid_p_value),
+                    at(&c.always_valid_significant_at),
+                    at(&c.fixed_horizon_significant_at)
+                ));
+            }
+            out.push_str(&format!(
+                "(decided at / Welch peek: impressions at the first look whose always-valid / Welch p-value was below {:.2})\n",
+                1.0 - report.confidence
+            ));
         }
         for note in &report.notes {
             out.push_str(&format!("note: {note}\n"));

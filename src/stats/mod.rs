@@ -82,7 +82,7 @@ pub struct Estimate {
 }
 
 /// Treatment against control on one metric.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
     /// mean(treatment) - mean(control).
     pub difference: f64,
@@ -105,6 +105,23 @@ pub struct Comparison {
     pub relative_difference_cs: Option<[f64; 2]>,
     /// Always-valid p-value of "no difference": this look's, or the running minimum.
     pub always_valid_p_value: Option<f64>,
+    /// Cumulative reports: the first look at which `always_valid_p_value` fell below
+    /// 1 − confidence, where a team watching the anytime-valid figures stops.
+    pub always_valid_significant_at: Option<SignificantAt>,
+    /// Cumulative reports: the first look at which Welch's p-value was below 1 − confidence,
+    /// where a team watching the fixed-horizon p-value would have stopped, with no guarantee.
+    pub fixed_horizon_significant_at: Option<SignificantAt>,
+}
+
+/// A look, named for people: which, after how many impressions, through when.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SignificantAt {
+    /// 1 for the first look.
+    pub look: u64,
+    /// Impressions of both arms at that look.
+    pub impressions: u64,
+    /// RFC 3339 end of the window the look was taken at.
+    pub through: String,
 }
 
 impl Comparison {
@@ -231,6 +248,8 @@ pub fn compare(treatment: &Estimate, control: &Estimate, confidence: f64) -> Com
         difference_cs: None,
         relative_difference_cs: None,
         always_valid_p_value: None,
+        always_valid_significant_at: None,
+        fixed_horizon_significant_at: None,
     };
     let (Some(se_t), Some(df_t), Some(se_c), Some(df_c)) = (treatment.se, treatment.df, control.se, control.df) else {
         return out;
