@@ -23,7 +23,7 @@
 //! | [`event`] | decoding | a message's bytes into a borrowed impression or engagement, or a reject reason: the per-input format choice ([`event::Decoders`]), rankpulse's own events (a strict one-pass scanner, serde_json behind it as the reference) and OpenSearch UBI documents |
 //! | [`join`] | attribution | one partition's pending impressions (an arena of word records, a query index, a deadline queue), held engagements, de-duplication; no offsets, no clocks |
 //! | [`accumulate`] | aggregation | label groups and their limits, exact (fixed-point) sums and unit buckets per group, cumulative and per tumbling window |
-//! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators |
+//! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators; when the cumulative anytime-valid figures look (`experiments::sequential`) |
 //! | [`engine`] | orchestration | the core over per-partition tasks, its state on one thread: decode (which may run ahead on other threads) → join → watermark → finalize → accumulate; its snapshot and restore |
 //! | [`source`] | input | the Kafka consumer on its own thread (decoding), the engine's work on another: positions recorded after processing, each partition's snapshot to the changelog then commit, restore on assignment, the aggregates reader |
 //! | [`replay`] | input | JSON-lines files read and decoded on reader threads, merged on event time through the same engine; the replay report and TREC files |

@@ -66,6 +66,11 @@ pub struct Looks {
     pub comparisons: BTreeMap<String, BTreeMap<String, Vec<MetricLooks>>>,
     /// Per experiment: the running minimum of the sequential split test's p-value.
     pub sample_ratio: BTreeMap<String, f64>,
+    /// `[ab.confidence, ab.sequential_sample_size]` the figures were computed with: when either
+    /// changes (a restart with another configuration, or looks taken over from a replica
+    /// configured otherwise), the running figures start again from the next look, since
+    /// intervals of two boundaries do not intersect into one; the sums are kept.
+    pub tuning: [f64; 2],
     /// Per experiment: the end of the newest looked-at window it had impressions in. An
     /// experiment idle for `labels.idle_expiry` is dropped from the looks (it ended; if it
     /// comes back, its looks start anew), by this event-time rule rather than by the label
@@ -79,6 +84,12 @@ impl Looks {
     pub fn look(&mut self, window: &ClosedWindow, size_ms: i64, layout: &MetricLayout, groups: &Groups, ab: &AbConfig) {
         if self.through.is_some_and(|through| window.start < through) {
             return;
+        }
+        let tuning = [ab.confidence, ab.sequential_sample_size];
+        if self.tuning != tuning {
+            self.comparisons.clear();
+            self.sample_ratio.clear();
+            self.tuning = tuning;
         }
         self.prefix.merge(&window.groups);
         self.first.get_or_insert(window.start);
@@ -236,6 +247,23 @@ mod tests {
         let before = looks.clone();
         looks.look(&windows[3], MINUTE, &layout, &groups, &ab);
         assert_eq!(looks, before);
+    }
+
+    #[test]
+    fn another_tuning_starts_the_figures_again() {
+        let (layout, mut ab) = (layout(), AbConfig::default());
+        let mut groups = Groups::default();
+        let mut looks = Looks::default();
+        for m in 0..3 {
+            let w = window(&mut groups, m, &[("control", 300, 0.5), ("treatment", 300, 0.6)]);
+            looks.look(&w, MINUTE, &layout, &groups, &ab);
+        }
+        assert_eq!(looks.comparison("e", "treatment").unwrap()[0].figures.looks, 3);
+        ab.sequential_sample_size = 50_000.0;
+        let w = window(&mut groups, 3, &[("control", 300, 0.5), ("treatment", 300, 0.6)]);
+        looks.look(&w, MINUTE, &layout, &groups, &ab);
+        assert_eq!(looks.comparison("e", "treatment").unwrap()[0].figures.looks, 1);
+        assert_eq!(looks.count, 4, "the sums are kept");
     }
 
     #[test]
