@@ -335,7 +335,7 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
         // The figures that stay valid however often they are looked at, and where each way of
         // watching would have stopped.
         let looks = &report.sequential;
-        for comparison in &report.comparisons {
+        for comparison in report.comparisons.iter().filter(|_| looks.looks > 0) {
             out.push_str(&format!(
                 "anytime-valid: {} looks (one per closed {} window) through {}, tuned for {} impressions\n",
                 looks.looks,
