@@ -202,23 +202,25 @@ fn serve_equals_replay(
                 .unwrap_or(0.0),
         IMPRESSIONS as f64
     );
-    // The A/B API is experiment-wide: it reads every partition's sums back from the aggregates
-    // topic, which the next snapshot brings up to date.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let served: Value =
-        wait_for(deadline, Duration::from_millis(200), "the A/B API never covered every impression", || {
-            let (status, body) = http_get(port, "/api/v1/experiments/x")?;
-            let report: Value = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
-            let impressions: u64 =
-                report["variants"].as_array()?.iter().filter_map(|v| v["impressions"].as_u64()).sum();
-            (impressions == IMPRESSIONS as u64).then_some(report)
-        });
-
     let imp_file = write_payloads(dir, "imp.jsonl", &impressions);
     let eng_file = write_payloads(dir, "eng.jsonl", &engagements);
     let replayed = replay_json(&imp_file, &eng_file, &cfg);
     let mut expected =
         replayed["experiments"].as_array().unwrap().iter().find(|r| r["experiment"] == "x").unwrap().clone();
+
+    // The A/B API is experiment-wide: it reads every partition's sums back from the aggregates
+    // topic, which the next snapshot brings up to date; its anytime-valid figures are complete
+    // once the idle input has closed every window (replay closes them at the end of its files).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let served: Value =
+        wait_for(deadline, Duration::from_millis(200), "the A/B API never covered every impression and look", || {
+            let (status, body) = http_get(port, "/api/v1/experiments/x")?;
+            let report: Value = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
+            let impressions: u64 =
+                report["variants"].as_array()?.iter().filter_map(|v| v["impressions"].as_u64()).sum();
+            let looks = report["sequential"]["looks"] == expected["sequential"]["looks"];
+            (impressions == IMPRESSIONS as u64 && looks).then_some(report)
+        });
     // replay reads files, which have no partitions (it reports partition 0); serve read both.
     assert_eq!(served["partitions"], json!([0, 1]));
     expected["partitions"] = served["partitions"].clone();

@@ -165,6 +165,27 @@ fn as_map<T: Serialize, S: Serializer>(entries: &[(String, T)], s: S) -> Result<
     map.end()
 }
 
+/// A comparison's anytime-valid figures from its own sums, as one look.
+fn this_look(cmp: &mut Comparison, treatment: &Estimate, control: &Estimate, boundary: &MixtureBoundary) {
+    if let Some(look) = sequential_difference(treatment, control, boundary) {
+        cmp.difference_cs = Some(look.difference_cs);
+        cmp.relative_difference_cs = look.relative_difference_cs;
+        cmp.always_valid_p_value = Some(look.p_value);
+    }
+}
+
+/// A comparison's anytime-valid figures from the looks so far.
+fn from_looks(cmp: &mut Comparison, looks: Option<&sequential::MetricLooks>) {
+    let Some(looks) = looks else { return };
+    if looks.figures.looks > 0 {
+        cmp.difference_cs = looks.figures.difference_cs();
+        cmp.relative_difference_cs = looks.figures.relative_difference_cs();
+        cmp.always_valid_p_value = Some(looks.figures.p_value);
+    }
+    cmp.always_valid_significant_at = looks.always_valid_significant_at.map(named);
+    cmp.fixed_horizon_significant_at = looks.fixed_horizon_significant_at.map(named);
+}
+
 fn named(point: sequential::LookPoint) -> stats::SignificantAt {
     stats::SignificantAt { look: point.look, impressions: point.impressions, through: format_rfc3339_ms(point.through) }
 }
@@ -243,25 +264,8 @@ fn report_over(
                         .map(|(slot, ((key, t), (_, c)))| {
                             let mut cmp = stats::compare(t, c, ab.confidence);
                             match running {
-                                None => {
-                                    if let Some(look) = sequential_difference(t, c, &boundary) {
-                                        cmp.difference_cs = Some(look.difference_cs);
-                                        cmp.relative_difference_cs = look.relative_difference_cs;
-                                        cmp.always_valid_p_value = Some(look.p_value);
-                                    }
-                                }
-                                Some(running) => {
-                                    if let Some(looks) = running.get(slot).filter(|l| l.figures.looks > 0) {
-                                        cmp.difference_cs = looks.figures.difference_cs();
-                                        cmp.relative_difference_cs = looks.figures.relative_difference_cs();
-                                        cmp.always_valid_p_value = Some(looks.figures.p_value);
-                                    }
-                                    if let Some(looks) = running.get(slot) {
-                                        cmp.always_valid_significant_at = looks.always_valid_significant_at.map(named);
-                                        cmp.fixed_horizon_significant_at =
-                                            looks.fixed_horizon_significant_at.map(named);
-                                    }
-                                }
+                                None => this_look(&mut cmp, t, c, &boundary),
+                                Some(running) => from_looks(&mut cmp, running.get(slot)),
                             }
                             (key.clone(), cmp)
                         })
