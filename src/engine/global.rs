@@ -237,12 +237,9 @@ impl Engine {
             }
         }
         let Engine { global, looks, aggregation, groups, ab, template, .. } = self;
-        let look_size_ms = template.window_sizes_ms.first().copied();
         if let Some(view) = global.as_mut() {
             view.apply(record.partition, record.closed_before, cumulative, recent, |window| {
-                if let (Some(size_ms), 0) = (look_size_ms, window.size_index) {
-                    looks.look(window, size_ms, aggregation.layout(), groups, ab);
-                }
+                looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
             });
         }
         Ok(())

@@ -524,10 +524,10 @@ impl Engine {
     /// supplies the complete windows, looks at each of the first size.
     fn add_closed(&mut self, windows: Vec<ClosedWindow>) {
         let Engine { closed, looks, aggregation, groups, ab, template, global, .. } = self;
-        let look_size_ms = template.window_sizes_ms.first().copied();
+        let local = global.is_none();
         closed.add(windows, |window| {
-            if let (None, Some(size_ms), 0) = (&global, look_size_ms, window.size_index) {
-                looks.look(window, size_ms, aggregation.layout(), groups, ab);
+            if local {
+                looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
             }
         });
     }

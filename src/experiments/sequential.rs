@@ -79,9 +79,18 @@ pub struct Looks {
 }
 
 impl Looks {
-    /// Takes a look at a complete window of the look size; a window the looks are already past
-    /// is ignored (it can only be one handed out again).
-    pub fn look(&mut self, window: &ClosedWindow, size_ms: i64, layout: &MetricLayout, groups: &Groups, ab: &AbConfig) {
+    /// Takes a look at a complete window if it is of the look size (the first of
+    /// `window_sizes_ms`, `metrics.windows`); a window of another size, or one the looks are
+    /// already past (it can only be one handed out again), is ignored.
+    pub fn look(
+        &mut self,
+        window: &ClosedWindow,
+        window_sizes_ms: &[i64],
+        layout: &MetricLayout,
+        groups: &Groups,
+        ab: &AbConfig,
+    ) {
+        let (Some(&size_ms), 0) = (window_sizes_ms.first(), window.size_index) else { return };
         if self.through.is_some_and(|through| window.start < through) {
             return;
         }
@@ -231,7 +240,7 @@ mod tests {
         let boundary = MixtureBoundary::tightest_at(ab.sequential_sample_size, 1.0 - ab.confidence);
         let (mut prefix, mut want) = (GroupTable::default(), RunningFigures::default());
         for w in &windows {
-            looks.look(w, MINUTE, &layout, &groups, &ab);
+            looks.look(w, &[MINUTE], &layout, &groups, &ab);
             prefix.merge(&w.groups);
             let look = sequential_difference(
                 &mrr(&groups, &prefix, "treatment"),
@@ -245,7 +254,7 @@ mod tests {
         assert!(looks.sample_ratio["e"] <= 1.0);
         // A window handed out again is not looked at twice.
         let before = looks.clone();
-        looks.look(&windows[3], MINUTE, &layout, &groups, &ab);
+        looks.look(&windows[3], &[MINUTE], &layout, &groups, &ab);
         assert_eq!(looks, before);
     }
 
@@ -256,12 +265,12 @@ mod tests {
         let mut looks = Looks::default();
         for m in 0..3 {
             let w = window(&mut groups, m, &[("control", 300, 0.5), ("treatment", 300, 0.6)]);
-            looks.look(&w, MINUTE, &layout, &groups, &ab);
+            looks.look(&w, &[MINUTE], &layout, &groups, &ab);
         }
         assert_eq!(looks.comparison("e", "treatment").unwrap()[0].figures.looks, 3);
         ab.sequential_sample_size = 50_000.0;
         let w = window(&mut groups, 3, &[("control", 300, 0.5), ("treatment", 300, 0.6)]);
-        looks.look(&w, MINUTE, &layout, &groups, &ab);
+        looks.look(&w, &[MINUTE], &layout, &groups, &ab);
         assert_eq!(looks.comparison("e", "treatment").unwrap()[0].figures.looks, 1);
         assert_eq!(looks.count, 4, "the sums are kept");
     }
@@ -273,14 +282,14 @@ mod tests {
         let mut looks = Looks::default();
         looks.look(
             &window(&mut groups, 0, &[("control", 50, 0.5), ("treatment", 50, 0.5)]),
-            MINUTE,
+            &[MINUTE],
             &layout,
             &groups,
             &ab,
         );
         assert!(looks.comparison("e", "treatment").is_some());
         let other = ClosedWindow { size_index: 0, start: 30 * MINUTE, groups: GroupTable::default() };
-        looks.look(&other, MINUTE, &layout, &groups, &ab);
+        looks.look(&other, &[MINUTE], &layout, &groups, &ab);
         assert!(looks.comparison("e", "treatment").is_none() && looks.prefix.iter().next().is_none());
     }
 
