@@ -150,6 +150,9 @@ pub struct Finalized<'a> {
     pub unit: u32,
     /// The attributed gain per rank: what the metrics are computed from.
     pub gains: &'a [u8],
+    /// Per rank, the team of an interleaved list (ranker index + 1); empty when the list was
+    /// not interleaved.
+    pub teams: &'a [u8],
     /// Impression to its first attributed engagement, for the delay distribution.
     pub first_engagement_delay_ms: Option<i64>,
 }
@@ -241,6 +244,9 @@ pub struct Shard {
     /// Reused buffer handing a finalized impression's gains to the accumulators.
     #[serde(skip)]
     gains_scratch: Vec<u8>,
+    /// Reused buffer handing a finalized impression's teams to the accumulators.
+    #[serde(skip)]
+    teams_scratch: Vec<u8>,
 }
 
 impl Shard {
@@ -294,6 +300,22 @@ impl Shard {
         docs: &[DocKey],
         settings: &JoinSettings,
     ) -> ImpressionOutcome {
+        self.offer_interleaved_impression(query, timestamp, group, unit, docs, &[], settings)
+    }
+
+    /// [`Shard::offer_impression`] of a list whose results carry their `teams` (ranker index
+    /// + 1 per result; empty for a list that was not interleaved), handed back on finalization.
+    #[allow(clippy::too_many_arguments, reason = "one impression's fields, each a plain value")]
+    pub fn offer_interleaved_impression(
+        &mut self,
+        query: QueryKey,
+        timestamp: EventTime,
+        group: GroupId,
+        unit: u32,
+        docs: &[DocKey],
+        teams: &[u8],
+        settings: &JoinSettings,
+    ) -> ImpressionOutcome {
         if self.finalized_recently.contains(&query) {
             return ImpressionOutcome::Duplicate;
         }
@@ -307,7 +329,8 @@ impl Shard {
                 None => ImpressionOutcome::StateFull,
             };
         }
-        let Some(id) = self.pending.insert(query, timestamp, group, unit, docs, settings.attribution_window) else {
+        let Some(id) = self.pending.insert(query, timestamp, group, unit, docs, teams, settings.attribution_window)
+        else {
             return ImpressionOutcome::Duplicate;
         };
         if let Some(held) = self.held.remove(&query) {
@@ -403,7 +426,12 @@ impl Shard {
         settings: &JoinSettings,
         on_final: &mut impl FnMut(Finalized<'_>),
     ) -> bool {
-        let Some(p) = self.pending.take_earliest(settings.attribution_window, limit, &mut self.gains_scratch) else {
+        let Some(p) = self.pending.take_earliest(
+            settings.attribution_window,
+            limit,
+            &mut self.gains_scratch,
+            &mut self.teams_scratch,
+        ) else {
             return false;
         };
         let deadline = p.timestamp.saturating_add(settings.attribution_window);
@@ -414,6 +442,7 @@ impl Shard {
             group: p.group,
             unit: p.unit,
             gains: &self.gains_scratch,
+            teams: &self.teams_scratch,
             first_engagement_delay_ms: (p.first_engagement != NO_ENGAGEMENT).then(|| p.first_engagement - p.timestamp),
         });
         true

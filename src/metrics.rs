@@ -22,6 +22,8 @@
 //! A result is relevant when its gain is at least the relevance threshold; nDCG uses every
 //! positive gain whatever the threshold, as trec_eval does.
 
+use crate::interleaving::{CreditRule, Slots};
+
 /// The largest gain the metric math handles, and so the largest action gain the configuration
 /// accepts. It sizes the per-impression count of results at each gain level (an array of
 /// `MAX_GAIN + 1` counters on the stack, so the ideal DCG costs no allocation), and `2^g - 1`
@@ -121,6 +123,10 @@ pub struct MetricLayout {
     max_gain: u8,
     /// The metric at each position of the vector: how exporters name a value.
     keys: Vec<MetricKey>,
+    /// `[interleaving]`: the sums kept for interleaved impressions, after the metrics' slots
+    /// (they have no [`MetricKey`]: no exporter of ranking metrics sees them), and how their
+    /// credit is earned. `None` with `interleaving.max_rankers = 0`.
+    interleaving: Option<(Slots, CreditRule)>,
 }
 
 const RR_SLOT: usize = 0;
@@ -146,7 +152,44 @@ impl MetricLayout {
         for &k in &sorted {
             keys.extend(MetricKind::AT_K.iter().map(|&kind| MetricKey { kind, k: Some(k) }));
         }
-        MetricLayout { cutoffs: sorted, relevance_threshold, max_gain: max_gain.min(MAX_GAIN), keys }
+        MetricLayout {
+            cutoffs: sorted,
+            relevance_threshold,
+            max_gain: max_gain.min(MAX_GAIN),
+            keys,
+            interleaving: None,
+        }
+    }
+
+    /// This layout with the interleaving sums for up to `max_rankers` rankers (none when 0),
+    /// credited by `by_gain` up to `depth` (see [`CreditRule`]).
+    pub fn with_interleaving(mut self, max_rankers: usize, by_gain: bool, depth: u32) -> MetricLayout {
+        self.interleaving = (max_rankers > 0).then(|| {
+            let slots = Slots { first: self.keys.len(), rankers: max_rankers };
+            (slots, CreditRule { threshold: self.relevance_threshold, by_gain, depth })
+        });
+        self
+    }
+
+    /// The interleaving sums' slots and credit rule, when interleaving is on.
+    pub fn interleaving(&self) -> Option<&(Slots, CreditRule)> {
+        self.interleaving.as_ref()
+    }
+
+    /// Every slot of a value vector: the metrics' and the interleaving sums'. What the
+    /// accumulators keep per group.
+    pub fn slot_count(&self) -> usize {
+        self.keys.len() + self.interleaving.map_or(0, |(slots, _)| slots.len())
+    }
+
+    /// The names that identify the slots, for a snapshot's fingerprint: the metrics', then
+    /// the interleaving sums' as one name.
+    pub fn slot_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.keys.iter().map(MetricKey::name).collect();
+        if let Some((slots, _)) = &self.interleaving {
+            names.push(format!("interleaving(max_rankers={})", slots.rankers));
+        }
+        names
     }
 
     pub fn keys(&self) -> &[MetricKey] {

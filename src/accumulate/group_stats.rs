@@ -246,6 +246,11 @@ impl GroupStats {
         Some(moments)
     }
 
+    /// The unit buckets' sums, in bucket order (empty when impressions are not clustered).
+    pub fn buckets(&self) -> impl Iterator<Item = &BucketSums> {
+        self.buckets.values()
+    }
+
     /// Non-empty unit buckets.
     pub fn bucket_count(&self) -> usize {
         self.buckets.len()

@@ -22,8 +22,9 @@ use std::path::PathBuf;
 
 pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
 pub use schema::{
-    AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, JoinConfig, KafkaConfig,
-    LabelsConfig, LimitsConfig, MetricsConfig, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
+    AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,
+    InterleavingCredit, JoinConfig, KafkaConfig, LabelsConfig, LimitsConfig, MetricsConfig, StateConfig,
+    TlsServerConfig, UbiConfig, REDACTED_HASH,
 };
 
 /// A configuration that could not be loaded or is inconsistent. The message names the key.

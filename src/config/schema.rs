@@ -30,6 +30,9 @@ pub struct Config {
     pub labels: LabelsConfig,
     /// `[ab]`: the A/B statistics. Default: see [`AbConfig`].
     pub ab: AbConfig,
+    /// `[interleaving]`: how interleaved impressions are scored. Default: see
+    /// [`InterleavingConfig`].
+    pub interleaving: InterleavingConfig,
 }
 
 /// `[kafka]`: where events come from. Its `Debug` shows secrets redacted (see
@@ -407,6 +410,39 @@ impl Default for StateConfig {
             checkpoint_interval: HumanDuration::from_millis(5_000),
         }
     }
+}
+
+/// `[interleaving]`: interleaved impressions (a `teams` list naming the ranker behind each
+/// result) and the credit their engagements give each ranker.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct InterleavingConfig {
+    /// The most rankers one interleaved impression may name (2 to 7; 0 turns interleaving off
+    /// and rejects interleaved impressions). Every group carries `2 + n + n²` more sums for it,
+    /// so it is not larger than needed. Default 2 (team-draft interleaving of two rankers).
+    pub max_rankers: usize,
+    /// What a ranker earns from a result it contributed: `clicks` (1 per relevant result,
+    /// gain >= `metrics.relevance_threshold`) or `gains` (the result's gain). Default `clicks`.
+    pub credit: InterleavingCredit,
+    /// Only the top `depth` ranks earn credit (0: every shown rank). Default 0.
+    pub depth: u32,
+}
+
+impl Default for InterleavingConfig {
+    fn default() -> Self {
+        InterleavingConfig { max_rankers: 2, credit: InterleavingCredit::Clicks, depth: 0 }
+    }
+}
+
+/// What an engaged result is worth to the ranker that contributed it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum InterleavingCredit {
+    /// 1 per relevant result (the usual click credit of team-draft interleaving).
+    #[default]
+    Clicks,
+    /// The result's gain (`metrics.action_gains`): a purchase outweighs a click.
+    Gains,
 }
 
 /// The randomization unit A/B statistics treat as independent.

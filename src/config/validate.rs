@@ -185,6 +185,7 @@ impl Config {
             ));
         }
         self.validate_ab()?;
+        self.validate_interleaving()?;
         self.listen_addr()?;
         self.validate_http()?;
         Ok(())
@@ -253,6 +254,20 @@ impl Config {
                     "is not a bcrypt hash ($2a$, $2b$ or $2y$, a cost 04-31, then 53 characters): plain passwords are refused; make one with `htpasswd -nbBC 10 \"\" PASSWORD | tr -d ':\\n'`",
                 ));
             }
+        }
+        Ok(())
+    }
+
+    fn validate_interleaving(&self) -> Result<(), ConfigError> {
+        let rankers = self.interleaving.max_rankers;
+        if rankers == 1 || rankers > crate::interleaving::MAX_RANKERS {
+            return Err(invalid(
+                "interleaving.max_rankers",
+                format!(
+                    "is {rankers} but must be 0 (off) or from 2 to {}: an interleaved list compares at least two rankers, and a result names its ranker in 3 bits",
+                    crate::interleaving::MAX_RANKERS
+                ),
+            ));
         }
         Ok(())
     }
@@ -375,6 +390,9 @@ mod tests {
             ("[limits]\nmax_message_bytes = 10", "limits.max_message_bytes"),
             ("[labels]\nidle_expiry = \"1h\"", "labels.idle_expiry"),
             ("[labels]\nmax_variants = 0", "labels.max_variants"),
+            ("[interleaving]\nmax_rankers = 1", "interleaving.max_rankers"),
+            ("[interleaving]\nmax_rankers = 8", "interleaving.max_rankers"),
+            ("[interleaving]\ncredit = \"views\"", "credit"),
         ];
         for (text, needle) in cases {
             let err = parse(text).expect_err(text).to_string();

@@ -5,6 +5,7 @@ use super::task::Totals;
 use crate::accumulate::{ClosedWindow, GroupTable};
 use crate::ids::GroupId;
 use crate::ids::QueryKey;
+use crate::interleaving::{self, Scored};
 use crate::join::Finalized;
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
@@ -20,7 +21,11 @@ pub struct FinalizedView<'a> {
     pub timestamp: EventTime,
     /// Gain per rank, as attributed.
     pub gains: &'a [u8],
-    /// Metric values in layout order.
+    /// Per rank, the team of an interleaved list (ranker index + 1); empty otherwise.
+    pub teams: &'a [u8],
+    /// An interleaved impression's credits and outcome.
+    pub interleaving: Option<&'a Scored>,
+    /// Metric values in layout order (the interleaving sums' slots after them).
     pub values: &'a [f64],
 }
 
@@ -49,11 +54,11 @@ pub(super) struct Aggregation {
 
 impl Aggregation {
     pub fn new(layout: MetricLayout) -> Self {
-        let mut unengaged_values = vec![0.0; layout.len()];
-        layout.evaluate(&[], &[], &mut unengaged_values);
+        let mut unengaged_values = vec![0.0; layout.slot_count()];
+        layout.evaluate(&[], &[], &mut unengaged_values[..layout.len()]);
         let abandonment_slot = layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout");
         Aggregation {
-            values: vec![0.0; layout.len()],
+            values: vec![0.0; layout.slot_count()],
             unengaged_values,
             abandonment_slot,
             layout,
@@ -77,7 +82,12 @@ impl Aggregation {
         if f.gains.iter().all(|&g| g == 0) {
             values.copy_from_slice(&self.unengaged_values);
         } else {
-            self.layout.evaluate(f.gains, &[], values);
+            self.layout.evaluate(f.gains, &[], &mut values[..self.layout.len()]);
+        }
+        let mut scored = None;
+        if let Some((slots, rule)) = self.layout.interleaving() {
+            scored = (!f.teams.is_empty()).then(|| interleaving::score(f.gains, f.teams, *rule));
+            slots.write(scored.as_ref(), values);
         }
         let engaged = values[self.abandonment_slot] == 0.0;
         totals.accumulators.add(f.group, f.timestamp, values, engaged, f.unit);
@@ -85,7 +95,15 @@ impl Aggregation {
             totals.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
         }
         if let Some(observe) = &mut self.observer {
-            observe(&FinalizedView { query: f.query, group: f.group, timestamp: f.timestamp, gains: f.gains, values });
+            observe(&FinalizedView {
+                query: f.query,
+                group: f.group,
+                timestamp: f.timestamp,
+                gains: f.gains,
+                teams: f.teams,
+                interleaving: scored.as_ref(),
+                values,
+            });
         }
     }
 }

@@ -117,7 +117,7 @@ impl Engine {
     fn fingerprint(&self) -> StateFingerprint {
         let template = &self.template;
         StateFingerprint {
-            metric_keys: self.aggregation.layout().keys().iter().map(|k| k.name()).collect(),
+            metric_keys: self.aggregation.layout().slot_names(),
             window_sizes_ms: template.window_sizes_ms.clone(),
             attribution_window_ms: self.join.attribution_window,
             unit_buckets: (self.ab.unit, if self.ab.unit == AbUnit::Impression { 0 } else { self.ab.unit_buckets }),
@@ -156,7 +156,11 @@ impl Engine {
             return Err(RestoreError::Partition { found: snapshot.partition, expected: partition });
         }
         if theirs.metric_keys != ours.metric_keys {
-            return mismatch("the metrics (metrics.cutoffs)", &theirs.metric_keys, &ours.metric_keys);
+            return mismatch(
+                "the metrics (metrics.cutoffs, interleaving.max_rankers)",
+                &theirs.metric_keys,
+                &ours.metric_keys,
+            );
         }
         if theirs.window_sizes_ms != ours.window_sizes_ms {
             return mismatch("metrics.windows (ms)", &theirs.window_sizes_ms, &ours.window_sizes_ms);

@@ -44,7 +44,7 @@ mod watermark;
 use std::time::{Duration, Instant};
 
 use crate::accumulate::{Accumulators, ClosedWindow, FoldedLabel, Groups, LabelLimits, StatsShape};
-use crate::config::{AbConfig, AbUnit, Config};
+use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
 use crate::event::{EventKind, RejectReason, Rejection};
 use crate::experiments::sequential::Looks;
 use crate::ids::DocKey;
@@ -163,12 +163,14 @@ impl Engine {
 
     pub fn with_topic_labels(cfg: &Config, topics: [String; 2]) -> Engine {
         let max_gain = cfg.metrics.action_gains.values().copied().max().unwrap_or(cfg.metrics.relevance_threshold);
-        let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold, max_gain);
+        let il = &cfg.interleaving;
+        let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold, max_gain)
+            .with_interleaving(il.max_rankers, il.credit == InterleavingCredit::Gains, il.depth);
         let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();
         let template = TaskTemplate {
             shape: StatsShape {
-                metrics: layout.len(),
+                metrics: layout.slot_count(),
                 unit_buckets: (cfg.ab.unit != AbUnit::Impression).then_some(cfg.ab.unit_buckets),
                 max_units: cfg.ab.max_units,
             },
@@ -299,8 +301,8 @@ impl Engine {
         self.counters_of(partition).consumed[kind.index()] += 1;
         let result = match event {
             Prepared::Rejected(rejection) => Err(rejection.clone()),
-            Prepared::Impression { impression, docs, experiment, variant } => {
-                self.process_impression(partition, impression, docs, [experiment, variant], now)
+            Prepared::Impression { impression, docs, teams, experiment, variant } => {
+                self.process_impression(partition, impression, (docs, teams), [experiment, variant], now)
             }
             Prepared::Engagement(engagement) => self.process_engagement(partition, engagement, now),
         };
@@ -357,7 +359,7 @@ impl Engine {
         &mut self,
         partition: i32,
         impression: &PreparedImpression,
-        docs: &[DocKey],
+        (docs, teams): (&[DocKey], &[u8]),
         [experiment, variant]: [&str; 2],
         now: Instant,
     ) -> Result<(), Rejection> {
@@ -387,7 +389,8 @@ impl Engine {
         task.observe(EventKind::Impression, Some(impression.timestamp), now);
         let Task { join: shard, totals, .. } = task;
         let (key, timestamp) = (impression.query, impression.timestamp);
-        let offer = |s: &mut crate::join::Shard| s.offer_impression(key, timestamp, group, unit, docs, join);
+        let offer =
+            |s: &mut crate::join::Shard| s.offer_interleaved_impression(key, timestamp, group, unit, docs, teams, join);
         let mut outcome = state.track(shard, offer);
         while outcome == ImpressionOutcome::StateFull {
             // As for `join.max_pending_impressions`: the earliest deadline is finalized early.

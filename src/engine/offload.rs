@@ -44,6 +44,8 @@ struct Record {
     unit: u32,
     /// Its gains: `gains[range]` of the batch.
     gains: Range<usize>,
+    /// Its teams (interleaved lists only): `teams[range]` of the batch.
+    teams: Range<usize>,
     /// See [`Finalized::first_engagement_delay_ms`].
     first_engagement_delay_ms: Option<i64>,
 }
@@ -56,6 +58,8 @@ struct Batch {
     records: Vec<Record>,
     /// Every impression's gains.
     gains: Vec<u8>,
+    /// Every interleaved impression's teams.
+    teams: Vec<u8>,
 }
 
 /// What the worker does, in the order the engine asked.
@@ -118,12 +122,15 @@ impl FinalizeWorker {
     pub(super) fn finalized(&mut self, f: &Finalized<'_>) {
         let start = self.batch.gains.len();
         self.batch.gains.extend_from_slice(f.gains);
+        let teams_start = self.batch.teams.len();
+        self.batch.teams.extend_from_slice(f.teams);
         self.batch.records.push(Record {
             query: f.query,
             timestamp: f.timestamp,
             group: f.group,
             unit: f.unit,
             gains: start..self.batch.gains.len(),
+            teams: teams_start..self.batch.teams.len(),
             first_engagement_delay_ms: f.first_engagement_delay_ms,
         });
         if self.batch.records.len() == BATCH_IMPRESSIONS {
@@ -150,6 +157,7 @@ impl FinalizeWorker {
         let mut next = self.recycled.try_recv().unwrap_or_default();
         next.records.clear();
         next.gains.clear();
+        next.teams.clear();
         let full = std::mem::replace(&mut self.batch, next);
         self.send(Command::Finalized(full));
     }
@@ -191,6 +199,7 @@ fn run(
                         group: r.group,
                         unit: r.unit,
                         gains: &batch.gains[r.gains.clone()],
+                        teams: &batch.teams[r.teams.clone()],
                         first_engagement_delay_ms: r.first_engagement_delay_ms,
                     };
                     aggregation.finalize(&mut totals, f);

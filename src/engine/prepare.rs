@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use super::limits::InputLimits;
 use crate::config::{AbUnit, Config};
-use crate::event::{Decoders, EventKind, Impression, Rejection};
+use crate::event::{Decoders, EventKind, Impression, RejectReason, Rejection};
 use crate::ids::{doc_key, query_key, DocKey, EngagementId, QueryKey};
 use crate::time::EventTime;
 
@@ -33,6 +33,9 @@ pub struct Preparer {
     /// `metrics.action_gains`: the gain of each engagement action (unknown actions gain 0).
     /// Hashed with foldhash: looked up for every engagement, where SipHash showed in profiles.
     action_gains: HashMap<Box<str>, u8, foldhash::fast::RandomState>,
+    /// `interleaving.max_rankers`: an interleaved impression naming more is rejected (the
+    /// accumulators keep sums for that many).
+    max_rankers: usize,
 }
 
 /// An impression's A/B unit, as the accumulators need it, with what counters it moves.
@@ -57,6 +60,9 @@ pub struct PreparedImpression {
     pub unit: UnitHash,
     /// Its result keys in rank order, in the batch's `docs`.
     docs: Range<usize>,
+    /// Its results' teams (ranker index + 1) in the batch's `teams`; empty when the list was
+    /// not interleaved.
+    teams: Range<usize>,
     /// Its experiment, in the batch's `labels`.
     experiment: Range<usize>,
     /// Its variant, in the batch's `labels`.
@@ -94,6 +100,8 @@ pub struct PreparedBatch {
     events: Vec<PreparedEvent>,
     /// Every impression's result keys, back to back.
     docs: Vec<DocKey>,
+    /// Every interleaved impression's teams, back to back.
+    teams: Vec<u8>,
     /// Every impression's experiment and variant, back to back.
     labels: String,
     /// One message's result keys while it is decoded.
@@ -108,6 +116,9 @@ pub enum Prepared<'a> {
         impression: &'a PreparedImpression,
         /// Its result keys in rank order.
         docs: &'a [DocKey],
+        /// Per result, its team (ranker index + 1, in the order its variant names them);
+        /// empty when the list was not interleaved.
+        teams: &'a [u8],
         /// Its experiment.
         experiment: &'a str,
         /// Its variant.
@@ -142,6 +153,7 @@ impl PreparedBatch {
     pub fn clear(&mut self) {
         self.events.clear();
         self.docs.clear();
+        self.teams.clear();
         self.labels.clear();
     }
 
@@ -159,6 +171,7 @@ impl PreparedBatch {
             PreparedEvent::Impression(impression) => Prepared::Impression {
                 impression,
                 docs: &self.docs[impression.docs.clone()],
+                teams: &self.teams[impression.teams.clone()],
                 experiment: &self.labels[impression.experiment.clone()],
                 variant: &self.labels[impression.variant.clone()],
             },
@@ -181,6 +194,7 @@ impl Preparer {
             limits,
             unit: cfg.ab.unit,
             action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
+            max_rankers: cfg.interleaving.max_rankers,
         }
     }
 
@@ -211,9 +225,10 @@ impl Preparer {
     fn impression(&self, payload: &[u8], batch: &mut PreparedBatch) -> PreparedEvent {
         // The decoder replaces what is in the buffer it fills (a repeated field replaces the
         // list), so it fills the batch's scratch, whose keys are then appended to the batch's.
-        let PreparedBatch { scratch, docs, .. } = batch;
+        let PreparedBatch { scratch, docs, teams, .. } = batch;
         let decoded = self.decoders.impression(payload, scratch).and_then(|impression| {
             self.limits.check_results(scratch.len())?;
+            self.check_rankers(&impression)?;
             Ok(impression)
         });
         match decoded {
@@ -221,16 +236,36 @@ impl Preparer {
             Ok(impression) => {
                 let start = docs.len();
                 docs.extend_from_slice(scratch);
+                let teams_start = teams.len();
+                if let Some(interleaving) = &impression.interleaving {
+                    teams.extend(interleaving.teams.iter().map(|&k| k + 1));
+                }
                 PreparedEvent::Impression(PreparedImpression {
                     query: query_key(&impression.query_id),
                     timestamp: impression.timestamp,
                     unit: self.unit_hash(&impression),
                     docs: start..docs.len(),
+                    teams: teams_start..teams.len(),
                     experiment: batch.label(&impression.experiment),
                     variant: batch.label(&impression.variant),
                 })
             }
         }
+    }
+
+    /// Refuses an interleaved impression naming more rankers than `interleaving.max_rankers`.
+    fn check_rankers(&self, impression: &Impression<'_>) -> Result<(), Rejection> {
+        let Some(interleaving) = &impression.interleaving else { return Ok(()) };
+        let named = interleaving.rankers.len();
+        if named <= self.max_rankers {
+            return Ok(());
+        }
+        let detail = if self.max_rankers == 0 {
+            "an interleaved impression, and interleaving is off (interleaving.max_rankers = 0)".to_string()
+        } else {
+            format!("`interleaving` names {named} rankers, more than interleaving.max_rankers = {}", self.max_rankers)
+        };
+        Err(Rejection::new(RejectReason::InvalidInterleaving, detail))
     }
 
     fn engagement(&self, payload: &[u8]) -> PreparedEvent {

@@ -11,7 +11,8 @@ use std::marker::PhantomData;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use super::{Engagement, Impression, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
+use super::{interleaving_of, Engagement, Impression, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
+use crate::interleaving::RANKER_SEPARATOR;
 use crate::time::{parse_rfc3339_ms, EventTime};
 
 const DEFAULT_ACTION: &str = "click";
@@ -110,8 +111,9 @@ pub(super) fn engagement_fields(text: &str) -> Result<EngagementFields<'_>, Reje
     serde_object(text, EngagementVisitor)
 }
 
-/// The native impression's checks and defaults, whichever decoder read the fields.
-pub(super) fn finish_impression(fields: ImpressionFields<'_>) -> Result<Impression<'_>, Rejection> {
+/// The native impression's checks and defaults, whichever decoder read the fields, with the
+/// number of result ids read.
+pub(super) fn finish_impression(fields: ImpressionFields<'_>, results: usize) -> Result<Impression<'_>, Rejection> {
     let query_id = required_id(fields.query_id, "query_id")?;
     let timestamp = required_time(fields.timestamp, parse_rfc3339_ms, NATIVE_TIME)?;
     if !fields.saw_results {
@@ -120,13 +122,20 @@ pub(super) fn finish_impression(fields: ImpressionFields<'_>) -> Result<Impressi
     if fields.empty_result_id {
         return Err(Rejection::new(RejectReason::InvalidValue, "a result id is an empty string"));
     }
+    let interleaving =
+        interleaving_of(texts(fields.interleaving), texts(fields.teams), results, ["interleaving", "teams"])?;
+    let variant = match &interleaving {
+        Some(il) => Cow::Owned(il.rankers.join(RANKER_SEPARATOR)),
+        None => fields.variant.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
+    };
     Ok(Impression {
         query_id,
         timestamp,
         experiment: fields.experiment.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
-        variant: fields.variant.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),
+        variant,
         client_id: fields.client_id.and_then(|t| t.0),
         session_id: fields.session_id.and_then(|t| t.0),
+        interleaving,
     })
 }
 
@@ -140,6 +149,11 @@ pub(super) fn finish_engagement(fields: EngagementFields<'_>) -> Result<Engageme
         event_id: fields.event_id.map(|t| t.0),
         position: fields.position,
     })
+}
+
+/// A list of strings as decoded, as text.
+pub(super) fn texts(list: Option<Vec<Text<'_>>>) -> Option<Vec<Cow<'_, str>>> {
+    list.map(|l| l.into_iter().map(|t| t.0).collect())
 }
 
 /// A required, non-empty id.
@@ -379,6 +393,10 @@ pub(super) struct ImpressionFields<'a> {
     pub(super) saw_results: bool,
     /// Some result id was empty: rejected once the whole message is read.
     pub(super) empty_result_id: bool,
+    /// `interleaving`, `None` when absent or null: the rankers of an interleaved list.
+    pub(super) interleaving: Option<Vec<Text<'a>>>,
+    /// `teams`, `None` when absent or null: each result's ranker.
+    pub(super) teams: Option<Vec<Text<'a>>>,
 }
 
 struct ImpressionVisitor<'s, S> {
@@ -401,6 +419,8 @@ impl<'de, S: ResultSink<'de>> Visitor<'de> for ImpressionVisitor<'_, S> {
                 "variant" => fields.variant = map.next_value()?,
                 "client_id" => fields.client_id = map.next_value()?,
                 "session_id" => fields.session_id = map.next_value()?,
+                "interleaving" => fields.interleaving = map.next_value()?,
+                "teams" => fields.teams = map.next_value()?,
                 "results" => {
                     self.results.clear();
                     let seed = IdListSeed::<S, Text<'de>>::new(self.results, &mut fields.empty_result_id);

@@ -24,6 +24,7 @@
 use std::borrow::Cow;
 
 use crate::ids::{doc_key, DocKey, EngagementId};
+use crate::interleaving::{MAX_RANKERS, RANKER_SEPARATOR};
 use crate::time::EventTime;
 
 mod decoders;
@@ -74,10 +75,13 @@ pub enum RejectReason {
     TimestampInFuture,
     /// Stamped more than `limits.max_past` behind the wall clock (serve only).
     TimestampTooOld,
+    /// An interleaved impression whose `interleaving` and `teams` do not fit together or with
+    /// its results (see [`Interleaving`]).
+    InvalidInterleaving,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 11] = [
+    pub const ALL: [RejectReason; 12] = [
         RejectReason::EmptyMessage,
         RejectReason::InvalidJson,
         RejectReason::NotAnObject,
@@ -89,6 +93,7 @@ impl RejectReason {
         RejectReason::TooManyResults,
         RejectReason::TimestampInFuture,
         RejectReason::TimestampTooOld,
+        RejectReason::InvalidInterleaving,
     ];
     pub fn label(self) -> &'static str {
         match self {
@@ -103,6 +108,7 @@ impl RejectReason {
             RejectReason::TooManyResults => "too_many_results",
             RejectReason::TimestampInFuture => "timestamp_in_future",
             RejectReason::TimestampTooOld => "timestamp_too_old",
+            RejectReason::InvalidInterleaving => "invalid_interleaving",
         }
     }
     pub fn index(self) -> usize {
@@ -146,6 +152,68 @@ pub struct Impression<'a> {
     pub client_id: Option<Cow<'a, str>>,
     /// The search session, optional; the cluster with `statistics.unit = "session_id"`.
     pub session_id: Option<Cow<'a, str>>,
+    /// The ranker behind each result, when the list was interleaved; its `variant` is then the
+    /// rankers' names joined by [`RANKER_SEPARATOR`].
+    pub interleaving: Option<Interleaving<'a>>,
+}
+
+/// Which ranker contributed each result of an interleaved impression (team-draft
+/// interleaving or multileaving): the native `interleaving` and `teams` fields, or UBI's hits
+/// marked with their `_search_configuration_id`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Interleaving<'a> {
+    /// The rankers, in the order that numbers the teams: the first is the baseline.
+    pub rankers: Vec<Cow<'a, str>>,
+    /// Per result in rank order, the index of its ranker in `rankers`.
+    pub teams: Vec<u8>,
+}
+
+/// Checks an impression's interleaving fields against each other and its `results` results:
+/// both or neither present; 2 to [`MAX_RANKERS`] distinct, non-empty rankers without the
+/// separator in their names; one known team per result; at least one result. `fields` names
+/// the two fields as the format calls them, for the rejection.
+pub(crate) fn interleaving_of<'a>(
+    rankers: Option<Vec<Cow<'a, str>>>,
+    teams: Option<Vec<Cow<'a, str>>>,
+    results: usize,
+    fields: [&str; 2],
+) -> Result<Option<Interleaving<'a>>, Rejection> {
+    let [rankers_field, teams_field] = fields;
+    let bad = |detail: String| Err(Rejection::new(RejectReason::InvalidInterleaving, detail));
+    let (rankers, teams) = match (rankers, teams) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => return bad(format!("`{rankers_field}` without `{teams_field}`")),
+        (None, Some(_)) => return bad(format!("`{teams_field}` without `{rankers_field}`")),
+        (Some(rankers), Some(teams)) => (rankers, teams),
+    };
+    if rankers.len() < 2 || rankers.len() > MAX_RANKERS {
+        return bad(format!(
+            "`{rankers_field}` names {} rankers; an interleaved list compares 2 to {MAX_RANKERS}",
+            rankers.len()
+        ));
+    }
+    for (i, name) in rankers.iter().enumerate() {
+        if name.is_empty() || name.contains(RANKER_SEPARATOR) {
+            return bad(format!("ranker name {name:?} is empty or contains {RANKER_SEPARATOR:?}"));
+        }
+        if rankers[..i].contains(name) {
+            return bad(format!("ranker {name:?} is named twice in `{rankers_field}`"));
+        }
+    }
+    if results == 0 {
+        return bad("an interleaved impression without results".to_string());
+    }
+    if teams.len() != results {
+        return bad(format!("`{teams_field}` has {} entries for {results} results", teams.len()));
+    }
+    let mut numbers = Vec::with_capacity(teams.len());
+    for (rank, team) in (1..).zip(&teams) {
+        match rankers.iter().position(|r| r == team) {
+            Some(k) => numbers.push(k as u8),
+            None => return bad(format!("team {team:?} at rank {rank} is not in `{rankers_field}`")),
+        }
+    }
+    Ok(Some(Interleaving { rankers, teams: numbers }))
 }
 
 /// A decoded engagement.
@@ -195,6 +263,8 @@ pub(crate) const ABSENT_GROUP: &str = "none";
 trait ResultSink<'a> {
     /// Forgets the ids of an earlier list, which a repeated or preferred field replaces.
     fn clear(&mut self);
+    /// The ids so far: what an interleaved impression's teams must match.
+    fn len(&self) -> usize;
     /// The next id in rank order.
     fn push(&mut self, id: Cow<'a, str>);
     /// [`ResultSink::push`] of an id borrowed from the message, the scanner's only case: the
@@ -209,6 +279,9 @@ impl ResultSink<'_> for Vec<DocKey> {
     fn clear(&mut self) {
         Vec::clear(self);
     }
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
     fn push(&mut self, id: Cow<'_, str>) {
         Vec::push(self, doc_key(&id));
     }
@@ -221,6 +294,9 @@ impl ResultSink<'_> for Vec<DocKey> {
 impl<'a> ResultSink<'a> for Vec<Cow<'a, str>> {
     fn clear(&mut self) {
         Vec::clear(self);
+    }
+    fn len(&self) -> usize {
+        Vec::len(self)
     }
     fn push(&mut self, id: Cow<'a, str>) {
         Vec::push(self, id);
@@ -243,7 +319,7 @@ fn impression_into<'a, S: ResultSink<'a>>(payload: &'a [u8], results: &mut S) ->
             json::impression_fields(text, results)?
         }
     };
-    json::finish_impression(fields)
+    json::finish_impression(fields, results.len())
 }
 
 /// Decodes an engagement.
@@ -283,7 +359,7 @@ pub fn decode_impression_with<'a>(
             Err(e) => return Some(Err(e)),
         },
     };
-    Some(json::finish_impression(fields))
+    Some(json::finish_impression(fields, results.len()))
 }
 
 /// [`decode_engagement`] through one decoder only, as [`decode_impression_with`].

@@ -15,6 +15,8 @@
 //! | `query_attributes.<ubi.experiment_key>`, `query_attributes.<ubi.variant_key>` | `experiment`, `variant` |
 //! | `client_id` | `client_id` |
 //! | `session_id`, else `query_attributes.session_id` | `session_id` |
+//! | `query_response_hits[]._id` with `_search_configuration_id` (an interleaved response: it wins over the hit id lists) | `results` with `teams` |
+//! | `query_attributes.interleaving`, else the hits' distinct configuration ids in sorted order | `interleaving` (the first is the baseline) |
 //!
 //! | UBI event document | engagement |
 //! |---|---|
@@ -34,15 +36,16 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::decoders::AttributeKeys;
 use super::json::{
-    decode_object, required_id, required_time, ClusterId, IdListSeed, Label, ListedId, RawTimestamp, Text,
+    decode_object, required_id, required_time, texts, ClusterId, IdListSeed, Label, ListedId, RawTimestamp, Text,
 };
-use super::{Engagement, Impression, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
+use super::{interleaving_of, Engagement, Impression, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
 use crate::ids::DocKey;
+use crate::interleaving::RANKER_SEPARATOR;
 use crate::time::{parse_rfc3339_ms, EventTime};
 
 /// What a rejection for a bad text timestamp says UBI expects.
@@ -64,7 +67,7 @@ pub(super) fn query_into<'a, S: ResultSink<'a>>(
     keys: &AttributeKeys,
 ) -> Result<Impression<'a>, Rejection> {
     results.clear();
-    let fields = decode_object(payload, QueryVisitor { results, keys })?;
+    let fields = decode_object(payload, QueryVisitor { results: &mut *results, keys })?;
     let query_id = required_id(fields.query_id, "query_id")?;
     let timestamp = required_time(fields.timestamp, parse_ubi_time, UBI_TIME)?;
     if fields.hits.is_none() {
@@ -74,13 +77,37 @@ pub(super) fn query_into<'a, S: ResultSink<'a>>(
         return Err(Rejection::new(RejectReason::InvalidValue, "a hit id is an empty string"));
     }
     let attributes = fields.attributes;
+    // Hit objects without any configuration are a plain hit list.
+    let marked = fields.hits == Some(HitSource::Interleaved) && fields.configurations.iter().any(|c| !c.is_empty());
+    let teams = marked.then_some(fields.configurations);
+    let rankers = match (&teams, attributes.interleaving) {
+        (Some(_), Some(named)) => texts(Some(named)),
+        (Some(teams), None) => {
+            let mut distinct: Vec<Cow<'a, str>> = teams.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            Some(distinct)
+        }
+        (None, named) => texts(named),
+    };
+    let interleaving = interleaving_of(
+        rankers,
+        teams,
+        results.len(),
+        ["query_attributes.interleaving", "query_response_hits[]._search_configuration_id"],
+    )?;
+    let variant = match &interleaving {
+        Some(il) => Cow::Owned(il.rankers.join(RANKER_SEPARATOR)),
+        None => attributes.variant.unwrap_or(Cow::Borrowed(ABSENT_GROUP)),
+    };
     Ok(Impression {
         query_id,
         timestamp,
         experiment: attributes.experiment.unwrap_or(Cow::Borrowed(ABSENT_GROUP)),
-        variant: attributes.variant.unwrap_or(Cow::Borrowed(ABSENT_GROUP)),
+        variant,
         client_id: fields.client_id.and_then(|c| c.0),
         session_id: fields.session_id.and_then(|c| c.0).or(attributes.session_id),
+        interleaving,
     })
 }
 
@@ -150,12 +177,15 @@ impl<'de> ListedId<'de> for Id<'de> {
 
 /// Which field the hit list came from: the current name wins over the older ones whatever the
 /// order of the fields, so a document carrying both is read the way OpenSearch indexes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum HitSource {
     /// `query_response_object_ids` or `query_response_objects_ids` (older plugin and docs).
     Older,
     /// `query_response_hit_ids` (the plugin's index mapping).
     Current,
+    /// `query_response_hits`: hit objects with their `_search_configuration_id`, as Search
+    /// Relevance Workbench marks an interleaved response.
+    Interleaved,
 }
 
 /// A UBI query document's fields as read, before the checks.
@@ -175,6 +205,8 @@ struct QueryFields<'a> {
     hits: Option<HitSource>,
     /// Some hit id of the chosen list was empty: rejected once the whole document is read.
     empty_hit_id: bool,
+    /// Each hit's `_search_configuration_id`, when the hits came as objects.
+    configurations: Vec<Cow<'a, str>>,
 }
 
 struct QueryVisitor<'s, S> {
@@ -193,12 +225,22 @@ impl<'de, S: ResultSink<'de>> Visitor<'de> for QueryVisitor<'_, S> {
         let mut fields = QueryFields::default();
         while let Some(key) = map.next_key::<Text<'de>>()? {
             let source = match key.0.as_ref() {
+                "query_response_hits" => Some(HitSource::Interleaved),
                 "query_response_hit_ids" => Some(HitSource::Current),
                 "query_response_object_ids" | "query_response_objects_ids" => Some(HitSource::Older),
                 _ => None,
             };
+            if source == Some(HitSource::Interleaved) {
+                self.results.clear();
+                fields.empty_hit_id = false;
+                fields.configurations.clear();
+                let seed = HitsSeed { results: self.results, configurations: &mut fields.configurations };
+                fields.empty_hit_id = map.next_value_seed(seed)?;
+                fields.hits = Some(HitSource::Interleaved);
+                continue;
+            }
             if let Some(source) = source {
-                if fields.hits == Some(HitSource::Current) && source == HitSource::Older {
+                if fields.hits.is_some_and(|hits| hits > source) {
                     map.next_value::<IgnoredAny>()?;
                 } else {
                     self.results.clear();
@@ -233,6 +275,78 @@ struct QueryAttributes<'a> {
     variant: Option<Cow<'a, str>>,
     /// Where some producers put the session instead of the top level.
     session_id: Option<Cow<'a, str>>,
+    /// `interleaving`: the rankers of an interleaved response, baseline first.
+    interleaving: Option<Vec<Text<'a>>>,
+}
+
+/// `query_response_hits`: an array of hit objects, each with its id (`_id`, else `id`) and
+/// its `_search_configuration_id`; the ids go to the results, the configurations beside them.
+/// Yields whether some id was empty. A hit without a configuration gets an empty one: among
+/// marked hits, no ranker is named that, so the impression is rejected as interleaving.
+struct HitsSeed<'s, S, C> {
+    /// Where the hit ids go.
+    results: &'s mut S,
+    /// Where each hit's configuration goes.
+    configurations: &'s mut Vec<C>,
+}
+
+impl<'de, S: ResultSink<'de>> DeserializeSeed<'de> for HitsSeed<'_, S, Cow<'de, str>> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, S: ResultSink<'de>> Visitor<'de> for HitsSeed<'_, S, Cow<'de, str>> {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of hit objects")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let mut empty_id = false;
+        while let Some(hit) = seq.next_element::<Hit<'de>>()? {
+            let id = hit.id.map(|i| i.0).unwrap_or_default();
+            empty_id |= id.is_empty();
+            self.results.push(id);
+            self.configurations.push(hit.configuration.map(|c| c.0).unwrap_or_default());
+        }
+        Ok(empty_id)
+    }
+}
+
+/// One hit object of `query_response_hits`.
+struct Hit<'a> {
+    /// `_id`, else `id`.
+    id: Option<Id<'a>>,
+    /// `_search_configuration_id`.
+    configuration: Option<Id<'a>>,
+}
+
+impl<'de> Deserialize<'de> for Hit<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct HitVisitor;
+        impl<'de> Visitor<'de> for HitVisitor {
+            type Value = Hit<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a hit object with `_id` and `_search_configuration_id`")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut hit = Hit { id: None, configuration: None };
+                while let Some(key) = map.next_key::<Text<'de>>()? {
+                    match key.0.as_ref() {
+                        "_id" => hit.id = map.next_value()?,
+                        "id" if hit.id.is_none() => hit.id = map.next_value()?,
+                        "_search_configuration_id" => hit.configuration = map.next_value()?,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(hit)
+            }
+        }
+        d.deserialize_map(HitVisitor)
+    }
 }
 
 struct AttributesSeed<'s> {
@@ -269,6 +383,9 @@ impl<'de> Visitor<'de> for AttributesSeed<'_> {
                 &mut attributes.experiment
             } else if *key == *self.keys.variant {
                 &mut attributes.variant
+            } else if key == "interleaving" {
+                attributes.interleaving = map.next_value()?;
+                continue;
             } else if key == "session_id" {
                 // Optional context: a value of another type is no reason to lose the impression.
                 attributes.session_id = map.next_value::<ClusterId<'de>>()?.0;

@@ -7,6 +7,7 @@
 //! in [`crate::stats`]; this module only decides what is compared with what, and, for the
 //! cumulative anytime-valid figures, when a look is taken ([`sequential`]).
 
+pub mod interleaving;
 pub mod sequential;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ use crate::metrics::MetricLayout;
 use crate::stats::sequential::{sequential_difference, sequential_sample_ratio, MixtureBoundary, SSRM_CONCENTRATION};
 use crate::stats::{self, Comparison, Estimate};
 use crate::time::{format_rfc3339_ms, EventTime};
+use interleaving::InterleavingReport;
 use sequential::Looks;
 
 /// The label of the cumulative "window" in reports and the API.
@@ -70,6 +72,10 @@ pub struct ExperimentReport {
     pub sequential: SequentialReport,
     /// Why a figure is missing, when one is.
     pub notes: Vec<String>,
+    /// Per interleaved group (its variant names the rankers), the outcomes and preferences;
+    /// left out when the experiment has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interleaving: Vec<InterleavingReport>,
 }
 
 /// Which looks a report's anytime-valid figures combine.
@@ -157,7 +163,7 @@ pub struct SampleRatioReport {
     pub unexpected_variants: Vec<String>,
 }
 
-fn as_map<T: Serialize, S: Serializer>(entries: &[(String, T)], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn as_map<T: Serialize, S: Serializer>(entries: &[(String, T)], s: S) -> Result<S::Ok, S::Error> {
     let mut map = s.serialize_map(Some(entries.len()))?;
     for (k, v) in entries {
         map.serialize_entry(k, v)?;
@@ -324,7 +330,15 @@ fn report_over(
             (label.to_string(), Some(from), Some(format_rfc3339_ms(start.saturating_add(size_ms))), id)
         }
     };
+    let interleaving = match layout.interleaving() {
+        Some((slots, _)) => variants
+            .iter()
+            .filter_map(|(variant, stats)| interleaving::report(slots, ab, variant, stats, &boundary))
+            .collect(),
+        None => Vec::new(),
+    };
     ExperimentReport {
+        interleaving,
         id,
         experiment: experiment.to_string(),
         window,

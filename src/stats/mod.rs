@@ -9,6 +9,7 @@
 //! * [`sample_ratio_mismatch`]: Pearson's chi-square test of the observed split against the
 //!   expected one.
 //!
+//! * [`preference`]: interleaving's pairwise preference, its interval and its sign test.
 //! * [`sequential`]: the anytime-valid counterparts, valid however often they are looked at:
 //!   confidence sequences and always-valid p-values of the difference, and the sequential split
 //!   test.
@@ -16,6 +17,7 @@
 //! The fixed-horizon definitions are scipy's: `scipy.stats.t.interval`, `scipy.stats.ttest_ind(equal_var=False)`
 //! and `scipy.stats.chisquare`; `tests/ab_statistics.rs` holds them to 1e-6 on generated data.
 
+pub mod preference;
 pub mod sequential;
 
 use serde::Serialize;

@@ -271,15 +271,15 @@ pub(super) mod tests {
     #[test]
     fn a_freed_record_is_reused_by_the_next_of_its_length_only() {
         let mut set = PendingSet::default();
-        let a = set.insert(1, 1000, 0, 0, &docs(3), WINDOW).unwrap();
-        let b = set.insert(2, 2000, 0, 0, &docs(3), WINDOW).unwrap();
+        let a = set.insert(1, 1000, 0, 0, &docs(3), &[], WINDOW).unwrap();
+        let b = set.insert(2, 2000, 0, 0, &docs(3), &[], WINDOW).unwrap();
         assert_eq!(b, a + (HEADER_WORDS + 3) as u32, "appended");
         assert_eq!(take(&mut set).unwrap().0.query, 1);
         assert_eq!(set.arena.dead_words, HEADER_WORDS + 3);
         // Another length does not fit the hole; the same length takes it.
-        let c = set.insert(3, 3000, 0, 0, &docs(4), WINDOW).unwrap();
+        let c = set.insert(3, 3000, 0, 0, &docs(4), &[], WINDOW).unwrap();
         assert_eq!(c, b + (HEADER_WORDS + 3) as u32);
-        let d = set.insert(4, 4000, 0, 0, &docs(3), WINDOW).unwrap();
+        let d = set.insert(4, 4000, 0, 0, &docs(3), &[], WINDOW).unwrap();
         assert_eq!((d, set.arena.dead_words), (a, 0));
         // The reused record carries nothing of the old one.
         let (taken, gains) = take(&mut set).unwrap();
@@ -302,7 +302,7 @@ pub(super) mod tests {
                 if set.len() == LIVE {
                     take(&mut set).unwrap();
                 }
-                set.insert(next_query, next_time, 0, 0, &docs(len), WINDOW).unwrap();
+                set.insert(next_query, next_time, 0, 0, &docs(len), &[], WINDOW).unwrap();
                 next_query += 1;
                 next_time += 1;
             }
@@ -328,9 +328,9 @@ pub(super) mod tests {
     fn records_longer_than_big_words_get_their_own_chunk_released_on_removal() {
         let mut set = PendingSet::default();
         let long = docs(BIG_WORDS);
-        set.insert(1, 1000, 0, 0, &docs(2), WINDOW);
-        let big = set.insert(2, 2000, 0, 0, &long, WINDOW).unwrap();
-        set.insert(3, 3000, 0, 0, &docs(2), WINDOW);
+        set.insert(1, 1000, 0, 0, &docs(2), &[], WINDOW);
+        let big = set.insert(2, 2000, 0, 0, &long, &[], WINDOW).unwrap();
+        set.insert(3, 3000, 0, 0, &docs(2), &[], WINDOW);
         assert_eq!(Arena::locate(big), (1, 0));
         assert_eq!(set.arena.chunks[1].len(), HEADER_WORDS + BIG_WORDS);
         let mut p = set.get_mut(big);
@@ -341,7 +341,7 @@ pub(super) mod tests {
         assert!(set.arena.chunks[1].is_empty() && set.arena.vacant == [1], "released");
         assert_eq!(set.arena.dead_words, HEADER_WORDS + 2, "a big record leaves no dead words");
         // The vacant chunk index is the next big record's.
-        assert_eq!(set.insert(4, 4000, 0, 0, &long, WINDOW), Some(big));
+        assert_eq!(set.insert(4, 4000, 0, 0, &long, &[], WINDOW), Some(big));
         check(&set);
     }
 }

@@ -291,9 +291,9 @@ pub(super) mod tests {
     fn equal_deadlines_finalize_in_query_order_whatever_the_arena_order() {
         let mut set = PendingSet::default();
         for q in [9, 3, 7, 5] {
-            set.insert(q, 1000, 0, 0, &docs(1), WINDOW);
+            set.insert(q, 1000, 0, 0, &docs(1), &[], WINDOW);
         }
-        set.insert(1, 1001, 0, 0, &docs(1), WINDOW);
+        set.insert(1, 1001, 0, 0, &docs(1), &[], WINDOW);
         let order: Vec<QueryKey> = std::iter::from_fn(|| take(&mut set)).map(|(t, _)| t.query).collect();
         assert_eq!(order, [3, 5, 7, 9, 1]);
     }
@@ -302,25 +302,25 @@ pub(super) mod tests {
     fn arrivals_out_of_order_go_into_the_run_within_reach_and_onto_the_heap_beyond() {
         let mut set = PendingSet::default();
         for t in 10..110 {
-            set.insert(t as QueryKey, t, 0, 0, &[], WINDOW);
+            set.insert(t as QueryKey, t, 0, 0, &[], &[], WINDOW);
         }
         // Into the run: a tie with the last (after it by query key), and every place back to
         // RUN_REACH from the end (one back, then the binary search).
-        set.insert(1000, 109, 0, 0, &[], WINDOW);
+        set.insert(1000, 109, 0, 0, &[], &[], WINDOW);
         for back in (1..RUN_REACH as i64).rev() {
-            set.insert(2000 + back as QueryKey, 109 - back, 0, 0, &[], WINDOW);
+            set.insert(2000 + back as QueryKey, 109 - back, 0, 0, &[], &[], WINDOW);
         }
         assert_eq!((set.queue.run.len(), set.queue.stragglers.entries.len()), (164, 0));
         check(&set);
         // Beyond reach, and before everything: onto the heap.
-        set.insert(3000, 20, 0, 0, &[], WINDOW);
-        set.insert(3001, 0, 0, 0, &[], WINDOW);
+        set.insert(3000, 20, 0, 0, &[], &[], WINDOW);
+        set.insert(3001, 0, 0, 0, &[], &[], WINDOW);
         assert_eq!((set.queue.run.len(), set.queue.stragglers.entries.len()), (164, 2));
         // A short run takes an arrival earlier than all of it at its front.
         let mut short = PendingSet::default();
-        short.insert(1, 50, 0, 0, &[], WINDOW);
-        short.insert(2, 60, 0, 0, &[], WINDOW);
-        short.insert(3, 10, 0, 0, &[], WINDOW);
+        short.insert(1, 50, 0, 0, &[], &[], WINDOW);
+        short.insert(2, 60, 0, 0, &[], &[], WINDOW);
+        short.insert(3, 10, 0, 0, &[], &[], WINDOW);
         assert_eq!(short.queue.run, [2, 0, 1].map(|i| i * HEADER_WORDS as u32));
         check(&short);
         // Take and append one at a time until the run's ring buffer wraps: a checkpoint keeps both
@@ -332,7 +332,7 @@ pub(super) mod tests {
         while set.queue.run.as_slices().1.is_empty() {
             assert!(next < 1000, "the ring buffer never wrapped");
             assert_eq!(take(&mut set).unwrap().0.timestamp, expected.remove(0));
-            set.insert(next as QueryKey, next, 0, 0, &[], WINDOW);
+            set.insert(next as QueryKey, next, 0, 0, &[], &[], WINDOW);
             expected.push(next);
             next += 1;
         }
@@ -345,11 +345,15 @@ pub(super) mod tests {
     #[test]
     fn deadlines_saturate_and_still_order_by_query() {
         let mut set = PendingSet::default();
-        set.insert(2, EventTime::MAX - 10, 0, 0, &[], WINDOW);
-        set.insert(1, EventTime::MAX - 50, 0, 0, &[], WINDOW);
-        set.insert(3, 0, 0, 0, &[], WINDOW);
+        set.insert(2, EventTime::MAX - 10, 0, 0, &[], &[], WINDOW);
+        set.insert(1, EventTime::MAX - 50, 0, 0, &[], &[], WINDOW);
+        set.insert(3, 0, 0, 0, &[], &[], WINDOW);
         let mut gains = Vec::new();
-        assert_eq!(set.take_earliest(WINDOW, Some(WINDOW), &mut gains), None, "due at WINDOW, not before");
+        assert_eq!(
+            set.take_earliest(WINDOW, Some(WINDOW), &mut gains, &mut Vec::new()),
+            None,
+            "due at WINDOW, not before"
+        );
         let order: Vec<QueryKey> = std::iter::from_fn(|| take(&mut set)).map(|(t, _)| t.query).collect();
         assert_eq!(order, [3, 1, 2], "both others saturate to the same deadline");
     }

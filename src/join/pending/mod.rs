@@ -30,28 +30,38 @@ use crate::time::EventTime;
 /// No engagement attributed yet.
 pub(super) const NO_ENGAGEMENT: EventTime = EventTime::MAX;
 
-/// One shown result: the low 56 bits of its id hash and, in the high byte, its gain so far.
-/// Packing both keeps a result to one word; a collision of 56-bit hashes within one result list
-/// is out of reach (about 2^-50 for 200 results).
+/// One shown result: the low 56 bits of its id hash and, in the high byte, its gain so far
+/// (5 bits: gains are at most [`crate::metrics::MAX_GAIN`] = 30) and its team in an
+/// interleaved list (3 bits: ranker index + 1, 0 for none). Packing all three keeps a result
+/// to one word; a collision of 56-bit hashes within one result list is out of reach (about
+/// 2^-50 for 200 results). Snapshots written before teams existed have 0 in those 3 bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Slot(u64);
 
 impl Slot {
     const DOC_BITS: u32 = 56;
     const DOC_MASK: u64 = (1 << Self::DOC_BITS) - 1;
+    const GAIN_MASK: u8 = 0x1f;
+    const TEAM_SHIFT: u32 = 61;
 
-    pub(super) fn new(doc: DocKey) -> Self {
-        Slot(doc & Self::DOC_MASK)
+    pub(super) fn new(doc: DocKey, team: u8) -> Self {
+        Slot((doc & Self::DOC_MASK) | (u64::from(team & 0x7) << Self::TEAM_SHIFT))
     }
     pub(super) fn is(self, doc: DocKey) -> bool {
         self.0 & Self::DOC_MASK == doc & Self::DOC_MASK
     }
     pub(super) fn gain(self) -> u8 {
-        (self.0 >> Self::DOC_BITS) as u8
+        (self.0 >> Self::DOC_BITS) as u8 & Self::GAIN_MASK
+    }
+    pub(super) fn team(self) -> u8 {
+        (self.0 >> Self::TEAM_SHIFT) as u8
     }
     pub(super) fn raise_gain(&mut self, gain: u8) {
+        // A gain from a held engagement read back from a snapshot is not trusted to fit.
+        let gain = gain.min(Self::GAIN_MASK);
         if gain > self.gain() {
-            self.0 = (self.0 & Self::DOC_MASK) | (u64::from(gain) << Self::DOC_BITS);
+            let kept = self.0 & !(u64::from(Self::GAIN_MASK) << Self::DOC_BITS);
+            self.0 = kept | (u64::from(gain) << Self::DOC_BITS);
         }
     }
 }
@@ -177,6 +187,7 @@ impl PendingSet {
         group: GroupId,
         unit: u32,
         docs: &[DocKey],
+        teams: &[u8],
         window: i64,
     ) -> Option<u32> {
         let words = HEADER_WORDS + docs.len();
@@ -198,8 +209,9 @@ impl PendingSet {
         let record = self.arena.words_mut(id, words);
         let header = Taken { query, timestamp, first_engagement: NO_ENGAGEMENT, group, unit };
         header.write(record, docs.len());
-        for (word, &doc) in record[HEADER_WORDS..].iter_mut().zip(docs) {
-            *word = Slot::new(doc).0;
+        let teams = teams.iter().copied().chain(std::iter::repeat(0));
+        for ((word, &doc), team) in record[HEADER_WORDS..].iter_mut().zip(docs).zip(teams) {
+            *word = Slot::new(doc, team).0;
         }
         self.queue.push(id, &self.arena, window);
         Some(id)
@@ -211,18 +223,24 @@ impl PendingSet {
     }
 
     /// Removes the impression with the earliest deadline, if that deadline is before `limit` (or
-    /// whatever it is, when `None`); its gains, in rank order, replace the content of `gains`.
+    /// whatever it is, when `None`); its gains, in rank order, replace the content of `gains`,
+    /// and its teams that of `teams` (left empty when no result has a team).
     pub(super) fn take_earliest(
         &mut self,
         window: i64,
         limit: Option<EventTime>,
         gains: &mut Vec<u8>,
+        teams: &mut Vec<u8>,
     ) -> Option<Taken> {
         let id = self.queue.pop_due_before(limit, &self.arena, window)?;
         let record = self.arena.record(id);
         let taken = Taken::read(record);
         gains.clear();
         gains.extend(record[HEADER_WORDS..].iter().map(|&w| Slot(w).gain()));
+        teams.clear();
+        if record[HEADER_WORDS..].iter().any(|&w| Slot(w).team() != 0) {
+            teams.extend(record[HEADER_WORDS..].iter().map(|&w| Slot(w).team()));
+        }
         self.index.remove(taken.query, id);
         self.arena.free(id);
         Some(taken)
@@ -443,7 +461,7 @@ mod tests {
 
     pub(super) fn take(set: &mut PendingSet) -> Option<(Taken, Vec<u8>)> {
         let mut gains = Vec::new();
-        set.take_earliest(WINDOW, None, &mut gains).map(|t| (t, gains))
+        set.take_earliest(WINDOW, None, &mut gains, &mut Vec::new()).map(|t| (t, gains))
     }
 
     /// Every invariant the set relies on: the index and the queue hold exactly the live ids, the
@@ -463,7 +481,7 @@ mod tests {
 
     #[test]
     fn gains_pack_with_the_document() {
-        let mut slot = Slot::new(u64::MAX);
+        let mut slot = Slot::new(u64::MAX, 0);
         assert!(slot.is(u64::MAX) && slot.gain() == 0);
         slot.raise_gain(3);
         slot.raise_gain(1);
@@ -472,17 +490,50 @@ mod tests {
     }
 
     #[test]
+    fn teams_pack_with_the_gain_and_survive_it() {
+        for team in 0..=7u8 {
+            let mut slot = Slot::new(u64::MAX, team);
+            assert_eq!((slot.gain(), slot.team()), (0, team));
+            slot.raise_gain(30);
+            assert!(slot.is(u64::MAX));
+            assert_eq!((slot.gain(), slot.team()), (30, team));
+            // A gain beyond 5 bits (only a forged snapshot has one) never reaches the team.
+            slot.raise_gain(255);
+            assert_eq!((slot.gain(), slot.team()), (31, team));
+        }
+        // A slot written before teams existed: gain at most 30, so the team bits are 0.
+        let old = Slot((u64::MAX >> 8) | (30u64 << 56));
+        assert_eq!((old.gain(), old.team()), (30, 0));
+    }
+
+    #[test]
+    fn teams_come_back_with_the_gains() {
+        let mut set = PendingSet::default();
+        let id = set.insert(1, 1000, 0, 0, &[10, 20, 30], &[2, 1, 2], WINDOW).unwrap();
+        assert!(set.get_mut(id).raise_gain(20, 1));
+        set.insert(2, 1001, 0, 0, &[10, 20], &[], WINDOW).unwrap();
+        let (mut gains, mut teams) = (Vec::new(), Vec::new());
+        set.take_earliest(WINDOW, None, &mut gains, &mut teams).unwrap();
+        assert_eq!((gains.as_slice(), teams.as_slice()), (&[0, 1, 0][..], &[2, 1, 2][..]));
+        set.take_earliest(WINDOW, None, &mut gains, &mut teams).unwrap();
+        assert_eq!((gains.as_slice(), teams.as_slice()), (&[0, 0][..], &[][..]), "not interleaved: no teams");
+    }
+
+    #[test]
     fn an_evicted_record_reused_at_once_leaves_no_stale_deadline() {
         let mut set = PendingSet::default();
-        set.insert(1, 1000, 0, 0, &docs(2), WINDOW);
-        set.insert(2, 5000, 0, 0, &docs(2), WINDOW);
+        set.insert(1, 1000, 0, 0, &docs(2), &[], WINDOW);
+        set.insert(2, 5000, 0, 0, &docs(2), &[], WINDOW);
         // Evicted early (before its deadline), then its words reused by an impression due later.
         let (early, _) = take(&mut set).unwrap();
-        let reused = set.insert(3, 9000, 0, 0, &docs(2), WINDOW).unwrap();
+        let reused = set.insert(3, 9000, 0, 0, &docs(2), &[], WINDOW).unwrap();
         assert_eq!((early.query, reused), (1, 0));
         let mut gains = Vec::new();
-        assert_eq!(set.take_earliest(WINDOW, Some(5000 + WINDOW), &mut gains), None);
-        assert_eq!(set.take_earliest(WINDOW, Some(5001 + WINDOW), &mut gains).map(|t| t.query), Some(2));
+        assert_eq!(set.take_earliest(WINDOW, Some(5000 + WINDOW), &mut gains, &mut Vec::new()), None);
+        assert_eq!(
+            set.take_earliest(WINDOW, Some(5001 + WINDOW), &mut gains, &mut Vec::new()).map(|t| t.query),
+            Some(2)
+        );
         assert_eq!(take(&mut set).map(|(t, _)| t.query), Some(3));
         assert_eq!(take(&mut set), None);
         assert!(set.find(1).is_none());
@@ -491,7 +542,7 @@ mod tests {
     #[test]
     fn gains_and_first_engagement_live_in_the_record() {
         let mut set = PendingSet::default();
-        let id = set.insert(1, 1000, 7, 0xdead_beef, &[10, 20, 10], WINDOW).unwrap();
+        let id = set.insert(1, 1000, 7, 0xdead_beef, &[10, 20, 10], &[], WINDOW).unwrap();
         let mut p = set.get_mut(id);
         assert!(p.raise_gain(10, 2) && p.raise_gain(20, 1) && p.raise_gain(20, 3) && p.raise_gain(20, 2));
         assert!(!p.raise_gain(30, 1));
@@ -507,7 +558,7 @@ mod tests {
     fn full_width_keys_and_timestamps_round_trip() {
         let mut set = PendingSet::default();
         let query = u128::MAX - 12345;
-        set.insert(query, -5, u32::MAX, u32::MAX, &[u64::MAX], WINDOW);
+        set.insert(query, -5, u32::MAX, u32::MAX, &[u64::MAX], &[], WINDOW);
         assert!(set.find(query).is_some() && set.find(query ^ (1 << 100)).is_none());
         let (taken, gains) = take(&mut set).unwrap();
         assert_eq!(
@@ -520,8 +571,15 @@ mod tests {
     fn checkpoint_round_trip_keeps_contents_and_order() {
         let mut set = PendingSet::default();
         for q in 0..200u128 {
-            let id =
-                set.insert(q * 7919 % 200, 1000 + (q as i64 * 13) % 50, q as u32, 0, &docs(q as usize % 5), WINDOW);
+            let id = set.insert(
+                q * 7919 % 200,
+                1000 + (q as i64 * 13) % 50,
+                q as u32,
+                0,
+                &docs(q as usize % 5),
+                &[],
+                WINDOW,
+            );
             if q % 3 == 0 {
                 let mut p = set.get_mut(id.unwrap());
                 p.raise_gain(1, 2);
@@ -548,19 +606,19 @@ mod tests {
         // impression made the delay `first_engagement - timestamp` overflow (i64::MIN and 0: a
         // panic in debug).
         let mut set = PendingSet::default();
-        let id = set.insert(1, EventTime::MIN, 0, 0, &docs(1), WINDOW).unwrap();
+        let id = set.insert(1, EventTime::MIN, 0, 0, &docs(1), &[], WINDOW).unwrap();
         set.get_mut(id).note_engagement(0);
         let bytes = postcard::to_stdvec(&set).unwrap();
         assert!(postcard::from_bytes::<PendingSet>(&bytes).is_err());
         // Deadline order is checked against the attribution window (deserializing cannot know it).
         let mut set = PendingSet::default();
-        set.insert(1, 1000, 0, 0, &docs(1), WINDOW);
-        set.insert(2, 900, 0, 0, &docs(1), WINDOW);
+        set.insert(1, 1000, 0, 0, &docs(1), &[], WINDOW);
+        set.insert(2, 900, 0, 0, &docs(1), &[], WINDOW);
         let restored: PendingSet = postcard::from_bytes(&postcard::to_stdvec(&set).unwrap()).unwrap();
         assert_eq!(restored.check(WINDOW), Ok(()));
         let mut swapped = PendingSet::default();
-        swapped.insert(1, 1000, 0, 0, &docs(1), WINDOW);
-        swapped.insert(2, 1001, 0, 0, &docs(1), WINDOW);
+        swapped.insert(1, 1000, 0, 0, &docs(1), &[], WINDOW);
+        swapped.insert(2, 1001, 0, 0, &docs(1), &[], WINDOW);
         swapped.queue.swap_run(0, 1);
         let restored: PendingSet = postcard::from_bytes(&postcard::to_stdvec(&swapped).unwrap()).unwrap();
         assert!(restored.check(WINDOW).is_err());
@@ -609,7 +667,7 @@ mod tests {
                         // Repeated documents, to exercise the first-rank rule.
                         let docs: Vec<DocKey> = (0..u64::from(len)).map(|d| d % 7).collect();
                         let fresh = !model.keys().any(|&(_, q)| q == query);
-                        prop_assert_eq!(set.insert(query, timestamp, 0, 0, &docs, WINDOW).is_some(), fresh);
+                        prop_assert_eq!(set.insert(query, timestamp, 0, 0, &docs, &[], WINDOW).is_some(), fresh);
                         if fresh {
                             let gains = vec![0; docs.len()];
                             model.insert((timestamp + WINDOW, query), Model { timestamp, first_engagement: NO_ENGAGEMENT, gains, docs });
