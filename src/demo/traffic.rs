@@ -1,0 +1,383 @@
+//! The demo's traffic: a realistic A/B traffic generator.
+//!
+//! The generator simulates one experiment with a `control` and a `treatment` ranker over the
+//! same kind of queries. Every query has ten candidate results with a hidden relevance grade;
+//! each ranker orders them by grade plus noise, treatment with much less noise, so it places
+//! the results users want higher. Users follow a cascade model with position bias: they scan
+//! down, click relevant-looking results, sometimes add to cart and purchase, and often
+//! abandon. Engagements are produced when they happen, seconds after their impression. A small
+//! share of traffic has no experiment and some engagements are redelivered. On request
+//! ([`FaultRate`]: `--faults`, on by default only in `demo`) a share of impressions is followed
+//! by a malformed message, so the data-quality counters have something to show.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Experiment name used by the generated traffic.
+pub const EXPERIMENT: &str = "ranker-2026-11";
+const RESULTS_PER_QUERY: usize = 10;
+
+/// One generated engagement, scheduled for the moment it happens.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ScheduledEngagement {
+    /// When it happens (wall-clock milliseconds): produced no earlier, so the stream is live.
+    pub due_ms: i64,
+    /// Its query, the message key (co-partitioning with its impression).
+    pub query_id: String,
+    /// The engagement as JSON.
+    pub payload: String,
+}
+
+/// The share of impressions followed by one malformed message: `--faults` of `demo`,
+/// `generate` and `produce`. Parsed and checked once, so drawing a fault costs one comparison.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FaultRate {
+    /// The share as given, in [0, 1], for messages that repeat the option.
+    rate: f64,
+    /// `rate` scaled to the range of a `u64` draw (as `rand`'s Bernoulli does): a draw below it
+    /// is a fault.
+    threshold: u64,
+}
+
+/// Malformed messages a careless producer sends: each is rejected for a different reason.
+const MALFORMED: [&str; 3] = [
+    r#"{"query_id": "broken", "timestamp": "#,
+    r#"{"query_id": "q-x", "timestamp": "yesterday", "results": []}"#,
+    r#"{"timestamp": 1, "results": ["a"]}"#,
+];
+
+impl FaultRate {
+    /// No malformed messages.
+    pub const NONE: FaultRate = FaultRate { rate: 0.0, threshold: 0 };
+    /// The demo's rate, 1 impression in 1,000: enough for the data-quality panels and the
+    /// rejected-events alert to have something to show, too few to matter to the metrics.
+    pub const DEMO: FaultRate = FaultRate { rate: 0.001, threshold: Self::scaled(0.001) };
+
+    /// A share in [0, 1]; anything else (NaN included) is refused with a message.
+    pub fn new(rate: f64) -> Result<FaultRate, String> {
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(format!("{rate} is not a share between 0 and 1 (e.g. 0.001 for 1 in 1,000)"));
+        }
+        Ok(FaultRate { rate, threshold: Self::scaled(rate) })
+    }
+
+    /// The same scaling as `rand::distr::Bernoulli::new`, so the demo's rate fires on exactly the
+    /// draws it fired on when the generator called `random_bool(0.001)`.
+    const fn scaled(rate: f64) -> u64 {
+        const SCALE: f64 = 2.0 * (1u64 << 63) as f64;
+        if rate >= 1.0 {
+            u64::MAX
+        } else {
+            (rate * SCALE) as u64
+        }
+    }
+
+    /// The share, as given.
+    pub fn rate(self) -> f64 {
+        self.rate
+    }
+
+    /// Whether a draw is a fault (at rate 1, every draw, `u64::MAX` included).
+    fn fires(self, draw: u64) -> bool {
+        draw < self.threshold || self.rate >= 1.0
+    }
+}
+
+impl std::str::FromStr for FaultRate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let rate: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number (e.g. 0.001 for 1 in 1,000)"))?;
+        FaultRate::new(rate)
+    }
+}
+
+impl std::fmt::Display for FaultRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.rate)
+    }
+}
+
+/// Generates impressions and their future engagements; pure given the seed and timestamps.
+pub struct TrafficGenerator {
+    /// Seeded: the same seed and timestamps give the same traffic.
+    rng: SmallRng,
+    /// Number of the next query id: ids never repeat within a generator.
+    next_query: u64,
+    /// Number of the next engagement's `event_id`.
+    next_event: u64,
+}
+
+/// Hidden relevance grade distribution of a candidate result: mostly irrelevant.
+const GRADE_WEIGHTS: [f64; 4] = [0.55, 0.25, 0.12, 0.08];
+/// Probability that a user clicks an examined result of each grade.
+const CLICK_PROBABILITY: [f64; 4] = [0.02, 0.30, 0.55, 0.75];
+/// Noise of each ranker's score: lower noise ranks relevant results higher.
+const CONTROL_NOISE: f64 = 1.6;
+const TREATMENT_NOISE: f64 = 0.5;
+
+impl TrafficGenerator {
+    pub fn new(seed: u64) -> Self {
+        TrafficGenerator { rng: SmallRng::seed_from_u64(seed), next_query: 0, next_event: 0 }
+    }
+
+    /// Numbers queries and events from `first` on, so that a restarted producer does not repeat
+    /// the ids of its previous run (they would be duplicates within the attribution window).
+    pub fn numbered_from(mut self, first: u64) -> Self {
+        self.next_query = first;
+        self.next_event = first;
+        self
+    }
+
+    fn grade(&mut self) -> usize {
+        let mut x: f64 = self.rng.random();
+        for (g, w) in GRADE_WEIGHTS.iter().enumerate() {
+            if x < *w {
+                return g;
+            }
+            x -= w;
+        }
+        GRADE_WEIGHTS.len() - 1
+    }
+
+    fn gaussian(&mut self) -> f64 {
+        // Box-Muller: enough for ranking noise.
+        let u1: f64 = self.rng.random::<f64>().max(1e-12);
+        let u2: f64 = self.rng.random();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    /// One impression at `now_ms`: its JSON and its engagements (with their due times).
+    pub fn impression(&mut self, now_ms: i64) -> (String, String, Vec<ScheduledEngagement>) {
+        self.next_query += 1;
+        let query_id = format!("q-{:08}", self.next_query);
+        // Heavy-tailed activity: a few clients issue many of the queries, as in real logs, so
+        // impressions of one client are correlated (see `ab.unit`).
+        let user = (50_000.0 * self.rng.random::<f64>().powi(2)) as u32;
+        // Some clients browse deeper than others, the same way on every query of theirs.
+        let patience = 0.3 + 1.4 * ((xxhash_rust::xxh3::xxh3_64(&user.to_le_bytes()) % 1000) as f64 / 1000.0);
+        let in_experiment = self.rng.random_bool(0.9);
+        let variant = if user % 2 == 0 { "control" } else { "treatment" };
+        let noise = if variant == "control" { CONTROL_NOISE } else { TREATMENT_NOISE };
+
+        let mut candidates: Vec<(f64, usize, String)> = (0..RESULTS_PER_QUERY)
+            .map(|_| {
+                let grade = self.grade();
+                let doc = format!("doc-{}", self.rng.random_range(0..200_000u32));
+                (grade as f64 + noise * self.gaussian(), grade, doc)
+            })
+            .collect();
+        candidates.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let results: Vec<&str> = candidates.iter().map(|c| c.2.as_str()).collect();
+        let impression = if in_experiment {
+            serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results,
+                               "experiment": EXPERIMENT, "variant": variant, "client_id": format!("u{user}"),
+                               "session_id": format!("u{user}-{}", now_ms / 1_800_000)})
+        } else {
+            serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results})
+        };
+
+        // Cascade browsing with position bias.
+        let mut engagements = Vec::new();
+        let mut t = now_ms;
+        for (rank, (_, grade, doc)) in candidates.iter().enumerate() {
+            let examine = (0.92f64.powi(rank as i32) * if rank == 0 { 0.85 } else { 1.0 } * patience).min(1.0);
+            if !self.rng.random_bool(examine) {
+                break;
+            }
+            if !self.rng.random_bool(CLICK_PROBABILITY[*grade]) {
+                continue;
+            }
+            t += self.rng.random_range(800..5_000);
+            self.engage(&mut engagements, &query_id, doc, rank, "click", t);
+            if *grade >= 2 && self.rng.random_bool(0.25 * *grade as f64 / 2.0) {
+                t += self.rng.random_range(1_000..6_000);
+                self.engage(&mut engagements, &query_id, doc, rank, "add_to_cart", t);
+                if self.rng.random_bool(if *grade == 3 { 0.5 } else { 0.25 }) {
+                    t += self.rng.random_range(1_000..6_000);
+                    self.engage(&mut engagements, &query_id, doc, rank, "purchase", t);
+                }
+            }
+            if self.rng.random_bool(0.55) {
+                break; // satisfied
+            }
+        }
+        (query_id, impression.to_string(), engagements)
+    }
+
+    fn engage(
+        &mut self,
+        out: &mut Vec<ScheduledEngagement>,
+        query_id: &str,
+        doc: &str,
+        rank: usize,
+        action: &str,
+        at_ms: i64,
+    ) {
+        self.next_event += 1;
+        let payload = serde_json::json!({"query_id": query_id, "timestamp": at_ms, "doc_id": doc,
+                                         "action": action, "position": rank + 1,
+                                         "event_id": format!("e-{:09}", self.next_event)})
+        .to_string();
+        // Clients retry: about 1 in 200 engagements is delivered twice.
+        let copies = if self.rng.random_bool(0.005) { 2 } else { 1 };
+        // Delivery lags the event a little, as a real pipeline does.
+        for _ in 0..copies {
+            let lag = self.rng.random_range(0..1_500);
+            out.push(ScheduledEngagement {
+                due_ms: at_ms + lag,
+                query_id: query_id.to_string(),
+                payload: payload.clone(),
+            });
+        }
+    }
+
+    /// The malformed message to send after the current impression, if `faults` says so.
+    ///
+    /// The random draws are the same whatever the rate: one `u64` per impression, and a choice
+    /// of message when that draw falls under the demo's rate (as when the generator always
+    /// injected 1 in 1,000). So the traffic of a seed is the same at every rate, and at the
+    /// demo's rate the malformed messages are too; another rate picks its message from the draw.
+    pub fn maybe_malformed(&mut self, faults: FaultRate) -> Option<&'static str> {
+        let draw: u64 = self.rng.random();
+        let index = if draw < FaultRate::DEMO.threshold {
+            self.rng.random_range(0..MALFORMED.len())
+        } else {
+            (draw % MALFORMED.len() as u64) as usize
+        };
+        faults.fires(draw).then_some(MALFORMED[index])
+    }
+}
+
+/// What [`write_traffic`] wrote, so `generate` can say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrafficSummary {
+    /// Impression lines that are impressions.
+    pub impressions: u64,
+    /// Malformed lines among the impressions (each right after an impression).
+    pub malformed: u64,
+    /// Engagement lines, redelivered copies included.
+    pub engagements: u64,
+}
+
+/// Writes `count` impressions of generated traffic, and their engagements, as JSON lines: the
+/// demo's traffic for `replay`, starting at `start_ms` with `impressions_per_second`. Engagement
+/// lines are in delivery order (event time plus a small pipeline lag), as a topic would hold them;
+/// `faults` of the impressions are followed by a malformed line.
+pub fn write_traffic(
+    impressions: &mut impl std::io::Write,
+    engagements: &mut impl std::io::Write,
+    count: u64,
+    impressions_per_second: u32,
+    seed: u64,
+    start_ms: i64,
+    faults: FaultRate,
+) -> std::io::Result<TrafficSummary> {
+    let mut generator = TrafficGenerator::new(seed);
+    let mut summary = TrafficSummary { impressions: count, malformed: 0, engagements: 0 };
+    let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
+    let spacing_ms = 1000.0 / f64::from(impressions_per_second.max(1));
+    for i in 0..count {
+        let now = start_ms + (i as f64 * spacing_ms) as i64;
+        while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {
+            let Reverse(e) = scheduled.pop().expect("peeked");
+            writeln!(engagements, "{}", e.payload)?;
+            summary.engagements += 1;
+        }
+        let (_, impression, due) = generator.impression(now);
+        writeln!(impressions, "{impression}")?;
+        scheduled.extend(due.into_iter().map(Reverse));
+        if let Some(bad) = generator.maybe_malformed(faults) {
+            writeln!(impressions, "{bad}")?;
+            summary.malformed += 1;
+        }
+    }
+    while let Some(Reverse(e)) = scheduled.pop() {
+        writeln!(engagements, "{}", e.payload)?;
+        summary.engagements += 1;
+    }
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn treatment_ranks_engaged_results_higher_than_control() {
+        // Offline check of the generator itself: mean reciprocal rank of the first click.
+        let mut g = TrafficGenerator::new(7);
+        let mut rr = [(0.0, 0u32); 2];
+        for i in 0..20_000 {
+            let (_, impression, engagements) = g.impression(i);
+            let v: serde_json::Value = serde_json::from_str(&impression).unwrap();
+            let Some(variant) = v["variant"].as_str() else {
+                continue;
+            };
+            let slot = usize::from(variant == "treatment");
+            let first = engagements
+                .iter()
+                .filter_map(|e| {
+                    let e: serde_json::Value = serde_json::from_str(&e.payload).unwrap();
+                    e["position"].as_u64()
+                })
+                .min();
+            rr[slot].0 += first.map_or(0.0, |p| 1.0 / p as f64);
+            rr[slot].1 += 1;
+        }
+        let control = rr[0].0 / f64::from(rr[0].1);
+        let treatment = rr[1].0 / f64::from(rr[1].1);
+        assert!(treatment > control + 0.05, "control {control}, treatment {treatment}");
+    }
+
+    /// The generated files of a seed, as `generate` writes them.
+    fn traffic(count: u64, seed: u64, faults: FaultRate) -> (String, String, TrafficSummary) {
+        let (mut imp, mut eng) = (Vec::new(), Vec::new());
+        let summary = write_traffic(&mut imp, &mut eng, count, 200, seed, 1_795_341_600_000, faults).unwrap();
+        (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap(), summary)
+    }
+
+    #[test]
+    fn the_demo_rate_writes_the_traffic_the_generator_always_wrote() {
+        // Pinned from `rankpulse generate --count 5000 --seed 11` before the fault rate became
+        // an option (it was 1 in 1,000, always): tests and README figures depend on this traffic.
+        let (imp, eng, summary) = traffic(5000, 11, FaultRate::DEMO);
+        assert_eq!((imp.len(), eng.len()), (1_390_953, 721_327));
+        assert_eq!(xxhash_rust::xxh3::xxh3_64(imp.as_bytes()), 0xab0e_7d92_2d10_b60c);
+        assert_eq!(xxhash_rust::xxh3::xxh3_64(eng.as_bytes()), 0xff5c_5372_3523_cabd);
+        assert_eq!(summary, TrafficSummary { impressions: 5000, malformed: 3, engagements: 5562 });
+        assert_eq!(imp.lines().count(), 5003);
+    }
+
+    #[test]
+    fn the_fault_rate_changes_only_the_malformed_lines() {
+        let valid =
+            |imp: &str| -> Vec<String> { imp.lines().filter(|l| !MALFORMED.contains(l)).map(str::to_string).collect() };
+        let (demo_imp, demo_eng, _) = traffic(3000, 5, FaultRate::DEMO);
+        for rate in ["0", "0.05", "1"] {
+            let faults: FaultRate = rate.parse().unwrap();
+            let (imp, eng, summary) = traffic(3000, 5, faults);
+            assert_eq!(valid(&imp), valid(&demo_imp), "impressions at --faults {rate}");
+            assert_eq!(eng, demo_eng, "engagements at --faults {rate}");
+            assert_eq!(imp.lines().count() as u64, 3000 + summary.malformed);
+            assert_eq!(imp.lines().filter(|l| MALFORMED.contains(l)).count() as u64, summary.malformed);
+            match rate {
+                "0" => assert_eq!(summary.malformed, 0, "--faults 0 writes exactly the impressions"),
+                "1" => assert_eq!(summary.malformed, 3000),
+                _ => assert!((100..=200).contains(&summary.malformed), "{} at 5%", summary.malformed),
+            }
+        }
+    }
+
+    #[test]
+    fn a_fault_rate_outside_zero_to_one_is_refused_with_a_message() {
+        for bad in ["1.5", "-0.1", "NaN", "inf", "often", ""] {
+            let err = bad.parse::<FaultRate>().unwrap_err();
+            assert!(err.contains("0.001"), "{bad}: {err}");
+        }
+        assert_eq!("0.001".parse::<FaultRate>().unwrap(), FaultRate::DEMO);
+        assert_eq!("0".parse::<FaultRate>().unwrap(), FaultRate::NONE);
+    }
+}
