@@ -83,7 +83,8 @@ pub enum Command {
         #[arg(long)]
         curve: bool,
         /// Also write qrels.txt and run.txt (TREC format) of every finalized impression into
-        /// this directory, to run trec_eval or ranx on exactly what rankpulse measured.
+        /// this directory, to run trec_eval or ranx on exactly what rankpulse measured, and
+        /// interleaving.jsonl: each interleaved impression's credit per ranker and outcome.
         #[arg(long)]
         trec_out: Option<PathBuf>,
         /// Fail (after printing the report) when more lines are rejected than this: `half`

@@ -50,14 +50,14 @@ fn summary_family(kind: MetricKind) -> Option<(&'static str, &'static str)> {
     })
 }
 
-fn label(name: &str, value: &str) -> LabelPair {
+pub(super) fn label(name: &str, value: &str) -> LabelPair {
     let mut l = LabelPair::default();
     l.set_name(name.to_string());
     l.set_value(value.to_string());
     l
 }
 
-fn family(name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+pub(super) fn family(name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) -> MetricFamily {
     let mut f = MetricFamily::default();
     f.set_name(name.to_string());
     f.set_help(help.to_string());
@@ -66,7 +66,7 @@ fn family(name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) -> Met
     f
 }
 
-fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
+pub(super) fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
     let mut c = Counter::default();
     c.set_value(value);
     let mut m = Metric::from_label(labels);
@@ -74,7 +74,7 @@ fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
     m
 }
 
-fn gauge(labels: Vec<LabelPair>, value: f64) -> Metric {
+pub(super) fn gauge(labels: Vec<LabelPair>, value: f64) -> Metric {
     let mut g = Gauge::default();
     g.set_value(value);
     let mut m = Metric::from_label(labels);
@@ -98,7 +98,7 @@ fn partition_label(partition: i32) -> LabelPair {
 }
 
 /// `labels` followed by the partition's label.
-fn with_partition(mut labels: Vec<LabelPair>, partition: i32) -> Vec<LabelPair> {
+pub(super) fn with_partition(mut labels: Vec<LabelPair>, partition: i32) -> Vec<LabelPair> {
     labels.push(partition_label(partition));
     labels
 }
@@ -166,13 +166,15 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     families.extend(state_gauges(engine));
     families.extend(window_gauges(engine));
     families.extend(ab_families(engine));
+    families.extend(super::interleaving_families::counters(engine));
+    families.extend(super::interleaving_families::gauges(engine));
     families.extend(latency_summaries(engine));
     families.retain(|f| !f.get_metric().is_empty());
     families
 }
 
 /// The `experiment` and `variant` labels of a group, as its series carry them.
-fn group_labels(groups: &Groups, id: GroupId) -> Vec<LabelPair> {
+pub(super) fn group_labels(groups: &Groups, id: GroupId) -> Vec<LabelPair> {
     let (experiment, variant) = groups.name(id);
     vec![label("experiment", experiment), label("variant", variant)]
 }

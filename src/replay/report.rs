@@ -222,6 +222,7 @@ impl Report {
         }
         out.push_str(&self.unit_lines());
         out.push_str(&ab_summary(&self.experiments));
+        out.push_str(&interleaving_summary(&self.experiments));
         if options.windows {
             out.push_str(&self.window_tables());
         }
@@ -275,6 +276,43 @@ impl Report {
         }
         out
     }
+}
+
+/// Every interleaved comparison (cumulative): outcomes, then each pair's preference with its
+/// interval and p-values.
+fn interleaving_summary(experiments: &[ExperimentReport]) -> String {
+    let mut out = String::new();
+    let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.2e}"));
+    for report in experiments {
+        for il in &report.interleaving {
+            out.push_str(&format!(
+                "\n== interleaving {}: {} (cumulative, unit {}) ==\n",
+                report.experiment, il.variant, report.unit
+            ));
+            let wins: Vec<String> = il.wins.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            out.push_str(&format!(
+                "{} impressions, {} with credit; wins: {}; ties: {}\n",
+                il.impressions,
+                il.engaged,
+                wins.join(", "),
+                il.ties
+            ));
+            for pair in &il.pairs {
+                let f = &pair.figures;
+                let ci = f.preference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
+                out.push_str(&format!(
+                    "{} over {}: preference {:+.4} {ci}; sign test p = {} ({}); always-valid p = {}\n",
+                    pair.ranker,
+                    pair.opponent,
+                    f.preference,
+                    p(f.sign_test_p_value),
+                    f.sign_test,
+                    p(f.always_valid_p_value)
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Every variant against its control on the headline metrics (cumulative), and the split test;

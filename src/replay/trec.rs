@@ -11,28 +11,45 @@ use super::ReplayError;
 use crate::engine::Engine;
 use crate::event::Decoders;
 use crate::ids::{query_key, QueryKey};
+use crate::interleaving::Scored;
 
 /// Writes what rankpulse measured in TREC format, so trec_eval or ranx can be run on exactly
 /// the same judgments and rankings: one query per finalized impression; `qrels.txt` holds the
 /// attributed gain of every shown result (`query 0 doc gain`), `run.txt` the ranking with
 /// strictly descending scores (`query Q0 doc rank score rankpulse`). A result id repeated in
 /// a list is written as `id#dupN` (N its rank) so ranks stay those rankpulse measured; ids
-/// with whitespace, which TREC files cannot hold, have it replaced by `_`.
+/// with whitespace, which TREC files cannot hold, have it replaced by `_`. `interleaving.jsonl`
+/// holds each finalized interleaved impression's credit per ranker and outcome
+/// (`{"query_id", "credits": {ranker: credit}, "outcome": ranker | "tie" | "none"}`).
 pub(super) struct TrecWriter {
     /// A copy of the engine's decoders: ids are read exactly as the engine reads them, in
     /// either input format, so every impression the engine finalizes has its ids here.
     decoders: Decoders,
-    /// Text ids of impressions read but not yet finalized (late and duplicate ones never are).
-    pending: HashMap<QueryKey, (String, Vec<String>)>,
-    /// Impressions the engine finalized (query and gains in rank order), queued by its observer
-    /// so that the writer needs no lock: it stays with the merge loop, which also fills `pending`.
-    finalized: Receiver<(QueryKey, Vec<u8>)>,
+    /// Text ids of impressions read but not yet finalized (late and duplicate ones never are),
+    /// with the rankers of an interleaved one.
+    pending: HashMap<QueryKey, Pending>,
+    /// Impressions the engine finalized (query, gains in rank order and an interleaved one's
+    /// score), queued by its observer so that the writer needs no lock: it stays with the merge
+    /// loop, which also fills `pending`.
+    finalized: Receiver<(QueryKey, Vec<u8>, Option<Scored>)>,
+    /// `interleaving.jsonl`: each interleaved impression's credits and outcome.
+    interleaving: BufWriter<File>,
     /// `qrels.txt`: the judgments.
     qrels: BufWriter<File>,
     /// `run.txt`: the rankings.
     run: BufWriter<File>,
     /// Named in write errors.
     dir: PathBuf,
+}
+
+/// An impression read, waiting to be finalized.
+struct Pending {
+    /// Its `query_id`.
+    query_id: String,
+    /// Its result ids in rank order.
+    results: Vec<String>,
+    /// An interleaved impression's rankers, in team order.
+    rankers: Option<Vec<String>>,
 }
 
 impl TrecWriter {
@@ -45,11 +62,11 @@ impl TrecWriter {
                 .map(BufWriter::new)
                 .map_err(|error| ReplayError::Write { path: dir.join(name), error })
         };
-        let (qrels, run) = (open("qrels.txt")?, open("run.txt")?);
+        let (qrels, run, interleaving) = (open("qrels.txt")?, open("run.txt")?, open("interleaving.jsonl")?);
         let (sender, finalized) = channel();
         engine.set_observer(Box::new(move |f| {
             // Fails only once the writer is gone, after the replay.
-            let _ = sender.send((f.query, f.gains.to_vec()));
+            let _ = sender.send((f.query, f.gains.to_vec(), f.interleaving.copied()));
         }));
         Ok(TrecWriter {
             decoders: engine.decoders().clone(),
@@ -57,6 +74,7 @@ impl TrecWriter {
             finalized,
             qrels,
             run,
+            interleaving,
             dir: dir.to_path_buf(),
         })
     }
@@ -67,22 +85,33 @@ impl TrecWriter {
         let mut ids = Vec::new();
         if let Ok(impression) = self.decoders.impression_with_ids(line, &mut ids) {
             let query_id = impression.query_id;
-            self.pending
-                .entry(query_key(&query_id))
-                .or_insert_with(|| (query_id.into_owned(), ids.into_iter().map(Cow::into_owned).collect()));
+            let rankers = impression.interleaving.map(|il| il.rankers.into_iter().map(Cow::into_owned).collect());
+            self.pending.entry(query_key(&query_id)).or_insert_with(|| Pending {
+                query_id: query_id.into_owned(),
+                results: ids.into_iter().map(Cow::into_owned).collect(),
+                rankers,
+            });
         }
     }
 
     /// Writes the impressions finalized since the last call, in the order the engine finalized them.
     pub(super) fn write_finalized(&mut self) -> Result<(), ReplayError> {
-        while let Ok((query, gains)) = self.finalized.try_recv() {
-            self.write(query, &gains).map_err(|error| ReplayError::Write { path: self.dir.clone(), error })?;
+        while let Ok((query, gains, scored)) = self.finalized.try_recv() {
+            self.write(query, &gains, scored.as_ref())
+                .map_err(|error| ReplayError::Write { path: self.dir.clone(), error })?;
         }
         Ok(())
     }
 
-    fn write(&mut self, query: QueryKey, gains: &[u8]) -> std::io::Result<()> {
-        let Some((query_id, results)) = self.pending.remove(&query) else { return Ok(()) };
+    fn write(&mut self, query: QueryKey, gains: &[u8], scored: Option<&Scored>) -> std::io::Result<()> {
+        let Some(Pending { query_id, results, rankers }) = self.pending.remove(&query) else { return Ok(()) };
+        if let (Some(scored), Some(rankers)) = (scored, &rankers) {
+            let names: Vec<&str> = rankers.iter().map(String::as_str).collect();
+            let credits: serde_json::Map<String, serde_json::Value> =
+                names.iter().zip(scored.credits).map(|(name, c)| (name.to_string(), c.into())).collect();
+            let line = serde_json::json!({"query_id": query_id, "credits": credits, "outcome": scored.outcome(&names)});
+            writeln!(self.interleaving, "{line}")?;
+        }
         let clean = |id: &str| id.replace(char::is_whitespace, "_");
         let query_id = clean(&query_id);
         let mut seen = HashSet::new();
@@ -102,6 +131,7 @@ impl TrecWriter {
         self.qrels
             .flush()
             .and_then(|_| self.run.flush())
+            .and_then(|_| self.interleaving.flush())
             .map_err(|error| ReplayError::Write { path: self.dir.clone(), error })
     }
 }
