@@ -32,8 +32,9 @@ pub fn run(
         format!(", {} of them followed by a malformed line (--faults {faults}),", wrote.malformed)
     };
     eprintln!(
-        "wrote {} impressions{malformed} to {} and {} engagements to {}",
+        "wrote {} impressions{malformed} and {} of the interleaving duel to {} and {} engagements to {}",
         wrote.impressions,
+        wrote.duel,
         impressions.display(),
         wrote.engagements,
         engagements.display()

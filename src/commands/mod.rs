@@ -101,7 +101,8 @@ pub enum Command {
         /// Where to write the engagements (JSON lines, in delivery order; overwritten).
         #[arg(long)]
         engagements: PathBuf,
-        /// Number of impressions.
+        /// Number of impressions of the A/B experiment (and of none); the interleaving duel
+        /// adds one for every two.
         #[arg(long, default_value_t = 100_000)]
         count: u64,
         /// Impressions per second of event time.

@@ -19,7 +19,10 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use crate::kafka_log::ProducerLog;
 use crate::shutdown::Shutdown;
-pub use traffic::{write_traffic, FaultRate, ScheduledEngagement, TrafficGenerator, TrafficSummary, EXPERIMENT};
+pub use traffic::{
+    write_traffic, FaultRate, ScheduledEngagement, TrafficGenerator, TrafficSummary, DUEL_AB_EXPERIMENT, DUEL_EXPERIMENT,
+    DUEL_RANKERS, EXPERIMENT,
+};
 
 /// Partitions of the demo's topics.
 pub const PARTITIONS: i32 = 4;
@@ -148,6 +151,10 @@ pub fn produce_live(
             scheduled.extend(engagements.into_iter().map(Reverse));
             if let Some(bad) = generator.maybe_malformed(faults) {
                 send(impressions_topic, "malformed", bad);
+            }
+            if let Some((query_id, duel, engagements)) = generator.duel(now) {
+                send(impressions_topic, &query_id, &duel);
+                scheduled.extend(engagements.into_iter().map(Reverse));
             }
         }
         while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {

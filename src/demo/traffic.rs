@@ -108,6 +108,14 @@ pub struct TrafficGenerator {
     next_query: u64,
     /// Number of the next engagement's `event_id`.
     next_event: u64,
+    /// The duel's own random numbers, so that the A/B traffic of a seed is the same with or
+    /// without it.
+    duel_rng: SmallRng,
+    /// Number of the next duel query id (`d-…`) and engagement id (`de-…`).
+    next_duel: u64,
+    /// Calls of [`TrafficGenerator::duel`] so far: every second one makes an impression,
+    /// alternately interleaved and for the A/B twin.
+    duel_turn: u64,
 }
 
 /// Hidden relevance grade distribution of a candidate result: mostly irrelevant.
@@ -118,9 +126,140 @@ const CLICK_PROBABILITY: [f64; 4] = [0.02, 0.30, 0.55, 0.75];
 const CONTROL_NOISE: f64 = 1.6;
 const TREATMENT_NOISE: f64 = 0.5;
 
+/// The interleaved experiment of the generated traffic: two rankers much closer to each other
+/// than control and treatment, shown as one team-draft list.
+pub const DUEL_EXPERIMENT: &str = "ranker-duel";
+/// The same two rankers as an ordinary A/B test (`control` = baseline, `treatment` =
+/// candidate) on as many impressions: what interleaving is measured against.
+pub const DUEL_AB_EXPERIMENT: &str = "ranker-duel-ab";
+/// The duel's rankers, baseline first.
+pub const DUEL_RANKERS: [&str; 2] = ["baseline", "candidate"];
+/// The duel rankers' score noise: the candidate is a little better.
+const DUEL_NOISE: [f64; 2] = [1.0, 0.8];
+
+/// A uniform draw of a candidate's hidden grade.
+fn grade(rng: &mut SmallRng) -> usize {
+    let mut x: f64 = rng.random();
+    for (g, w) in GRADE_WEIGHTS.iter().enumerate() {
+        if x < *w {
+            return g;
+        }
+        x -= w;
+    }
+    GRADE_WEIGHTS.len() - 1
+}
+
+fn gaussian(rng: &mut SmallRng) -> f64 {
+    // Box-Muller: enough for ranking noise.
+    let u1: f64 = rng.random::<f64>().max(1e-12);
+    let u2: f64 = rng.random();
+    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+}
+
+/// A client: heavy-tailed activity (a few clients issue many of the queries, as in real logs,
+/// so impressions of one client are correlated; see `ab.unit`), and a patience of its own:
+/// some clients browse deeper than others, the same way on every query of theirs.
+fn client(rng: &mut SmallRng) -> (u32, f64) {
+    let user = (50_000.0 * rng.random::<f64>().powi(2)) as u32;
+    let patience = 0.3 + 1.4 * ((xxhash_rust::xxh3::xxh3_64(&user.to_le_bytes()) % 1000) as f64 / 1000.0);
+    (user, patience)
+}
+
+/// Where engagement ids come from: a prefix and a counter.
+struct EventIds<'a> {
+    /// `e` for the A/B traffic, `de` for the duel's.
+    prefix: &'static str,
+    /// The next number.
+    next: &'a mut u64,
+}
+
+/// Cascade browsing with position bias down `ranked` (grade and document per rank): the
+/// engagements of one impression, with their due times.
+fn browse(
+    rng: &mut SmallRng,
+    ids: EventIds<'_>,
+    query_id: &str,
+    ranked: &[(usize, &str)],
+    patience: f64,
+    now_ms: i64,
+) -> Vec<ScheduledEngagement> {
+    let mut engagements = Vec::new();
+    let mut t = now_ms;
+    for (rank, &(grade, doc)) in ranked.iter().enumerate() {
+        let examine = (0.92f64.powi(rank as i32) * if rank == 0 { 0.85 } else { 1.0 } * patience).min(1.0);
+        if !rng.random_bool(examine) {
+            break;
+        }
+        if !rng.random_bool(CLICK_PROBABILITY[grade]) {
+            continue;
+        }
+        let mut engage = |rng: &mut SmallRng, action: &str, at: i64| {
+            *ids.next += 1;
+            let event_id = format!("{}-{:09}", ids.prefix, ids.next);
+            engagement(rng, &mut engagements, query_id, doc, rank, action, at, &event_id);
+        };
+        t += rng.random_range(800..5_000);
+        engage(rng, "click", t);
+        if grade >= 2 && rng.random_bool(0.25 * grade as f64 / 2.0) {
+            t += rng.random_range(1_000..6_000);
+            engage(rng, "add_to_cart", t);
+            if rng.random_bool(if grade == 3 { 0.5 } else { 0.25 }) {
+                t += rng.random_range(1_000..6_000);
+                engage(rng, "purchase", t);
+            }
+        }
+        if rng.random_bool(0.55) {
+            break; // satisfied
+        }
+    }
+    engagements
+}
+
+#[allow(clippy::too_many_arguments, reason = "one engagement's fields")]
+fn engagement(
+    rng: &mut SmallRng,
+    out: &mut Vec<ScheduledEngagement>,
+    query_id: &str,
+    doc: &str,
+    rank: usize,
+    action: &str,
+    at_ms: i64,
+    event_id: &str,
+) {
+    let payload = serde_json::json!({"query_id": query_id, "timestamp": at_ms, "doc_id": doc,
+                                     "action": action, "position": rank + 1,
+                                     "event_id": event_id})
+    .to_string();
+    // Clients retry: about 1 in 200 engagements is delivered twice.
+    let copies = if rng.random_bool(0.005) { 2 } else { 1 };
+    // Delivery lags the event a little, as a real pipeline does.
+    for _ in 0..copies {
+        let lag = rng.random_range(0..1_500);
+        out.push(ScheduledEngagement { due_ms: at_ms + lag, query_id: query_id.to_string(), payload: payload.clone() });
+    }
+}
+
+/// Ten candidates with their hidden grades and documents.
+fn candidates(rng: &mut SmallRng, mut score: impl FnMut(&mut SmallRng, usize) -> f64) -> Vec<(f64, usize, String)> {
+    (0..RESULTS_PER_QUERY)
+        .map(|_| {
+            let grade = grade(rng);
+            let doc = format!("doc-{}", rng.random_range(0..200_000u32));
+            (score(rng, grade), grade, doc)
+        })
+        .collect()
+}
+
 impl TrafficGenerator {
     pub fn new(seed: u64) -> Self {
-        TrafficGenerator { rng: SmallRng::seed_from_u64(seed), next_query: 0, next_event: 0 }
+        TrafficGenerator {
+            rng: SmallRng::seed_from_u64(seed),
+            next_query: 0,
+            next_event: 0,
+            duel_rng: SmallRng::seed_from_u64(seed ^ 0xd0e1_d0e1_d0e1_d0e1),
+            next_duel: 0,
+            duel_turn: 0,
+        }
     }
 
     /// Numbers queries and events from `first` on, so that a restarted producer does not repeat
@@ -128,47 +267,21 @@ impl TrafficGenerator {
     pub fn numbered_from(mut self, first: u64) -> Self {
         self.next_query = first;
         self.next_event = first;
+        self.next_duel = first;
         self
     }
 
-    fn grade(&mut self) -> usize {
-        let mut x: f64 = self.rng.random();
-        for (g, w) in GRADE_WEIGHTS.iter().enumerate() {
-            if x < *w {
-                return g;
-            }
-            x -= w;
-        }
-        GRADE_WEIGHTS.len() - 1
-    }
-
-    fn gaussian(&mut self) -> f64 {
-        // Box-Muller: enough for ranking noise.
-        let u1: f64 = self.rng.random::<f64>().max(1e-12);
-        let u2: f64 = self.rng.random();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-
-    /// One impression at `now_ms`: its JSON and its engagements (with their due times).
+    /// One impression of the A/B experiment (or of none) at `now_ms`: its JSON and its
+    /// engagements (with their due times).
     pub fn impression(&mut self, now_ms: i64) -> (String, String, Vec<ScheduledEngagement>) {
         self.next_query += 1;
         let query_id = format!("q-{:08}", self.next_query);
-        // Heavy-tailed activity: a few clients issue many of the queries, as in real logs, so
-        // impressions of one client are correlated (see `ab.unit`).
-        let user = (50_000.0 * self.rng.random::<f64>().powi(2)) as u32;
-        // Some clients browse deeper than others, the same way on every query of theirs.
-        let patience = 0.3 + 1.4 * ((xxhash_rust::xxh3::xxh3_64(&user.to_le_bytes()) % 1000) as f64 / 1000.0);
-        let in_experiment = self.rng.random_bool(0.9);
+        let rng = &mut self.rng;
+        let (user, patience) = client(rng);
+        let in_experiment = rng.random_bool(0.9);
         let variant = if user % 2 == 0 { "control" } else { "treatment" };
         let noise = if variant == "control" { CONTROL_NOISE } else { TREATMENT_NOISE };
-
-        let mut candidates: Vec<(f64, usize, String)> = (0..RESULTS_PER_QUERY)
-            .map(|_| {
-                let grade = self.grade();
-                let doc = format!("doc-{}", self.rng.random_range(0..200_000u32));
-                (grade as f64 + noise * self.gaussian(), grade, doc)
-            })
-            .collect();
+        let mut candidates = candidates(rng, |rng, grade| grade as f64 + noise * gaussian(rng));
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0));
         let results: Vec<&str> = candidates.iter().map(|c| c.2.as_str()).collect();
         let impression = if in_experiment {
@@ -178,60 +291,65 @@ impl TrafficGenerator {
         } else {
             serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results})
         };
-
-        // Cascade browsing with position bias.
-        let mut engagements = Vec::new();
-        let mut t = now_ms;
-        for (rank, (_, grade, doc)) in candidates.iter().enumerate() {
-            let examine = (0.92f64.powi(rank as i32) * if rank == 0 { 0.85 } else { 1.0 } * patience).min(1.0);
-            if !self.rng.random_bool(examine) {
-                break;
-            }
-            if !self.rng.random_bool(CLICK_PROBABILITY[*grade]) {
-                continue;
-            }
-            t += self.rng.random_range(800..5_000);
-            self.engage(&mut engagements, &query_id, doc, rank, "click", t);
-            if *grade >= 2 && self.rng.random_bool(0.25 * *grade as f64 / 2.0) {
-                t += self.rng.random_range(1_000..6_000);
-                self.engage(&mut engagements, &query_id, doc, rank, "add_to_cart", t);
-                if self.rng.random_bool(if *grade == 3 { 0.5 } else { 0.25 }) {
-                    t += self.rng.random_range(1_000..6_000);
-                    self.engage(&mut engagements, &query_id, doc, rank, "purchase", t);
-                }
-            }
-            if self.rng.random_bool(0.55) {
-                break; // satisfied
-            }
-        }
+        let ranked: Vec<(usize, &str)> = candidates.iter().map(|c| (c.1, c.2.as_str())).collect();
+        let ids = EventIds { prefix: "e", next: &mut self.next_event };
+        let engagements = browse(&mut self.rng, ids, &query_id, &ranked, patience, now_ms);
         (query_id, impression.to_string(), engagements)
     }
 
-    fn engage(
-        &mut self,
-        out: &mut Vec<ScheduledEngagement>,
-        query_id: &str,
-        doc: &str,
-        rank: usize,
-        action: &str,
-        at_ms: i64,
-    ) {
-        self.next_event += 1;
-        let payload = serde_json::json!({"query_id": query_id, "timestamp": at_ms, "doc_id": doc,
-                                         "action": action, "position": rank + 1,
-                                         "event_id": format!("e-{:09}", self.next_event)})
-        .to_string();
-        // Clients retry: about 1 in 200 engagements is delivered twice.
-        let copies = if self.rng.random_bool(0.005) { 2 } else { 1 };
-        // Delivery lags the event a little, as a real pipeline does.
-        for _ in 0..copies {
-            let lag = self.rng.random_range(0..1_500);
-            out.push(ScheduledEngagement {
-                due_ms: at_ms + lag,
-                query_id: query_id.to_string(),
-                payload: payload.clone(),
-            });
+    /// Every second call, an impression of the duel: alternately a team-draft interleaving of
+    /// its two rankers ([`DUEL_EXPERIMENT`]) and one ranker's list for the A/B twin
+    /// ([`DUEL_AB_EXPERIMENT`]), so both see the same users and as many impressions. Called
+    /// after each [`TrafficGenerator::impression`]; its own random numbers leave those alone.
+    pub fn duel(&mut self, now_ms: i64) -> Option<(String, String, Vec<ScheduledEngagement>)> {
+        self.duel_turn += 1;
+        if self.duel_turn % 2 == 1 {
+            return None;
         }
+        let interleaved = self.duel_turn % 4 == 0;
+        self.next_duel += 1;
+        let query_id = format!("d-{:08}", self.next_duel);
+        let rng = &mut self.duel_rng;
+        let (user, patience) = client(rng);
+        let mut scores = Vec::new();
+        let candidates = candidates(rng, |rng, grade| {
+            let baseline = grade as f64 + DUEL_NOISE[0] * gaussian(rng);
+            scores.push([baseline, grade as f64 + DUEL_NOISE[1] * gaussian(rng)]);
+            baseline
+        });
+        let ranking = |ranker: usize| {
+            let mut order: Vec<usize> = (0..candidates.len()).collect();
+            order.sort_by(|&a, &b| scores[b][ranker].total_cmp(&scores[a][ranker]));
+            order
+        };
+        let client = format!("u{user}");
+        let session = format!("u{user}-{}", now_ms / 1_800_000);
+        let (shown, impression) = if interleaved {
+            let rankings = [ranking(0), ranking(1)];
+            let draft = crate::interleaving::team_draft(
+                &[&rankings[0][..], &rankings[1][..]],
+                RESULTS_PER_QUERY,
+                crate::interleaving::seed_of(&query_id),
+            );
+            let results: Vec<&str> = draft.results.iter().map(|&c| candidates[c].2.as_str()).collect();
+            let teams: Vec<&str> = draft.teams.iter().map(|&t| DUEL_RANKERS[t]).collect();
+            let json = serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results,
+                                          "teams": teams, "interleaving": DUEL_RANKERS,
+                                          "experiment": DUEL_EXPERIMENT, "client_id": client, "session_id": session});
+            (draft.results, json)
+        } else {
+            let (variant, ranker) = if user % 2 == 0 { ("control", 0) } else { ("treatment", 1) };
+            let order = ranking(ranker);
+            let results: Vec<&str> = order.iter().map(|&c| candidates[c].2.as_str()).collect();
+            let json = serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results,
+                                          "experiment": DUEL_AB_EXPERIMENT, "variant": variant,
+                                          "client_id": client, "session_id": session});
+            (order, json)
+        };
+        let ranked: Vec<(usize, &str)> = shown.iter().map(|&c| (candidates[c].1, candidates[c].2.as_str())).collect();
+        let ids = EventIds { prefix: "de", next: &mut self.next_duel };
+        let engagements = browse(&mut self.duel_rng, ids, &query_id, &ranked, patience, now_ms);
+        Some((query_id, impression.to_string(), engagements))
     }
 
     /// The malformed message to send after the current impression, if `faults` says so.
@@ -254,8 +372,11 @@ impl TrafficGenerator {
 /// What [`write_traffic`] wrote, so `generate` can say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrafficSummary {
-    /// Impression lines that are impressions.
+    /// Impression lines that are impressions of the A/B experiment (or of none): `count`.
     pub impressions: u64,
+    /// Impression lines of the duel (one per two of the others): half interleaved, half its
+    /// A/B twin's.
+    pub duel: u64,
     /// Malformed lines among the impressions (each right after an impression).
     pub malformed: u64,
     /// Engagement lines, redelivered copies included.
@@ -276,7 +397,7 @@ pub fn write_traffic(
     faults: FaultRate,
 ) -> std::io::Result<TrafficSummary> {
     let mut generator = TrafficGenerator::new(seed);
-    let mut summary = TrafficSummary { impressions: count, malformed: 0, engagements: 0 };
+    let mut summary = TrafficSummary { impressions: count, duel: 0, malformed: 0, engagements: 0 };
     let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
     let spacing_ms = 1000.0 / f64::from(impressions_per_second.max(1));
     for i in 0..count {
@@ -292,6 +413,11 @@ pub fn write_traffic(
         if let Some(bad) = generator.maybe_malformed(faults) {
             writeln!(impressions, "{bad}")?;
             summary.malformed += 1;
+        }
+        if let Some((_, duel, due)) = generator.duel(now) {
+            writeln!(impressions, "{duel}")?;
+            scheduled.extend(due.into_iter().map(Reverse));
+            summary.duel += 1;
         }
     }
     while let Some(Reverse(e)) = scheduled.pop() {
@@ -343,11 +469,17 @@ mod tests {
     fn the_demo_rate_writes_the_traffic_the_generator_always_wrote() {
         // Pinned from `rankpulse generate --count 5000 --seed 11` before the fault rate became
         // an option (it was 1 in 1,000, always): tests and README figures depend on this traffic.
+        // The duel's lines (query ids `d-…`), added since, are left out: the rest is unchanged.
         let (imp, eng, summary) = traffic(5000, 11, FaultRate::DEMO);
+        let without_duel = |text: &str| -> String {
+            text.lines().filter(|l| !l.starts_with(r#"{"query_id":"d-"#)).flat_map(|l| [l, "\n"]).collect()
+        };
+        let (imp, eng) = (without_duel(&imp), without_duel(&eng));
         assert_eq!((imp.len(), eng.len()), (1_390_953, 721_327));
         assert_eq!(xxhash_rust::xxh3::xxh3_64(imp.as_bytes()), 0xab0e_7d92_2d10_b60c);
         assert_eq!(xxhash_rust::xxh3::xxh3_64(eng.as_bytes()), 0xff5c_5372_3523_cabd);
-        assert_eq!(summary, TrafficSummary { impressions: 5000, malformed: 3, engagements: 5562 });
+        assert_eq!(summary.impressions, 5000);
+        assert_eq!((summary.duel, summary.malformed), (2500, 3));
         assert_eq!(imp.lines().count(), 5003);
     }
 
@@ -361,7 +493,7 @@ mod tests {
             let (imp, eng, summary) = traffic(3000, 5, faults);
             assert_eq!(valid(&imp), valid(&demo_imp), "impressions at --faults {rate}");
             assert_eq!(eng, demo_eng, "engagements at --faults {rate}");
-            assert_eq!(imp.lines().count() as u64, 3000 + summary.malformed);
+            assert_eq!(imp.lines().count() as u64, 3000 + summary.duel + summary.malformed);
             assert_eq!(imp.lines().filter(|l| MALFORMED.contains(l)).count() as u64, summary.malformed);
             match rate {
                 "0" => assert_eq!(summary.malformed, 0, "--faults 0 writes exactly the impressions"),
