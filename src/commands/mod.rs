@@ -1,10 +1,11 @@
 //! The command line: every command parses its arguments here and calls its own file, which only
 //! loads what it needs and calls the library: `demo`, `serve`, `replay`, `generate`, `produce`,
-//! `check-config`.
+//! `interleave`, `check-config`.
 
 pub mod check_config;
 pub mod demo;
 pub mod generate;
+pub mod interleave;
 pub mod logging;
 pub mod produce;
 pub mod replay;
@@ -149,6 +150,13 @@ pub enum Command {
         #[arg(long, default_value_t = FaultRate::NONE)]
         faults: FaultRate,
     },
+    /// Team-draft interleave rankings (JSON lines with `query_id` and `rankings`, from a file or
+    /// stdin) into interleaved impressions on stdout, exactly as the README documents.
+    Interleave {
+        /// The input file (default: stdin).
+        #[arg(long)]
+        input: Option<PathBuf>,
+    },
     /// Validate a configuration file: prints the effective configuration, or names the key at fault.
     CheckConfig {
         /// The configuration file (TOML) to check.
@@ -187,6 +195,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             };
             produce::run(&kafka, (rate, seed, faults), duration.map(std::time::Duration::from_secs))
         }
+        Command::Interleave { input } => interleave::run(input.as_deref()),
         Command::CheckConfig { config } => check_config::run(&config),
     }
 }
