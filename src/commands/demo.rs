@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::demo::{DemoCluster, FaultRate, EXPERIMENT};
+use crate::demo::{DemoCluster, FaultRate, DUEL_AB_EXPERIMENT, DUEL_EXPERIMENT, EXPERIMENT};
 use crate::engine::Engine;
 use crate::engine::SharedEngine;
 use crate::experiments::Span;
@@ -47,6 +47,7 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: Fa
         println!("  metrics:  http://{listen}/metrics   (attribution window 30s: first results after ~35s)");
         println!("  MRR by variant in PromQL: sum by (variant) (rate(rankpulse_reciprocal_rank_sum[5m])) / sum by (variant) (rate(rankpulse_reciprocal_rank_count[5m]))");
         println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT}?window=1m");
+        println!("  interleaving: {DUEL_EXPERIMENT} shows two close rankers as one team-draft list; {DUEL_AB_EXPERIMENT} runs the same two as an A/B test on as many searches");
         if faults != FaultRate::NONE {
             // Said up front: the rejected-message warnings in the log are the demo's own doing.
             println!("  injecting faults: {faults} of impressions are followed by a malformed message (the WARNs about rejected messages); --faults 0 turns this off");
@@ -118,5 +119,39 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
                 }
             }
         }
+        if let Some(line) = duel_line(&engine, &cumulative) {
+            println!("{line}");
+        }
     }
+}
+
+/// The interleaving duel against its A/B twin: the same two rankers, as many impressions.
+fn duel_line(engine: &Engine, cumulative: &crate::accumulate::GroupTable) -> Option<String> {
+    let reports = engine.experiment_reports(cumulative, Span::Cumulative);
+    let duel = reports.iter().find(|r| r.experiment == DUEL_EXPERIMENT)?.interleaving.first()?;
+    let pair = duel.pairs.first()?;
+    let f = &pair.figures;
+    let fmt_p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.1e}"));
+    let mut line = format!(
+        "  interleaving {} over {}: preference {:+.3} p={} (always-valid {}) on {} searches",
+        pair.ranker,
+        pair.opponent,
+        f.preference,
+        fmt_p(f.sign_test_p_value),
+        fmt_p(f.always_valid_p_value),
+        duel.impressions
+    );
+    let twin = reports.iter().find(|r| r.experiment == DUEL_AB_EXPERIMENT);
+    if let Some(twin) = twin {
+        let impressions: u64 = twin.variants.iter().map(|v| v.impressions).sum();
+        let mrr = twin.comparisons.first().and_then(|c| c.metrics.iter().find(|(k, _)| k == "mrr"));
+        if let Some((_, mrr)) = mrr {
+            line.push_str(&format!(
+                " | same rankers as A/B: MRR {:+.3} p={} on {impressions}",
+                mrr.difference,
+                fmt_p(mrr.p_value)
+            ));
+        }
+    }
+    Some(line)
 }

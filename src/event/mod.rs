@@ -426,6 +426,67 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_impressions_carry_their_teams_and_name_their_group() {
+        let mut buf = Vec::new();
+        let json = br#"{"query_id":"q","timestamp":1,"results":["a","b","c"],"experiment":"duel","variant":"x",
+            "interleaving":["base","cand"],"teams":["cand","base","cand"]}"#;
+        let i = decode_impression(json, &mut buf).unwrap();
+        let il = i.interleaving.as_ref().unwrap();
+        assert_eq!(
+            (il.rankers.as_slice(), il.teams.as_slice()),
+            (&[Cow::from("base"), "cand".into()][..], &[1, 0, 1][..])
+        );
+        assert_eq!(
+            (i.experiment.as_ref(), i.variant.as_ref()),
+            ("duel", "base vs cand"),
+            "the rankers are the variant"
+        );
+        // Both decoders agree (the scanner leaves interleaved impressions to serde_json).
+        assert!(decode_impression_with(json, &mut buf, Path::ScanOnly).is_none());
+        assert_eq!(decode_impression_with(json, &mut buf, Path::Serde).unwrap().unwrap(), i);
+        let plain = decode_impression(br#"{"query_id":"q","timestamp":1,"results":["a"],"teams":null}"#, &mut buf);
+        assert_eq!(plain.unwrap().interleaving, None);
+    }
+
+    #[test]
+    fn interleaving_faults_are_counted_rejections() {
+        let base = r#"{"query_id":"q","timestamp":1,"results":["a","b"],"#;
+        let cases = [
+            (
+                r#""interleaving":["x","y"],"teams":["x"]}"#,
+                RejectReason::InvalidInterleaving,
+                "1 entries for 2 results",
+            ),
+            (r#""interleaving":["x","y"],"teams":["x","z"]}"#, RejectReason::InvalidInterleaving, "\"z\" at rank 2"),
+            (r#""interleaving":["x"],"teams":["x","x"]}"#, RejectReason::InvalidInterleaving, "names 1 rankers"),
+            (r#""interleaving":["x","x"],"teams":["x","x"]}"#, RejectReason::InvalidInterleaving, "named twice"),
+            (r#""interleaving":["x",""],"teams":["x","x"]}"#, RejectReason::InvalidInterleaving, "empty"),
+            (r#""interleaving":["a vs b","y"],"teams":["y","y"]}"#, RejectReason::InvalidInterleaving, "contains"),
+            (r#""interleaving":["x","y"]}"#, RejectReason::InvalidInterleaving, "without `teams`"),
+            (r#""teams":["x","y"]}"#, RejectReason::InvalidInterleaving, "without `interleaving`"),
+            (
+                r#""interleaving":["a","b","c","d","e","f","g","h"],"teams":["a","b"]}"#,
+                RejectReason::InvalidInterleaving,
+                "2 to 7",
+            ),
+            (r#""interleaving":["x","y"],"teams":"x"}"#, RejectReason::WrongType, "expected a sequence"),
+            (r#""interleaving":["x","y"],"teams":["x",1]}"#, RejectReason::WrongType, "expected a string"),
+        ];
+        for (tail, reason, detail) in cases {
+            let json = format!("{base}{tail}");
+            let err = decode_impression(json.as_bytes(), &mut Vec::new()).unwrap_err();
+            assert_eq!(err.reason, reason, "{json}: {}", err.detail);
+            assert!(err.detail.contains(detail), "{json}: {}", err.detail);
+        }
+        let empty = br#"{"query_id":"q","timestamp":1,"results":[],"interleaving":["x","y"],"teams":[]}"#;
+        let err = decode_impression(empty, &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            (err.reason, err.detail.as_str()),
+            (RejectReason::InvalidInterleaving, "an interleaved impression without results")
+        );
+    }
+
+    #[test]
     fn impression_rejections_have_reasons() {
         let cases = [
             ("", RejectReason::EmptyMessage),

@@ -576,6 +576,47 @@ pub(super) mod tests {
     }"#;
 
     #[test]
+    fn an_interleaved_response_marks_each_hit_with_its_search_configuration() {
+        // Search Relevance Workbench's shape: hit objects with `_search_configuration_id`.
+        let json = r#"{"query_id":"q1","timestamp":"2026-11-22T10:00:00Z","client_id":"c1",
+            "query_attributes":{"experiment":"srw-test-7"},
+            "query_response_hits":[{"_id":"d1","_search_configuration_id":"cfg-b","_score":3.5},
+                                   {"_id":"d2","_search_configuration_id":"cfg-a"},
+                                   {"id":"d3","_search_configuration_id":"cfg-b"}]}"#;
+        let (i, results) = query(json).unwrap();
+        assert_eq!(results, ["d1", "d2", "d3"].map(doc_key));
+        let il = i.interleaving.unwrap();
+        // Without `query_attributes.interleaving`, the configurations in sorted order.
+        assert_eq!(
+            (il.rankers.as_slice(), il.teams.as_slice()),
+            (&["cfg-a", "cfg-b"].map(Cow::from)[..], &[1, 0, 1][..])
+        );
+        assert_eq!((i.experiment.as_ref(), i.variant.as_ref()), ("srw-test-7", "cfg-a vs cfg-b"));
+        // Named in `query_attributes.interleaving`: that order, the baseline first; and the
+        // hit objects win over a hit id list in the same document.
+        let named =
+            json.replace(r#""experiment":"srw-test-7""#, r#""experiment":"e","interleaving":["cfg-b","cfg-a"]"#);
+        let named = named.replace(r#""client_id":"c1","#, r#""client_id":"c1","query_response_hit_ids":["x"],"#);
+        let (i, results) = query(&named).unwrap();
+        assert_eq!((results.len(), i.variant.as_ref()), (3, "cfg-b vs cfg-a"));
+        assert_eq!(i.interleaving.unwrap().teams, [0, 1, 0]);
+        // Hit objects without any configuration are a plain hit list.
+        let plain = r#"{"query_id":"q1","timestamp":1,"query_response_hits":[{"_id":"d1"},{"_id":"d2"}]}"#;
+        let (i, results) = query(plain).unwrap();
+        assert_eq!((results.len(), i.interleaving, i.variant.as_ref()), (2, None, "none"));
+        // Faults are counted rejections.
+        for bad in [
+            r#"{"query_id":"q","timestamp":1,"query_response_hits":[{"_id":"d1","_search_configuration_id":"a"},{"_id":"d2"}]}"#,
+            r#"{"query_id":"q","timestamp":1,"query_response_hits":[{"_id":"d1","_search_configuration_id":"a"}]}"#,
+            r#"{"query_id":"q","timestamp":1,"query_attributes":{"interleaving":["a","b"]},"query_response_hits":[{"_id":"d1","_search_configuration_id":"c"},{"_id":"d2","_search_configuration_id":"a"}]}"#,
+        ] {
+            assert_eq!(query(bad).map(|_| ()), Err(RejectReason::InvalidInterleaving), "{bad}");
+        }
+        let wrong = r#"{"query_id":"q","timestamp":1,"query_response_hits":["d1"]}"#;
+        assert_eq!(query(wrong).map(|_| ()), Err(RejectReason::WrongType));
+    }
+
+    #[test]
     fn spec_query_document_maps_to_an_impression() {
         let (i, results) = query(SPEC_QUERY).unwrap();
         assert_eq!(i.query_id, "00112233-4455-6677-8899-aabbccddeeff");
