@@ -1,4 +1,5 @@
-//! `rankpulse generate`: the demo's A/B traffic as JSON-lines files, to try `replay` without Kafka.
+//! `rankpulse generate`: the demo's A/B traffic (and on request its interleaving duel) as
+//! JSON-lines files, to try `replay` without Kafka.
 
 use std::path::Path;
 
@@ -14,6 +15,7 @@ pub fn run(
     seed: u64,
     start: &str,
     faults: FaultRate,
+    interleaving: bool,
 ) -> anyhow::Result<()> {
     let start_ms =
         crate::time::parse_rfc3339_ms(start).with_context(|| format!("--start {start:?} is not RFC 3339"))?;
@@ -21,7 +23,8 @@ pub fn run(
         std::fs::File::create(p).map(std::io::BufWriter::new).with_context(|| format!("creating {}", p.display()))
     };
     let (mut imp, mut eng) = (open(impressions)?, open(engagements)?);
-    let wrote = crate::demo::write_traffic(&mut imp, &mut eng, count, rate, seed, start_ms, faults)
+    let at = (count, rate, seed, start_ms);
+    let wrote = crate::demo::write_traffic_with_duel(&mut imp, &mut eng, at, faults, interleaving)
         .and_then(|wrote| std::io::Write::flush(&mut imp).map(|()| wrote))
         .and_then(|wrote| std::io::Write::flush(&mut eng).map(|()| wrote))
         .with_context(|| format!("writing {} and {}", impressions.display(), engagements.display()))?;
@@ -31,10 +34,14 @@ pub fn run(
     } else {
         format!(", {} of them followed by a malformed line (--faults {faults}),", wrote.malformed)
     };
+    let duel = if interleaving {
+        format!(" and {} of the interleaving duel (ranker-duel and its A/B twin ranker-duel-ab)", wrote.duel)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "wrote {} impressions{malformed} and {} of the interleaving duel to {} and {} engagements to {}",
+        "wrote {} impressions{malformed}{duel} to {} and {} engagements to {}",
         wrote.impressions,
-        wrote.duel,
         impressions.display(),
         wrote.engagements,
         engagements.display()

@@ -102,8 +102,8 @@ pub enum Command {
         /// Where to write the engagements (JSON lines, in delivery order; overwritten).
         #[arg(long)]
         engagements: PathBuf,
-        /// Number of impressions of the A/B experiment (and of none); the interleaving duel
-        /// adds one for every two.
+        /// Number of impressions (of the A/B experiment, and of none); `--interleaving` adds
+        /// one for every two.
         #[arg(long, default_value_t = 100_000)]
         count: u64,
         /// Impressions per second of event time.
@@ -119,6 +119,11 @@ pub enum Command {
         /// rejects (the demo's rate is 0.001).
         #[arg(long, default_value_t = FaultRate::NONE)]
         faults: FaultRate,
+        /// Also write the interleaving duel, as the demo and `produce` do: two close rankers
+        /// team-draft interleaved (experiment ranker-duel) and the same two as an A/B test
+        /// (ranker-duel-ab), one impression for every two of the others.
+        #[arg(long)]
+        interleaving: bool,
     },
     /// Produce the demo's generated A/B traffic to real Kafka topics in real time, to try
     /// `serve` against a real cluster (the docker compose quick start runs it).
@@ -185,8 +190,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let tables = crate::replay::TableOptions { windows, curve };
             replay::run(&impressions, &engagements, config.as_deref(), format, tables, trec_out.as_deref(), max_rejects)
         }
-        Command::Generate { impressions, engagements, count, rate, seed, start, faults } => {
-            generate::run(&impressions, &engagements, count, rate, seed, &start, faults)
+        Command::Generate { impressions, engagements, count, rate, seed, start, faults, interleaving } => {
+            generate::run(&impressions, &engagements, count, rate, seed, &start, faults, interleaving)
         }
         Command::Produce { config, brokers, impressions_topic, engagements_topic, rate, seed, duration, faults } => {
             let kafka = match config {

@@ -20,8 +20,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use crate::kafka_log::ProducerLog;
 use crate::shutdown::Shutdown;
 pub use traffic::{
-    write_traffic, FaultRate, ScheduledEngagement, TrafficGenerator, TrafficSummary, DUEL_AB_EXPERIMENT,
-    DUEL_EXPERIMENT, DUEL_RANKERS, EXPERIMENT,
+    write_traffic, write_traffic_with_duel, FaultRate, ScheduledEngagement, TrafficGenerator, TrafficSummary,
+    DUEL_AB_EXPERIMENT, DUEL_EXPERIMENT, DUEL_RANKERS, EXPERIMENT,
 };
 
 /// Partitions of the demo's topics.

@@ -396,6 +396,19 @@ pub fn write_traffic(
     start_ms: i64,
     faults: FaultRate,
 ) -> std::io::Result<TrafficSummary> {
+    write_traffic_with_duel(impressions, engagements, (count, impressions_per_second, seed, start_ms), faults, false)
+}
+
+/// [`write_traffic`], with the interleaving duel ([`TrafficGenerator::duel`]) when `duel`:
+/// `(count, impressions_per_second, seed, start_ms)` as there. The A/B traffic is the same
+/// either way.
+pub fn write_traffic_with_duel(
+    impressions: &mut impl std::io::Write,
+    engagements: &mut impl std::io::Write,
+    (count, impressions_per_second, seed, start_ms): (u64, u32, u64, i64),
+    faults: FaultRate,
+    duel: bool,
+) -> std::io::Result<TrafficSummary> {
     let mut generator = TrafficGenerator::new(seed);
     let mut summary = TrafficSummary { impressions: count, duel: 0, malformed: 0, engagements: 0 };
     let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
@@ -414,7 +427,7 @@ pub fn write_traffic(
             writeln!(impressions, "{bad}")?;
             summary.malformed += 1;
         }
-        if let Some((_, duel, due)) = generator.duel(now) {
+        if let Some((_, duel, due)) = generator.duel(now).filter(|_| duel) {
             writeln!(impressions, "{duel}")?;
             scheduled.extend(due.into_iter().map(Reverse));
             summary.duel += 1;
@@ -458,10 +471,11 @@ mod tests {
         assert!(treatment > control + 0.05, "control {control}, treatment {treatment}");
     }
 
-    /// The generated files of a seed, as `generate` writes them.
+    /// The generated files of a seed, as `generate --interleaving` writes them.
     fn traffic(count: u64, seed: u64, faults: FaultRate) -> (String, String, TrafficSummary) {
         let (mut imp, mut eng) = (Vec::new(), Vec::new());
-        let summary = write_traffic(&mut imp, &mut eng, count, 200, seed, 1_795_341_600_000, faults).unwrap();
+        let at = (count, 200, seed, 1_795_341_600_000);
+        let summary = write_traffic_with_duel(&mut imp, &mut eng, at, faults, true).unwrap();
         (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap(), summary)
     }
 
@@ -469,7 +483,8 @@ mod tests {
     fn the_demo_rate_writes_the_traffic_the_generator_always_wrote() {
         // Pinned from `rankpulse generate --count 5000 --seed 11` before the fault rate became
         // an option (it was 1 in 1,000, always): tests and README figures depend on this traffic.
-        // The duel's lines (query ids `d-…`), added since, are left out: the rest is unchanged.
+        // The duel's lines (query ids `d-…`), added since, are left out: the rest is unchanged,
+        // and is what `generate` writes without `--interleaving`.
         let (imp, eng, summary) = traffic(5000, 11, FaultRate::DEMO);
         let without_duel = |text: &str| -> String {
             text.lines().filter(|l| !l.starts_with(r#"{"query_id":"d-"#)).flat_map(|l| [l, "\n"]).collect()
@@ -481,6 +496,9 @@ mod tests {
         assert_eq!(summary.impressions, 5000);
         assert_eq!((summary.duel, summary.malformed), (2500, 3));
         assert_eq!(imp.lines().count(), 5003);
+        let (mut plain_imp, mut plain_eng) = (Vec::new(), Vec::new());
+        write_traffic(&mut plain_imp, &mut plain_eng, 5000, 200, 11, 1_795_341_600_000, FaultRate::DEMO).unwrap();
+        assert_eq!((plain_imp, plain_eng), (imp.into_bytes(), eng.into_bytes()));
     }
 
     #[test]
