@@ -7,13 +7,12 @@ use anyhow::Context;
 
 use crate::demo::FaultRate;
 
+/// Writes `count` impressions at `rate` per second of event time from `start` (RFC 3339), of
+/// `seed`'s traffic, with `faults` and, when `interleaving`, the duel.
 pub fn run(
     impressions: &Path,
     engagements: &Path,
-    count: u64,
-    rate: u32,
-    seed: u64,
-    start: &str,
+    (count, rate, seed, start): (u64, u32, u64, &str),
     faults: FaultRate,
     interleaving: bool,
 ) -> anyhow::Result<()> {

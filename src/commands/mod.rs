@@ -191,7 +191,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             replay::run(&impressions, &engagements, config.as_deref(), format, tables, trec_out.as_deref(), max_rejects)
         }
         Command::Generate { impressions, engagements, count, rate, seed, start, faults, interleaving } => {
-            generate::run(&impressions, &engagements, count, rate, seed, &start, faults, interleaving)
+            generate::run(&impressions, &engagements, (count, rate, seed, &start), faults, interleaving)
         }
         Command::Produce { config, brokers, impressions_topic, engagements_topic, rate, seed, duration, faults } => {
             let kafka = match config {

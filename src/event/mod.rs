@@ -196,7 +196,7 @@ pub(crate) fn interleaving_of<'a>(
         if name.is_empty() || name.contains(RANKER_SEPARATOR) {
             return bad(format!("ranker name {name:?} is empty or contains {RANKER_SEPARATOR:?}"));
         }
-        if rankers[..i].contains(name) {
+        if rankers.iter().take(i).any(|r| r == name) {
             return bad(format!("ranker {name:?} is named twice in `{rankers_field}`"));
         }
     }

@@ -180,6 +180,7 @@ impl PendingSet {
 
     /// Adds an impression with no engagement yet; `None` (and no change) if its query is
     /// already pending.
+    #[allow(clippy::too_many_arguments, reason = "one impression's fields, each a plain value")]
     pub(super) fn insert(
         &mut self,
         query: QueryKey,
