@@ -137,7 +137,12 @@ fn process_counted(engine: &mut Engine, kind: EventKind, data: &[u8], now: Insta
         (Ok(()), Err(reason)) => assert!(
             matches!(
                 reason,
-                RejectReason::TooManyResults | RejectReason::TimestampInFuture | RejectReason::TimestampTooOld
+                // The configured limits: `limits.max_results`, the clock's, and the rankers an
+                // interleaved impression may name (`interleaving.max_rankers`).
+                RejectReason::TooManyResults
+                    | RejectReason::TimestampInFuture
+                    | RejectReason::TimestampTooOld
+                    | RejectReason::InvalidInterleaving
             ),
             "the decoder accepted, the engine rejected for {reason:?}"
         ),

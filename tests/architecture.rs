@@ -18,7 +18,9 @@ const STAGES: &[(&str, u32)] = &[
     ("shutdown", 0),
     ("kafka_log", 0),
     ("checkpoint", 0),
-    // Pure metric math (trec_eval definitions) and A/B statistics.
+    // Pure interleaving credit (the metric layout keeps its sums), metric math (trec_eval
+    // definitions) and A/B statistics.
+    ("interleaving", 0),
     ("metrics", 1),
     ("stats", 1),
     // Start-up: the configuration schema and its checks.

@@ -445,6 +445,11 @@ fn native_seeds() -> Vec<String> {
         if let Some(bad) = generator.maybe_malformed(FaultRate::new(1.0).unwrap()) {
             out.push(bad.to_string());
         }
+        // The interleaving duel: team-draft lists with their teams, and their A/B twin.
+        if let Some((_, duel, engagements)) = generator.duel(START_MS + i * 700) {
+            out.push(duel);
+            out.extend(engagements.into_iter().take(2).map(|e| e.payload));
+        }
     }
     out.extend(
         [
@@ -454,6 +459,8 @@ fn native_seeds() -> Vec<String> {
             r#"{"query_id":"q","timestamp":18446744073709551615,"doc_id":"d","action":"purchase","event_id":"x","position":3}"#,
             r#"{"query_id":"q","timestamp":1.5,"doc_id":"d","position":-0}"#,
             r#"{"query_id":"q","timestamp":1,"results":[]} trailing"#,
+            r#"{"query_id":"q","timestamp":1,"results":["a","b","a"],"interleaving":["x","y","z"],"teams":["z","x","y"]}"#,
+            r#"{"query_id":"q","timestamp":1,"results":["a"],"interleaving":["x","x"],"teams":["x",1]}"#,
             r#"[1,2]"#,
             "\"text\"",
             "",
@@ -498,6 +505,7 @@ fn ubi_seeds() -> Vec<String> {
             r#"{"query_id":"q1","timestamp":"2018-11-13T20:20:39","query_response_hit_ids":["a"],"query_attributes":{"experiment":7,"variant":true}}"#,
             r#"{"action_name":"click","query_id":"q","timestamp":9,"event_attributes":{"object":{"object_id":12},"position":null}}"#,
             r#"{"action_name":"on_search","query_id":"q","timestamp":9,"event_attributes":null}"#,
+            r#"{"query_id":"q2","timestamp":9,"query_attributes":{"interleaving":["b","a"]},"query_response_hits":[{"_id":"d1","_search_configuration_id":"a"},{"id":7,"_search_configuration_id":"b"},{"_id":"d3"}]}"#,
         ]
         .map(str::to_string),
     );
