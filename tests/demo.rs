@@ -1,7 +1,7 @@
 //! `rankpulse demo` as a newcomer runs it: within about a minute, `/metrics` shows treatment's MRR
 //! and nDCG@10 above control's, the A/B feed calls the MRR difference significant (clustered by
-//! client), the exposition passes `promtool check metrics`, and `--duration` ends the process
-//! cleanly.
+//! client), the interleaving duel is scored (API, counters, the printed line), the exposition
+//! passes `promtool check metrics`, and `--duration` ends the process cleanly.
 
 mod common;
 
@@ -49,6 +49,38 @@ fn demo_shows_treatment_beating_control_within_a_minute() {
     assert!(mrr_test["p_value"].as_f64().unwrap() < 0.05, "{mrr_test}");
     assert!(report["sample_ratio"]["p_value"].as_f64().unwrap() > 0.001, "the demo's split is fair: {report}");
     assert!(m.keys().any(|k| k.starts_with("rankpulse_events_rejected_total")), "rejects are exported");
+
+    // The interleaving duel: scored on the same stream, in the API, on /metrics and on stdout.
+    let (status, body) = http_get(port, "/api/v1/experiments/ranker-duel").expect("the A/B API answers");
+    assert_eq!(status, 200, "{body}");
+    let duel: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let comparison = &duel["interleaving"][0];
+    assert_eq!(comparison["variant"], "baseline vs candidate", "{duel}");
+    assert_eq!(comparison["rankers"], serde_json::json!(["baseline", "candidate"]));
+    let pair = &comparison["pairs"][0];
+    assert_eq!(
+        (&pair["ranker"], &pair["opponent"], &pair["sign_test"]),
+        (&"candidate".into(), &"baseline".into(), &"cluster-robust z".into())
+    );
+    let engaged = comparison["engaged"].as_u64().unwrap();
+    let decided = pair["wins"].as_u64().unwrap() + pair["losses"].as_u64().unwrap();
+    assert!(engaged > 100 && decided <= engaged, "{comparison}");
+    let duel_labels = [("experiment", "ranker-duel"), ("variant", "baseline vs candidate")];
+    let interleaved: f64 = m
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with("rankpulse_interleaved_impressions_total{")
+                && duel_labels.iter().all(|(l, v)| k.contains(&format!("{l}=\"{v}\"")))
+        })
+        .map(|(_, v)| v)
+        .sum();
+    assert!(interleaved > 0.0, "interleaved impressions are counted on /metrics");
+    wait_for(
+        std::time::Instant::now() + Duration::from_secs(30),
+        Duration::from_millis(500),
+        "the duel's line",
+        || daemon.output().contains("interleaving candidate over baseline: preference").then_some(()),
+    );
     promtool_check(&exposition);
 
     let (status, took) = daemon.terminate(Duration::from_secs(10));
