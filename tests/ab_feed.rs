@@ -74,6 +74,39 @@ fn traffic(n: usize) -> (Messages, Messages, HashMap<String, String>) {
     (impressions, engagements, client_of)
 }
 
+/// `n` team-draft interleaved impressions of experiment `e3` (rankers `base` and `cand`, whose
+/// results are clicked more), spread over the same span and partitions, with their clicks.
+fn add_interleaved(n: usize, impressions: &mut Messages, engagements: &mut Messages) {
+    let mut rng = Lcg(11);
+    for i in 0..n {
+        let ts = T0 + (i as i64 * SPAN_MS) / n as i64;
+        let query = format!("i{i}");
+        let client = format!("c{}", (rng.next().powi(2) * 400.0) as u32);
+        let results: Vec<String> = (0..6).map(|r| format!("d{}", (i * 5 + r) % 89)).collect();
+        let teams: Vec<&str> = (0..6).map(|_| if rng.next() < 0.5 { "base" } else { "cand" }).collect();
+        let partition = (i % PARTITIONS as usize) as i32;
+        impressions.push((
+            partition,
+            json!({"query_id": query, "timestamp": ts, "results": results, "experiment": "e3", "client_id": client,
+                   "interleaving": ["base", "cand"], "teams": teams})
+            .to_string(),
+        ));
+        for (rank, team) in teams.iter().enumerate() {
+            let p = if *team == "cand" { 0.22 } else { 0.15 };
+            if rng.next() < p {
+                let event = json!({"query_id": query, "timestamp": ts + 200 + rank as i64, "doc_id": results[rank],
+                                   "event_id": format!("y{i}-{rank}")});
+                engagements.push((partition, event.to_string()));
+            }
+        }
+    }
+    // In event-time order with the others, as a producer writes them (replay reads files in
+    // order: an impression behind the watermark would be late).
+    let time = |m: &(i32, String)| serde_json::from_str::<Value>(&m.1).unwrap()["timestamp"].as_i64().unwrap();
+    impressions.sort_by_key(time);
+    engagements.sort_by_key(time);
+}
+
 /// The configuration of `serve` and `replay`, but for what differs per run (see
 /// [`serve_config`]).
 fn sections() -> String {
@@ -149,7 +182,8 @@ fn ab_feed_equals_replay(replicas: usize) {
     create_state_topics(&cluster, "ab-group", PARTITIONS);
     cluster.create_topic(OUTPUT, 1, 1).unwrap();
     let brokers = cluster.bootstrap_servers();
-    let (impressions, engagements, _) = traffic(8_000);
+    let (mut impressions, mut engagements, _) = traffic(8_000);
+    add_interleaved(2_000, &mut impressions, &mut engagements);
     produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
 
     let dir = tempfile::tempdir().unwrap();
@@ -172,8 +206,12 @@ fn ab_feed_equals_replay(replicas: usize) {
         .flat_map(|w| w["experiments"].as_array().unwrap().iter())
         .map(|r| (r["id"].as_str().unwrap().to_string(), r.clone()))
         .collect();
-    // 5 s windows at 0, 5, 10 and 10 s windows at 0, 10, each with both experiments.
-    assert_eq!(expected.len(), 10, "{:?}", expected.keys().collect::<Vec<_>>());
+    // 5 s windows at 0, 5, 10 and 10 s windows at 0, 10, each with the three experiments.
+    assert_eq!(expected.len(), 15, "{:?}", expected.keys().collect::<Vec<_>>());
+    assert!(expected
+        .values()
+        .filter(|r| r["experiment"] == "e3")
+        .all(|r| r["interleaving"][0]["impressions"].as_u64() > Some(0)));
 
     let daemons: Vec<Daemon> =
         configs.iter().map(|cfg| Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()])).collect();
@@ -215,6 +253,11 @@ fn ab_feed_equals_replay(replicas: usize) {
         let mrr = &r["comparisons"][0]["metrics"]["mrr"];
         assert!(mrr["difference"].as_f64().unwrap() > 0.0 && mrr["p_value"].as_f64().unwrap() < 0.05, "{mrr}");
     }
+    // e3's candidate earns more credit.
+    let e3_cumulative = replayed["experiments"].as_array().unwrap().iter().find(|r| r["experiment"] == "e3").unwrap();
+    let pair = &e3_cumulative["interleaving"][0]["pairs"][0];
+    assert_eq!((&pair["ranker"], &pair["opponent"]), (&json!("cand"), &json!("base")));
+    assert!(pair["preference"].as_f64().unwrap() > 0.0 && pair["sign_test_p_value"].as_f64().unwrap() < 0.01, "{pair}");
 
     // The same figures on every replica's /metrics (newest closed window of each size) and
     // HTTP API; and the same anytime-valid cumulative figures, whose looks (one per complete 5 s
@@ -264,7 +307,21 @@ fn api_and_gauges_equal_replay(port: u16, expected: &BTreeMap<String, Value>, al
     assert_eq!(from_api, *newest_5s);
     let (status, body) = http_get(port, "/api/v1/experiments").unwrap();
     let listing: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((status, listing["experiments"].as_array().unwrap().len()), (200, 2), "{body}");
+    assert_eq!((status, listing["experiments"].as_array().unwrap().len()), (200, 3), "{body}");
+    // The interleaving gauges of the newest 10 s window equal the record's figures.
+    let e3_newest = &expected["e3/10s/2026-01-01T00:00:10Z"]["interleaving"][0]["pairs"][0];
+    let labels = [
+        ("experiment", "e3"),
+        ("variant", "base vs cand"),
+        ("ranker", "cand"),
+        ("opponent", "base"),
+        ("window", "10s"),
+    ];
+    for (gauge, field) in
+        [("rankpulse_interleaving_preference", "preference"), ("rankpulse_interleaving_p_value", "sign_test_p_value")]
+    {
+        assert_eq!(m[&series(gauge, &labels)], e3_newest[field].as_f64().unwrap(), "{gauge}");
+    }
     assert_eq!(http_get(port, "/api/v1/experiments/e9").map(|r| r.0), Some(404));
     assert_eq!(http_get(port, "/api/v1/experiments/e1?window=7m").map(|r| r.0), Some(400));
 }
@@ -282,6 +339,12 @@ fn sequential_figures_equal_replay(port: u16, replayed: &BTreeMap<String, Value>
         let got: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(got["sequential"], want["sequential"], "{experiment}: the looks");
         assert_eq!(got["sample_ratio"]["sequential_p_value"], want["sample_ratio"]["sequential_p_value"]);
+        // Every replica's cumulative interleaving figures are replay's: the sums of every
+        // partition, through the aggregates topic.
+        assert_eq!(got["interleaving"], want["interleaving"], "{experiment}: interleaving");
+        if want["comparisons"].as_array().unwrap().is_empty() {
+            continue;
+        }
         for field in ["difference_cs", "relative_difference_cs", "always_valid_p_value"] {
             let metrics = |r: &Value| r["comparisons"][0]["metrics"].as_object().unwrap().clone();
             for (metric, figures) in metrics(want) {
