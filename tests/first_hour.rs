@@ -97,12 +97,23 @@ fn matches_with_elisions(shown: &[String], actual: &[&str]) -> Result<(), String
 
 #[test]
 fn the_readme_replay_example_prints_what_the_readme_shows() {
+    readme_example_prints_what_the_readme_shows(|l| l.contains("cargo run --release -- generate "), 15);
+}
+
+#[test]
+fn the_readme_interleaving_example_prints_what_the_readme_shows() {
+    readme_example_prints_what_the_readme_shows(
+        |l| l.contains("cargo run --release -- generate ") && l.contains("--interleaving"),
+        8,
+    );
+}
+
+/// Runs the README's first generate-then-replay example whose generate line `is_example`, and
+/// compares what it prints with the output block after it (at least `min_shown` lines).
+fn readme_example_prints_what_the_readme_shows(is_example: impl Fn(&str) -> bool, min_shown: usize) {
     let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
     let lines: Vec<&str> = readme.lines().collect();
-    let start = lines
-        .iter()
-        .position(|l| l.contains("cargo run --release -- generate "))
-        .expect("the README has a generate example");
+    let start = lines.iter().position(|l| is_example(l)).expect("the README has a generate example");
     let fence = (0..start).rev().find(|&i| lines[i].starts_with("```")).unwrap();
     let (commands, after) = fenced_block(&lines, fence);
     let output_fence = (after..lines.len()).find(|&i| lines[i].starts_with("```")).unwrap();
@@ -131,8 +142,8 @@ fn the_readme_replay_example_prints_what_the_readme_shows() {
     if let Err(e) = matches_with_elisions(&shown, &actual) {
         panic!("{e}\n\nthe whole output:\n{printed}");
     }
-    // The README's block is an excerpt, not a guess: most of the output is shown.
-    assert!(shown.len() >= 15, "{} lines shown", shown.len());
+    // The README's block is an excerpt, not a guess: much of the output is shown.
+    assert!(shown.len() >= min_shown, "{} lines shown", shown.len());
 }
 
 #[test]
