@@ -25,7 +25,8 @@ pub struct FinalizedView<'a> {
     pub teams: &'a [u8],
     /// An interleaved impression's credits and outcome.
     pub interleaving: Option<&'a Scored>,
-    /// Metric values in layout order (the interleaving sums' slots after them).
+    /// Metric values in layout order (followed by the interleaving sums' slots when the
+    /// impression is interleaved).
     pub values: &'a [f64],
 }
 
@@ -84,13 +85,17 @@ impl Aggregation {
         } else {
             self.layout.evaluate(f.gains, &[], &mut values[..self.layout.len()]);
         }
+        // An impression that is not interleaved adds nothing to the interleaving sums: only the
+        // metrics' slots go to the accumulators (measured: 2% of a replay's instructions).
         let mut scored = None;
-        if let Some((slots, rule)) = self.layout.interleaving() {
-            scored = (!f.teams.is_empty()).then(|| interleaving::score(f.gains, f.teams, *rule));
-            slots.write(scored.as_ref(), values);
+        let mut added = &values[..self.layout.len()];
+        if let (Some((slots, rule)), false) = (self.layout.interleaving(), f.teams.is_empty()) {
+            let s = scored.insert(interleaving::score(f.gains, f.teams, *rule));
+            slots.write(Some(s), values);
+            added = values;
         }
         let engaged = values[self.abandonment_slot] == 0.0;
-        totals.accumulators.add(f.group, f.timestamp, values, engaged, f.unit);
+        totals.accumulators.add(f.group, f.timestamp, added, engaged, f.unit);
         if let Some(delay) = f.first_engagement_delay_ms {
             totals.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
         }
@@ -102,7 +107,7 @@ impl Aggregation {
                 gains: f.gains,
                 teams: f.teams,
                 interleaving: scored.as_ref(),
-                values,
+                values: added,
             });
         }
     }

@@ -122,8 +122,10 @@ pub(super) fn finish_impression(fields: ImpressionFields<'_>, results: usize) ->
     if fields.empty_result_id {
         return Err(Rejection::new(RejectReason::InvalidValue, "a result id is an empty string"));
     }
-    let interleaving =
-        interleaving_of(texts(fields.interleaving), texts(fields.teams), results, ["interleaving", "teams"])?;
+    let interleaving = match (fields.interleaving, fields.teams) {
+        (None, None) => None,
+        (rankers, teams) => interleaving_of(texts(rankers), texts(teams), results, ["interleaving", "teams"])?,
+    };
     let variant = match &interleaving {
         Some(il) => Cow::Owned(il.rankers.join(RANKER_SEPARATOR)),
         None => fields.variant.map_or(Cow::Borrowed(ABSENT_GROUP), |t| t.0),

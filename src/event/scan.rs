@@ -271,8 +271,6 @@ pub(super) fn impression<'a, S: ResultSink<'a>>(text: &'a str, results: &mut S) 
             "variant" => fields.variant = c.optional_text()?,
             "client_id" => fields.client_id = c.cluster_id()?,
             "session_id" => fields.session_id = c.cluster_id()?,
-            // Interleaved impressions are rare enough for serde_json, which checks them.
-            "interleaving" | "teams" => return None,
             "results" => {
                 results.clear();
                 fields.saw_results = !c.null();
@@ -290,6 +288,8 @@ pub(super) fn impression<'a, S: ResultSink<'a>>(text: &'a str, results: &mut S) 
                     }
                 }
             }
+            // Interleaved impressions are rare enough for serde_json, which checks them.
+            "interleaving" | "teams" => return None,
             _ => c.skip_value(0)?,
         }
         Some(())

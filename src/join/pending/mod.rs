@@ -210,9 +210,15 @@ impl PendingSet {
         let record = self.arena.words_mut(id, words);
         let header = Taken { query, timestamp, first_engagement: NO_ENGAGEMENT, group, unit };
         header.write(record, docs.len());
-        let teams = teams.iter().copied().chain(std::iter::repeat(0));
-        for ((word, &doc), team) in record[HEADER_WORDS..].iter_mut().zip(docs).zip(teams) {
-            *word = Slot::new(doc, team).0;
+        if teams.is_empty() {
+            for (word, &doc) in record[HEADER_WORDS..].iter_mut().zip(docs) {
+                *word = Slot::new(doc, 0).0;
+            }
+        } else {
+            let teams = teams.iter().copied().chain(std::iter::repeat(0));
+            for ((word, &doc), team) in record[HEADER_WORDS..].iter_mut().zip(docs).zip(teams) {
+                *word = Slot::new(doc, team).0;
+            }
         }
         self.queue.push(id, &self.arena, window);
         Some(id)
@@ -237,9 +243,13 @@ impl PendingSet {
         let record = self.arena.record(id);
         let taken = Taken::read(record);
         gains.clear();
-        gains.extend(record[HEADER_WORDS..].iter().map(|&w| Slot(w).gain()));
+        let mut any_team = 0;
+        gains.extend(record[HEADER_WORDS..].iter().map(|&w| {
+            any_team |= Slot(w).team();
+            Slot(w).gain()
+        }));
         teams.clear();
-        if record[HEADER_WORDS..].iter().any(|&w| Slot(w).team() != 0) {
+        if any_team != 0 {
             teams.extend(record[HEADER_WORDS..].iter().map(|&w| Slot(w).team()));
         }
         self.index.remove(taken.query, id);
