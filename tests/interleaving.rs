@@ -1,0 +1,196 @@
+//! Interleaving through the real binary against an independent reference.
+//!
+//! `tests/interleaving/generate.py` writes generated interleaved traffic (two rankers and a
+//! three-ranker multileaving, duplicates across teams, clicks below the depth, graded and
+//! unknown actions, repeated engagements, ties, impressions without engagement, engagements
+//! outside the window, invalid lines, A/B impressions that must not count) and, from its own
+//! implementation of the README's definitions (scipy for the tests), what rankpulse must say
+//! under two configurations: clicks over every rank with impression units (the multileaving
+//! impressions are then over `interleaving.max_rankers` and rejected), and graded credit to
+//! depth 5 with client units. Here `rankpulse replay` runs on the same files: every
+//! interleaved impression's credits and outcome (`--trec-out`'s `interleaving.jsonl`), the
+//! rejections, and every comparison's aggregates, cumulative and per closed window, must
+//! equal the reference's, counts exactly and figures to 1e-9.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+const TOLERANCE: f64 = 1e-9;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interleaving/fixtures")
+}
+
+/// `replay --format json --trec-out` of the fixture under `config`: the report and the
+/// per-impression lines.
+fn replay(config: &str) -> (Value, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixtures();
+    let out = std::process::Command::new(common::BIN)
+        .args(["replay", "--format", "json", "--max-rejects", "none", "--impressions"])
+        .arg(f.join("impressions.jsonl"))
+        .arg("--engagements")
+        .arg(f.join("engagements.jsonl"))
+        .arg("--config")
+        .arg(f.join(format!("{config}.toml")))
+        .arg("--trec-out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines = std::fs::read_to_string(dir.path().join("interleaving.jsonl")).unwrap();
+    (report, lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
+}
+
+/// Whether two figures agree: both absent (or null), or both numbers within the tolerance
+/// (relative for large magnitudes); integers (counts) must be equal.
+fn agree(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Null, Value::Null) => true,
+        (Value::Number(g), Value::Number(w)) => {
+            let (g, w) = (g.as_f64().unwrap(), w.as_f64().unwrap());
+            (g - w).abs() <= TOLERANCE * w.abs().max(1.0)
+        }
+        (Value::Array(g), Value::Array(w)) => g.len() == w.len() && g.iter().zip(w).all(|(g, w)| agree(g, w)),
+        (Value::Object(g), Value::Object(w)) => {
+            g.len() == w.len() && w.iter().all(|(k, w)| g.get(k).is_some_and(|g| agree(g, w)))
+        }
+        (g, w) => g == w,
+    }
+}
+
+/// Checks one comparison's figures against the reference's (every key the reference gives).
+fn check_group(context: &str, got: &Value, want: &Value, mismatches: &mut Vec<String>) {
+    for key in ["rankers", "impressions", "engaged", "wins", "ties"] {
+        if got[key] != want[key] {
+            mismatches.push(format!("{context} {key}: {} vs {}", got[key], want[key]));
+        }
+    }
+    let pairs: BTreeMap<(String, String), &Value> = got["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| ((p["ranker"].as_str().unwrap().to_string(), p["opponent"].as_str().unwrap().to_string()), p))
+        .collect();
+    let want_pairs = want["pairs"].as_array().unwrap();
+    if pairs.len() != want_pairs.len() {
+        mismatches.push(format!("{context}: {} pairs vs {}", pairs.len(), want_pairs.len()));
+    }
+    for w in want_pairs {
+        let key = (w["ranker"].as_str().unwrap().to_string(), w["opponent"].as_str().unwrap().to_string());
+        let Some(g) = pairs.get(&key) else {
+            mismatches.push(format!("{context}: no pair {key:?}"));
+            continue;
+        };
+        for (field, want_value) in w.as_object().unwrap() {
+            if !agree(&g[field], want_value) {
+                mismatches.push(format!("{context} {key:?} {field}: {} vs {want_value}", g[field]));
+            }
+        }
+    }
+}
+
+/// The report's interleaving comparisons of a list of experiment reports, by (experiment, variant).
+fn comparisons(experiments: &Value) -> BTreeMap<(String, String), Value> {
+    let mut out = BTreeMap::new();
+    for report in experiments.as_array().unwrap() {
+        for comparison in report["interleaving"].as_array().into_iter().flatten() {
+            let key = (
+                report["experiment"].as_str().unwrap().to_string(),
+                comparison["variant"].as_str().unwrap().to_string(),
+            );
+            out.insert(key, comparison.clone());
+        }
+    }
+    out
+}
+
+fn conforms(config: &str) {
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("expected_{config}.json"))).unwrap())
+            .unwrap();
+    let (report, lines) = replay(config);
+    let mut mismatches = Vec::new();
+
+    // Every interleaved impression's credits and outcome.
+    let want = expected["impressions"].as_object().unwrap();
+    assert!(want.len() >= 5_000, "{config}: only {} interleaved impressions in the fixture", want.len());
+    assert_eq!(lines.len(), want.len(), "{config}: interleaved impressions finalized");
+    for line in &lines {
+        let query = line["query_id"].as_str().unwrap();
+        match want.get(query) {
+            None => mismatches.push(format!("{query}: not interleaved in the reference")),
+            Some(w) if w["credits"] != line["credits"] || w["outcome"] != line["outcome"] => {
+                mismatches.push(format!("{query}: {line} vs {w}"))
+            }
+            Some(_) => {}
+        }
+    }
+
+    // What was rejected, and why.
+    let rejected = &report["events"]["rejected_by_reason"]["impressions"];
+    for (reason, count) in expected["rejected"].as_object().unwrap() {
+        if rejected[reason] != *count {
+            mismatches.push(format!("rejected {reason}: {} vs {count}", rejected[reason]));
+        }
+    }
+
+    // Cumulative aggregates.
+    let got = comparisons(&report["experiments"]);
+    let want_groups = expected["groups"].as_array().unwrap();
+    assert_eq!(got.len(), want_groups.len(), "{config}: comparisons {:?}", got.keys().collect::<Vec<_>>());
+    for w in want_groups {
+        let key = (w["experiment"].as_str().unwrap().to_string(), w["variant"].as_str().unwrap().to_string());
+        match got.get(&key) {
+            Some(g) => check_group(&format!("{config} cumulative {key:?}"), g, w, &mut mismatches),
+            None => mismatches.push(format!("{config}: no comparison {key:?}")),
+        }
+    }
+
+    // Per closed window, by its start.
+    let mut windows = 0;
+    for w in expected["windows"].as_array().unwrap() {
+        let start = rankpulse::time::format_rfc3339_ms(w["start_ms"].as_i64().unwrap());
+        let window = report["windows"].as_array().unwrap().iter().find(|r| r["start"] == start.as_str());
+        let Some(window) = window else {
+            mismatches.push(format!("{config}: no window at {start}"));
+            continue;
+        };
+        let in_window = comparisons(&window["experiments"]);
+        for wg in w["groups"].as_array().unwrap() {
+            let key = (wg["experiment"].as_str().unwrap().to_string(), wg["variant"].as_str().unwrap().to_string());
+            match in_window.get(&key) {
+                Some(g) => check_group(&format!("{config} window {start} {key:?}"), g, wg, &mut mismatches),
+                None => mismatches.push(format!("{config} window {start}: no comparison {key:?}")),
+            }
+            windows += 1;
+        }
+    }
+    assert!(windows >= 5, "{config}: {windows} windowed comparisons checked");
+    assert!(
+        mismatches.is_empty(),
+        "{config}: {} mismatches:\n{}",
+        mismatches.len(),
+        mismatches[..mismatches.len().min(30)].join("\n")
+    );
+    eprintln!(
+        "{config}: {} interleaved impressions, {} comparisons, {windows} windowed, equal to the reference",
+        lines.len(),
+        got.len()
+    );
+}
+
+#[test]
+fn clicks_over_every_rank_with_impression_units_equal_the_reference() {
+    conforms("clicks");
+}
+
+#[test]
+fn graded_credit_to_depth_five_with_client_units_equals_the_reference() {
+    conforms("gains");
+}
