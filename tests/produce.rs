@@ -62,8 +62,16 @@ fn produce_writes_live_keyed_traffic_and_restarts_without_repeating_ids() {
 
     let impressions = read_all(&brokers, "imp");
     let valid: Vec<&(String, Value)> = impressions.iter().filter(|(_, v)| v["results"].is_array()).collect();
-    // Two runs of 3 s at 100/s; a little slack for start-up.
-    assert!((450..=620).contains(&valid.len()), "{} impressions", valid.len());
+    // Two runs of 3 s at 100/s; a little slack for start-up. The interleaving duel adds one
+    // impression for every two, half of them interleaved.
+    let is_duel = |v: &Value| v["query_id"].as_str().unwrap().starts_with("d-");
+    let ab = valid.iter().filter(|(_, v)| !is_duel(v)).count();
+    assert!((450..=620).contains(&ab), "{ab} impressions");
+    let duel: Vec<&Value> = valid.iter().map(|(_, v)| v).filter(|v| is_duel(v)).collect();
+    assert!(duel.len() * 2 >= ab - 2 && duel.len() * 2 <= ab + 2, "{} duel impressions for {ab}", duel.len());
+    let interleaved = duel.iter().filter(|v| v["experiment"] == "ranker-duel").count();
+    assert!(duel.iter().filter(|v| v["experiment"] == "ranker-duel").all(|v| v["teams"].is_array()));
+    assert!(interleaved * 2 >= duel.len() - 2 && interleaved * 2 <= duel.len() + 2, "{interleaved} of {}", duel.len());
     let mut ids = BTreeSet::new();
     let mut variants = BTreeMap::<String, usize>::new();
     for (key, v) in &valid {
