@@ -245,12 +245,12 @@ fn probe_events(timestamp: i64) -> [(EventKind, String); 2] {
 /// as the source does on assignment; then checks that the restored state snapshots and restores
 /// again, feeds it events, finalizes it and builds its `/metrics` families.
 fn restore(bytes: &[u8]) -> Restored {
-    let Ok(snapshot) = checkpoint::decode::<PartitionSnapshot>(bytes) else { return Restored::Refused };
+    let Ok(mut snapshot) = checkpoint::decode::<PartitionSnapshot>(bytes) else { return Restored::Refused };
     let cfg = config(InputFormat::Json);
     let now = Instant::now();
     let mut engine = Engine::new(cfg).without_past_limit();
     // The source's check while reading the changelog, then the install.
-    if engine.check_compatible(PARTITION, &snapshot.task).is_err() {
+    if engine.check_compatible(PARTITION, &mut snapshot.task).is_err() {
         return Restored::Incompatible;
     }
     let positions = snapshot.positions;

@@ -129,6 +129,9 @@ pub struct MetricLayout {
     interleaving: Option<(Slots, CreditRule)>,
 }
 
+/// How the interleaving sums' name in [`MetricLayout::slot_names`] begins.
+pub const INTERLEAVING_SLOTS: &str = "interleaving(";
+
 const RR_SLOT: usize = 0;
 const ABANDONMENT_SLOT: usize = 1;
 const R_PRECISION_SLOT: usize = 2;
@@ -183,11 +186,11 @@ impl MetricLayout {
     }
 
     /// The names that identify the slots, for a snapshot's fingerprint: the metrics', then
-    /// the interleaving sums' as one name.
+    /// the interleaving sums' as one name ([`INTERLEAVING_SLOTS`] and the ranker count).
     pub fn slot_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.keys.iter().map(MetricKey::name).collect();
         if let Some((slots, _)) = &self.interleaving {
-            names.push(format!("interleaving(max_rankers={})", slots.rankers));
+            names.push(format!("{INTERLEAVING_SLOTS}max_rankers={})", slots.rankers));
         }
         names
     }

@@ -59,6 +59,10 @@ impl GroupTable {
     pub fn check(&self, shape: StatsShape) -> Result<(), String> {
         self.iter().try_for_each(|(_, stats)| stats.check(shape))
     }
+    /// [`GroupStats::widen`] of every group.
+    pub fn widen(&mut self, from: usize, to: usize) {
+        self.by_group.iter_mut().flatten().for_each(|stats| stats.widen(from, to));
+    }
     /// Adds every group of another table (another partition's sums) to this one.
     pub fn merge(&mut self, other: &GroupTable) {
         for (group, stats) in other.iter() {
@@ -303,6 +307,18 @@ impl Accumulators {
     }
 
     /// Renumbers the groups everywhere (see [`GroupTable::remap`]).
+    /// [`GroupStats::widen`] of every table, and of the shape new groups get.
+    pub fn widen(&mut self, from: usize, to: usize) {
+        self.flush();
+        if self.shape.metrics == from {
+            self.shape.metrics = to;
+        }
+        self.cumulative.widen(from, to);
+        for series in &mut self.series {
+            series.open.values_mut().for_each(|table| table.widen(from, to));
+        }
+    }
+
     pub fn remap_groups(&mut self, map: &GroupMap) {
         self.flush();
         self.cumulative.remap(map);

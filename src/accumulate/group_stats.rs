@@ -293,6 +293,25 @@ impl GroupStats {
         Ok(())
     }
 
+    /// Appends zero sums to stats of `from` slots up to `to`: stats written without the
+    /// interleaving sums (before they existed, or with interleaving off) read as they would
+    /// have been kept, since no impression they counted was interleaved. Stats of any other
+    /// length are left as they are, for the shape check to refuse.
+    pub fn widen(&mut self, from: usize, to: usize) {
+        let widen = |sums: &mut Box<[i128]>| {
+            if sums.len() == from && from < to {
+                let mut wider = sums.to_vec();
+                wider.resize(to, 0);
+                *sums = wider.into_boxed_slice();
+            }
+        };
+        widen(&mut self.sums);
+        widen(&mut self.squares);
+        for bucket in self.buckets.values_mut() {
+            widen(&mut bucket.sums);
+        }
+    }
+
     /// Distinct units seen, or `None` when there were more than `ab.max_units`.
     pub fn distinct_units(&self) -> Option<usize> {
         (!self.units_overflowed).then_some(self.units.len())

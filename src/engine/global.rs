@@ -208,11 +208,21 @@ impl Engine {
     /// record whose stats are not of this configuration's shape, whose counts leave no room to
     /// add to, or that refers to groups it does not name, is refused whole (its bytes are
     /// another replica's, or anyone's who can write the topic).
-    pub fn apply_aggregates(&mut self, record: PartitionAggregates) -> Result<(), String> {
+    pub fn apply_aggregates(&mut self, mut record: PartitionAggregates) -> Result<(), String> {
         if self.global.is_none() {
             return Ok(());
         }
         let (shape, sizes) = (self.template.shape, self.template.window_sizes_ms.len());
+        // A record of a replica without the interleaving sums (an older version during a
+        // rolling upgrade, or `interleaving.max_rankers = 0`) counted no interleaved impression.
+        let (from, to) = (self.aggregation.layout().len(), shape.metrics);
+        record.cumulative.widen(from, to);
+        for window in &mut record.recent_closed {
+            window.groups.widen(from, to);
+        }
+        if let Some(looks) = &mut record.looks {
+            looks.prefix.widen(from, to);
+        }
         record.cumulative.check(shape)?;
         for window in &record.recent_closed {
             window.check(shape, sizes)?;
@@ -281,6 +291,36 @@ mod tests {
         let starts: Vec<EventTime> = view.unpublished.iter().map(|w| w.start).collect();
         assert_eq!(starts, [0, 60]);
         assert_eq!(view.newest[0].as_ref().map(|w| (w.start, w.groups.get(0).unwrap().impressions)), Some((60, 3)));
+    }
+
+    /// During a rolling upgrade, replicas of the version before interleaving write records
+    /// without its sums (as `interleaving.max_rankers = 0` does): read as zeros, not refused.
+    #[test]
+    fn a_record_without_the_interleaving_sums_is_read_as_zeros() {
+        let engine = |max_rankers: usize| {
+            let mut cfg = crate::config::Config::default();
+            cfg.interleaving.max_rankers = max_rankers;
+            let mut e = Engine::new(&cfg).without_past_limit();
+            e.enable_global_view(1);
+            e
+        };
+        let now = std::time::Instant::now();
+        let (mut old, mut new) = (engine(0), engine(2));
+        old.assign(0, now);
+        let imp = r#"{"query_id":"q1","timestamp":1000,"results":["d1"],"experiment":"e","variant":"control"}"#;
+        old.process(crate::event::EventKind::Impression, 0, imp.as_bytes(), now).unwrap();
+        old.finish();
+        let record = PartitionAggregates::decode(&old.partition_aggregates(0).unwrap()).unwrap();
+        new.apply_aggregates(record).expect("an older replica's record");
+        assert_eq!(new.ab_cumulative().iter().map(|(_, s)| s.impressions).sum::<u64>(), 1);
+        // The other way round the sums do not fit: refused, as any record of another shape.
+        let mut newer = engine(2);
+        newer.assign(0, now);
+        newer.process(crate::event::EventKind::Impression, 0, imp.as_bytes(), now).unwrap();
+        newer.finish();
+        let record = PartitionAggregates::decode(&newer.partition_aggregates(0).unwrap()).unwrap();
+        let refused = old.apply_aggregates(record).unwrap_err();
+        assert!(refused.contains("sums"), "{refused}");
     }
 
     /// Two replicas of one deployment: `a` holds partition 0 from the start, `b` starts after

@@ -20,6 +20,7 @@ use super::task::Task;
 use super::{watermark, Engine};
 use crate::config::AbUnit;
 use crate::ids::{GroupId, GroupMap};
+use crate::metrics::INTERLEAVING_SLOTS;
 use crate::time::EventTime;
 
 /// What a snapshot must agree on with the running configuration for its state to mean the
@@ -98,6 +99,14 @@ pub enum RestoreError {
     Inconsistent(String),
 }
 
+/// Whether state of `theirs` slots becomes state of `ours` by appending zero sums: `ours` is
+/// `theirs` and the interleaving sums.
+fn widens(theirs: &[String], ours: &[String]) -> bool {
+    ours.len() == theirs.len() + 1
+        && ours.starts_with(theirs)
+        && ours.last().is_some_and(|last| last.starts_with(INTERLEAVING_SLOTS))
+}
+
 /// Checks that every group id state refers to is named once beside it (a snapshot's or an
 /// aggregates record's `groups`), so that renumbering leaves none behind.
 pub(super) fn check_named<S>(names: &[GroupName<S>], used: impl Iterator<Item = GroupId>) -> Result<(), String> {
@@ -144,9 +153,12 @@ impl Engine {
         })
     }
 
-    /// Checks that a snapshot is of `partition` and was written with this configuration.
-    pub fn check_compatible(&self, partition: i32, snapshot: &TaskSnapshot) -> Result<(), RestoreError> {
-        let (theirs, ours) = (&snapshot.fingerprint, self.fingerprint());
+    /// Checks that a snapshot is of `partition` and was written with this configuration. A
+    /// snapshot written without the interleaving sums (before they existed, or with
+    /// `interleaving.max_rankers = 0`) is widened to this configuration's first: it counted no
+    /// interleaved impression, so its sums of them are 0.
+    pub fn check_compatible(&self, partition: i32, snapshot: &mut TaskSnapshot) -> Result<(), RestoreError> {
+        let ours = self.fingerprint();
         let mismatch = |what, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
             Err(RestoreError::Configuration { what, snapshot: format!("{a:?}"), configured: format!("{b:?}") })
         };
@@ -155,6 +167,15 @@ impl Engine {
         if snapshot.partition != partition {
             return Err(RestoreError::Partition { found: snapshot.partition, expected: partition });
         }
+        if widens(&snapshot.fingerprint.metric_keys, &ours.metric_keys) {
+            let (from, to) = (self.aggregation.layout().len(), self.template.shape.metrics);
+            snapshot.task.totals.accumulators.widen(from, to);
+            for window in &mut snapshot.task.totals.recent_closed {
+                window.groups.widen(from, to);
+            }
+            snapshot.fingerprint.metric_keys = ours.metric_keys.clone();
+        }
+        let theirs = &snapshot.fingerprint;
         if theirs.metric_keys != ours.metric_keys {
             return mismatch(
                 "the metrics (metrics.cutoffs, interleaving.max_rankers)",
@@ -202,10 +223,10 @@ impl Engine {
     pub fn restore_partition(
         &mut self,
         partition: i32,
-        snapshot: TaskSnapshot,
+        mut snapshot: TaskSnapshot,
         now: Instant,
     ) -> Result<(), RestoreError> {
-        self.check_compatible(partition, &snapshot)?;
+        self.check_compatible(partition, &mut snapshot)?;
         let TaskSnapshot { groups, frontier, mut task, .. } = snapshot;
         let map = self.intern_names(&groups);
         task.join.remap_groups(&map);
@@ -259,7 +280,12 @@ mod tests {
 
     /// Partition 0's snapshot of an engine fed a few impressions of two groups.
     fn snapshot() -> TaskSnapshot {
-        let mut engine = Engine::new(&Config::default()).without_past_limit();
+        snapshot_of(&Config::default())
+    }
+
+    /// [`snapshot`] of an engine of `cfg`.
+    fn snapshot_of(cfg: &Config) -> TaskSnapshot {
+        let mut engine = Engine::new(cfg).without_past_limit();
         let now = Instant::now();
         for (i, variant) in ["a", "b", "a"].iter().enumerate() {
             let payload =
@@ -273,6 +299,43 @@ mod tests {
     fn restore(snapshot: TaskSnapshot, partition: i32) -> Result<Engine, RestoreError> {
         let mut engine = Engine::new(&Config::default()).without_past_limit();
         engine.restore_partition(partition, snapshot, Instant::now()).map(|()| engine)
+    }
+
+    #[test]
+    fn state_without_the_interleaving_sums_is_widened_and_the_other_way_refused() {
+        // State of a version before interleaving has exactly the fingerprint and sums of
+        // `interleaving.max_rankers = 0` today.
+        let mut off = Config::default();
+        off.interleaving.max_rankers = 0;
+        let mut engine = restore(snapshot_of(&off), 0).expect("an upgrade keeps its state");
+        let now = Instant::now();
+        for i in 0..3 {
+            let payload = format!(
+                r#"{{"query_id":"i{i}","timestamp":{},"results":["x","y"],"experiment":"e","interleaving":["a","b"],"teams":["a","b"]}}"#,
+                2000 + i
+            );
+            engine.process(EventKind::Impression, 0, payload.as_bytes(), now).unwrap();
+            let click = format!(r#"{{"query_id":"i{i}","timestamp":{},"doc_id":"y"}}"#, 2001 + i);
+            engine.process(EventKind::Engagement, 0, click.as_bytes(), now).unwrap();
+        }
+        engine.finish();
+        let reports = engine.experiment_reports(&engine.cumulative(), crate::experiments::Span::Cumulative);
+        let e = reports.iter().find(|r| r.experiment == "e").unwrap();
+        assert_eq!((e.interleaving[0].impressions, e.interleaving[0].wins[1].1), (3, 3));
+        // The restored groups kept their counts.
+        assert_eq!(engine.cumulative().iter().map(|(_, s)| s.impressions).sum::<u64>(), 6);
+        // Sums with interleaving cannot become sums without (nor of another ranker count).
+        let mut err = None;
+        for (writer, reader) in [(2, 0), (2, 3)] {
+            let mut w = Config::default();
+            w.interleaving.max_rankers = writer;
+            let mut r = Config::default();
+            r.interleaving.max_rankers = reader;
+            let mut engine = Engine::new(&r).without_past_limit();
+            err = engine.restore_partition(0, snapshot_of(&w), Instant::now()).err();
+            assert!(err.as_ref().is_some_and(|e| e.to_string().contains("interleaving.max_rankers")), "{err:?}");
+        }
+        assert!(err.unwrap().to_string().contains("max_rankers=3"));
     }
 
     #[test]

@@ -147,9 +147,9 @@ impl SourceContext {
             let restored = match state.changelog.as_mut() {
                 None => None,
                 Some(changelog) => match changelog.read_newest(p, |recovered| {
-                    let snapshot: PartitionSnapshot =
+                    let mut snapshot: PartitionSnapshot =
                         checkpoint::decode(&recovered.bytes).map_err(|e| e.to_string())?;
-                    self.engine.lock().check_compatible(p, &snapshot.task).map_err(|e| e.to_string())?;
+                    self.engine.lock().check_compatible(p, &mut snapshot.task).map_err(|e| e.to_string())?;
                     Ok(snapshot)
                 }) {
                     Ok(found) => found,
