@@ -65,6 +65,10 @@ fn demo_shows_treatment_beating_control_within_a_minute() {
     let engaged = comparison["engaged"].as_u64().unwrap();
     let decided = pair["wins"].as_u64().unwrap() + pair["losses"].as_u64().unwrap();
     assert!(engaged > 100 && decided <= engaged, "{comparison}");
+    let (_, body) = http_get(port, "/api/v1/experiments").unwrap();
+    let listing: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let listed = listing["experiments"].as_array().unwrap().iter().find(|e| e["experiment"] == "ranker-duel").unwrap();
+    assert_eq!(listed["interleaving"][0]["variant"], "baseline vs candidate", "{listed}");
     let duel_labels = [("experiment", "ranker-duel"), ("variant", "baseline vs candidate")];
     let interleaved: f64 = m
         .iter()

@@ -108,7 +108,8 @@ pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Res
         .ok_or_else(|| ReportError::NoReport { experiment: experiment.to_string(), window: window.to_string() })
 }
 
-/// `GET /api/v1/experiments`: every experiment with its cumulative traffic and split check.
+/// `GET /api/v1/experiments`: every experiment with its cumulative traffic (and that of its
+/// interleaved comparisons) and split check.
 async fn list_experiments(State(state): State<AppState>) -> axum::response::Response {
     let engine = state.engine.clone();
     let listing = tokio::task::spawn_blocking(move || {
@@ -120,7 +121,7 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
             .experiment_reports(&engine.ab_cumulative(), Span::Cumulative)
             .into_iter()
             .map(|r| {
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "experiment": r.experiment,
                     "control": r.control,
                     "unit": r.unit,
@@ -131,7 +132,14 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
                     "sequential_sample_ratio_p_value": r.sample_ratio.as_ref().and_then(|s| s.sequential_p_value),
                     "windows": windows,
                     "href": format!("/api/v1/experiments/{}", r.experiment),
-                })
+                });
+                // Interleaved comparisons, when the experiment has any: their traffic.
+                if !r.interleaving.is_empty() {
+                    entry["interleaving"] = r.interleaving.iter().map(|il| serde_json::json!({
+                        "variant": il.variant, "rankers": il.rankers, "impressions": il.impressions, "engaged": il.engaged,
+                    })).collect();
+                }
+                entry
             })
             .collect();
         serde_json::json!({ "experiments": experiments })
