@@ -4,7 +4,8 @@
 //! written once in the native format and once converted to UBI query and event documents, the
 //! way a UBI-instrumented application would log it: hit lists under `query_response_hit_ids` (or
 //! the older `query_response_object_ids`), experiment and variant in `query_attributes` under
-//! configured keys, `client_id` and `session_id` (top level or in `query_attributes`) where the
+//! configured keys, the interleaving duel's lists as hit objects marked with their
+//! `_search_configuration_id`, `client_id` and `session_id` (top level or in `query_attributes`) where the
 //! traffic has them, clicks and purchases as `action_name` with the result in
 //! `event_attributes.object.object_id`, timestamps in the several forms UBI producers use. Both
 //! go through `rankpulse replay`, and the UBI documents also through `rankpulse serve` on
@@ -44,7 +45,7 @@ fn ubi_timestamp(ms: i64, i: usize) -> Value {
 /// A native impression line as the UBI query document a UBI-instrumented search would log.
 /// Lines that are not JSON objects stay as they are; malformed ones stay malformed the same way.
 fn to_ubi_query(line: &str, i: usize) -> String {
-    let Ok(Value::Object(native)) = serde_json::from_str::<Value>(line) else {
+    let Ok(Value::Object(mut native)) = serde_json::from_str::<Value>(line) else {
         return line.to_string();
     };
     let mut doc = serde_json::Map::new();
@@ -53,6 +54,24 @@ fn to_ubi_query(line: &str, i: usize) -> String {
     doc.insert("query_response_id".into(), json!(format!("response-{i}")));
     let mut attributes = serde_json::Map::new();
     attributes.insert("page".into(), json!(1));
+    // An interleaved list as Search Relevance Workbench marks it: each hit with the search
+    // configuration that contributed it; the rankers named in every third document (the
+    // others get them in sorted order, the same here: baseline, candidate).
+    if let Some(Value::Array(teams)) = native.remove("teams") {
+        let results = native.remove("results").unwrap();
+        let hits: Vec<Value> = results
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&teams)
+            .map(|(id, team)| json!({"_id": id, "_search_configuration_id": team, "_score": 1.0}))
+            .collect();
+        doc.insert("query_response_hits".into(), json!(hits));
+        let rankers = native.remove("interleaving").unwrap();
+        if i % 3 == 0 {
+            attributes.insert("interleaving".into(), rankers);
+        }
+    }
     for (key, value) in native {
         match key.as_str() {
             "timestamp" => {
@@ -111,16 +130,8 @@ fn to_ubi_event(line: &str, i: usize) -> String {
 /// impression lines.
 fn write_both(dir: &Path, count: u64, per_second: u32) -> ([PathBuf; 4], usize) {
     let (mut imp, mut eng) = (Vec::new(), Vec::new());
-    rankpulse::demo::write_traffic(
-        &mut imp,
-        &mut eng,
-        count,
-        per_second,
-        7,
-        START_MS,
-        rankpulse::demo::FaultRate::DEMO,
-    )
-    .unwrap();
+    let at = (count, per_second, 7, START_MS);
+    rankpulse::demo::write_traffic_with_duel(&mut imp, &mut eng, at, rankpulse::demo::FaultRate::DEMO, true).unwrap();
     let (imp, eng) = (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap());
     let convert = |text: &str, f: fn(&str, usize) -> String| {
         text.lines().enumerate().map(|(i, l)| f(l, i) + "\n").collect::<String>()
@@ -260,7 +271,13 @@ fn ubi_documents_replay_to_the_same_metrics_as_native_events() {
     );
     assert_eq!(max_difference, 0.0, "UBI and native metrics must be identical");
     assert!(impressions >= 19_000.0 && native["events"]["rejected"].as_u64().unwrap() > 0);
-    assert_eq!(native["groups"].as_array().unwrap().len(), 3, "none/none, control, treatment");
+    assert_eq!(
+        native["groups"].as_array().unwrap().len(),
+        6,
+        "none/none, control, treatment, the duel's interleaved comparison and its A/B twin's control and treatment"
+    );
+    let duel = native["experiments"].as_array().unwrap().iter().find(|e| e["experiment"] == "ranker-duel").unwrap();
+    assert!(duel["interleaving"][0]["impressions"].as_u64().unwrap() > 4_000, "{}", duel["interleaving"]);
     assert!(nw.len() >= 12 && compared > 1_500, "{} windows, {compared} values", nw.len());
 }
 
@@ -382,7 +399,7 @@ fn ubi_documents_through_kafka_match_native_replay() {
     let mut compared = 0usize;
     let mut max_difference = 0f64;
     for (key, want) in &expected {
-        let (group, metric) = key.split_once(' ').unwrap();
+        let (group, metric) = key.rsplit_once(' ').unwrap();
         let (experiment, variant) = group.split_once('/').unwrap();
         let get = |name: String, extra: &[(&'static str, String)]| {
             let mut labels: Vec<(&str, &str)> = vec![("experiment", experiment), ("variant", variant)];
