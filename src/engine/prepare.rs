@@ -263,7 +263,10 @@ impl Preparer {
         let detail = if self.max_rankers == 0 {
             "an interleaved impression, and interleaving is off (interleaving.max_rankers = 0)".to_string()
         } else {
-            format!("`interleaving` names {named} rankers, more than interleaving.max_rankers = {}", self.max_rankers)
+            format!(
+                "`interleaving` names {named} rankers, more than interleaving.max_rankers = {} (raise it for multileaving)",
+                self.max_rankers
+            )
         };
         Err(Rejection::new(RejectReason::InvalidInterleaving, detail))
     }
