@@ -15,7 +15,7 @@
 //! | `query_attributes.<ubi.experiment_key>`, `query_attributes.<ubi.variant_key>` | `experiment`, `variant` |
 //! | `client_id` | `client_id` |
 //! | `session_id`, else `query_attributes.session_id` | `session_id` |
-//! | `query_response_hits[]._id` with `_search_configuration_id` (an interleaved response: it wins over the hit id lists) | `results` with `teams` |
+//! | `query_response_hits[]._id` (else `id`) with `_search_configuration_id` (else `search_configuration_id`; an interleaved response: it wins over the hit id lists) | `results` with `teams` |
 //! | `query_attributes.interleaving`, else the hits' distinct configuration ids in sorted order | `interleaving` (the first is the baseline) |
 //!
 //! | UBI event document | engagement |
@@ -318,7 +318,7 @@ impl<'de, S: ResultSink<'de>> Visitor<'de> for HitsSeed<'_, S, Cow<'de, str>> {
 struct Hit<'a> {
     /// `_id`, else `id`.
     id: Option<Id<'a>>,
-    /// `_search_configuration_id`.
+    /// `_search_configuration_id`, else `search_configuration_id` (as some clients copy it).
     configuration: Option<Id<'a>>,
 }
 
@@ -337,6 +337,9 @@ impl<'de> Deserialize<'de> for Hit<'de> {
                         "_id" => hit.id = map.next_value()?,
                         "id" if hit.id.is_none() => hit.id = map.next_value()?,
                         "_search_configuration_id" => hit.configuration = map.next_value()?,
+                        "search_configuration_id" if hit.configuration.is_none() => {
+                            hit.configuration = map.next_value()?
+                        }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -582,7 +585,7 @@ pub(super) mod tests {
             "query_attributes":{"experiment":"srw-test-7"},
             "query_response_hits":[{"_id":"d1","_search_configuration_id":"cfg-b","_score":3.5},
                                    {"_id":"d2","_search_configuration_id":"cfg-a"},
-                                   {"id":"d3","_search_configuration_id":"cfg-b"}]}"#;
+                                   {"id":"d3","search_configuration_id":"cfg-b"}]}"#;
         let (i, results) = query(json).unwrap();
         assert_eq!(results, ["d1", "d2", "d3"].map(doc_key));
         let il = i.interleaving.unwrap();
