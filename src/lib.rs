@@ -21,6 +21,7 @@
 //! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
 //! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test; anytime-valid confidence sequences, always-valid p-values and the sequential split test (`stats::sequential`) |
 //! | [`config`] | start-up | the TOML schema with its defaults (`schema`), loading and env overrides (`load`), cross-field checks naming the key (`validate`), each Kafka client's librdkafka configuration with its secrets and `check-config`'s dry run (`kafka_client`) |
+//! | [`judgments`] | reference data | judgment lists (TREC qrels, JSON lines): lines parsed with counted rejects, keyed by normalized query and document for lookups |
 //! | [`event`] | decoding | a message's bytes into a borrowed impression or engagement, or a reject reason: the per-input format choice ([`event::Decoders`]), rankpulse's own events (a strict one-pass scanner, serde_json behind it as the reference) and OpenSearch UBI documents |
 //! | [`join`] | attribution | one partition's pending impressions (an arena of word records, a query index, a deadline queue), held engagements, de-duplication; no offsets, no clocks |
 //! | [`accumulate`] | aggregation | label groups and their limits, exact (fixed-point) sums and unit buckets per group, cumulative and per tumbling window |
@@ -77,6 +78,7 @@ pub mod health;
 pub mod ids;
 pub mod interleaving;
 pub mod join;
+pub mod judgments;
 pub mod kafka_log;
 pub mod metrics;
 pub mod output;

@@ -23,8 +23,10 @@ const STAGES: &[(&str, u32)] = &[
     ("interleaving", 0),
     ("metrics", 1),
     ("stats", 1),
-    // Start-up: the configuration schema and its checks.
+    // Start-up: the configuration schema and its checks; judgment lists (reference data read
+    // from files).
     ("config", 2),
+    ("judgments", 2),
     // Decoding.
     ("event", 3),
     // Attribution and aggregation.
