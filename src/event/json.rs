@@ -137,6 +137,7 @@ pub(super) fn finish_impression(fields: ImpressionFields<'_>, results: usize) ->
         variant,
         client_id: fields.client_id.and_then(|t| t.0),
         session_id: fields.session_id.and_then(|t| t.0),
+        query: fields.query.and_then(|t| t.0),
         interleaving,
     })
 }
@@ -391,6 +392,9 @@ pub(super) struct ImpressionFields<'a> {
     pub(super) client_id: Option<ClusterId<'a>>,
     /// Optional context, never a reason to reject.
     pub(super) session_id: Option<ClusterId<'a>>,
+    /// The query's text; optional context like the cluster ids (a number is its decimal text,
+    /// another type counts as absent).
+    pub(super) query: Option<ClusterId<'a>>,
     /// `results` was present and not `null`; the ids themselves went to the sink.
     pub(super) saw_results: bool,
     /// Some result id was empty: rejected once the whole message is read.
@@ -421,6 +425,7 @@ impl<'de, S: ResultSink<'de>> Visitor<'de> for ImpressionVisitor<'_, S> {
                 "variant" => fields.variant = map.next_value()?,
                 "client_id" => fields.client_id = map.next_value()?,
                 "session_id" => fields.session_id = map.next_value()?,
+                "query" => fields.query = map.next_value()?,
                 "interleaving" => fields.interleaving = map.next_value()?,
                 "teams" => fields.teams = map.next_value()?,
                 "results" => {

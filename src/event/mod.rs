@@ -152,6 +152,9 @@ pub struct Impression<'a> {
     pub client_id: Option<Cow<'a, str>>,
     /// The search session, optional; the cluster with `statistics.unit = "session_id"`.
     pub session_id: Option<Cow<'a, str>>,
+    /// The query's text, optional (`query`; UBI's `user_query`): what judgment lists are keyed
+    /// by with `judgments.key = "query"`.
+    pub query: Option<Cow<'a, str>>,
     /// The ranker behind each result, when the list was interleaved; its `variant` is then the
     /// rankers' names joined by [`RANKER_SEPARATOR`].
     pub interleaving: Option<Interleaving<'a>>,

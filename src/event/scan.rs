@@ -271,6 +271,7 @@ pub(super) fn impression<'a, S: ResultSink<'a>>(text: &'a str, results: &mut S) 
             "variant" => fields.variant = c.optional_text()?,
             "client_id" => fields.client_id = c.cluster_id()?,
             "session_id" => fields.session_id = c.cluster_id()?,
+            "query" => fields.query = c.cluster_id()?,
             "results" => {
                 results.clear();
                 fields.saw_results = !c.null();

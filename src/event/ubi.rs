@@ -15,6 +15,7 @@
 //! | `query_attributes.<ubi.experiment_key>`, `query_attributes.<ubi.variant_key>` | `experiment`, `variant` |
 //! | `client_id` | `client_id` |
 //! | `session_id`, else `query_attributes.session_id` | `session_id` |
+//! | `user_query` | `query` (what judgment lists are keyed by) |
 //! | `query_response_hits[]._id` (else `id`) with `_search_configuration_id` (else `search_configuration_id`; an interleaved response: it wins over the hit id lists) | `results` with `teams` |
 //! | `query_attributes.interleaving`, else the hits' distinct configuration ids in sorted order | `interleaving` (the first is the baseline) |
 //!
@@ -107,6 +108,7 @@ pub(super) fn query_into<'a, S: ResultSink<'a>>(
         variant,
         client_id: fields.client_id.and_then(|c| c.0),
         session_id: fields.session_id.and_then(|c| c.0).or(attributes.session_id),
+        query: fields.user_query.and_then(|c| c.0),
         interleaving,
     })
 }
@@ -199,6 +201,8 @@ struct QueryFields<'a> {
     client_id: Option<ClusterId<'a>>,
     /// Optional context; preferred over `query_attributes.session_id`.
     session_id: Option<ClusterId<'a>>,
+    /// `user_query`: the query's text, optional (what judgment lists are keyed by).
+    user_query: Option<ClusterId<'a>>,
     /// The experiment, the variant and the fallback session.
     attributes: QueryAttributes<'a>,
     /// Which field the hits came from, `None` if no hit list was present (rejected).
@@ -256,6 +260,7 @@ impl<'de, S: ResultSink<'de>> Visitor<'de> for QueryVisitor<'_, S> {
                 "timestamp" => fields.timestamp = map.next_value()?,
                 "client_id" => fields.client_id = map.next_value()?,
                 "session_id" => fields.session_id = map.next_value()?,
+                "user_query" => fields.user_query = map.next_value()?,
                 "query_attributes" => fields.attributes = map.next_value_seed(AttributesSeed { keys: self.keys })?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
