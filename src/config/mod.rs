@@ -23,8 +23,8 @@ use std::path::PathBuf;
 pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,
-    InterleavingCredit, JoinConfig, KafkaConfig, LabelsConfig, LimitsConfig, MetricsConfig, StateConfig,
-    TlsServerConfig, UbiConfig, REDACTED_HASH,
+    InterleavingCredit, JoinConfig, JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig,
+    LimitsConfig, MetricsConfig, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
 };
 
 /// A configuration that could not be loaded or is inconsistent. The message names the key.

@@ -33,6 +33,9 @@ pub struct Config {
     /// `[interleaving]`: how interleaved impressions are scored. Default: see
     /// [`InterleavingConfig`].
     pub interleaving: InterleavingConfig,
+    /// `[judgments]`: editorial judgment lists, scored on live traffic. Default: see
+    /// [`JudgmentsConfig`] (off).
+    pub judgments: JudgmentsConfig,
 }
 
 /// `[kafka]`: where events come from. Its `Debug` shows secrets redacted (see
@@ -432,6 +435,74 @@ impl Default for InterleavingConfig {
     fn default() -> Self {
         InterleavingConfig { max_rankers: 2, credit: InterleavingCredit::Clicks, depth: 0 }
     }
+}
+
+/// `[judgments]`: a judgment list (graded editorial relevance per query and document) that
+/// every impression of a judged query is also scored against, beside its engagements.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JudgmentsConfig {
+    /// The judgment file: TREC qrels (`query iteration doc grade`) or JSON lines (`{"query",
+    /// "doc_id", "grade"}`). Read at start (a file that cannot be loaded stops the start) and
+    /// again whenever it changes. Default empty: no judgments, and nothing judged is exported.
+    pub file: String,
+    /// `qrels`, `jsonl`, or `auto` (by the file's extension: `.jsonl`, `.ndjson`, `.json` are
+    /// JSON lines). Default `auto`.
+    pub format: JudgmentsFormat,
+    /// The impression field judgments are matched on: `query` (the impression's `query`, UBI's
+    /// `user_query`, normalized on both sides: trimmed, whitespace runs as one space, lower
+    /// case) or `query_id` (exactly). Default `query`.
+    pub key: JudgmentsKey,
+    /// A judged result is relevant when its grade is at least this (trec_eval's `-l`). Default 1.
+    pub relevance_threshold: u8,
+    /// The largest grade (a line above it is rejected); ERR's stopping probability of a result
+    /// is (2^grade - 1) / 2^max_grade. At most 30. Default 3.
+    pub max_grade: u8,
+    /// How often the file is checked for a change (its modification time and length). A
+    /// changed file is loaded once it has stayed unchanged for one interval, so a file still
+    /// being written is not read half way (replacing it by a rename is still best). Default `10s`.
+    pub reload_interval: HumanDuration,
+    /// The largest share of a file's non-blank lines that may be rejected (counted by reason):
+    /// above it the file is refused whole and the judgments loaded before stay. Default 0.01.
+    pub max_rejected_share: f64,
+}
+
+impl Default for JudgmentsConfig {
+    fn default() -> Self {
+        JudgmentsConfig {
+            file: String::new(),
+            format: JudgmentsFormat::Auto,
+            key: JudgmentsKey::Query,
+            relevance_threshold: 1,
+            max_grade: 3,
+            reload_interval: HumanDuration::from_millis(10_000),
+            max_rejected_share: 0.01,
+        }
+    }
+}
+
+/// How a judgment file is written.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgmentsFormat {
+    /// By the file's extension.
+    #[default]
+    Auto,
+    /// TREC qrels.
+    Qrels,
+    /// JSON lines.
+    Jsonl,
+}
+
+/// Which impression field a judgment's query is matched with.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgmentsKey {
+    /// The query's text (`query`; UBI `user_query`), normalized.
+    #[default]
+    Query,
+    /// The response id, exactly: judgments of individual impressions (offline checks).
+    QueryId,
 }
 
 /// What an engaged result is worth to the ranker that contributed it.

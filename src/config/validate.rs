@@ -186,6 +186,7 @@ impl Config {
         }
         self.validate_ab()?;
         self.validate_interleaving()?;
+        self.validate_judgments()?;
         self.listen_addr()?;
         self.validate_http()?;
         Ok(())
@@ -268,6 +269,35 @@ impl Config {
                     crate::interleaving::MAX_RANKERS
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    fn validate_judgments(&self) -> Result<(), ConfigError> {
+        let j = &self.judgments;
+        if j.max_grade == 0 || j.max_grade > crate::metrics::MAX_GAIN {
+            return Err(invalid(
+                "judgments.max_grade",
+                format!("is {} but must be from 1 to {}", j.max_grade, crate::metrics::MAX_GAIN),
+            ));
+        }
+        if j.relevance_threshold == 0 || j.relevance_threshold > j.max_grade {
+            return Err(invalid(
+                "judgments.relevance_threshold",
+                format!(
+                    "is {} but must be from 1 to judgments.max_grade = {}: 0 would make every judged result relevant",
+                    j.relevance_threshold, j.max_grade
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&j.max_rejected_share) {
+            return Err(invalid(
+                "judgments.max_rejected_share",
+                format!("is {} but must be a share from 0 to 1", j.max_rejected_share),
+            ));
+        }
+        if j.reload_interval.as_millis_i64() < 100 {
+            return Err(invalid("judgments.reload_interval", "must be at least 100ms".to_string()));
         }
         Ok(())
     }
@@ -393,6 +423,12 @@ mod tests {
             ("[interleaving]\nmax_rankers = 1", "interleaving.max_rankers"),
             ("[interleaving]\nmax_rankers = 8", "interleaving.max_rankers"),
             ("[interleaving]\ncredit = \"views\"", "credit"),
+            ("[judgments]\nmax_grade = 31", "judgments.max_grade"),
+            ("[judgments]\nrelevance_threshold = 4", "judgments.relevance_threshold"),
+            ("[judgments]\nrelevance_threshold = 0", "judgments.relevance_threshold"),
+            ("[judgments]\nmax_rejected_share = 2.0", "judgments.max_rejected_share"),
+            ("[judgments]\nreload_interval = \"10ms\"", "judgments.reload_interval"),
+            ("[judgments]\nkey = \"user\"", "key"),
         ];
         for (text, needle) in cases {
             let err = parse(text).expect_err(text).to_string();
