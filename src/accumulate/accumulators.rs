@@ -200,11 +200,40 @@ impl Accumulators {
     /// Adds one finalized impression's metric values. `unit` is the hash of its A/B unit
     /// (ignored unless the accumulators are clustered).
     pub fn add(&mut self, group: GroupId, timestamp: EventTime, values: &[f64], engaged: bool, unit: u32) {
+        let mut fixed = std::mem::take(&mut self.fixed_scratch);
+        FixedValue::collect(&values[..values.len().min(self.shape.metrics)], &mut fixed);
+        self.add_everywhere(group, timestamp, &fixed, Some(engaged), unit);
+        self.fixed_scratch = fixed;
+    }
+
+    /// Adds an arriving impression's judged block (its values, the first of slot `first`)
+    /// to the sums of its group and windows, without counting an impression: it is counted
+    /// when it is finalized. Its windows are open, since the join accepted it.
+    pub fn add_sums(&mut self, group: GroupId, timestamp: EventTime, first: usize, values: &[f64], unit: u32) {
+        let mut fixed = std::mem::take(&mut self.fixed_scratch);
+        let end = (first + values.len()).min(self.shape.metrics);
+        FixedValue::collect_from(first as u32, &values[..end.saturating_sub(first)], &mut fixed);
+        self.add_everywhere(group, timestamp, &fixed, None, unit);
+        self.fixed_scratch = fixed;
+    }
+
+    /// Adds values to the cumulative table and the windows of `timestamp` (or to what is
+    /// staged): as one impression, engaged or not, or (`None`) as sums only.
+    fn add_everywhere(
+        &mut self,
+        group: GroupId,
+        timestamp: EventTime,
+        fixed: &[FixedValue],
+        impression: Option<bool>,
+        unit: u32,
+    ) {
         let shape = self.shape;
         let unit =
             shape.unit_buckets.map(|buckets| Unit { hash: unit, bucket: unit % buckets, max_units: shape.max_units });
-        let mut fixed = std::mem::take(&mut self.fixed_scratch);
-        FixedValue::collect(&values[..values.len().min(shape.metrics)], &mut fixed);
+        let add = |stats: &mut GroupStats| match impression {
+            Some(engaged) => stats.add_fixed(fixed, engaged, unit),
+            None => stats.add_fixed_sums(fixed, unit, false),
+        };
         if let Some(staged) = &mut self.staged {
             let start_of = |series: &WindowSeries| {
                 let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
@@ -214,26 +243,24 @@ impl Accumulators {
                 entry.group == group && entry.starts.iter().zip(&self.series).all(|(&s, series)| s == start_of(series))
             };
             match staged.iter_mut().find(same) {
-                Some(entry) => entry.stats.add_fixed(&fixed, engaged, unit),
+                Some(entry) => add(&mut entry.stats),
                 None => {
                     let mut stats = GroupStats::new(shape);
-                    stats.add_fixed(&fixed, engaged, unit);
+                    add(&mut stats);
                     staged.push(Staged { group, starts: self.series.iter().map(start_of).collect(), stats });
                 }
             }
-            self.fixed_scratch = fixed;
             return;
         }
-        self.cumulative.entry(group, shape).add_fixed(&fixed, engaged, unit);
+        add(self.cumulative.entry(group, shape));
         for series in &mut self.series {
             let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
             if start < series.closed_before {
-                self.window_late_impressions += 1;
+                self.window_late_impressions += u64::from(impression.is_some());
                 continue;
             }
-            series.open.entry(start).or_default().entry(group, shape).add_fixed(&fixed, engaged, unit);
+            add(series.open.entry(start).or_default().entry(group, shape));
         }
-        self.fixed_scratch = fixed;
     }
 
     /// Sums impressions per (group, windows) until the next flush rather than into every table

@@ -38,8 +38,13 @@ pub(super) struct FixedValue {
 impl FixedValue {
     /// The nonzero values of `values`, in slot order, into `out` (cleared first).
     pub(super) fn collect(values: &[f64], out: &mut Vec<FixedValue>) {
+        Self::collect_from(0, values, out);
+    }
+
+    /// [`FixedValue::collect`] of values whose first is of slot `first`.
+    pub(super) fn collect_from(first: u32, values: &[f64], out: &mut Vec<FixedValue>) {
         out.clear();
-        for (slot, &v) in (0u32..).zip(values) {
+        for (slot, &v) in (first..).zip(values) {
             let value = to_fixed(v);
             if value != 0 {
                 out.push(FixedValue { slot, value, square: to_fixed(v * v) });
@@ -145,25 +150,40 @@ impl GroupStats {
     pub(super) fn add_fixed(&mut self, values: &[FixedValue], engaged: bool, unit: Option<Unit>) {
         self.impressions += 1;
         self.engaged += u64::from(engaged);
+        self.add_fixed_sums(values, unit, true);
+    }
+
+    /// Adds values to the sums (and to the unit's bucket) without counting an impression: the
+    /// judged block of an impression, added when it arrives, before it is finalized (see
+    /// [`crate::metrics::judged`]).
+    pub(super) fn add_fixed_sums(&mut self, values: &[FixedValue], unit: Option<Unit>, count: bool) {
         for v in values {
             self.sums[v.slot as usize] += i128::from(v.value);
             self.squares[v.slot as usize] += i128::from(v.square);
         }
         if let Some(unit) = unit {
+            if !count {
+                self.add_to_bucket(unit.bucket, values, 0);
+                return;
+            }
             if !self.units_overflowed && self.units.len() < unit.max_units {
                 self.units.insert(unit.hash);
             } else if !self.units.contains(&unit.hash) {
                 self.units_overflowed = true;
             }
-            let metrics = self.sums.len();
-            let sums = self
-                .buckets
-                .entry(unit.bucket)
-                .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; metrics].into_boxed_slice() });
-            sums.impressions += 1;
-            for v in values {
-                sums.sums[v.slot as usize] += i128::from(v.value);
-            }
+            self.add_to_bucket(unit.bucket, values, 1);
+        }
+    }
+
+    fn add_to_bucket(&mut self, bucket: u32, values: &[FixedValue], impressions: u64) {
+        let metrics = self.sums.len();
+        let sums = self
+            .buckets
+            .entry(bucket)
+            .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; metrics].into_boxed_slice() });
+        sums.impressions += impressions;
+        for v in values {
+            sums.sums[v.slot as usize] += i128::from(v.value);
         }
     }
 
@@ -234,14 +254,41 @@ impl GroupStats {
         }
     }
 
-    /// The per-bucket moments of one slot, when impressions were clustered.
+    /// The per-bucket moments of one slot, when impressions were clustered. A bucket with
+    /// only the judged sums of impressions not yet finalized is not one of its buckets yet.
     pub fn cluster_moments(&self, slot: usize) -> Option<crate::stats::ClusterMoments> {
         if self.buckets.is_empty() {
             return None;
         }
         let mut moments = crate::stats::ClusterMoments::default();
-        for bucket in self.buckets.values() {
+        for bucket in self.buckets.values().filter(|b| b.impressions > 0) {
             moments.add_bucket(bucket.impressions as f64, bucket.sum(slot));
+        }
+        Some(moments)
+    }
+
+    /// [`GroupStats::moments`] of a slot that only some impressions add to, counted by the
+    /// slot `count_slot` (the judged block: its count is the judged impressions).
+    pub fn moments_over(&self, slot: usize, count_slot: usize) -> crate::stats::Moments {
+        crate::stats::Moments {
+            n: self.sum(count_slot).round() as u64,
+            sum: from_fixed(self.sums[slot]),
+            sum_squares: from_fixed(self.squares[slot]),
+        }
+    }
+
+    /// [`GroupStats::cluster_moments`] of a slot counted by `count_slot`: a bucket's count is
+    /// its sum of that slot, and a bucket without any is left out.
+    pub fn cluster_moments_over(&self, slot: usize, count_slot: usize) -> Option<crate::stats::ClusterMoments> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let mut moments = crate::stats::ClusterMoments::default();
+        for bucket in self.buckets.values() {
+            let count = bucket.sum(count_slot).round();
+            if count > 0.0 {
+                moments.add_bucket(count, bucket.sum(slot));
+            }
         }
         Some(moments)
     }
@@ -294,9 +341,9 @@ impl GroupStats {
     }
 
     /// Appends zero sums to stats of `from` slots up to `to`: stats written without the
-    /// interleaving sums (before they existed, or with interleaving off) read as they would
-    /// have been kept, since no impression they counted was interleaved. Stats of any other
-    /// length are left as they are, for the shape check to refuse.
+    /// interleaving sums or the judged block (before they existed, or with them off) read as
+    /// they would have been kept, since no impression they counted added to them. Stats of any
+    /// other length are left as they are, for the shape check to refuse.
     pub fn widen(&mut self, from: usize, to: usize) {
         let widen = |sums: &mut Box<[i128]>| {
             if sums.len() == from && from < to {

@@ -215,13 +215,16 @@ impl Engine {
         let (shape, sizes) = (self.template.shape, self.template.window_sizes_ms.len());
         // A record of a replica without the interleaving sums (an older version during a
         // rolling upgrade, or `interleaving.max_rankers = 0`) counted no interleaved impression.
-        let (from, to) = (self.aggregation.layout().len(), shape.metrics);
-        record.cumulative.widen(from, to);
-        for window in &mut record.recent_closed {
-            window.groups.widen(from, to);
-        }
-        if let Some(looks) = &mut record.looks {
-            looks.prefix.widen(from, to);
+        // Likewise without the judged block (judgments off there, or an older version).
+        for from in self.aggregation.layout().block_ends() {
+            let to = shape.metrics;
+            record.cumulative.widen(from, to);
+            for window in &mut record.recent_closed {
+                window.groups.widen(from, to);
+            }
+            if let Some(looks) = &mut record.looks {
+                looks.prefix.widen(from, to);
+            }
         }
         record.cumulative.check(shape)?;
         for window in &record.recent_closed {

@@ -20,7 +20,6 @@ use super::task::Task;
 use super::{watermark, Engine};
 use crate::config::AbUnit;
 use crate::ids::{GroupId, GroupMap};
-use crate::metrics::INTERLEAVING_SLOTS;
 use crate::time::EventTime;
 
 /// What a snapshot must agree on with the running configuration for its state to mean the
@@ -99,14 +98,6 @@ pub enum RestoreError {
     Inconsistent(String),
 }
 
-/// Whether state of `theirs` slots becomes state of `ours` by appending zero sums: `ours` is
-/// `theirs` and the interleaving sums.
-fn widens(theirs: &[String], ours: &[String]) -> bool {
-    ours.len() == theirs.len() + 1
-        && ours.starts_with(theirs)
-        && ours.last().is_some_and(|last| last.starts_with(INTERLEAVING_SLOTS))
-}
-
 /// Checks that every group id state refers to is named once beside it (a snapshot's or an
 /// aggregates record's `groups`), so that renumbering leaves none behind.
 pub(super) fn check_named<S>(names: &[GroupName<S>], used: impl Iterator<Item = GroupId>) -> Result<(), String> {
@@ -154,9 +145,9 @@ impl Engine {
     }
 
     /// Checks that a snapshot is of `partition` and was written with this configuration. A
-    /// snapshot written without the interleaving sums (before they existed, or with
-    /// `interleaving.max_rankers = 0`) is widened to this configuration's first: it counted no
-    /// interleaved impression, so its sums of them are 0.
+    /// snapshot written without the interleaving sums or the judged block (before they
+    /// existed, or with `interleaving.max_rankers = 0` or no `judgments.file`) is widened to
+    /// this configuration's first: it counted nothing in them, so their sums are 0.
     pub fn check_compatible(&self, partition: i32, snapshot: &mut TaskSnapshot) -> Result<(), RestoreError> {
         let ours = self.fingerprint();
         let mismatch = |what, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
@@ -167,8 +158,8 @@ impl Engine {
         if snapshot.partition != partition {
             return Err(RestoreError::Partition { found: snapshot.partition, expected: partition });
         }
-        if widens(&snapshot.fingerprint.metric_keys, &ours.metric_keys) {
-            let (from, to) = (self.aggregation.layout().len(), self.template.shape.metrics);
+        if let Some(from) = self.aggregation.layout().widens_from(&snapshot.fingerprint.metric_keys) {
+            let to = self.template.shape.metrics;
             snapshot.task.totals.accumulators.widen(from, to);
             for window in &mut snapshot.task.totals.recent_closed {
                 window.groups.widen(from, to);
@@ -178,7 +169,7 @@ impl Engine {
         let theirs = &snapshot.fingerprint;
         if theirs.metric_keys != ours.metric_keys {
             return mismatch(
-                "the metrics (metrics.cutoffs, interleaving.max_rankers)",
+                "the metrics (metrics.cutoffs, interleaving.max_rankers, judgments.relevance_threshold, judgments.max_grade)",
                 &theirs.metric_keys,
                 &ours.metric_keys,
             );

@@ -22,7 +22,10 @@
 //! A result is relevant when its gain is at least the relevance threshold; nDCG uses every
 //! positive gain whatever the threshold, as trec_eval does.
 
+pub mod judged;
+
 use crate::interleaving::{CreditRule, Slots};
+pub use judged::JudgedBlock;
 
 /// The largest gain the metric math handles, and so the largest action gain the configuration
 /// accepts. It sizes the per-impression count of results at each gain level (an array of
@@ -127,10 +130,15 @@ pub struct MetricLayout {
     /// (they have no [`MetricKey`]: no exporter of ranking metrics sees them), and how their
     /// credit is earned. `None` with `interleaving.max_rankers = 0`.
     interleaving: Option<(Slots, CreditRule)>,
+    /// `[judgments]`: the judged block after the interleaving sums (see [`judged`]); `None`
+    /// without a judgment list.
+    judged: Option<JudgedBlock>,
 }
 
 /// How the interleaving sums' name in [`MetricLayout::slot_names`] begins.
 pub const INTERLEAVING_SLOTS: &str = "interleaving(";
+/// How the judged block's name in [`MetricLayout::slot_names`] begins.
+pub const JUDGED_SLOTS: &str = "judged(";
 
 const RR_SLOT: usize = 0;
 const ABANDONMENT_SLOT: usize = 1;
@@ -161,6 +169,7 @@ impl MetricLayout {
             max_gain: max_gain.min(MAX_GAIN),
             keys,
             interleaving: None,
+            judged: None,
         }
     }
 
@@ -174,6 +183,50 @@ impl MetricLayout {
         self
     }
 
+    /// This layout with the judged block after its other slots: the same metrics scored from
+    /// judgment grades, a grade relevant from `relevance_threshold`, ERR's largest grade
+    /// `max_grade`. Call after [`Self::with_interleaving`].
+    pub fn with_judged(mut self, relevance_threshold: u8, max_grade: u8) -> MetricLayout {
+        let layout = MetricLayout::new(&self.cutoffs, relevance_threshold, max_grade);
+        self.judged = Some(JudgedBlock { first: self.slot_count(), layout: Box::new(layout) });
+        self
+    }
+
+    /// The judged block, when a judgment list is configured.
+    pub fn judged(&self) -> Option<&JudgedBlock> {
+        self.judged.as_ref()
+    }
+
+    /// Where each optional block of slots ends: the metrics', then the interleaving sums' and
+    /// the judged block's when present. State written with fewer blocks ends at one of these
+    /// and is widened with zeros (see [`Self::widens_from`]).
+    pub fn block_ends(&self) -> Vec<usize> {
+        let mut ends = vec![self.keys.len()];
+        if let Some((slots, _)) = &self.interleaving {
+            ends.push(self.keys.len() + slots.len());
+        }
+        if let Some(judged) = &self.judged {
+            ends.push(judged.first + judged.len());
+        }
+        ends
+    }
+
+    /// When state whose slots are named `theirs` becomes state of this layout by appending
+    /// zero sums, the slot count it has: `theirs` is this layout's names without its last
+    /// blocks (interleaving, judged), written before they existed or with them off, so it
+    /// counted nothing in them.
+    pub fn widens_from(&self, theirs: &[String]) -> Option<usize> {
+        let ours = self.slot_names();
+        let blocks = ours.len().checked_sub(theirs.len()).filter(|&b| b > 0)?;
+        let appended_blocks_only = ours[theirs.len()..]
+            .iter()
+            .all(|name| name.starts_with(INTERLEAVING_SLOTS) || name.starts_with(JUDGED_SLOTS));
+        let ends = self.block_ends();
+        (ours.starts_with(theirs) && appended_blocks_only && theirs.len() >= self.keys.len())
+            .then(|| ends.get(ends.len() - 1 - blocks).copied())
+            .flatten()
+    }
+
     /// The interleaving sums' slots and credit rule, when interleaving is on.
     pub fn interleaving(&self) -> Option<&(Slots, CreditRule)> {
         self.interleaving.as_ref()
@@ -182,7 +235,8 @@ impl MetricLayout {
     /// Every slot of a value vector: the metrics' and the interleaving sums'. What the
     /// accumulators keep per group.
     pub fn slot_count(&self) -> usize {
-        self.keys.len() + self.interleaving.map_or(0, |(slots, _)| slots.len())
+        let before_judged = self.keys.len() + self.interleaving.map_or(0, |(slots, _)| slots.len());
+        before_judged + self.judged.as_ref().map_or(0, JudgedBlock::len)
     }
 
     /// The names that identify the slots, for a snapshot's fingerprint: the metrics', then
@@ -191,6 +245,10 @@ impl MetricLayout {
         let mut names: Vec<String> = self.keys.iter().map(MetricKey::name).collect();
         if let Some((slots, _)) = &self.interleaving {
             names.push(format!("{INTERLEAVING_SLOTS}max_rankers={})", slots.rankers));
+        }
+        if let Some(judged) = &self.judged {
+            let (threshold, max_grade) = (judged.layout.relevance_threshold, judged.layout.max_gain);
+            names.push(format!("{JUDGED_SLOTS}relevance_threshold={threshold},max_grade={max_grade})"));
         }
         names
     }
