@@ -154,7 +154,7 @@ impl Judgments {
     /// other bad line. Only reading can fail, not a line.
     pub fn read(mut reader: impl BufRead, options: &LoadOptions) -> io::Result<(Judgments, LoadReport)> {
         let mut report = LoadReport::default();
-        let mut reject = |report: &mut LoadReport, line_no: u64, why: Reject| {
+        let reject = |report: &mut LoadReport, line_no: u64, why: Reject| {
             *report.rejected.entry(why.reason()).or_default() += 1;
             if report.first_rejects.len() < QUOTED_REJECTS {
                 report.first_rejects.push((line_no, why.to_string()));
