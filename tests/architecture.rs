@@ -23,11 +23,10 @@ const STAGES: &[(&str, u32)] = &[
     ("interleaving", 0),
     ("metrics", 1),
     ("stats", 1),
-    // Start-up: the configuration schema and its checks; judgment lists (reference data read
-    // from files).
+    // Start-up: the configuration schema and its checks.
     ("config", 2),
-    ("judgments", 2),
-    // Decoding.
+    // Reference data read from files (judgment lists, as configured), and decoding.
+    ("judgments", 3),
     ("event", 3),
     // Attribution and aggregation.
     ("join", 4),

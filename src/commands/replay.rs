@@ -5,6 +5,7 @@ use std::path::Path;
 use super::ReplayFormat;
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::judgments::JudgmentSource;
 use crate::replay::{self, MaxRejects, Report, TableOptions};
 
 pub fn run(
@@ -17,7 +18,10 @@ pub fn run(
     max_rejects: MaxRejects,
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config)?;
-    let engine = Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
+    let mut engine = Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
+    if let Some(judgments) = JudgmentSource::from_config(&cfg.judgments)? {
+        engine.set_judgments(judgments);
+    }
     let mut engine = replay::run_with_trec(impressions, engagements, engine, trec_out)?;
     let report = Report::from_engine(&mut engine);
     match format {

@@ -73,6 +73,23 @@ impl Aggregation {
         &self.layout
     }
 
+    /// Adds an arriving impression's judged block (values from slot `first` on) to its
+    /// partition's sums, or hands it to the worker, in order with the finalized impressions.
+    pub fn add_judged(
+        &mut self,
+        totals: &mut Totals,
+        group: GroupId,
+        timestamp: EventTime,
+        unit: u32,
+        first: usize,
+        values: &[f64],
+    ) {
+        match &mut self.worker {
+            Some(worker) => worker.judged(group, timestamp, unit, values),
+            None => totals.accumulators.add_sums(group, timestamp, first, values, unit),
+        }
+    }
+
     /// Computes a finalized impression's metrics and adds them to its partition's totals: the
     /// one place where an impression becomes numbers.
     pub fn finalize(&mut self, totals: &mut Totals, f: Finalized<'_>) {

@@ -31,6 +31,7 @@
 mod aggregation;
 mod global;
 mod handover;
+mod judge;
 mod limits;
 mod offload;
 mod prepare;
@@ -41,6 +42,7 @@ mod task;
 mod telemetry;
 mod watermark;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::accumulate::{Accumulators, ClosedWindow, FoldedLabel, Groups, LabelLimits, StatsShape};
@@ -49,12 +51,14 @@ use crate::event::{EventKind, RejectReason, Rejection};
 use crate::experiments::sequential::Looks;
 use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
+use crate::judgments::JudgmentSource;
 use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use global::PartitionAggregates;
 pub use handover::{RestoreError, StateFingerprint, TaskSnapshot};
+pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
 pub use prepare::{Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash};
 pub use reject_log::RejectLog;
@@ -118,6 +122,9 @@ pub struct Engine {
     /// `[ab]`: the unit's bucket count, and what the reports built from this engine's
     /// accumulators compare.
     ab: AbConfig,
+    /// Scores impressions of judged queries against the judgment list; `None` until
+    /// [`Engine::set_judgments`] (and always without `judgments.file`).
+    judge: Option<judge::Judge>,
 }
 
 /// How a partition's task starts: empty sums of the configured shape, with every window the
@@ -166,6 +173,10 @@ impl Engine {
         let il = &cfg.interleaving;
         let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold, max_gain)
             .with_interleaving(il.max_rankers, il.credit == InterleavingCredit::Gains, il.depth);
+        let layout = match cfg.judgments.file.is_empty() {
+            true => layout,
+            false => layout.with_judged(cfg.judgments.relevance_threshold, cfg.judgments.max_grade),
+        };
         let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();
         let template = TaskTemplate {
@@ -225,7 +236,31 @@ impl Engine {
             single: PreparedBatch::default(),
             checkpoint_stats: CheckpointStats::default(),
             ab: cfg.ab.clone(),
+            judge: None,
         }
+    }
+
+    /// Scores impressions against this judgment list from now on (the configuration's
+    /// `judgments.file`, loaded by the caller, which also runs its reloads). Ignored when the
+    /// configuration has no judgment list: its state has no judged sums.
+    pub fn set_judgments(&mut self, source: Arc<JudgmentSource>) {
+        if let Some(block) = self.aggregation.layout().judged() {
+            self.judge = Some(judge::Judge::new(source, block.clone()));
+        }
+    }
+
+    /// Registers a callback for every judged impression: its query key and judged block
+    /// (count, metrics, coverage; see [`crate::metrics::judged`]). Conformance tests read
+    /// the per-impression values through it.
+    pub fn set_judged_observer(&mut self, observer: JudgedObserver) {
+        if let Some(judge) = &mut self.judge {
+            judge.observer = Some(observer);
+        }
+    }
+
+    /// The judgment list's source, when impressions are judged.
+    pub fn judgments(&self) -> Option<&Arc<JudgmentSource>> {
+        self.judge.as_ref().map(judge::Judge::source)
     }
 
     /// Replay reads old files: no event is too old for it.
@@ -377,7 +412,7 @@ impl Engine {
                 task.totals.accumulators.retire(retired);
             }
         }
-        let Engine { tasks, groups, state, state_limits, join, aggregation, .. } = self;
+        let Engine { tasks, groups, state, state_limits, join, aggregation, judge, .. } = self;
         let task = tasks.get_mut(partition).expect("checked above");
         let counters = &mut task.totals.counters;
         for (label, before) in FoldedLabel::ALL.into_iter().zip(folded_before) {
@@ -399,6 +434,14 @@ impl Engine {
             }
             totals.counters.impressions_evicted += 1;
             outcome = state.track(shard, offer);
+        }
+        if let (ImpressionOutcome::Pending, Some(judge), Some(judged_query)) =
+            (outcome, judge.as_mut(), impression.judged_query)
+        {
+            let first = judge.first();
+            if let Some(values) = judge.score(key, judged_query, docs) {
+                aggregation.add_judged(totals, group, timestamp, unit, first, values);
+            }
         }
         let counters = &mut totals.counters;
         match outcome {

@@ -50,6 +50,19 @@ struct Record {
     first_engagement_delay_ms: Option<i64>,
 }
 
+/// An arriving impression's judged block, as the worker needs it; its values are in the batch.
+#[derive(Debug, Clone)]
+struct JudgedRecord {
+    /// Its group.
+    group: GroupId,
+    /// Its event time: which windows it falls in.
+    timestamp: EventTime,
+    /// Its unit's hash.
+    unit: u32,
+    /// Its values: `judged_values[range]` of the batch.
+    values: Range<usize>,
+}
+
 /// Finalized impressions, their gains back to back: a batch allocates nothing per impression
 /// once its buffers have grown, and goes back to the engine for reuse.
 #[derive(Debug, Default)]
@@ -60,6 +73,12 @@ struct Batch {
     gains: Vec<u8>,
     /// Every interleaved impression's teams.
     teams: Vec<u8>,
+    /// Judged blocks of arriving impressions. Their windows are open until a later
+    /// `CloseWindows`, and sums do not depend on order, so they are added after the batch's
+    /// finalized impressions.
+    judged: Vec<JudgedRecord>,
+    /// Every judged block's values.
+    judged_values: Vec<f64>,
 }
 
 /// What the worker does, in the order the engine asked.
@@ -138,6 +157,17 @@ impl FinalizeWorker {
         }
     }
 
+    /// Queues an arriving impression's judged block.
+    pub(super) fn judged(&mut self, group: GroupId, timestamp: EventTime, unit: u32, values: &[f64]) {
+        let start = self.batch.judged_values.len();
+        self.batch.judged_values.extend_from_slice(values);
+        let values = start..self.batch.judged_values.len();
+        self.batch.judged.push(JudgedRecord { group, timestamp, unit, values });
+        if self.batch.judged.len() == BATCH_IMPRESSIONS {
+            self.flush();
+        }
+    }
+
     /// Queues closing the windows at `watermark`, after every impression finalized before.
     pub(super) fn close_windows(&mut self, watermark: EventTime) {
         self.flush();
@@ -151,13 +181,15 @@ impl FinalizeWorker {
     }
 
     fn flush(&mut self) {
-        if self.batch.records.is_empty() {
+        if self.batch.records.is_empty() && self.batch.judged.is_empty() {
             return;
         }
         let mut next = self.recycled.try_recv().unwrap_or_default();
         next.records.clear();
         next.gains.clear();
         next.teams.clear();
+        next.judged.clear();
+        next.judged_values.clear();
         let full = std::mem::replace(&mut self.batch, next);
         self.send(Command::Finalized(full));
     }
@@ -203,6 +235,12 @@ fn run(
                         first_engagement_delay_ms: r.first_engagement_delay_ms,
                     };
                     aggregation.finalize(&mut totals, f);
+                }
+                if let Some(first) = aggregation.layout().judged().map(|block| block.first) {
+                    for j in &batch.judged {
+                        let values = &batch.judged_values[j.values.clone()];
+                        totals.accumulators.add_sums(j.group, j.timestamp, first, values, j.unit);
+                    }
                 }
                 let _ = recycle.send(batch);
             }

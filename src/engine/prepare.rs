@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::limits::InputLimits;
-use crate::config::{AbUnit, Config};
+use crate::config::{AbUnit, Config, JudgmentsKey};
 use crate::event::{Decoders, EventKind, Impression, RejectReason, Rejection};
 use crate::ids::{doc_key, query_key, DocKey, EngagementId, QueryKey};
+use crate::judgments::{judged_query_key, JudgedQueryKey};
 use crate::time::EventTime;
 
 /// Decodes messages into [`PreparedBatch`]es: the engine's decoding, movable to any thread.
@@ -36,6 +37,9 @@ pub struct Preparer {
     /// `interleaving.max_rankers`: an interleaved impression naming more is rejected (the
     /// accumulators keep sums for that many).
     max_rankers: usize,
+    /// `judgments.key` when a judgment list is configured: which field an impression's
+    /// judged query is keyed from.
+    judged_key: Option<JudgmentsKey>,
 }
 
 /// An impression's A/B unit, as the accumulators need it, with what counters it moves.
@@ -58,6 +62,9 @@ pub struct PreparedImpression {
     pub timestamp: EventTime,
     /// Its A/B unit.
     pub unit: UnitHash,
+    /// The key its judgments are found by (`judgments.key`), when a judgment list is
+    /// configured and the impression has the field.
+    pub judged_query: Option<JudgedQueryKey>,
     /// Its result keys in rank order, in the batch's `docs`.
     docs: Range<usize>,
     /// Its results' teams (ranker index + 1) in the batch's `teams`; empty when the list was
@@ -106,6 +113,8 @@ pub struct PreparedBatch {
     labels: String,
     /// One message's result keys while it is decoded.
     scratch: Vec<DocKey>,
+    /// A query's normalized text while its judged key is computed.
+    query_scratch: String,
 }
 
 /// One prepared message, borrowed from its batch: what [`super::Engine::process_prepared`] takes.
@@ -195,6 +204,7 @@ impl Preparer {
             unit: cfg.ab.unit,
             action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
             max_rankers: cfg.interleaving.max_rankers,
+            judged_key: (!cfg.judgments.file.is_empty()).then_some(cfg.judgments.key),
         }
     }
 
@@ -225,7 +235,7 @@ impl Preparer {
     fn impression(&self, payload: &[u8], batch: &mut PreparedBatch) -> PreparedEvent {
         // The decoder replaces what is in the buffer it fills (a repeated field replaces the
         // list), so it fills the batch's scratch, whose keys are then appended to the batch's.
-        let PreparedBatch { scratch, docs, teams, .. } = batch;
+        let PreparedBatch { scratch, docs, teams, query_scratch, .. } = batch;
         let decoded = self.decoders.impression(payload, scratch).and_then(|impression| {
             self.limits.check_results(scratch.len())?;
             self.check_rankers(&impression)?;
@@ -240,8 +250,16 @@ impl Preparer {
                 if let Some(interleaving) = &impression.interleaving {
                     teams.extend(interleaving.teams.iter().map(|&k| k + 1));
                 }
+                let judged_query = match self.judged_key {
+                    None => None,
+                    Some(JudgmentsKey::QueryId) => Some(judged_query_key(&impression.query_id, false, query_scratch)),
+                    Some(JudgmentsKey::Query) => {
+                        impression.query.as_deref().map(|q| judged_query_key(q, true, query_scratch))
+                    }
+                };
                 PreparedEvent::Impression(PreparedImpression {
                     query: query_key(&impression.query_id),
+                    judged_query,
                     timestamp: impression.timestamp,
                     unit: self.unit_hash(&impression),
                     docs: start..docs.len(),

@@ -8,6 +8,7 @@
 //! cumulative anytime-valid figures, when a look is taken ([`sequential`]).
 
 pub mod interleaving;
+pub mod judged;
 pub mod sequential;
 
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ use crate::stats::sequential::{sequential_difference, sequential_sample_ratio, M
 use crate::stats::{self, Comparison, Estimate};
 use crate::time::{format_rfc3339_ms, EventTime};
 use interleaving::InterleavingReport;
+use judged::JudgedReport;
 use sequential::Looks;
 
 /// The label of the cumulative "window" in reports and the API.
@@ -76,6 +78,10 @@ pub struct ExperimentReport {
     /// left out when the experiment has none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub interleaving: Vec<InterleavingReport>,
+    /// The variants' metrics against the judgment list, over their impressions of judged
+    /// queries, compared with the control's; left out without judged impressions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged: Option<JudgedReport>,
 }
 
 /// Which looks a report's anytime-valid figures combine.
@@ -337,8 +343,11 @@ fn report_over(
             .collect(),
         None => Vec::new(),
     };
+    let has_control = variants.first().is_some_and(|(name, _)| *name == control);
+    let judged = layout.judged().and_then(|block| judged::report(block, ab, &variants, has_control, &boundary));
     ExperimentReport {
         interleaving,
+        judged,
         id,
         experiment: experiment.to_string(),
         window,

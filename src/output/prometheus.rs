@@ -82,7 +82,7 @@ pub(super) fn gauge(labels: Vec<LabelPair>, value: f64) -> Metric {
     m
 }
 
-fn summary(labels: Vec<LabelPair>, sum: f64, count: u64, quantiles: Vec<Quantile>) -> Metric {
+pub(super) fn summary(labels: Vec<LabelPair>, sum: f64, count: u64, quantiles: Vec<Quantile>) -> Metric {
     let mut s = Summary::default();
     s.set_sample_sum(sum);
     s.set_sample_count(count);
@@ -168,6 +168,9 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     families.extend(ab_families(engine));
     families.extend(super::interleaving_families::counters(engine));
     families.extend(super::interleaving_families::gauges(engine));
+    families.extend(super::judged_families::sums(engine));
+    families.extend(super::judged_families::comparisons(engine));
+    families.extend(super::judged_families::source(engine));
     families.extend(latency_summaries(engine));
     families.retain(|f| !f.get_metric().is_empty());
     families

@@ -59,6 +59,19 @@ pub struct GroupReport {
     pub engaged: u64,
     /// Each metric's mean, keyed by its name (`ndcg@10`, `mrr`, ...), in the layout's order.
     pub metrics: serde_json::Map<String, serde_json::Value>,
+    /// The means against the judgment list, over the group's impressions of judged queries;
+    /// left out without any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged: Option<JudgedGroupReport>,
+}
+
+/// A group's figures against the judgment list.
+#[derive(Debug, Serialize)]
+pub struct JudgedGroupReport {
+    /// Impressions whose query has judgments.
+    pub impressions: u64,
+    /// Each judged metric's mean over them (the metrics' names, then `coverage@k`).
+    pub metrics: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -160,6 +173,17 @@ fn group_report(layout: &MetricLayout, groups: &Groups, id: GroupId, stats: &Gro
             .enumerate()
             .map(|(slot, key)| (key.name(), serde_json::json!(stats.mean(slot))))
             .collect(),
+        judged: layout.judged().and_then(|block| {
+            let judged = stats.sum(block.count_slot()).round();
+            (judged > 0.0).then(|| JudgedGroupReport {
+                impressions: judged as u64,
+                metrics: block
+                    .named_slots()
+                    .into_iter()
+                    .map(|(name, slot)| (name, serde_json::json!(stats.sum(slot) / judged)))
+                    .collect(),
+            })
+        }),
     }
 }
 
@@ -222,6 +246,7 @@ impl Report {
         }
         out.push_str(&self.unit_lines());
         out.push_str(&ab_summary(&self.experiments));
+        out.push_str(&judged_summary(&self.groups, &self.experiments));
         out.push_str(&interleaving_summary(&self.experiments));
         if options.windows {
             out.push_str(&self.window_tables());
@@ -276,6 +301,52 @@ impl Report {
         }
         out
     }
+}
+
+/// The figures against the judgment list (cumulative), when any impression was judged: each
+/// group's judged share, coverage and headline metrics, then each variant against its control.
+fn judged_summary(groups: &[GroupReport], experiments: &[ExperimentReport]) -> String {
+    let judged: Vec<(&GroupReport, &JudgedGroupReport)> =
+        groups.iter().filter_map(|g| g.judged.as_ref().map(|j| (g, j))).collect();
+    let Some((_, first)) = judged.first() else { return String::new() };
+    let headline = |key: &str| key == "mrr" || key.starts_with("ndcg@") || key.starts_with("coverage@");
+    let width = judged.iter().map(|(g, _)| g.experiment.len() + g.variant.len() + 1).max().unwrap_or(0).max(10);
+    let mut out = "\n== judged (cumulative, against the judgment list) ==\n".to_string();
+    out.push_str(&format!("{:<18}", "metric"));
+    for (g, _) in &judged {
+        out.push_str(&format!(" {:>width$}", format!("{}/{}", g.experiment, g.variant)));
+    }
+    out.push('\n');
+    let mut row = |name: &str, cell: &dyn Fn(&GroupReport, &JudgedGroupReport) -> String| {
+        out.push_str(&format!("{name:<18}"));
+        for (g, j) in &judged {
+            out.push_str(&format!(" {:>width$}", cell(g, j)));
+        }
+        out.push('\n');
+    };
+    row("judged", &|_, j| j.impressions.to_string());
+    row("judged share", &|g, j| format!("{:.4}", j.impressions as f64 / g.impressions.max(1) as f64));
+    for key in first.metrics.keys().filter(|k| headline(k)) {
+        row(key, &|_, j| j.metrics.get(key).and_then(|v| v.as_f64()).map_or("-".into(), |v| format!("{v:.4}")));
+    }
+    let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.2e}"));
+    for report in experiments {
+        let Some(judged) = &report.judged else { continue };
+        for comparison in &judged.comparisons {
+            for (key, c) in comparison.metrics.iter().filter(|(k, _)| k == "mrr" || k.starts_with("ndcg@")) {
+                let ci = c.difference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
+                out.push_str(&format!(
+                    "{} {} - {}: judged {key} {:+.4} {ci}, p = {}\n",
+                    report.experiment,
+                    comparison.variant,
+                    comparison.control,
+                    c.difference,
+                    p(c.p_value)
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Every interleaved comparison (cumulative): outcomes, then each pair's preference with its
