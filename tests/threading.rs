@@ -32,6 +32,9 @@ fn observed(cfg: &Config) -> (Engine, Arc<Mutex<Finalized>>) {
     let seen: Arc<Mutex<Finalized>> = Arc::default();
     let sink = seen.clone();
     let mut engine = Engine::new(cfg);
+    if let Some(judgments) = rankpulse::judgments::JudgmentSource::from_config(&cfg.judgments).unwrap() {
+        engine.set_judgments(judgments);
+    }
     engine.set_observer(Box::new(move |f| {
         let bits = f.values.iter().map(|v| v.to_bits()).collect();
         sink.lock().unwrap().push((f.query, f.group, f.timestamp, f.gains.to_vec(), bits));
@@ -68,6 +71,19 @@ fn threaded_replay_equals_the_single_threaded_path_on_the_conformance_suites() {
         let cfg = Config::load(Some(&dir.join("config.toml"))).unwrap();
         let n = assert_same(suite, &cfg, &dir.join("impressions.jsonl"), &dir.join("engagements.jsonl"));
         assert!(n > 100, "{suite}: {n} impressions");
+    }
+}
+
+/// The judged suites: judged blocks are added as impressions arrive, on the merge thread, and
+/// reach the finalization worker's sums in order with the finalized impressions.
+#[test]
+fn threaded_replay_equals_the_single_threaded_path_with_a_judgment_list() {
+    for suite in ["query_jsonl", "query_id_qrels"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/judgments/fixtures").join(suite);
+        let mut cfg = Config::load(Some(&dir.join("config.toml"))).unwrap();
+        cfg.judgments.file = dir.join(&cfg.judgments.file).to_string_lossy().into_owned();
+        let n = assert_same(suite, &cfg, &dir.join("impressions.jsonl"), &dir.join("engagements.jsonl"));
+        assert!(n >= 10_000, "{suite}: {n} impressions");
     }
 }
 

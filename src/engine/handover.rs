@@ -268,6 +268,7 @@ mod tests {
     use crate::config::Config;
     use crate::event::EventKind;
     use crate::source::{encode_partition, PartitionSnapshot, Positions};
+    use crate::judgments::JudgmentSource;
 
     /// Partition 0's snapshot of an engine fed a few impressions of two groups.
     fn snapshot() -> TaskSnapshot {
@@ -327,6 +328,40 @@ mod tests {
             assert!(err.as_ref().is_some_and(|e| e.to_string().contains("interleaving.max_rankers")), "{err:?}");
         }
         assert!(err.unwrap().to_string().contains("max_rankers=3"));
+    }
+
+    #[test]
+    fn state_without_the_judged_block_is_widened_and_the_other_way_refused() {
+        let dir = std::env::temp_dir().join(format!("rankpulse-handover-judged-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("judgments.jsonl");
+        std::fs::write(&file, "{\"query\":\"shoes\",\"doc_id\":\"x\",\"grade\":2}\n").unwrap();
+        let mut judged = Config::default();
+        judged.judgments.file = file.to_string_lossy().into_owned();
+        // The oldest state (no interleaving sums, no judged block) and today's without judgments.
+        let mut oldest = Config::default();
+        oldest.interleaving.max_rankers = 0;
+        for writer in [oldest, Config::default()] {
+            let mut engine = Engine::new(&judged).without_past_limit();
+            engine.restore_partition(0, snapshot_of(&writer), Instant::now()).expect("turning judgments on keeps the state");
+            engine.set_judgments(JudgmentSource::from_config(&judged.judgments).unwrap().unwrap());
+            let payload = r#"{"query_id":"j","timestamp":2000,"results":["x"],"variant":"a","query":"Shoes"}"#;
+            engine.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
+            engine.finish();
+            let block = engine.layout().judged().unwrap().clone();
+            let cumulative = engine.cumulative();
+            let (_, a) = cumulative.iter().find(|(g, _)| engine.group_name(*g).variant == "a").unwrap();
+            assert_eq!((a.impressions, a.sum(block.count_slot())), (3, 1.0), "old counts kept, the new one judged");
+        }
+        // Judged sums cannot become sums without them, nor of another judged relevance.
+        let mut other = judged.clone();
+        other.judgments.relevance_threshold = 2;
+        for reader in [Config::default(), other] {
+            let mut engine = Engine::new(&reader).without_past_limit();
+            let err = engine.restore_partition(0, snapshot_of(&judged), Instant::now()).err();
+            assert!(err.as_ref().is_some_and(|e| e.to_string().contains("judgments.relevance_threshold")), "{err:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
