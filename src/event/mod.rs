@@ -429,6 +429,25 @@ mod tests {
     }
 
     #[test]
+    fn the_query_text_is_optional_context() {
+        let mut buf = Vec::new();
+        let with = decode_impression(br#"{"query_id":"q1","timestamp":1,"results":[],"query":" Red Shoes"}"#, &mut buf);
+        assert_eq!(with.unwrap().query.as_deref(), Some(" Red Shoes"), "as written; keying normalizes it");
+        let bare = decode_impression(br#"{"query_id":"q1","timestamp":1,"results":[]}"#, &mut buf).unwrap();
+        assert_eq!(bare.query, None);
+        let numeric = decode_impression(br#"{"query_id":"q1","timestamp":1,"results":[],"query":42}"#, &mut buf);
+        assert_eq!(numeric.unwrap().query.as_deref(), Some("42"));
+        for odd in [r#""query":"""#, r#""query":null"#, r#""query":{"text":"x"}"#, r#""query":[1]"#] {
+            let payload = format!(r#"{{"query_id":"q1","timestamp":1,"results":[],{odd}}}"#);
+            assert_eq!(
+                decode_impression(payload.as_bytes(), &mut buf).unwrap().query,
+                None,
+                "{odd}: absent, not rejected"
+            );
+        }
+    }
+
+    #[test]
     fn interleaved_impressions_carry_their_teams_and_name_their_group() {
         let mut buf = Vec::new();
         let json = br#"{"query_id":"q","timestamp":1,"results":["a","b","c"],"experiment":"duel","variant":"x",

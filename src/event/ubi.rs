@@ -632,6 +632,7 @@ pub(super) mod tests {
         assert_eq!((i.experiment.as_ref(), i.variant.as_ref()), ("ranker-v2", "treatment"));
         assert_eq!(i.client_id.as_deref(), Some("5e3b2a1c-8b7d-4f2e-a3d4-c9b2e1f3a4b5"));
         assert_eq!(i.session_id, None);
+        assert_eq!(i.query.as_deref(), Some("laptop"), "user_query: what judgments are keyed by");
         let expected: Vec<DocKey> =
             ["B07XLFYN6S", "B013UFPODY", "B07SHS91DQ", "B077FVRM4P", "B07ZCRSVBB"].iter().map(|d| doc_key(d)).collect();
         assert_eq!(results, expected);
