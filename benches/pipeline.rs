@@ -15,6 +15,8 @@
 //! 5. Issue 15's figures ([`handover`], a broker in its own process): a partition handed over
 //!    with 100k and 1M pending impressions, and the changelog's bytes per second under the
 //!    demo's traffic. The end-to-end stage measures the changelog's cost on throughput.
+//! 6. Issue 21's figures ([`judgments`]): a list of one million judgments loaded, held and
+//!    looked up, and the cost of judging impressions.
 
 use std::time::{Duration, Instant};
 
@@ -34,6 +36,7 @@ use rdkafka::Message;
 #[path = "../tests/common/mod.rs"]
 mod common;
 mod handover;
+mod judgments;
 use common::alloc::{live, Counting};
 
 #[global_allocator]
@@ -449,6 +452,7 @@ fn main() {
         ("render", render),
         ("handover", handover::handover),
         ("changelog rate", handover::changelog_rate),
+        ("judgments", judgments::judgments),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -582,6 +586,7 @@ fn main() {
         ));
     }
     rows.push(("changelog bytes/s, demo traffic, 5s interval", fmt(get("changelog_bytes_per_second"), 0), "", ""));
+    rows.extend(judgments::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>30} {target:>12} {ok:>8}");
