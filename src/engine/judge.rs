@@ -84,7 +84,7 @@ impl Judge {
         // judged documents that were not shown still count in |R| and the ideal ranking.
         self.shown.sort_unstable();
         let mut not_shown = [0u32; MAX_GAIN as usize + 1];
-        for &grade in judgments.grades() {
+        for grade in judgments.grades() {
             not_shown[usize::from(grade)] += 1;
         }
         let mut previous = None;
