@@ -1,7 +1,8 @@
 //! The A/B feed end to end: the real `rankpulse serve` binary against librdkafka's mock cluster
 //! with the output topic on, read back by a plain consumer (one record per experiment and closed
-//! window, equal to `replay`'s figures); a 55/45 split raising the sample-ratio alarm; the HTTP
-//! API; and the cluster-robust standard error against a direct per-client computation.
+//! window, equal to `replay`'s figures, judged figures included); a 55/45 split raising the
+//! sample-ratio alarm; the HTTP API; and the cluster-robust standard error against a direct
+//! per-client computation.
 
 mod common;
 
@@ -54,12 +55,13 @@ fn traffic(n: usize) -> (Messages, Messages, HashMap<String, String>) {
         };
         let results: Vec<String> = (0..5).map(|r| format!("d{}", (i * 7 + r) % 97)).collect();
         let partition = (i % PARTITIONS as usize) as i32;
-        impressions.push((
-            partition,
-            json!({"query_id": query, "timestamp": ts, "results": results, "experiment": experiment,
-                   "variant": variant, "client_id": client})
-            .to_string(),
-        ));
+        let mut impression = json!({"query_id": query, "timestamp": ts, "results": results, "experiment": experiment,
+                                    "variant": variant, "client_id": client});
+        // Two thirds name one of 40 head queries, of which the judgment list knows 30.
+        if i % 3 != 0 {
+            impression["query"] = json!(format!("Head Query {}", i % HEAD_QUERIES));
+        }
+        impressions.push((partition, impression.to_string()));
         client_of.insert(query.clone(), client.clone());
         let client_bias = (client[1..].parse::<f64>().unwrap() % 10.0) / 20.0; // 0 .. 0.45
         if rng.next() < 0.35 + client_bias {
@@ -107,9 +109,33 @@ fn add_interleaved(n: usize, impressions: &mut Messages, engagements: &mut Messa
     engagements.sort_by_key(time);
 }
 
+/// Head queries the traffic names; the judgment list judges the first 30.
+const HEAD_QUERIES: usize = 40;
+
+/// Writes the judgment list of the head queries: 40 of the 97 documents judged for each,
+/// grades 0 to 3.
+fn write_judgments(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut rng = Lcg(13);
+    let mut lines = String::new();
+    for q in 0..30 {
+        for d in 0..97 {
+            if rng.next() < 0.4 {
+                let grade = (rng.next() * 4.0) as u32;
+                lines.push_str(&format!(
+                    "{}\n",
+                    json!({"query": format!("head query {q}"), "doc_id": format!("d{d}"), "grade": grade})
+                ));
+            }
+        }
+    }
+    let path = dir.join("judgments.jsonl");
+    std::fs::write(&path, lines).unwrap();
+    path
+}
+
 /// The configuration of `serve` and `replay`, but for what differs per run (see
 /// [`serve_config`]).
-fn sections() -> String {
+fn sections(judgments: &std::path::Path) -> String {
     format!(
         r#"
 [kafka]
@@ -129,7 +155,10 @@ max_past = "3650d"   # the events are stamped 2026-01-01
 checkpoint_interval = "500ms"
 [ab]
 output_topic = "{OUTPUT}"
-"#
+[judgments]
+file = "{}"
+"#,
+        judgments.display()
     )
 }
 
@@ -187,11 +216,12 @@ fn ab_feed_equals_replay(replicas: usize) {
     produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
 
     let dir = tempfile::tempdir().unwrap();
+    let judgments = write_judgments(dir.path());
     let ports: Vec<u16> = (0..replicas).map(|_| free_port()).collect();
     let configs: Vec<_> = ports
         .iter()
         .enumerate()
-        .map(|(i, &port)| serve_config(dir.path(), &format!("replica{i}"), &brokers, port, &sections()))
+        .map(|(i, &port)| serve_config(dir.path(), &format!("replica{i}"), &brokers, port, &sections(&judgments)))
         .collect();
     let cfg = configs[0].clone();
 
@@ -212,6 +242,11 @@ fn ab_feed_equals_replay(replicas: usize) {
         .values()
         .filter(|r| r["experiment"] == "e3")
         .all(|r| r["interleaving"][0]["impressions"].as_u64() > Some(0)));
+    // Every window of e1 and e2 has judged impressions, compared between the variants.
+    assert!(expected.values().filter(|r| r["experiment"] != "e3").all(|r| {
+        r["judged"]["variants"].as_array().is_some_and(|v| v.len() == 2 && v[0]["impressions"].as_u64() > Some(50))
+            && r["judged"]["comparisons"][0]["metrics"]["ndcg@3"]["p_value"].is_f64()
+    }));
 
     let daemons: Vec<Daemon> =
         configs.iter().map(|cfg| Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()])).collect();
@@ -322,6 +357,32 @@ fn api_and_gauges_equal_replay(port: u16, expected: &BTreeMap<String, Value>, al
     {
         assert_eq!(m[&series(gauge, &labels)], e3_newest[field].as_f64().unwrap(), "{gauge}");
     }
+    // The judged gauges of the newest 10 s window equal the record's judged figures (to the
+    // last bit but one: serde_json's default float parsing can be one ulp off, Rust's is not).
+    let judged = &e1_newest["judged"];
+    let close = |got: f64, want: &Value, what: &str| {
+        let want = want.as_f64().unwrap();
+        assert!((got - want).abs() <= 2.0 * f64::EPSILON * want.abs(), "{what}: {got} vs {want}");
+    };
+    let labels = [("experiment", "e1"), ("variant", "treatment"), ("metric", "ndcg@3"), ("window", "10s")];
+    for (gauge, field) in [("rankpulse_judged_ab_difference", "difference"), ("rankpulse_judged_ab_p_value", "p_value")]
+    {
+        close(m[&series(gauge, &labels)], &judged["comparisons"][0]["metrics"]["ndcg@3"][field], gauge);
+    }
+    let labels = [("experiment", "e1"), ("variant", "control"), ("metric", "coverage@3"), ("window", "10s")];
+    let control = &judged["variants"][0];
+    close(
+        m[&series("rankpulse_judged_window_mean", &labels)],
+        &control["metrics"]["coverage@3"]["mean"],
+        "judged mean",
+    );
+    assert_eq!(
+        m[&series(
+            "rankpulse_judged_window_impressions",
+            &[("experiment", "e1"), ("variant", "control"), ("window", "10s")]
+        )],
+        control["impressions"].as_f64().unwrap()
+    );
     assert_eq!(http_get(port, "/api/v1/experiments/e9").map(|r| r.0), Some(404));
     assert_eq!(http_get(port, "/api/v1/experiments/e1?window=7m").map(|r| r.0), Some(400));
 }
@@ -342,6 +403,8 @@ fn sequential_figures_equal_replay(port: u16, replayed: &BTreeMap<String, Value>
         // Every replica's cumulative interleaving figures are replay's: the sums of every
         // partition, through the aggregates topic.
         assert_eq!(got["interleaving"], want["interleaving"], "{experiment}: interleaving");
+        // And their judged figures, summed the same way.
+        assert_eq!(got["judged"], want["judged"], "{experiment}: judged");
         if want["comparisons"].as_array().unwrap().is_empty() {
             continue;
         }

@@ -267,8 +267,8 @@ mod tests {
     use crate::checkpoint;
     use crate::config::Config;
     use crate::event::EventKind;
-    use crate::source::{encode_partition, PartitionSnapshot, Positions};
     use crate::judgments::JudgmentSource;
+    use crate::source::{encode_partition, PartitionSnapshot, Positions};
 
     /// Partition 0's snapshot of an engine fed a few impressions of two groups.
     fn snapshot() -> TaskSnapshot {
@@ -343,7 +343,9 @@ mod tests {
         oldest.interleaving.max_rankers = 0;
         for writer in [oldest, Config::default()] {
             let mut engine = Engine::new(&judged).without_past_limit();
-            engine.restore_partition(0, snapshot_of(&writer), Instant::now()).expect("turning judgments on keeps the state");
+            engine
+                .restore_partition(0, snapshot_of(&writer), Instant::now())
+                .expect("turning judgments on keeps the state");
             engine.set_judgments(JudgmentSource::from_config(&judged.judgments).unwrap().unwrap());
             let payload = r#"{"query_id":"j","timestamp":2000,"results":["x"],"variant":"a","query":"Shoes"}"#;
             engine.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
