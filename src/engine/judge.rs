@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::ids::{DocKey, QueryKey};
-use crate::judgments::{JudgedQueryKey, JudgmentSource, Judgments};
+use crate::judgments::{judged_bits, JudgedQueryKey, JudgmentSource, Judgments};
 use crate::metrics::{JudgedBlock, MAX_GAIN};
 
 /// Called with every judged impression's query key and judged block.
@@ -28,8 +28,11 @@ pub(super) struct Judge {
     grades: Vec<u8>,
     /// Per rank, whether the result has a judgment.
     judged: Vec<bool>,
-    /// Judged results as (document, rank): sorted to find repeats and to take the shown
-    /// ones out of the query's grades.
+    /// Judged results as (the document key bits the list keeps, rank): sorted to find repeats
+    /// and to take the shown ones out of the query's grades. Two ids whose keys differ only in
+    /// the bits the list drops are one judged document to it, so they are a repeat here too:
+    /// the query's count of that grade is taken down once (an id crafted to collide cannot
+    /// make it negative).
     shown: Vec<(DocKey, usize)>,
     /// The positive grades of the query's judged documents that were not shown.
     unretrieved: Vec<u8>,
@@ -77,7 +80,7 @@ impl Judge {
             self.grades.push(grade.unwrap_or(0));
             self.judged.push(grade.is_some());
             if grade.is_some() {
-                self.shown.push((doc, rank));
+                self.shown.push((judged_bits(doc), rank));
             }
         }
         // A repeated result gains at its first rank only, as with engagements; the query's
@@ -91,8 +94,8 @@ impl Judge {
         for &(doc, rank) in &self.shown {
             if previous == Some(doc) {
                 self.grades[rank] = 0;
-            } else {
-                not_shown[usize::from(self.grades[rank])] -= 1;
+            } else if let Some(count) = not_shown.get_mut(usize::from(self.grades[rank])) {
+                *count = count.saturating_sub(1);
             }
             previous = Some(doc);
         }
@@ -110,5 +113,46 @@ impl Judge {
     /// The block's first slot.
     pub(super) fn first(&self) -> usize {
         self.block.first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{doc_key, query_key};
+    use crate::judgments::{judged_query_key, Format, LoadOptions};
+    use crate::metrics::{MetricKind, MetricLayout};
+
+    fn judge(file: &str) -> (Judge, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qrels.txt");
+        std::fs::write(&path, file).unwrap();
+        let options = LoadOptions {
+            format: Format::Qrels,
+            normalize: false,
+            max_grade: 3,
+            max_rejected_share: 0.0,
+            keep_query_names: false,
+        };
+        let block = MetricLayout::new(&[1, 3], 1, 3).with_judged(1, 3).judged().unwrap().clone();
+        (Judge::new(JudgmentSource::load(&path, options).unwrap(), block), dir)
+    }
+
+    #[test]
+    fn repeats_and_keys_that_collide_in_the_kept_bits_count_once() {
+        let (mut judge, _dir) = judge("q 0 a 3\nq 0 b 2\nq 0 c 1\n");
+        let layout = judge.block.layout.clone();
+        let recall = 1 + layout.slot(MetricKind::Recall, Some(3)).unwrap();
+        let rr = 1 + layout.slot(MetricKind::ReciprocalRank, None).unwrap();
+        let query = judged_query_key("q", false, &mut String::new());
+        let a = doc_key("a");
+        // "a" twice, then an id whose key differs from a's only in the bits the list drops: one
+        // judged document shown, two of three not shown.
+        let values = judge.score(query_key("i1"), query, &[a, a, a ^ 0x5a, doc_key("zz")]).unwrap().to_vec();
+        assert_eq!(judge.grades, [3, 0, 0, 0]);
+        assert_eq!(judge.judged, [true, true, true, false]);
+        assert_eq!(judge.unretrieved, [1, 2]);
+        assert_eq!((values[rr], values[recall]), (1.0, 1.0 / 3.0));
+        assert!(judge.score(query_key("i2"), judged_query_key("other", false, &mut String::new()), &[a]).is_none());
     }
 }

@@ -18,4 +18,6 @@ pub mod store;
 
 pub use parse::{normalize_query, parse_line, Format, Judgment, Reject};
 pub use source::{JudgmentSource, SourceStatus};
-pub use store::{judged_query_key, JudgedQuery, JudgedQueryKey, Judgments, LoadError, LoadOptions, LoadReport};
+pub use store::{
+    judged_bits, judged_query_key, JudgedQuery, JudgedQueryKey, Judgments, LoadError, LoadOptions, LoadReport,
+};

@@ -88,7 +88,13 @@ const GRADE_BITS: u64 = 0xFF;
 
 /// A judgment as stored: the document's key without its low byte, and the grade in it.
 fn entry(doc: DocKey, grade: u8) -> u64 {
-    (doc & !GRADE_BITS) | u64::from(grade)
+    judged_bits(doc) | u64::from(grade)
+}
+
+/// The bits of a document key a judgment list keeps: two keys equal in them are one document
+/// to it.
+pub fn judged_bits(doc: DocKey) -> u64 {
+    doc & !GRADE_BITS
 }
 
 /// A query's range of the flat array.
@@ -120,7 +126,7 @@ pub struct JudgedQuery<'a> {
 impl<'a> JudgedQuery<'a> {
     /// The document's grade, if it is judged.
     pub fn grade(&self, doc: DocKey) -> Option<u8> {
-        let i = self.entries.binary_search_by_key(&(doc & !GRADE_BITS), |e| e & !GRADE_BITS).ok()?;
+        let i = self.entries.binary_search_by_key(&judged_bits(doc), |e| judged_bits(*e)).ok()?;
         self.entries.get(i).map(|e| (e & GRADE_BITS) as u8)
     }
     /// Every judged document's grade (in document-key order).
@@ -195,7 +201,7 @@ impl Judgments {
                         names.insert(query, judgment.query.as_ref().into());
                         name_order.push(query);
                     }
-                    entries.push((query, doc_key(&judgment.doc) & !GRADE_BITS, judgment.grade, line_no as u32));
+                    entries.push((query, judged_bits(doc_key(&judgment.doc)), judgment.grade, line_no as u32));
                 }
                 Err(why) => {
                     report.lines += 1;
