@@ -22,6 +22,7 @@
 //! A result is relevant when its gain is at least the relevance threshold; nDCG uses every
 //! positive gain whatever the threshold, as trec_eval does.
 
+pub mod grouped;
 pub mod judged;
 
 use crate::interleaving::{CreditRule, Slots};
