@@ -29,6 +29,7 @@
 //! | [`engine`] | orchestration | the core over per-partition tasks, its state on one thread: decode (which may run ahead on other threads) → join → watermark → finalize → accumulate; its snapshot and restore |
 //! | [`source`] | input | the Kafka consumer on its own thread (decoding), the engine's work on another: positions recorded after processing, each partition's snapshot to the changelog then commit, restore on assignment, the aggregates reader |
 //! | [`replay`] | input | JSON-lines files read and decoded on reader threads, merged on event time through the same engine; the replay report and TREC files |
+//! | [`eval`] | offline | `rankpulse eval`: trec_eval's measures over run and qrels files by the same metric code, and AutoRAG's grouped measures |
 //! | [`output`] | output | Prometheus exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API; the A/B output topic |
 //! | [`demo`] | demo | the in-process Kafka cluster and a realistic A/B traffic generator |
 //! | [`pipeline`] | wiring | the daemon: HTTP, publisher and source started and stopped together |
@@ -71,6 +72,7 @@ pub mod commands;
 pub mod config;
 pub mod demo;
 pub mod engine;
+pub mod eval;
 pub mod event;
 pub mod experiments;
 pub mod fuzzing;

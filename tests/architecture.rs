@@ -38,6 +38,7 @@ const STAGES: &[(&str, u32)] = &[
     // Inputs and outputs around the engine.
     ("source", 7),
     ("replay", 7),
+    ("eval", 7),
     ("output", 7),
     ("demo", 7),
     // Wiring and the command line; the hostile-input entry points, which drive inputs and

@@ -1,9 +1,10 @@
 //! The command line: every command parses its arguments here and calls its own file, which only
 //! loads what it needs and calls the library: `demo`, `serve`, `replay`, `generate`, `produce`,
-//! `interleave`, `check-config`.
+//! `interleave`, `eval`, `check-config`.
 
 pub mod check_config;
 pub mod demo;
+pub mod eval;
 pub mod generate;
 pub mod interleave;
 pub mod logging;
@@ -162,12 +163,65 @@ pub enum Command {
         #[arg(long)]
         input: Option<PathBuf>,
     },
+    /// Evaluate a TREC run against qrels as trec_eval does (`rankpulse eval qrels.txt run.txt`),
+    /// with the metric code of the daemon, on every core; or against AutoRAG's grouped ground
+    /// truth (`--ground-truth`).
+    Eval {
+        /// `QRELS RUN`, as trec_eval takes them (or use --qrels and --run).
+        files: Vec<PathBuf>,
+        /// Judgments: TREC qrels (`query iteration doc grade`), or JSON lines (`.jsonl`).
+        #[arg(long)]
+        qrels: Option<PathBuf>,
+        /// The run: TREC (`qid Q0 docno rank score tag`), or JSON lines (`.jsonl`:
+        /// `{"query", "results"}`, ranked as listed).
+        #[arg(long)]
+        run: Option<PathBuf>,
+        /// AutoRAG's grouped ground truth instead of qrels: JSON lines `{"query",
+        /// "retrieval_gt": [[ids], ...]}`, for the `retrieval_*` measures.
+        #[arg(long, conflicts_with = "qrels")]
+        ground_truth: Option<PathBuf>,
+        /// Measures, trec_eval's names and syntax (`P.5,10`, `ndcg_cut.10`, `map`,
+        /// `all_trec`), repeatable; default `official` (or, with --ground-truth, every
+        /// `retrieval_*`).
+        #[arg(short = 'm', long = "measure")]
+        measures: Vec<String>,
+        /// Per-query lines too (trec_eval's -q).
+        #[arg(short = 'q')]
+        per_query: bool,
+        /// Average over every qrels query, a query missing from the run scoring 0 (trec_eval's -c).
+        #[arg(short = 'c')]
+        complete: bool,
+        /// The smallest relevant grade (trec_eval's -l).
+        #[arg(short = 'l', default_value_t = 1)]
+        level: u8,
+        /// Documents evaluated per query (trec_eval's -M; default all).
+        #[arg(short = 'M')]
+        max_docs: Option<usize>,
+        /// ERR's largest grade (err_cut); default the largest grade in the qrels.
+        #[arg(long)]
+        max_grade: Option<u8>,
+        /// `trec` (trec_eval's lines) or `json` (full precision).
+        #[arg(long, value_enum, default_value_t = EvalFormat::Trec)]
+        format: EvalFormat,
+        /// Threads (default: every core).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// Validate a configuration file: prints the effective configuration, or names the key at fault.
     CheckConfig {
         /// The configuration file (TOML) to check.
         #[arg(long)]
         config: PathBuf,
     },
+}
+
+/// How `eval` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EvalFormat {
+    /// trec_eval's `measure\tqid\tvalue` lines.
+    Trec,
+    /// `{"queries": {...}, "all": {...}}` at full precision.
+    Json,
 }
 
 /// How `replay` prints its report.
@@ -201,6 +255,24 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             produce::run(&kafka, (rate, seed, faults), duration.map(std::time::Duration::from_secs))
         }
         Command::Interleave { input } => interleave::run(input.as_deref()),
+        Command::Eval {
+            files,
+            qrels,
+            run,
+            ground_truth,
+            measures,
+            per_query,
+            complete,
+            level,
+            max_docs,
+            max_grade,
+            format,
+            threads,
+        } => {
+            let inputs = eval::Inputs { files, qrels, run, ground_truth };
+            let flags = eval::Flags { measures, per_query, complete, level, max_docs, max_grade, format, threads };
+            eval::run(inputs, flags)
+        }
         Command::CheckConfig { config } => check_config::run(&config),
     }
 }

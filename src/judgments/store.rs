@@ -249,6 +249,10 @@ impl Judgments {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+    /// The largest grade judged.
+    pub fn max_grade(&self) -> u8 {
+        self.entries.iter().map(|e| (e & GRADE_BITS) as u8).max().unwrap_or(0)
+    }
     /// Judged queries.
     pub fn query_count(&self) -> usize {
         self.queries.len()

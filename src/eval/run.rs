@@ -1,0 +1,238 @@
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+//! A run file read for `rankpulse eval`: per query, its documents in rank order.
+//!
+//! * **TREC run** (`qid Q0 docno rank score tag`, whitespace separated): ranked as trec_eval
+//!   ranks it, by score descending as a single-precision float (trec_eval keeps `sim` in a C
+//!   `float`, so scores that differ only beyond it tie), ties broken by docno in descending byte
+//!   order; the rank column is ignored. A document listed twice for a query is an error, as in
+//!   trec_eval. The file is read whole and parsed on every thread, each a slice of its lines;
+//!   ids are borrowed from the text.
+//! * **JSON-lines run** (`{"query": "q1", "results": ["d1", "d2"]}`, by its `.jsonl`,
+//!   `.ndjson` or `.json` extension): the list is the ranking, as shown. A repeated document is
+//!   allowed (AutoRAG's measures count repeats); trec_eval's measures count it at its first rank.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// One query of a run.
+#[derive(Debug)]
+pub struct RunQuery<'a> {
+    /// The query id as the run writes it.
+    pub qid: Cow<'a, str>,
+    /// Its documents in rank order.
+    pub docs: Vec<Cow<'a, str>>,
+}
+
+/// A parsed run.
+#[derive(Debug)]
+pub struct Run<'a> {
+    /// Its queries, in no particular order.
+    pub queries: Vec<RunQuery<'a>>,
+    /// The tag (sixth column) of its first line: trec_eval's `runid`.
+    pub tag: String,
+}
+
+/// Why a run cannot be evaluated.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot read the run {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("{path}:{line}: {why}")]
+    Line { path: PathBuf, line: u64, why: String },
+}
+
+/// A TREC run line: (qid, docno, score as trec_eval keeps it, tag).
+type Entry<'a> = (&'a str, &'a str, f32, &'a str);
+/// A slice of lines parsed: its entries with their line numbers within it, and its line count;
+/// or the number of the line that is not a run line, and why.
+type Chunk<'a> = Result<(Vec<(Entry<'a>, u64)>, u64), (u64, String)>;
+
+/// Reads a run, TREC or JSON lines by its extension.
+pub fn read<'a>(path: &Path, text: &'a str, threads: usize) -> Result<Run<'a>, RunError> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("jsonl" | "ndjson" | "json") => json_lines(path, text),
+        _ => trec(path, text, threads),
+    }
+}
+
+/// One TREC line, `None` for a blank one.
+fn trec_line(line: &str) -> Result<Option<Entry<'_>>, String> {
+    let mut fields = line.split_ascii_whitespace();
+    let Some(qid) = fields.next() else { return Ok(None) };
+    let (Some(_q0), Some(doc), Some(_rank), Some(score), Some(tag), None) =
+        (fields.next(), fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(format!(
+            "expected 6 fields (qid Q0 docno rank score tag), found {}",
+            line.split_ascii_whitespace().count()
+        ));
+    };
+    let score: f64 = score.parse().map_err(|_| format!("score {score:?} is not a number"))?;
+    if !score.is_finite() {
+        return Err(format!("score {score} is not finite"));
+    }
+    Ok(Some((qid, doc, score as f32, tag)))
+}
+
+/// Parses a slice of lines; the error carries the line's number within the slice (from 1).
+fn trec_chunk(chunk: &str) -> Chunk<'_> {
+    let mut entries = Vec::new();
+    let mut lines = 0u64;
+    for line in chunk.split_terminator('\n') {
+        lines += 1;
+        if let Some(entry) = trec_line(line).map_err(|why| (lines, why))? {
+            entries.push((entry, lines));
+        }
+    }
+    Ok((entries, lines))
+}
+
+/// `text` cut into about `parts` slices at line ends.
+fn slices(text: &str, parts: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    let size = text.len() / parts.max(1) + 1;
+    while !rest.is_empty() {
+        let cut = if rest.len() <= size {
+            rest.len()
+        } else {
+            rest.as_bytes().iter().skip(size).position(|&b| b == b'\n').map_or(rest.len(), |p| size + p + 1)
+        };
+        let (head, tail) = rest.split_at(cut);
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
+fn trec<'a>(path: &Path, text: &'a str, threads: usize) -> Result<Run<'a>, RunError> {
+    let parts = slices(text, threads * 4);
+    let parsed: Vec<Chunk<'a>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .chunks(parts.len().div_ceil(threads.max(1)).max(1))
+            .map(|group| scope.spawn(move || group.iter().map(|part| trec_chunk(part)).collect::<Vec<_>>()))
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let mut by_query: HashMap<&'a str, Vec<(f32, &'a str, u64)>> = HashMap::new();
+    let mut order: Vec<&'a str> = Vec::new();
+    let mut tag = None;
+    let mut before = 0u64;
+    for part in parsed {
+        let (entries, lines) =
+            part.map_err(|(line, why)| RunError::Line { path: path.to_path_buf(), line: before + line, why })?;
+        for ((qid, doc, score, run_tag), line) in entries {
+            tag.get_or_insert(run_tag);
+            by_query
+                .entry(qid)
+                .or_insert_with(|| {
+                    order.push(qid);
+                    Vec::new()
+                })
+                .push((score, doc, before + line));
+        }
+        before += lines;
+    }
+    let mut queries = Vec::with_capacity(order.len());
+    for qid in order {
+        let Some(mut docs) = by_query.remove(qid) else { continue };
+        // trec_eval's order: score descending, then docno descending (strcmp).
+        docs.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(a.1)));
+        let mut names: Vec<(&str, u64)> = docs.iter().map(|&(_, doc, line)| (doc, line)).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|w| w.first().map(|a| a.0) == w.get(1).map(|b| b.0)) {
+            let (doc, line) = pair.get(1).copied().unwrap_or_default();
+            let why =
+                format!("document {doc:?} is listed again for query {qid:?} (trec_eval refuses duplicate docs too)");
+            return Err(RunError::Line { path: path.to_path_buf(), line, why });
+        }
+        queries.push(RunQuery {
+            qid: Cow::Borrowed(qid),
+            docs: docs.into_iter().map(|(_, doc, _)| Cow::Borrowed(doc)).collect(),
+        });
+    }
+    Ok(Run { queries, tag: tag.unwrap_or("rankpulse").to_string() })
+}
+
+fn json_lines<'a>(path: &Path, text: &'a str) -> Result<Run<'a>, RunError> {
+    #[derive(Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow)]
+        query: Cow<'a, str>,
+        #[serde(borrow)]
+        results: Vec<Cow<'a, str>>,
+    }
+    let mut queries: Vec<RunQuery<'a>> = Vec::new();
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i as u64 + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let error = |why: String| RunError::Line { path: path.to_path_buf(), line: line_no, why };
+        let parsed: Line<'a> = serde_json::from_str(line).map_err(|e| {
+            error(format!("not a JSON object with a string \"query\" and a \"results\" list of strings: {e}"))
+        })?;
+        if parsed.query.is_empty() || parsed.results.iter().any(|d| d.is_empty()) {
+            return Err(error("an empty query or document id".to_string()));
+        }
+        if let Some(first) = seen.insert(parsed.query.to_string(), line_no) {
+            return Err(error(format!("query {:?} was already ranked on line {first}", parsed.query)));
+        }
+        queries.push(RunQuery { qid: parsed.query, docs: parsed.results });
+    }
+    Ok(Run { queries, tag: "rankpulse".to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs<'a>(run: &'a Run<'a>, qid: &str) -> Vec<&'a str> {
+        run.queries.iter().find(|q| q.qid == qid).unwrap().docs.iter().map(|d| d.as_ref()).collect()
+    }
+
+    #[test]
+    fn trec_order_is_score_then_docno_descending_in_single_precision() {
+        let text = "q1 Q0 a 1 2.0 tag\nq1 Q0 b 2 3.0 tag\nq1 Q0 c 3 2.0 tag\nq2 Q0 x 1 1 tag\n\
+                    q1 Q0 d 4 2.00000001 tag\nq1\tQ0 e 5 -1e3 tag\n\nq2 Q0 y 2 1.5 other\n";
+        for threads in [1, 2, 7] {
+            let run = read(Path::new("run.txt"), text, threads).unwrap();
+            // 2.00000001 is 2.0 as a float: d ties with a and c, and sorts first of them.
+            assert_eq!(docs(&run, "q1"), ["b", "d", "c", "a", "e"]);
+            assert_eq!(docs(&run, "q2"), ["y", "x"]);
+            assert_eq!(run.tag, "tag");
+        }
+    }
+
+    #[test]
+    fn bad_lines_and_repeats_are_errors_naming_the_line() {
+        let err = |text: &str| read(Path::new("run.txt"), text, 3).unwrap_err().to_string();
+        assert_eq!(err("q1 Q0 a 1 2 t\nq1 Q0 b 1 x t\n"), "run.txt:2: score \"x\" is not a number");
+        assert_eq!(
+            err("q1 Q0 a 1 2 t\n\nq1 Q0 b 1\n"),
+            "run.txt:3: expected 6 fields (qid Q0 docno rank score tag), found 4"
+        );
+        assert!(err("q1 Q0 a 1 2 t\nq1 Q0 a 2 1 t\n")
+            .starts_with("run.txt:2: document \"a\" is listed again for query \"q1\""));
+        assert!(err("q1 Q0 a 1 NaN t\n").contains("not finite"));
+        let long: String = (0..5000).map(|i| format!("q{} Q0 d{i} 1 {i} t\n", i % 7)).collect::<String>() + "oops\n";
+        assert_eq!(err(&long), "run.txt:5001: expected 6 fields (qid Q0 docno rank score tag), found 1");
+    }
+
+    #[test]
+    fn json_lines_keep_their_order_and_repeats() {
+        let text = "{\"query\":\"q1\",\"results\":[\"b\",\"a\",\"b\"]}\n\n{\"query\":\"q2\",\"results\":[]}\n";
+        let run = read(Path::new("run.jsonl"), text, 2).unwrap();
+        assert_eq!(docs(&run, "q1"), ["b", "a", "b"]);
+        assert!(docs(&run, "q2").is_empty());
+        let err =
+            read(Path::new("r.jsonl"), "{\"query\":\"q1\",\"results\":[]}\n{\"query\":\"q1\",\"results\":[]}\n", 1);
+        assert_eq!(err.unwrap_err().to_string(), "r.jsonl:2: query \"q1\" was already ranked on line 1");
+        let err = read(Path::new("r.jsonl"), "{\"query\":\"q1\"}\n", 1).unwrap_err().to_string();
+        assert!(err.starts_with("r.jsonl:1: not a JSON object"), "{err}");
+    }
+}
