@@ -1,0 +1,134 @@
+//! `rankpulse eval` against trec_eval and AutoRAG: the real binary on the fixtures of
+//! `tests/eval/` (trec_eval through pytrec-eval-terrier as the oracle, printed as trec_eval
+//! prints; `generate.py`) and `tests/autorag/` (AutoRAG 0.3.27's own retrieval metric
+//! functions; `generate.py`), and its refusals of bad input.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fixtures(suite: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(suite).join("fixtures")
+}
+
+fn eval(dir: &Path, args: &[&str]) -> Output {
+    Command::new(common::BIN).current_dir(dir).arg("eval").args(args).output().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+#[test]
+fn every_invocation_prints_trec_eval_s_lines() {
+    let dir = fixtures("eval");
+    let invocations: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("invocations.json")).unwrap()).unwrap();
+    let mut lines = 0;
+    for case in &invocations {
+        let name = case["name"].as_str().unwrap();
+        let mut args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        args.extend(["qrels.txt", "run.txt"]);
+        let got = stdout(&eval(&dir, &args));
+        let want = std::fs::read_to_string(dir.join(format!("{name}.txt"))).unwrap();
+        for (i, (g, w)) in got.lines().zip(want.lines()).enumerate() {
+            assert_eq!(g, w, "{name}: line {} differs (rankpulse, trec_eval)", i + 1);
+        }
+        assert_eq!(got.lines().count(), want.lines().count(), "{name}: line count");
+        lines += want.lines().count();
+    }
+    eprintln!("eval: {lines} lines of {} invocations equal trec_eval's", invocations.len());
+    assert!(lines > 10_000);
+}
+
+#[test]
+fn json_is_trec_eval_at_full_precision_on_any_number_of_threads() {
+    let dir = fixtures("eval");
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("all_trec_q.json")).unwrap()).unwrap();
+    let mut outputs = Vec::new();
+    for threads in ["1", "3"] {
+        let args = [
+            "--qrels",
+            "qrels.txt",
+            "--run",
+            "run.txt",
+            "-q",
+            "-m",
+            "all_trec",
+            "--format",
+            "json",
+            "--threads",
+            threads,
+        ];
+        outputs.push(stdout(&eval(&dir, &args)));
+    }
+    assert_eq!(outputs[0], outputs[1], "the output does not depend on the threads");
+    let got: Value = serde_json::from_str(&outputs[0]).unwrap();
+    let mut compared = 0;
+    for (scope, want) in [("all", &want["all"])]
+        .into_iter()
+        .chain(want["queries"].as_object().unwrap().iter().map(|(q, v)| (q.as_str(), v)))
+    {
+        let got = if scope == "all" { &got["all"] } else { &got["queries"][scope] };
+        for (measure, w) in want.as_object().unwrap() {
+            let g = &got[measure];
+            match w.as_f64() {
+                Some(w) => assert!((g.as_f64().unwrap() - w).abs() <= 1e-9, "{scope} {measure}: {g} vs trec_eval {w}"),
+                None => assert_eq!(g, w, "{scope} {measure}"),
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(got["queries"].as_object().unwrap().len(), want["queries"].as_object().unwrap().len());
+    eprintln!("eval --format json: {compared} values equal trec_eval's to 1e-9");
+}
+
+#[test]
+fn grouped_measures_equal_autorag_s_own_functions() {
+    let dir = fixtures("autorag");
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let out = eval(&dir, &["--ground-truth", "ground_truth.jsonl", "--run", "run.jsonl", "-q", "--format", "json"]);
+    let got: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let want = want.as_object().unwrap();
+    assert!(want.len() >= 2_000);
+    assert_eq!(got["queries"].as_object().unwrap().len(), want.len(), "every case evaluated");
+    for (qid, measures) in want {
+        for (measure, w) in measures.as_object().unwrap() {
+            let (g, w) = (got["queries"][qid][measure].as_f64().unwrap(), w.as_f64().unwrap());
+            assert!((g - w).abs() <= 1e-12, "{qid} {measure}: rankpulse {g}, AutoRAG {w}");
+        }
+    }
+    let seed = &got["queries"]["seed-example"];
+    for measure in ["retrieval_precision", "retrieval_recall", "retrieval_f1", "retrieval_mrr"] {
+        assert_eq!(seed[measure], 0.5, "the worked example's {measure}");
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_naming_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write("qrels.txt", "q1 0 a 1\nq1 0 b 2\n");
+    write("run.txt", "q1 Q0 a 1 2.5 t\nq1 Q0 b 2 two t\n");
+    write("dup.txt", "q1 Q0 a 1 2.5 t\nq1 Q0 a 2 1.5 t\n");
+    write("bad-qrels.txt", "q1 0 a 1\nq1 0 b\n");
+    write("good.txt", "q1 Q0 a 1 2.5 t\n");
+    let fails = |args: &[&str], needle: &str| {
+        let out = eval(dir.path(), args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(needle), "{args:?}: {stderr}");
+    };
+    fails(&["qrels.txt", "run.txt"], "run.txt:2: score \"two\" is not a number");
+    fails(&["qrels.txt", "dup.txt"], "dup.txt:2: document \"a\" is listed again for query \"q1\"");
+    fails(&["bad-qrels.txt", "good.txt"], "line 2: expected 4 fields");
+    fails(&["-m", "bpref", "qrels.txt", "good.txt"], "unknown measure \"bpref\"");
+    fails(&["-m", "retrieval_f1", "qrels.txt", "good.txt"], "retrieval_f1 needs --ground-truth");
+    fails(&["qrels.txt"], "give the judgments and the run");
+    fails(&["qrels.txt", "missing.txt"], "cannot read missing.txt");
+    let ok = stdout(&eval(dir.path(), &["-q", "-m", "P.1", "qrels.txt", "good.txt"]));
+    assert_eq!(ok, "P_1                   \tq1\t1.0000\nP_1                   \tall\t1.0000\n");
+}
