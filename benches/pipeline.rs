@@ -16,7 +16,8 @@
 //!    with 100k and 1M pending impressions, and the changelog's bytes per second under the
 //!    demo's traffic. The end-to-end stage measures the changelog's cost on throughput.
 //! 6. Issue 21's figures ([`judgments`]): a list of one million judgments loaded, held and
-//!    looked up, and the cost of judging impressions.
+//!    looked up, and the cost of judging impressions; [`eval`]: `rankpulse eval` on a run of
+//!    100,000 queries x 100 against trec_eval (pytrec-eval-terrier) and ranx.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,7 @@ use rdkafka::Message;
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod eval;
 mod handover;
 mod judgments;
 use common::alloc::{live, Counting};
@@ -453,6 +455,7 @@ fn main() {
         ("handover", handover::handover),
         ("changelog rate", handover::changelog_rate),
         ("judgments", judgments::judgments),
+        ("eval", eval::eval),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -587,6 +590,7 @@ fn main() {
     }
     rows.push(("changelog bytes/s, demo traffic, 5s interval", fmt(get("changelog_bytes_per_second"), 0), "", ""));
     rows.extend(judgments::rows(&get));
+    rows.extend(eval::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>30} {target:>12} {ok:>8}");

@@ -34,6 +34,12 @@ pub struct Flags {
     pub threads: Option<usize>,
 }
 
+/// What the run is evaluated against.
+enum Judged {
+    Qrels(Judgments),
+    Groups(GroundTruth),
+}
+
 fn read(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
@@ -72,23 +78,32 @@ pub fn run(inputs: Inputs, flags: Flags) -> anyhow::Result<()> {
     if let Some(g) = flags.max_grade.filter(|&g| g == 0 || g > MAX_GAIN) {
         bail!("--max-grade {g}: must be from 1 to {MAX_GAIN}");
     }
-    let run_text = read(&run_path)?;
-    let ranking = run::read(&run_path, &run_text, threads).map_err(|e: RunError| anyhow::anyhow!(e))?;
-    let evaluation = if grouped {
-        let text = read(&judgments_path)?;
-        let truth = GroundTruth::parse(&judgments_path, &text).map_err(|e: TruthError| anyhow::anyhow!(e))?;
-        evaluate_grouped(&truth, &ranking, &options)?
-    } else {
-        let load = LoadOptions {
-            format: Format::of_path(&judgments_path),
-            normalize: false,
-            max_grade: MAX_GAIN,
-            max_rejected_share: 0.0,
-            keep_query_names: true,
-        };
-        let (qrels, _) = Judgments::load(&judgments_path, &load)?;
-        evaluate(&qrels, &ranking, &options)?
-    };
+    // The judgments are read on a thread of their own while the run is read and ranked.
+    let evaluation = std::thread::scope(|scope| -> anyhow::Result<_> {
+        let judgments = scope.spawn(|| -> anyhow::Result<Judged> {
+            if grouped {
+                let text = read(&judgments_path)?;
+                let truth = GroundTruth::parse(&judgments_path, &text).map_err(|e: TruthError| anyhow::anyhow!(e))?;
+                return Ok(Judged::Groups(truth));
+            }
+            let load = LoadOptions {
+                format: Format::of_path(&judgments_path),
+                normalize: false,
+                max_grade: MAX_GAIN,
+                max_rejected_share: 0.0,
+                keep_query_names: true,
+            };
+            Ok(Judged::Qrels(Judgments::load(&judgments_path, &load)?.0))
+        });
+        let run_text = read(&run_path)?;
+        let ranking = run::read(&run_path, &run_text, threads).map_err(|e: RunError| anyhow::anyhow!(e));
+        let judged = judgments.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        let ranking = ranking?;
+        Ok(match judged {
+            Judged::Groups(truth) => evaluate_grouped(&truth, &ranking, &options)?,
+            Judged::Qrels(qrels) => evaluate(&qrels, &ranking, &options)?,
+        })
+    })?;
     let text = match flags.format {
         EvalFormat::Trec => evaluation.to_trec(flags.per_query),
         EvalFormat::Json => format!("{}\n", serde_json::to_string_pretty(&evaluation.to_json(flags.per_query))?),

@@ -49,6 +49,8 @@ type Entry<'a> = (&'a str, &'a str, f32, &'a str);
 /// A slice of lines parsed: its entries with their line numbers within it, and its line count;
 /// or the number of the line that is not a run line, and why.
 type Chunk<'a> = Result<(Vec<(Entry<'a>, u64)>, u64), (u64, String)>;
+/// A document of a query as read: (score, docno, line).
+type Scored<'a> = (f32, &'a str, u64);
 
 /// Reads a run, TREC or JSON lines by its extension.
 pub fn read<'a>(path: &Path, text: &'a str, threads: usize) -> Result<Run<'a>, RunError> {
@@ -117,44 +119,62 @@ fn trec<'a>(path: &Path, text: &'a str, threads: usize) -> Result<Run<'a>, RunEr
             .collect();
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     });
-    let mut by_query: HashMap<&'a str, Vec<(f32, &'a str, u64)>> = HashMap::new();
-    let mut order: Vec<&'a str> = Vec::new();
+    // Each query's lines, in file order. A run lists a query's lines together, so a line of the
+    // query just seen needs no lookup.
+    let mut by_query: HashMap<&'a str, usize> = HashMap::new();
+    let mut grouped: Vec<(&'a str, Vec<Scored<'a>>)> = Vec::new();
     let mut tag = None;
     let mut before = 0u64;
     for part in parsed {
         let (entries, lines) =
             part.map_err(|(line, why)| RunError::Line { path: path.to_path_buf(), line: before + line, why })?;
+        let mut current: Option<(&str, usize)> = None;
         for ((qid, doc, score, run_tag), line) in entries {
             tag.get_or_insert(run_tag);
-            by_query
-                .entry(qid)
-                .or_insert_with(|| {
-                    order.push(qid);
-                    Vec::new()
-                })
-                .push((score, doc, before + line));
+            let index = match current {
+                Some((last, index)) if last == qid => index,
+                _ => {
+                    let index = *by_query.entry(qid).or_insert_with(|| {
+                        grouped.push((qid, Vec::new()));
+                        grouped.len() - 1
+                    });
+                    current = Some((qid, index));
+                    index
+                }
+            };
+            if let Some((_, docs)) = grouped.get_mut(index) {
+                docs.push((score, doc, before + line));
+            }
         }
         before += lines;
     }
-    let mut queries = Vec::with_capacity(order.len());
-    for qid in order {
-        let Some(mut docs) = by_query.remove(qid) else { continue };
-        // trec_eval's order: score descending, then docno descending (strcmp).
-        docs.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(a.1)));
-        let mut names: Vec<(&str, u64)> = docs.iter().map(|&(_, doc, line)| (doc, line)).collect();
-        names.sort_unstable();
-        if let Some(pair) = names.windows(2).find(|w| w.first().map(|a| a.0) == w.get(1).map(|b| b.0)) {
-            let (doc, line) = pair.get(1).copied().unwrap_or_default();
-            let why =
-                format!("document {doc:?} is listed again for query {qid:?} (trec_eval refuses duplicate docs too)");
-            return Err(RunError::Line { path: path.to_path_buf(), line, why });
-        }
-        queries.push(RunQuery {
-            qid: Cow::Borrowed(qid),
-            docs: docs.into_iter().map(|(_, doc, _)| Cow::Borrowed(doc)).collect(),
-        });
-    }
+    // Ranking and the check for repeats, a share of the queries on each thread.
+    let share = grouped.len().div_ceil(threads.max(1)).max(1);
+    let ranked: Vec<Result<RunQuery<'a>, RunError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = grouped
+            .chunks_mut(share)
+            .map(|chunk| {
+                scope.spawn(move || chunk.iter_mut().map(|(qid, docs)| rank(path, qid, docs)).collect::<Vec<_>>())
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let queries = ranked.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(Run { queries, tag: tag.unwrap_or("rankpulse").to_string() })
+}
+
+/// One query's documents ranked as trec_eval ranks them: score descending, then docno
+/// descending (strcmp); a document listed twice is an error naming the second line.
+fn rank<'a>(path: &Path, qid: &'a str, docs: &mut [Scored<'a>]) -> Result<RunQuery<'a>, RunError> {
+    let mut names: Vec<(&str, u64)> = docs.iter().map(|&(_, doc, line)| (doc, line)).collect();
+    names.sort_unstable();
+    if let Some(pair) = names.windows(2).find(|w| w.first().map(|a| a.0) == w.get(1).map(|b| b.0)) {
+        let (doc, line) = pair.get(1).copied().unwrap_or_default();
+        let why = format!("document {doc:?} is listed again for query {qid:?} (trec_eval refuses duplicate docs too)");
+        return Err(RunError::Line { path: path.to_path_buf(), line, why });
+    }
+    docs.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(a.1)));
+    Ok(RunQuery { qid: Cow::Borrowed(qid), docs: docs.iter().map(|&(_, doc, _)| Cow::Borrowed(doc)).collect() })
 }
 
 fn json_lines<'a>(path: &Path, text: &'a str) -> Result<Run<'a>, RunError> {
