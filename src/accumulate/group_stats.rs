@@ -300,7 +300,7 @@ impl GroupStats {
 
     /// Non-empty unit buckets.
     pub fn bucket_count(&self) -> usize {
-        self.buckets.len()
+        self.buckets.values().filter(|b| b.impressions > 0).count()
     }
 
     /// Checks stats read from a snapshot or an aggregates record against the shape of this

@@ -173,9 +173,10 @@ impl Engine {
         let il = &cfg.interleaving;
         let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold, max_gain)
             .with_interleaving(il.max_rankers, il.credit == InterleavingCredit::Gains, il.depth);
-        let layout = match cfg.judgments.file.is_empty() {
-            true => layout,
-            false => layout.with_judged(cfg.judgments.relevance_threshold, cfg.judgments.max_grade),
+        let layout = if cfg.judgments.file.is_empty() {
+            layout
+        } else {
+            layout.with_judged(cfg.judgments.relevance_threshold, cfg.judgments.max_grade)
         };
         let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();
