@@ -132,6 +132,36 @@ def evaluate(qrels, run, families, level=1, max_docs=None, complete=False):
     return names, per_query, all_values
 
 
+def extensions(qrels, run, cutoffs):
+    """rankpulse's measures without a trec_eval name, from trec_eval where it has the parts:
+    ndcg_exp_cut is trec_eval's ndcg_cut over gains 2^g - 1, f1_cut the harmonic mean of its P
+    and recall; err_cut Elasticsearch's formula with g_max the largest grade in the qrels."""
+    cut = ",".join(map(str, cutoffs))
+    ranked = {qid: dict(trec_order(docs)) for qid, docs in run.items()}
+    plain = pytrec_eval.RelevanceEvaluator(qrels, {f"P.{cut}", f"recall.{cut}", "num_q"}).evaluate(ranked)
+    exp_qrels = {q: {d: (2 ** g - 1 if g > 0 else 0) for d, g in js.items()} for q, js in qrels.items()}
+    exp = pytrec_eval.RelevanceEvaluator(exp_qrels, {f"ndcg_cut.{cut}"}).evaluate(ranked)
+    g_max = max(g for js in qrels.values() for g in js.values())
+    names = [f"{m}_{k}" for m in ("f1_cut", "ndcg_exp_cut", "err_cut") for k in cutoffs]
+    per_query = {}
+    for qid in plain:
+        row = {}
+        gains = [max(qrels[qid].get(d, 0), 0) for d in ranked[qid]]
+        for k in cutoffs:
+            p, r = plain[qid][f"P_{k}"], plain[qid][f"recall_{k}"]
+            row[f"f1_cut_{k}"] = 2 * p * r / (p + r) if p + r else 0.0
+            row[f"ndcg_exp_cut_{k}"] = exp[qid][f"ndcg_cut_{k}"]
+            err, reached = 0.0, 1.0
+            for rank, g in enumerate(gains[:k], start=1):
+                stop = (2 ** g - 1) / 2 ** g_max
+                err += reached * stop / rank
+                reached *= 1 - stop
+            row[f"err_cut_{k}"] = err
+        per_query[qid] = row
+    all_values = {n: sum(row[n] for row in per_query.values()) / len(per_query) for n in names}
+    return names, per_query, all_values
+
+
 def as_trec(names, per_query, all_values, with_queries):
     def line(name, qid, value):
         if name == "runid":
@@ -176,6 +206,9 @@ def main():
                                for q in sorted(per_query)},
                    "all": {n: (TAG if n == "runid" else all_values[n]) for n in names}}
             (FIXTURES / "all_trec_q.json").write_text(json.dumps(doc, sort_keys=True) + "\n")
+    names, per_query, all_values = extensions(qrels, run, [3, 10])
+    (FIXTURES / "extensions_q.txt").write_text(as_trec(names, per_query, all_values, True))
+    cases.append({"name": "extensions_q", "args": ["-q", "-m", "f1_cut.3,10", "-m", "ndcg_exp_cut.3,10", "-m", "err_cut.3,10"]})
     (FIXTURES / "invocations.json").write_text(json.dumps(cases, indent=1) + "\n")
     evaluated = len(set(qrels) & set(run))
     print(f"{len(qrels)} qrels queries, {len(run)} run queries, {evaluated} evaluated; "
