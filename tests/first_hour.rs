@@ -101,6 +101,14 @@ fn the_readme_replay_example_prints_what_the_readme_shows() {
 }
 
 #[test]
+fn the_readme_judgments_example_prints_what_the_readme_shows() {
+    readme_example_prints_what_the_readme_shows(
+        |l| l.contains("cargo run --release -- generate ") && l.contains("--judgments"),
+        18,
+    );
+}
+
+#[test]
 fn the_readme_interleaving_example_prints_what_the_readme_shows() {
     readme_example_prints_what_the_readme_shows(
         |l| l.contains("cargo run --release -- generate ") && l.contains("--interleaving"),
@@ -128,7 +136,12 @@ fn readme_example_prints_what_the_readme_shows(is_example: impl Fn(&str) -> bool
     // directory of their own holding the config they name.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("config")).unwrap();
-    std::fs::copy(demo_config(), dir.path().join("config/replay-demo.toml")).unwrap();
+    for config in std::fs::read_dir(format!("{ROOT}/config")).unwrap() {
+        let config = config.unwrap().path();
+        if config.extension().is_some_and(|e| e == "toml") {
+            std::fs::copy(&config, dir.path().join("config").join(config.file_name().unwrap())).unwrap();
+        }
+    }
     let mut printed = String::new();
     for command in &commands {
         let args = command.strip_prefix("cargo run --release -- ").expect("each command is a cargo run");

@@ -131,7 +131,8 @@ fn to_ubi_event(line: &str, i: usize) -> String {
 fn write_both(dir: &Path, count: u64, per_second: u32) -> ([PathBuf; 4], usize) {
     let (mut imp, mut eng) = (Vec::new(), Vec::new());
     let at = (count, per_second, 7, START_MS);
-    rankpulse::demo::write_traffic_with_duel(&mut imp, &mut eng, at, rankpulse::demo::FaultRate::DEMO, true).unwrap();
+    let extras = rankpulse::demo::Extras { duel: true, judgments: None };
+    rankpulse::demo::write_traffic_with(&mut imp, &mut eng, at, rankpulse::demo::FaultRate::DEMO, extras).unwrap();
     let (imp, eng) = (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap());
     let convert = |text: &str, f: fn(&str, usize) -> String| {
         text.lines().enumerate().map(|(i, l)| f(l, i) + "\n").collect::<String>()

@@ -1,20 +1,21 @@
-//! `rankpulse generate`: the demo's A/B traffic (and on request its interleaving duel) as
-//! JSON-lines files, to try `replay` without Kafka.
+//! `rankpulse generate`: the demo's A/B traffic (and on request its interleaving duel, and head
+//! queries with their judgment list) as JSON-lines files, to try `replay` without Kafka.
 
 use std::path::Path;
 
 use anyhow::Context;
 
-use crate::demo::FaultRate;
+use crate::demo::{Extras, FaultRate};
 
 /// Writes `count` impressions at `rate` per second of event time from `start` (RFC 3339), of
-/// `seed`'s traffic, with `faults` and, when `interleaving`, the duel.
+/// `seed`'s traffic, with `faults`, the duel when `interleaving`, and with `judgments` head
+/// queries and their judgment list written there.
 pub fn run(
     impressions: &Path,
     engagements: &Path,
     (count, rate, seed, start): (u64, u32, u64, &str),
     faults: FaultRate,
-    interleaving: bool,
+    (interleaving, judgments): (bool, Option<&Path>),
 ) -> anyhow::Result<()> {
     let start_ms =
         crate::time::parse_rfc3339_ms(start).with_context(|| format!("--start {start:?} is not RFC 3339"))?;
@@ -22,10 +23,13 @@ pub fn run(
         std::fs::File::create(p).map(std::io::BufWriter::new).with_context(|| format!("creating {}", p.display()))
     };
     let (mut imp, mut eng) = (open(impressions)?, open(engagements)?);
+    let mut list = judgments.map(open).transpose()?;
     let at = (count, rate, seed, start_ms);
-    let wrote = crate::demo::write_traffic_with_duel(&mut imp, &mut eng, at, faults, interleaving)
+    let extras = Extras { duel: interleaving, judgments: list.as_mut().map(|l| l as &mut dyn std::io::Write) };
+    let wrote = crate::demo::write_traffic_with(&mut imp, &mut eng, at, faults, extras)
         .and_then(|wrote| std::io::Write::flush(&mut imp).map(|()| wrote))
         .and_then(|wrote| std::io::Write::flush(&mut eng).map(|()| wrote))
+        .and_then(|wrote| list.as_mut().map_or(Ok(()), std::io::Write::flush).map(|()| wrote))
         .with_context(|| format!("writing {} and {}", impressions.display(), engagements.display()))?;
     // Says what is in the files, malformed lines included, so a replay's rejects are no surprise.
     let malformed = if wrote.malformed == 0 {
@@ -38,12 +42,19 @@ pub fn run(
     } else {
         String::new()
     };
+    let head = match judgments {
+        Some(_) => format!(" and {} of head queries", wrote.head),
+        None => String::new(),
+    };
     eprintln!(
-        "wrote {} impressions{malformed}{duel} to {} and {} engagements to {}",
+        "wrote {} impressions{malformed}{duel}{head} to {} and {} engagements to {}",
         wrote.impressions,
         impressions.display(),
         wrote.engagements,
         engagements.display()
     );
+    if let Some(path) = judgments {
+        eprintln!("wrote {} judgments of the head queries to {}", wrote.judgments, path.display());
+    }
     Ok(())
 }

@@ -125,6 +125,11 @@ pub enum Command {
         /// (ranker-duel-ab), one impression for every two of the others.
         #[arg(long)]
         interleaving: bool,
+        /// Also write a judgment list for head queries to this file (JSON lines), and add
+        /// their impressions (with a `query` field) to the A/B experiment: one per three of the
+        /// others. Replay them with `[judgments] file` set to it.
+        #[arg(long)]
+        judgments: Option<PathBuf>,
     },
     /// Produce the demo's generated A/B traffic to real Kafka topics in real time, to try
     /// `serve` against a real cluster (the docker compose quick start runs it).
@@ -244,8 +249,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let tables = crate::replay::TableOptions { windows, curve };
             replay::run(&impressions, &engagements, config.as_deref(), format, tables, trec_out.as_deref(), max_rejects)
         }
-        Command::Generate { impressions, engagements, count, rate, seed, start, faults, interleaving } => {
-            generate::run(&impressions, &engagements, (count, rate, seed, &start), faults, interleaving)
+        Command::Generate { impressions, engagements, count, rate, seed, start, faults, interleaving, judgments } => {
+            generate::run(
+                &impressions,
+                &engagements,
+                (count, rate, seed, &start),
+                faults,
+                (interleaving, judgments.as_deref()),
+            )
         }
         Command::Produce { config, brokers, impressions_topic, engagements_topic, rate, seed, duration, faults } => {
             let kafka = match config {

@@ -4,7 +4,9 @@
 //! |---|---|
 //! | `mod.rs` | [`DemoCluster`]: the mock cluster on its own thread; [`produce_live`]: generated traffic in real time (the demo's cluster and `rankpulse produce`) |
 //! | `traffic.rs` | [`TrafficGenerator`]: the realistic A/B traffic; [`write_traffic`]: the same as files (`rankpulse generate`) |
+//! | `head.rs` | head queries with hidden grades, their impressions and their judgment list (`rankpulse generate --judgments`) |
 
+mod head;
 mod traffic;
 
 use std::cmp::Reverse;
@@ -20,7 +22,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use crate::kafka_log::ProducerLog;
 use crate::shutdown::Shutdown;
 pub use traffic::{
-    write_traffic, write_traffic_with_duel, FaultRate, ScheduledEngagement, TrafficGenerator, TrafficSummary,
+    write_traffic, write_traffic_with, Extras, FaultRate, ScheduledEngagement, TrafficGenerator, TrafficSummary,
     DUEL_AB_EXPERIMENT, DUEL_EXPERIMENT, DUEL_RANKERS, EXPERIMENT,
 };
 

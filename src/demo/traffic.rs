@@ -123,8 +123,8 @@ const GRADE_WEIGHTS: [f64; 4] = [0.55, 0.25, 0.12, 0.08];
 /// Probability that a user clicks an examined result of each grade.
 const CLICK_PROBABILITY: [f64; 4] = [0.02, 0.30, 0.55, 0.75];
 /// Noise of each ranker's score: lower noise ranks relevant results higher.
-const CONTROL_NOISE: f64 = 1.6;
-const TREATMENT_NOISE: f64 = 0.5;
+pub(super) const CONTROL_NOISE: f64 = 1.6;
+pub(super) const TREATMENT_NOISE: f64 = 0.5;
 
 /// The interleaved experiment of the generated traffic: two rankers much closer to each other
 /// than control and treatment, shown as one team-draft list.
@@ -138,7 +138,7 @@ pub const DUEL_RANKERS: [&str; 2] = ["baseline", "candidate"];
 const DUEL_NOISE: [f64; 2] = [1.0, 0.8];
 
 /// A uniform draw of a candidate's hidden grade.
-fn grade(rng: &mut SmallRng) -> usize {
+pub(super) fn grade(rng: &mut SmallRng) -> usize {
     let mut x: f64 = rng.random();
     for (g, w) in GRADE_WEIGHTS.iter().enumerate() {
         if x < *w {
@@ -149,7 +149,7 @@ fn grade(rng: &mut SmallRng) -> usize {
     GRADE_WEIGHTS.len() - 1
 }
 
-fn gaussian(rng: &mut SmallRng) -> f64 {
+pub(super) fn gaussian(rng: &mut SmallRng) -> f64 {
     // Box-Muller: enough for ranking noise.
     let u1: f64 = rng.random::<f64>().max(1e-12);
     let u2: f64 = rng.random();
@@ -159,23 +159,23 @@ fn gaussian(rng: &mut SmallRng) -> f64 {
 /// A client: heavy-tailed activity (a few clients issue many of the queries, as in real logs,
 /// so impressions of one client are correlated; see `ab.unit`), and a patience of its own:
 /// some clients browse deeper than others, the same way on every query of theirs.
-fn client(rng: &mut SmallRng) -> (u32, f64) {
+pub(super) fn client(rng: &mut SmallRng) -> (u32, f64) {
     let user = (50_000.0 * rng.random::<f64>().powi(2)) as u32;
     let patience = 0.3 + 1.4 * ((xxhash_rust::xxh3::xxh3_64(&user.to_le_bytes()) % 1000) as f64 / 1000.0);
     (user, patience)
 }
 
 /// Where engagement ids come from: a prefix and a counter.
-struct EventIds<'a> {
-    /// `e` for the A/B traffic, `de` for the duel's.
-    prefix: &'static str,
+pub(super) struct EventIds<'a> {
+    /// `e` for the A/B traffic, `de` for the duel's, `he` for the head queries'.
+    pub(super) prefix: &'static str,
     /// The next number.
-    next: &'a mut u64,
+    pub(super) next: &'a mut u64,
 }
 
 /// Cascade browsing with position bias down `ranked` (grade and document per rank): the
 /// engagements of one impression, with their due times.
-fn browse(
+pub(super) fn browse(
     rng: &mut SmallRng,
     ids: EventIds<'_>,
     query_id: &str,
@@ -379,6 +379,10 @@ pub struct TrafficSummary {
     pub duel: u64,
     /// Malformed lines among the impressions (each right after an impression).
     pub malformed: u64,
+    /// Impression lines of head queries (one per three of the others), with `--judgments`.
+    pub head: u64,
+    /// Judgments written for the head queries.
+    pub judgments: u64,
     /// Engagement lines, redelivered copies included.
     pub engagements: u64,
 }
@@ -396,21 +400,40 @@ pub fn write_traffic(
     start_ms: i64,
     faults: FaultRate,
 ) -> std::io::Result<TrafficSummary> {
-    write_traffic_with_duel(impressions, engagements, (count, impressions_per_second, seed, start_ms), faults, false)
+    let at = (count, impressions_per_second, seed, start_ms);
+    write_traffic_with(impressions, engagements, at, faults, Extras { duel: false, judgments: None })
 }
 
-/// [`write_traffic`], with the interleaving duel ([`TrafficGenerator::duel`]) when `duel`:
-/// `(count, impressions_per_second, seed, start_ms)` as there. The A/B traffic is the same
-/// either way.
-pub fn write_traffic_with_duel(
+/// What [`write_traffic_with`] adds to the A/B traffic; each uses random numbers of its own,
+/// so the A/B traffic of a seed is the same with or without it.
+pub struct Extras<'a> {
+    /// The interleaving duel ([`TrafficGenerator::duel`]).
+    pub duel: bool,
+    /// Impressions of head queries in the A/B experiment (with a `query` field), and their
+    /// judgment list written here ([`super::head::HeadQueries`]).
+    pub judgments: Option<&'a mut dyn std::io::Write>,
+}
+
+/// [`write_traffic`] with `extras`: `(count, impressions_per_second, seed, start_ms)` as there.
+pub fn write_traffic_with(
     impressions: &mut impl std::io::Write,
     engagements: &mut impl std::io::Write,
     (count, impressions_per_second, seed, start_ms): (u64, u32, u64, i64),
     faults: FaultRate,
-    duel: bool,
+    extras: Extras<'_>,
 ) -> std::io::Result<TrafficSummary> {
+    let Extras { duel, judgments } = extras;
     let mut generator = TrafficGenerator::new(seed);
-    let mut summary = TrafficSummary { impressions: count, duel: 0, malformed: 0, engagements: 0 };
+    let mut summary =
+        TrafficSummary { impressions: count, duel: 0, malformed: 0, head: 0, judgments: 0, engagements: 0 };
+    let mut head = match judgments {
+        Some(out) => {
+            let queries = super::head::HeadQueries::new(seed);
+            summary.judgments = queries.write_judgments(out)?;
+            Some(queries)
+        }
+        None => None,
+    };
     let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
     let spacing_ms = 1000.0 / f64::from(impressions_per_second.max(1));
     for i in 0..count {
@@ -431,6 +454,11 @@ pub fn write_traffic_with_duel(
             writeln!(impressions, "{duel}")?;
             scheduled.extend(due.into_iter().map(Reverse));
             summary.duel += 1;
+        }
+        if let Some((_, head, due)) = head.as_mut().and_then(|h| h.impression(now)) {
+            writeln!(impressions, "{head}")?;
+            scheduled.extend(due.into_iter().map(Reverse));
+            summary.head += 1;
         }
     }
     while let Some(Reverse(e)) = scheduled.pop() {
@@ -475,7 +503,8 @@ mod tests {
     fn traffic(count: u64, seed: u64, faults: FaultRate) -> (String, String, TrafficSummary) {
         let (mut imp, mut eng) = (Vec::new(), Vec::new());
         let at = (count, 200, seed, 1_795_341_600_000);
-        let summary = write_traffic_with_duel(&mut imp, &mut eng, at, faults, true).unwrap();
+        let summary =
+            write_traffic_with(&mut imp, &mut eng, at, faults, Extras { duel: true, judgments: None }).unwrap();
         (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap(), summary)
     }
 
