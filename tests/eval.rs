@@ -1,7 +1,9 @@
-//! `rankpulse eval` against trec_eval and AutoRAG: the real binary on the fixtures of
-//! `tests/eval/` (trec_eval through pytrec-eval-terrier as the oracle, printed as trec_eval
-//! prints; `generate.py`) and `tests/autorag/` (AutoRAG 0.3.27's own retrieval metric
-//! functions; `generate.py`), and its refusals of bad input.
+//! `rankpulse eval` against pytrec_eval and AutoRAG: the real binary on the fixtures of
+//! `tests/eval/` (trec_eval 9.0.8 through pytrec-eval-terrier, which ir_measures and ranx's
+//! users also get, printed as trec_eval prints; `generate.py`) and `tests/autorag/` (AutoRAG
+//! 0.3.27's own retrieval metric functions; `generate.py`), and its refusals of bad input.
+//! The output byte for byte, order and summary lines included, is held to NIST trec_eval
+//! itself by tests/trec_eval_conformance.rs.
 
 mod common;
 
@@ -23,25 +25,39 @@ fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
+/// Every line pytrec_eval's trec_eval computes is a line of `rankpulse eval --compat 9` (which
+/// prints more: every measure of `all_trec`, in trec_eval's order).
 #[test]
-fn every_invocation_prints_trec_eval_s_lines() {
+fn every_line_of_pytrec_eval_is_printed_by_eval_compat_9() {
     let dir = fixtures("eval");
     let invocations: Vec<Value> =
         serde_json::from_str(&std::fs::read_to_string(dir.join("invocations.json")).unwrap()).unwrap();
     let mut lines = 0;
     for case in &invocations {
         let name = case["name"].as_str().unwrap();
-        let mut args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let mut args: Vec<&str> = vec!["--compat", "9"];
+        args.extend(case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()));
         args.extend(["qrels.txt", "run.txt"]);
         let got = stdout(&eval(&dir, &args));
         let want = std::fs::read_to_string(dir.join(format!("{name}.txt"))).unwrap();
-        for (i, (g, w)) in got.lines().zip(want.lines()).enumerate() {
-            assert_eq!(g, w, "{name}: line {} differs (rankpulse, trec_eval)", i + 1);
+        let printed: std::collections::HashSet<&str> = got.lines().collect();
+        // The generator printed -c's zero lines of queries the run lacks; trec_eval 9.x (and so
+        // --compat 9) prints none (10.0 does: tests/trec_eval_conformance.rs).
+        let ranked: std::collections::HashSet<String> = std::fs::read_to_string(dir.join("run.txt"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect();
+        for (i, w) in want.lines().enumerate() {
+            let qid = w.split('\t').nth(1).unwrap_or("all");
+            if qid != "all" && !ranked.contains(qid) {
+                continue;
+            }
+            assert!(printed.contains(w), "{name}: pytrec_eval's line {} ({w:?}) is not printed", i + 1);
         }
-        assert_eq!(got.lines().count(), want.lines().count(), "{name}: line count");
         lines += want.lines().count();
     }
-    eprintln!("eval: {lines} lines of {} invocations equal trec_eval's", invocations.len());
+    eprintln!("eval: {lines} lines of {} invocations equal pytrec_eval's", invocations.len());
     assert!(lines > 10_000);
 }
 
@@ -57,6 +73,8 @@ fn json_is_trec_eval_at_full_precision_on_any_number_of_threads() {
             "--run",
             "run.txt",
             "-q",
+            "--compat",
+            "9",
             "-m",
             "all_trec",
             "--format",
@@ -75,6 +93,9 @@ fn json_is_trec_eval_at_full_precision_on_any_number_of_threads() {
     {
         let got = if scope == "all" { &got["all"] } else { &got["queries"][scope] };
         for (measure, w) in want.as_object().unwrap() {
+            if scope != "all" && measure == "num_q" {
+                continue; // trec_eval prints num_q in the summary only, and so does rankpulse
+            }
             let g = &got[measure];
             match w.as_f64() {
                 Some(w) => assert!((g.as_f64().unwrap() - w).abs() <= 1e-9, "{scope} {measure}: {g} vs trec_eval {w}"),
@@ -123,10 +144,12 @@ fn bad_input_is_an_error_naming_the_file_and_line() {
         assert!(!out.status.success() && stderr.contains(needle), "{args:?}: {stderr}");
     };
     fails(&["qrels.txt", "run.txt"], "run.txt:2: score \"two\" is not a number");
-    fails(&["qrels.txt", "dup.txt"], "dup.txt:2: document \"a\" is listed again for query \"q1\"");
-    fails(&["bad-qrels.txt", "good.txt"], "line 2: expected 4 fields");
-    fails(&["-m", "bpref", "qrels.txt", "good.txt"], "unknown measure \"bpref\"");
-    fails(&["-m", "retrieval_f1", "qrels.txt", "good.txt"], "retrieval_f1 needs --ground-truth");
+    fails(&["qrels.txt", "dup.txt"], "query \"q1\": document \"a\" is ranked twice");
+    fails(&["bad-qrels.txt", "good.txt"], "bad-qrels.txt:2: expected 4 fields");
+    fails(&["-m", "yaap", "qrels.txt", "good.txt"], "unknown measure \"yaap\"");
+    fails(&["--compat", "9", "-m", "rbp", "qrels.txt", "good.txt"], "measure of trec_eval 10.0");
+    fails(&["-m", "retrieval_f1", "qrels.txt", "good.txt"], "retrieval_f1 is one of AutoRAG's grouped measures");
+    fails(&["-m", "P.5,5", "qrels.txt", "good.txt"], "given twice");
     fails(&["qrels.txt"], "give the judgments and the run");
     fails(&["qrels.txt", "missing.txt"], "cannot read missing.txt");
     let ok = stdout(&eval(dir.path(), &["-q", "-m", "P.1", "qrels.txt", "good.txt"]));

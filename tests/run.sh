@@ -20,6 +20,10 @@ pkg-config --exists libcurl 2>/dev/null || missing+=(pkg-config libcurl4-openssl
 # tests/kafka_security.rs: Debian's stunnel4 terminates TLS (and checks client certificates) in
 # front of tansu, and openssl encrypts a test key.
 command -v stunnel4 >/dev/null 2>&1 || missing+=(stunnel4)
+# tests/trec_eval_conformance.rs builds NIST trec_eval 9.0.8 and 10.0 from tests/vendor/ with a
+# plain make (gcc), about 10 seconds each, into target/trec_eval/.
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}..."

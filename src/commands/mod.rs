@@ -168,8 +168,8 @@ pub enum Command {
         #[arg(long)]
         input: Option<PathBuf>,
     },
-    /// Evaluate a TREC run against qrels as trec_eval does (`rankpulse eval qrels.txt run.txt`),
-    /// with the metric code of the daemon, on every core; or against AutoRAG's grouped ground
+    /// Evaluate a TREC run against qrels as NIST trec_eval does, printing what it prints
+    /// (`rankpulse eval qrels.txt run.txt`), on every core; or against AutoRAG's grouped ground
     /// truth (`--ground-truth`).
     Eval {
         /// `QRELS RUN`, as trec_eval takes them (or use --qrels and --run).
@@ -197,11 +197,24 @@ pub enum Command {
         #[arg(short = 'c')]
         complete: bool,
         /// The smallest relevant grade (trec_eval's -l).
-        #[arg(short = 'l', default_value_t = 1)]
-        level: u8,
+        #[arg(short = 'l', default_value_t = 1, allow_negative_numbers = true)]
+        level: i64,
         /// Documents evaluated per query (trec_eval's -M; default all).
         #[arg(short = 'M')]
         max_docs: Option<usize>,
+        /// Only judged documents are evaluated, in their order (trec_eval's -J).
+        #[arg(short = 'J')]
+        judged_only: bool,
+        /// Documents in the collection, for `utility` (trec_eval's -N).
+        #[arg(short = 'N', default_value_t = 0)]
+        docs_in_collection: i64,
+        /// No summary (`all`) lines (trec_eval's -n).
+        #[arg(short = 'n')]
+        no_summary: bool,
+        /// Which NIST trec_eval to reproduce: `10` (10.0, the current release) or `9` (9.x:
+        /// float scores, `(long)(p*R+0.9)` recall levels; what pytrec_eval embeds).
+        #[arg(long, default_value = "10")]
+        compat: crate::eval::trec::Compat,
         /// ERR's largest grade (err_cut); default the largest grade in the qrels.
         #[arg(long)]
         max_grade: Option<u8>,
@@ -276,12 +289,29 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             complete,
             level,
             max_docs,
+            judged_only,
+            docs_in_collection,
+            no_summary,
+            compat,
             max_grade,
             format,
             threads,
         } => {
             let inputs = eval::Inputs { files, qrels, run, ground_truth };
-            let flags = eval::Flags { measures, per_query, complete, level, max_docs, max_grade, format, threads };
+            let flags = eval::Flags {
+                measures,
+                per_query,
+                complete,
+                level,
+                max_docs,
+                judged_only,
+                docs_in_collection,
+                no_summary,
+                compat,
+                max_grade,
+                format,
+                threads,
+            };
             eval::run(inputs, flags)
         }
         Command::CheckConfig { config } => check_config::run(&config),

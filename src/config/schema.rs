@@ -225,6 +225,11 @@ pub struct MetricsConfig {
     pub relevance_threshold: u8,
     /// Gain of each action; unknown actions gain 0. Default click 1, add_to_cart 2, purchase 3.
     pub action_gains: BTreeMap<String, u8>,
+    /// Which trec_eval `iprec@r` follows where its versions differ: `"9"` (9.x: recall level r
+    /// reached at `(long)(r |R| + 0.9)` relevant results, recall >= r as the contract defines
+    /// it, what pytrec_eval and ir_measures compute) or `"10"` (10.0: at `lround(r |R|)`).
+    /// Default `"9"`.
+    pub trec_eval: crate::metrics::TrecEval,
 }
 
 impl Default for MetricsConfig {
@@ -241,6 +246,7 @@ impl Default for MetricsConfig {
                 .into_iter()
                 .map(|(a, g)| (a.to_string(), g))
                 .collect(),
+            trec_eval: crate::metrics::TrecEval::V9,
         }
     }
 }

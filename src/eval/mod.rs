@@ -1,101 +1,79 @@
-//! `rankpulse eval`: trec_eval's command over TREC run and qrels files, computed by the metric
-//! code the daemon runs ([`crate::metrics::MetricLayout::evaluate`], one call per query), so
-//! offline and online figures never disagree because of two implementations. And AutoRAG's
+//! `rankpulse eval`: trec_eval's command over TREC run and qrels files, printing what NIST
+//! trec_eval prints byte for byte in the version asked for (`--compat 10`, the current
+//! release, or `9` for 9.x, which pytrec_eval embeds): a port of trec_eval's own code, every
+//! measure of `all_trec` ([`trec`]). rankpulse's own measures in the same syntax run on the
+//! metric code the daemon runs ([`crate::metrics::MetricLayout::evaluate`]), and AutoRAG's
 //! grouped measures over a `retrieval_gt` file ([`crate::metrics::grouped`]).
 //!
 //! | file | role |
 //! |---|---|
-//! | `measures.rs` | the `-m` names and cutoffs, trec_eval's syntax and printed names |
+//! | `measures.rs` | the `-m` names and parameters, trec_eval's syntax, order and printed names |
 //! | `run.rs` | a run file (TREC or JSON lines) into each query's ranking, as trec_eval ranks it |
+//! | `trec/` | trec_eval's qrels, its per-query forms, its measures and averages |
 //! | `truth.rs` | AutoRAG's grouped ground truth |
 //!
-//! Evaluation follows trec_eval 9.0.8: a query is evaluated when it is in both the run and the
-//! qrels (with `-c`, every qrels query, a missing one scoring 0); a document is relevant when
-//! its grade is at least `-l` (default 1); an unjudged document has grade 0; nDCG uses every
-//! positive grade; `-M` keeps the top N documents of each ranking. `all` is the mean over the
-//! evaluated queries, and for the counts (`num_ret`, `num_rel`, `num_rel_ret`) their sum.
-//! Queries are evaluated on every thread, each a share of them.
+//! Queries are evaluated on every thread, each a share of them; sums run in query order, as
+//! trec_eval sums them, so the output does not depend on the threads.
 
 pub mod measures;
 pub mod run;
+pub mod trec;
 pub mod truth;
 
 use std::fmt::Write as _;
 
 use crate::ids::doc_key;
-use crate::judgments::{judged_bits, judged_query_key, Judgments};
 use crate::metrics::grouped::grouped;
-use crate::metrics::{MetricKind, MetricLayout, MAX_GAIN};
-use measures::{Family, Measure};
+use measures::{Id, Kind, Selected};
 use run::Run;
 use truth::GroundTruth;
 
-/// How `eval` evaluates.
+/// A printed value's name and how it is printed and averaged.
 #[derive(Debug, Clone)]
-pub struct Options {
-    /// What to print, in order.
-    pub measures: Vec<Measure>,
-    /// trec_eval's `-c`: average over every qrels query, not only those the run has.
-    pub complete: bool,
-    /// trec_eval's `-l`: the smallest relevant grade.
-    pub relevance_level: u8,
-    /// trec_eval's `-M`: documents kept per query.
-    pub max_docs: Option<usize>,
-    /// ERR's largest grade; `None`: the largest grade in the qrels.
-    pub max_grade: Option<u8>,
-    /// Threads that evaluate.
-    pub threads: usize,
+pub struct Column {
+    /// trec_eval's printed name (`P_5`, `iprec_at_recall_0.30`, `ndcg_1=2`).
+    pub name: String,
+    /// Whether it is a count, a mean, a geometric mean, a string.
+    pub kind: Kind,
+}
+
+/// One evaluated query.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The query id.
+    pub qid: String,
+    /// A value per column (a geometric mean's column holds the logarithm).
+    pub values: Vec<f64>,
+    /// `relstring`'s string, when asked for.
+    pub text: Option<String>,
 }
 
 /// Every measure's value per evaluated query and over all of them.
 #[derive(Debug)]
 pub struct Evaluation {
-    /// The measures, in print order (`runid` among them when asked for).
-    pub measures: Vec<Measure>,
-    /// Per query (sorted by id, as trec_eval prints them), a value per measure (`runid`'s is
-    /// unused).
-    pub queries: Vec<(String, Vec<f64>)>,
-    /// The `all` values.
+    /// The printed values, in print order.
+    pub columns: Vec<Column>,
+    /// Per query, sorted by id as trec_eval prints them.
+    pub queries: Vec<Row>,
+    /// The `all` values: means, sums of counts, geometric means, `num_q`.
     pub all: Vec<f64>,
     /// The run's tag (`runid`).
     pub runid: String,
 }
 
-/// Why a run cannot be evaluated as asked.
+/// Why a run cannot be evaluated against a grouped ground truth.
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    #[error("{0} needs --ground-truth (AutoRAG's grouped measures), not qrels")]
-    NeedsGroundTruth(String),
     #[error("{0} is a trec_eval measure: it needs --qrels, not a grouped ground truth")]
     NeedsQrels(String),
-    #[error("-l {0}: the relevance level must be from 1 to {MAX_GAIN}")]
-    Level(u8),
-}
-
-/// The slot of a trec_eval measure's value in the layout's vector, or `None` for the counts
-/// and `runid` (kept apart).
-fn slot_of(layout: &MetricLayout, m: Measure) -> Option<usize> {
-    let (kind, k) = match m.family {
-        Family::RecipRank => (MetricKind::ReciprocalRank, None),
-        Family::RPrec => (MetricKind::RPrecision, None),
-        Family::IprecAtRecall => (MetricKind::InterpolatedPrecision, m.k),
-        Family::Map => (MetricKind::AveragePrecision, Some(u32::MAX)),
-        Family::Ndcg => (MetricKind::Ndcg, Some(u32::MAX)),
-        Family::P => (MetricKind::Precision, m.k),
-        Family::Recall => (MetricKind::Recall, m.k),
-        Family::Success => (MetricKind::Hit, m.k),
-        Family::MapCut => (MetricKind::AveragePrecision, m.k),
-        Family::NdcgCut => (MetricKind::Ndcg, m.k),
-        Family::F1Cut => (MetricKind::F1, m.k),
-        Family::NdcgExpCut => (MetricKind::NdcgExp, m.k),
-        Family::ErrCut => (MetricKind::Err, m.k),
-        _ => return None,
-    };
-    layout.slot(kind, k)
 }
 
 /// Runs `work` over `items` on `threads` threads, each a contiguous share; results in order.
-fn on_threads<T: Sync, R: Send>(items: &[T], threads: usize, work: impl Fn(&[T]) -> Vec<R> + Sync) -> Vec<R> {
+pub(crate) fn on_threads<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    work: impl Fn(&[T]) -> Vec<R> + Sync,
+) -> Vec<R> {
     let share = items.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|scope| {
         let work = &work;
@@ -104,205 +82,152 @@ fn on_threads<T: Sync, R: Send>(items: &[T], threads: usize, work: impl Fn(&[T])
     })
 }
 
-/// trec_eval's measures of `run` against `qrels`.
-pub fn evaluate(qrels: &Judgments, run: &Run<'_>, options: &Options) -> Result<Evaluation, EvalError> {
-    if let Some(m) = options.measures.iter().find(|m| m.family.grouped()) {
-        return Err(EvalError::NeedsGroundTruth(m.to_string()));
-    }
-    let level = options.relevance_level;
-    if level == 0 || level > MAX_GAIN {
-        return Err(EvalError::Level(level));
-    }
-    let mut cutoffs: Vec<u32> =
-        options.measures.iter().filter(|m| m.family.has_cutoffs()).filter_map(|m| m.k).collect();
-    cutoffs.push(u32::MAX); // map, ndcg and Rprec over the whole ranking
-    let max_grade = options.max_grade.unwrap_or_else(|| qrels.max_grade().max(1));
-    let layout = MetricLayout::new(&cutoffs, level, max_grade);
-    let slots: Vec<Option<usize>> = options.measures.iter().map(|&m| slot_of(&layout, m)).collect();
-    let names: std::collections::HashSet<&str> = if options.complete {
-        qrels.query_names().iter().map(|(_, n)| n.as_ref()).collect()
-    } else {
-        Default::default()
-    };
-
-    let mut evaluated: Vec<(String, Vec<f64>)> = on_threads(&run.queries, options.threads, |queries| {
-        let (mut values, mut gains, mut shown, mut unretrieved) =
-            (vec![0.0; layout.len()], Vec::new(), Vec::new(), Vec::new());
-        let mut scratch = String::new();
-        queries
-            .iter()
-            .filter_map(|query| {
-                let judged = qrels.query(judged_query_key(&query.qid, false, &mut scratch))?;
-                let docs = &query.docs[..options.max_docs.map_or(query.docs.len(), |m| m.min(query.docs.len()))];
-                gains.clear();
-                shown.clear();
-                unretrieved.clear();
-                let mut not_shown = [0u32; MAX_GAIN as usize + 1];
-                judged.grades().for_each(|g| not_shown[usize::from(g)] += 1);
-                for doc in docs {
-                    let key = doc_key(doc);
-                    let grade = judged.grade(key);
-                    // A repeat (JSON-lines runs) gains at its first rank only.
-                    let first = grade.is_some() && !shown.contains(&judged_bits(key));
-                    if first {
-                        shown.push(judged_bits(key));
-                        if let Some(g) = grade {
-                            not_shown[usize::from(g)] = not_shown[usize::from(g)].saturating_sub(1);
-                        }
-                    }
-                    gains.push(if first { grade.unwrap_or(0) } else { 0 });
-                }
-                for (g, &n) in not_shown.iter().enumerate().skip(1) {
-                    unretrieved.extend(std::iter::repeat_n(g as u8, n as usize));
-                }
-                layout.evaluate(&gains, &unretrieved, &mut values);
-                let num_rel = judged.grades().filter(|&g| g >= level).count() as f64;
-                let num_rel_ret = gains.iter().filter(|&&g| g >= level).count() as f64;
-                let row = options
-                    .measures
-                    .iter()
-                    .zip(&slots)
-                    .map(|(m, slot)| match (m.family, slot) {
-                        (Family::NumQ, _) => 1.0,
-                        (Family::NumRet, _) => docs.len() as f64,
-                        (Family::NumRel, _) => num_rel,
-                        (Family::NumRelRet, _) => num_rel_ret,
-                        (_, Some(slot)) => values[*slot],
-                        _ => 0.0,
-                    })
-                    .collect();
-                Some((query.qid.to_string(), row))
-            })
-            .collect()
-    });
-    if options.complete {
-        // trec_eval -c: a qrels query the run lacks scores 0 but counts its relevant documents.
-        let ranked: std::collections::HashSet<&str> = run.queries.iter().map(|q| q.qid.as_ref()).collect();
-        for name in names.into_iter().filter(|n| !ranked.contains(n)) {
-            let judged = qrels.query(judged_query_key(name, false, &mut String::new()));
-            let num_rel = judged.map_or(0, |j| j.grades().filter(|&g| g >= level).count()) as f64;
-            let row = options
-                .measures
-                .iter()
-                .map(|m| match m.family {
-                    Family::NumQ => 1.0,
-                    Family::NumRel => num_rel,
-                    _ => 0.0,
-                })
-                .collect();
-            evaluated.push((name.to_string(), row));
-        }
-    }
-    Ok(summarize(options.measures.clone(), evaluated, run.tag.clone()))
-}
-
 /// AutoRAG's grouped measures of `run` against `truth`: every query in both with a non-empty
-/// ranking.
-pub fn evaluate_grouped(truth: &GroundTruth, run: &Run<'_>, options: &Options) -> Result<Evaluation, EvalError> {
-    if let Some(m) =
-        options.measures.iter().find(|m| !m.family.grouped() && !matches!(m.family, Family::NumQ | Family::RunId))
-    {
-        return Err(EvalError::NeedsQrels(m.to_string()));
+/// ranking (the first `max_docs` of it), sorted by id.
+pub fn evaluate_grouped(
+    truth: &GroundTruth,
+    run: &Run<'_>,
+    measures: &[Selected],
+    max_docs: Option<usize>,
+    threads: usize,
+) -> Result<Evaluation, EvalError> {
+    if let Some(s) = measures.iter().find(|s| s.def.origin != measures::Origin::AutoRag && s.def.id != Id::NumQ) {
+        return Err(EvalError::NeedsQrels(s.def.name.to_string()));
     }
-    let evaluated = on_threads(&run.queries, options.threads, |queries| {
+    let mut queries = on_threads(&run.queries, threads, |queries| {
         queries
             .iter()
             .filter_map(|query| {
                 let groups = truth.queries.get(query.qid.as_ref())?;
-                let docs = &query.docs[..options.max_docs.map_or(query.docs.len(), |m| m.min(query.docs.len()))];
+                let docs = &query.docs[..max_docs.map_or(query.docs.len(), |m| m.min(query.docs.len()))];
                 if docs.is_empty() {
                     return None;
                 }
                 let keys: Vec<u64> = docs.iter().map(|d| doc_key(d)).collect();
                 let s = grouped(&keys, groups);
-                let row = options
-                    .measures
+                let values = measures
                     .iter()
-                    .map(|m| match m.family {
-                        Family::RetrievalPrecision => s.precision,
-                        Family::RetrievalRecall => s.recall,
-                        Family::RetrievalF1 => s.f1,
-                        Family::RetrievalMrr => s.mrr,
-                        Family::RetrievalMap => s.map,
-                        Family::RetrievalNdcg => s.ndcg,
-                        Family::NumQ => 1.0,
-                        _ => 0.0,
+                    .map(|m| match m.def.id {
+                        Id::RetrievalPrecision => s.precision,
+                        Id::RetrievalRecall => s.recall,
+                        Id::RetrievalF1 => s.f1,
+                        Id::RetrievalMrr => s.mrr,
+                        Id::RetrievalMap => s.map,
+                        Id::RetrievalNdcg => s.ndcg,
+                        _ => 1.0, // num_q
                     })
                     .collect();
-                Some((query.qid.to_string(), row))
+                Some(Row { qid: query.qid.to_string(), values, text: None })
             })
-            .collect()
+            .collect::<Vec<_>>()
     });
-    Ok(summarize(options.measures.clone(), evaluated, run.tag.clone()))
-}
-
-/// Sorts the queries by id and computes `all`: means, and sums for the counts. Means are summed
-/// in query order, as trec_eval does.
-fn summarize(measures: Vec<Measure>, mut queries: Vec<(String, Vec<f64>)>, runid: String) -> Evaluation {
-    queries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    queries.sort_unstable_by(|a, b| a.qid.cmp(&b.qid));
+    let columns: Vec<Column> =
+        measures.iter().map(|m| Column { name: m.def.name.to_string(), kind: m.def.kind }).collect();
     let n = queries.len() as f64;
-    let all = (0..measures.len())
+    let all = (0..columns.len())
         .map(|i| {
-            let sum = queries.iter().map(|(_, row)| row.get(i).copied().unwrap_or(0.0)).fold(0.0, |a, v| a + v);
-            match measures.get(i).map(|m| m.family) {
-                Some(family) if family.is_count() => sum,
+            let sum = queries.iter().map(|row| row.values.get(i).copied().unwrap_or(0.0)).fold(0.0, |a, v| a + v);
+            match columns.get(i).map(|c| c.kind) {
+                Some(Kind::NumQ) => n,
                 _ if n > 0.0 => sum / n,
                 _ => 0.0,
             }
         })
         .collect();
-    Evaluation { measures, queries, all, runid }
+    Ok(Evaluation { columns, queries, all, runid: run.tag.clone() })
+}
+
+/// C's `printf("%6.4f")`, which prints NaN as `nan` or `-nan` by its sign.
+fn c_float(value: f64) -> String {
+    if value.is_nan() {
+        let nan = if value.is_sign_negative() { "-nan" } else { "nan" };
+        format!("{nan:>6}")
+    } else {
+        format!("{value:6.4}")
+    }
 }
 
 impl Evaluation {
-    /// trec_eval's output: `measure\tqid\tvalue` lines (`%-22s\t%s\t%6.4f`, counts as integers),
-    /// per query when `per_query` (trec_eval's `-q`), then `all`.
-    pub fn to_trec(&self, per_query: bool) -> String {
+    /// trec_eval's output (meas_print_single.c, meas_print_final.c): per query when
+    /// `per_query` (trec_eval's `-q`), then the summary unless `summary` is off (`-n`):
+    /// `%-22s\t%s\t%6.4f` lines, counts as integers, `relstring` quoted, `runid` and `num_q`
+    /// and the geometric means in the summary only.
+    pub fn to_trec(&self, per_query: bool, summary: bool) -> String {
         let mut out = String::new();
-        let mut line = |m: &Measure, qid: &str, value: f64| {
-            let _ = match m.family {
-                Family::RunId => writeln!(out, "{:<22}\t{qid}\t{}", m.to_string(), self.runid),
-                family if family.is_count() => writeln!(out, "{:<22}\t{qid}\t{}", m.to_string(), value as i64),
-                _ => writeln!(out, "{:<22}\t{qid}\t{value:6.4}", m.to_string()),
-            };
-        };
         if per_query {
-            for (qid, row) in &self.queries {
-                for (m, &v) in self.measures.iter().zip(row) {
-                    // trec_eval prints runid and num_q in the summary only.
-                    if !matches!(m.family, Family::RunId | Family::NumQ) {
-                        line(m, qid, v);
-                    }
+            for row in &self.queries {
+                for (column, &v) in self.columns.iter().zip(&row.values) {
+                    let name = &column.name;
+                    let qid = &row.qid;
+                    let _ = match column.kind {
+                        Kind::Mean => writeln!(out, "{name:<22}\t{qid}\t{}", c_float(v)),
+                        Kind::Count => writeln!(out, "{name:<22}\t{qid}\t{}", v as i64),
+                        Kind::Text => writeln!(out, "{name:<22}\t{qid}\t'{}'", row.text.as_deref().unwrap_or("")),
+                        Kind::RunId | Kind::NumQ | Kind::GeoMean => Ok(()),
+                    };
                 }
             }
         }
-        for (m, &v) in self.measures.iter().zip(&self.all) {
-            line(m, "all", v);
+        if summary {
+            for (column, &v) in self.columns.iter().zip(&self.all) {
+                let name = &column.name;
+                let _ = match column.kind {
+                    Kind::RunId => writeln!(out, "{name:<22}\tall\t{}", self.runid),
+                    Kind::NumQ | Kind::Count => writeln!(out, "{name:<22}\tall\t{}", v as i64),
+                    Kind::Mean | Kind::GeoMean => writeln!(out, "{name:<22}\tall\t{}", c_float(v)),
+                    Kind::Text => Ok(()),
+                };
+            }
         }
         out
     }
 
     /// `{"queries": {qid: {measure: value}}, "all": {measure: value}}` at full precision
-    /// (`queries` only when `per_query`); `runid` a string.
+    /// (`queries` only when `per_query`): counts as integers, `runid` and `relstring` as
+    /// strings, what trec_eval prints in the summary only (`runid`, `num_q`, the geometric
+    /// means) only in `all`.
     pub fn to_json(&self, per_query: bool) -> serde_json::Value {
-        let row = |values: &[f64]| -> serde_json::Map<String, serde_json::Value> {
-            self.measures
-                .iter()
-                .zip(values)
-                .map(|(m, &v)| match m.family {
-                    Family::RunId => (m.to_string(), serde_json::json!(self.runid)),
-                    family if family.is_count() => (m.to_string(), serde_json::json!(v as i64)),
-                    _ => (m.to_string(), serde_json::json!(v)),
-                })
-                .collect()
-        };
         let mut doc = serde_json::Map::new();
         if per_query {
-            let queries: serde_json::Map<String, serde_json::Value> =
-                self.queries.iter().map(|(qid, values)| (qid.clone(), row(values).into())).collect();
+            let queries: serde_json::Map<String, serde_json::Value> = self
+                .queries
+                .iter()
+                .map(|row| {
+                    let values: serde_json::Map<String, serde_json::Value> = self
+                        .columns
+                        .iter()
+                        .zip(&row.values)
+                        .filter_map(|(c, &v)| {
+                            let value = match c.kind {
+                                Kind::Mean => serde_json::json!(v),
+                                Kind::Count => serde_json::json!(v as i64),
+                                Kind::Text => serde_json::json!(row.text.as_deref().unwrap_or("")),
+                                Kind::RunId | Kind::NumQ | Kind::GeoMean => return None,
+                            };
+                            Some((c.name.clone(), value))
+                        })
+                        .collect();
+                    (row.qid.clone(), values.into())
+                })
+                .collect();
             doc.insert("queries".into(), queries.into());
         }
-        doc.insert("all".into(), row(&self.all).into());
+        let all: serde_json::Map<String, serde_json::Value> = self
+            .columns
+            .iter()
+            .zip(&self.all)
+            .filter_map(|(c, &v)| {
+                let value = match c.kind {
+                    Kind::RunId => serde_json::json!(self.runid),
+                    Kind::NumQ | Kind::Count => serde_json::json!(v as i64),
+                    Kind::Mean | Kind::GeoMean => serde_json::json!(v),
+                    Kind::Text => return None,
+                };
+                Some((c.name.clone(), value))
+            })
+            .collect();
+        doc.insert("all".into(), all.into());
         doc.into()
     }
 }

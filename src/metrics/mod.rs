@@ -15,7 +15,8 @@
 //! * `f1@k` = 2 P@k R@k / (P@k + R@k), 0 when both are 0
 //! * `r_precision` = relevant in the top |R| / |R| [Rprec]
 //! * `iprec@r` for r = 0.0, 0.1, ..., 1.0 = the largest precision@i over ranks i with
-//!   recall@i >= r, 0 when R is empty [iprec_at_recall_r]: the 11-point curve
+//!   recall@i >= r, 0 when R is empty [iprec_at_recall_r]: the 11-point curve. Where "recall
+//!   reaches r" lies is where trec_eval's versions differ ([`TrecEval`]); 9.x's is the default.
 //! * `err@k` = sum over i <= k of p_i / i x prod over j < i of (1 - p_j), with
 //!   p_i = (2^g_i - 1) / 2^g_max and g_max the largest configured gain (expected reciprocal rank)
 //!
@@ -34,6 +35,33 @@ pub use judged::JudgedBlock;
 /// (exponential nDCG) and ERR's `2^g_max` stay exact in an f64 far beyond it; graded relevance
 /// scales in practice stop at 3 or 4.
 pub const MAX_GAIN: u8 = 30;
+
+/// Which NIST trec_eval a definition follows where its versions differ: for `iprec@r` (and
+/// `rankpulse eval`'s `iprec_at_recall` and `11pt_avg`), the number of relevant results at
+/// which recall level r counts as reached, and for `rankpulse eval` also how scores are read
+/// (see [`crate::eval::trec`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum TrecEval {
+    /// trec_eval 9.x (9.0.8, what pytrec_eval, ir_measures and Anserini embed):
+    /// `(long)(r |R| + 0.9)`, in effect recall@i >= r as the contract defines it.
+    #[default]
+    #[serde(rename = "9")]
+    V9,
+    /// trec_eval 10.0 (June 2026): `lround(r |R|)`, r |R| rounded to the nearest count.
+    #[serde(rename = "10")]
+    V10,
+}
+
+impl std::str::FromStr for TrecEval {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "9" | "9.0.8" => Ok(TrecEval::V9),
+            "10" | "10.0" => Ok(TrecEval::V10),
+            other => Err(format!("{other:?}: trec_eval versions are 9 (9.x) and 10 (10.0)")),
+        }
+    }
+}
 
 /// One metric of the per-impression vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,6 +162,8 @@ pub struct MetricLayout {
     /// `[judgments]`: the judged block after the interleaving sums (see [`judged`]); `None`
     /// without a judgment list.
     judged: Option<JudgedBlock>,
+    /// `metrics.trec_eval`: where `iprec@r` counts recall level r as reached.
+    recall_rounding: TrecEval,
 }
 
 /// How the interleaving sums' name in [`MetricLayout::slot_names`] begins.
@@ -171,7 +201,15 @@ impl MetricLayout {
             keys,
             interleaving: None,
             judged: None,
+            recall_rounding: TrecEval::V9,
         }
+    }
+
+    /// This layout with `iprec@r` placed as `version` places it (`metrics.trec_eval`); call
+    /// before [`Self::with_judged`], whose block follows the same rule.
+    pub fn with_recall_rounding(mut self, version: TrecEval) -> MetricLayout {
+        self.recall_rounding = version;
+        self
     }
 
     /// This layout with the interleaving sums for up to `max_rankers` rankers (none when 0),
@@ -188,7 +226,8 @@ impl MetricLayout {
     /// judgment grades, a grade relevant from `relevance_threshold`, ERR's largest grade
     /// `max_grade`. Call after [`Self::with_interleaving`].
     pub fn with_judged(mut self, relevance_threshold: u8, max_grade: u8) -> MetricLayout {
-        let layout = MetricLayout::new(&self.cutoffs, relevance_threshold, max_grade);
+        let layout =
+            MetricLayout::new(&self.cutoffs, relevance_threshold, max_grade).with_recall_rounding(self.recall_rounding);
         self.judged = Some(JudgedBlock { first: self.slot_count(), layout: Box::new(layout) });
         self
     }
@@ -294,7 +333,7 @@ impl MetricLayout {
         }
         let ideal = IdealDcg::new(&level_counts);
         let level_reached_at: [u32; RECALL_LEVELS as usize] =
-            std::array::from_fn(|l| recall_level_count(l as u32, num_relevant).max(1));
+            std::array::from_fn(|l| recall_level_count(l as u32, num_relevant, self.recall_rounding).max(1));
         let mut interpolated = [0.0f64; RECALL_LEVELS as usize];
         let err_scale = 2f64.powi(i32::from(self.max_gain));
 
@@ -392,13 +431,26 @@ impl Default for Prefix {
 }
 
 /// The number of relevant results at which recall level `tenths / 10` counts as reached,
-/// computed exactly as trec_eval 9.0.8 does (`(long) (level * num_rel + 0.9)` in double
-/// precision). That is the ceiling of level x |R| except where the product rounds just below a
-/// tenth: for 0.7 x 3 = 2.0999999999999996 the count is 2, so recall 2/3 reaches level 0.7. Up to
-/// |R| = 200 this happens for 14 (level, |R|) pairs (levels 0.3 and 0.7 only); matching trec_eval
-/// there keeps rankpulse's curve identical to the reference tools.
-pub fn recall_level_count(tenths: u32, num_relevant: u32) -> u32 {
-    ((f64::from(tenths) / 10.0) * f64::from(num_relevant) + 0.9) as u32
+/// computed exactly as `version` of trec_eval does, in double precision. 9.x:
+/// `(long) (level * num_rel + 0.9)`, the ceiling of level x |R| except where the product rounds
+/// just below a tenth: for 0.7 x 3 = 2.0999999999999996 the count is 2, so recall 2/3 reaches
+/// level 0.7 (up to |R| = 200, 14 (level, |R|) pairs, levels 0.3 and 0.7 only). 10.0:
+/// `lround(level * num_rel)`, the nearest count (half away from zero), so with |R| = 3 level 0.1
+/// needs no relevant result and level 0.2 one. (A count of 0 acts as 1 in both: trec_eval's
+/// walk gives those levels the precision of the first relevant result.)
+pub fn recall_level_count(tenths: u32, num_relevant: u32, version: TrecEval) -> u32 {
+    recall_cutoff(f64::from(tenths) / 10.0, i64::from(num_relevant), version).clamp(0, i64::from(u32::MAX)) as u32
+}
+
+/// [`recall_level_count`] for any recall level `level` (`rankpulse eval`'s
+/// `iprec_at_recall.0.25`): m_iprec_at_recall.c's and m_11pt_avg.c's rounding, by version.
+pub fn recall_cutoff(level: f64, num_relevant: i64, version: TrecEval) -> i64 {
+    let product = level * num_relevant as f64;
+    match version {
+        TrecEval::V9 => (product + 0.9) as i64,
+        // C's lround: half away from zero, as f64::round.
+        TrecEval::V10 => product.round() as i64,
+    }
 }
 
 /// log2(rank + 1): the DCG discount of a rank counted from 1.
@@ -517,7 +569,7 @@ pub mod reference {
         if r == 0 {
             return 0.0;
         }
-        let needed = super::recall_level_count(tenths, r as u32) as usize;
+        let needed = super::recall_level_count(tenths, r as u32, super::TrecEval::V9) as usize;
         let mut best = 0.0f64;
         let mut hits = 0usize;
         for (i, &g) in ranked.iter().enumerate() {
@@ -730,7 +782,7 @@ mod tests {
         assert_eq!(get(&layout, &v, MetricKind::InterpolatedPrecision, Some(8)), 0.3);
         let quirks = (1..=200).flat_map(|r| (0..RECALL_LEVELS).map(move |l| (l, r)));
         let differing: Vec<(u32, u32)> =
-            quirks.filter(|&(l, r)| recall_level_count(l, r) != (l * r).div_ceil(10)).collect();
+            quirks.filter(|&(l, r)| recall_level_count(l, r, TrecEval::V9) != (l * r).div_ceil(10)).collect();
         assert_eq!(differing.len(), 14, "{differing:?}");
         assert!(differing.iter().all(|&(l, _)| l == 3 || l == 7));
     }
