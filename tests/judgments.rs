@@ -179,3 +179,23 @@ fn the_replay_table_shows_the_judged_figures() {
         assert!(table.contains(needle), "{needle:?} missing from\n{table}");
     }
 }
+
+/// A JSON array is not a judgment: rejected as `json`, so a list of them is refused whole.
+#[test]
+fn a_json_array_line_is_a_rejected_judgment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("judgments.jsonl"),
+        "{\"query\":\"q\",\"doc_id\":\"d\",\"grade\":1}\n[\"q\",\"e\",1]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("config.toml"), "[judgments]\nfile = \"judgments.jsonl\"\n").unwrap();
+    let out = Command::new(common::BIN)
+        .current_dir(dir.path())
+        .args(["check-config", "--config", "config.toml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "accepted: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(stderr.contains("1 of 2 lines rejected") && stderr.contains("line 2: not a JSON object"), "{stderr}");
+}

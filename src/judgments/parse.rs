@@ -97,6 +97,11 @@ pub fn parse_line(format: Format, line: &str, max_grade: u8) -> Result<Option<Ju
             (Cow::Borrowed(query), Cow::Borrowed(doc), grade)
         }
         Format::JsonLines => {
+            // serde reads a struct from a JSON array too (`["q", "d", 1]`, fields by position):
+            // a judgment's fields are named, so an array is not one.
+            if line.trim_start().starts_with('[') {
+                return Err(Reject::Json("a JSON array, not an object".into()));
+            }
             #[derive(Deserialize)]
             struct Line<'a> {
                 #[serde(borrow)]
@@ -182,6 +187,16 @@ mod tests {
         assert_eq!(json(r#"{"query":"q","doc_id":"d","grade":"2"}"#), Err(Reject::Grade("\"2\"".into())));
         assert_eq!(json(r#"{"query":"","doc_id":"d","grade":1}"#), Err(Reject::EmptyId));
         assert_eq!(json(r#"{"query":"q","doc_id":"d","grade":7}"#), Err(Reject::GradeAbove { grade: 7, max: 3 }));
+    }
+
+    #[test]
+    fn a_json_array_is_not_a_judgment() {
+        // serde reads a struct from a sequence too: the fields must be named, as documented.
+        for line in [r#"["q","d",1]"#, r#"  ["q", "d", 1]"#, r#"[]"#] {
+            let rejected = json(line);
+            assert!(matches!(rejected, Err(Reject::Json(_))), "{line}: {rejected:?}");
+            assert_eq!(rejected.unwrap_err().reason(), "json");
+        }
     }
 
     #[test]
