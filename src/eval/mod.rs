@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 
 use crate::ids::doc_key;
 use crate::judgments::{judged_bits, judged_query_key, Judgments};
-use crate::metrics::grouped::grouped;
+use crate::metrics::grouped::{grouped, is_blank, ranking_has_value};
 use crate::metrics::{MetricKind, MetricLayout, MAX_GAIN};
 use measures::{Family, Measure};
 use run::Run;
@@ -59,6 +59,10 @@ pub struct Evaluation {
     pub all: Vec<f64>,
     /// The run's tag (`runid`).
     pub runid: String,
+    /// Queries of both files left out because AutoRAG gives them no value (an empty ranking,
+    /// an empty group, a blank id: [`crate::metrics::grouped::has_value`]), sorted; always
+    /// empty for trec_eval's measures.
+    pub no_value: Vec<String>,
 }
 
 /// Why a run cannot be evaluated as asked.
@@ -70,6 +74,8 @@ pub enum EvalError {
     NeedsQrels(String),
     #[error("-l {0}: the relevance level must be from 1 to {MAX_GAIN}")]
     Level(u8),
+    #[error("query {query:?}: the document id at rank {rank} is empty or blank, which no TREC run can hold")]
+    BlankId { query: String, rank: usize },
 }
 
 /// The slot of a trec_eval measure's value in the layout's vector, or `None` for the counts
@@ -125,7 +131,7 @@ pub fn evaluate(qrels: &Judgments, run: &Run<'_>, options: &Options) -> Result<E
         Default::default()
     };
 
-    let mut evaluated: Vec<(String, Vec<f64>)> = on_threads(&run.queries, options.threads, |queries| {
+    let evaluated: Vec<Result<(String, Vec<f64>), EvalError>> = on_threads(&run.queries, options.threads, |queries| {
         let (mut values, mut gains, mut shown, mut unretrieved) =
             (vec![0.0; layout.len()], Vec::new(), Vec::new(), Vec::new());
         let mut scratch = String::new();
@@ -134,6 +140,10 @@ pub fn evaluate(qrels: &Judgments, run: &Run<'_>, options: &Options) -> Result<E
             .filter_map(|query| {
                 let judged = qrels.query(judged_query_key(&query.qid, false, &mut scratch))?;
                 let docs = &query.docs[..options.max_docs.map_or(query.docs.len(), |m| m.min(query.docs.len()))];
+                // A JSON-lines run can hold such an id; trec_eval's run format cannot.
+                if let Some(i) = docs.iter().position(|d| is_blank(d)) {
+                    return Some(Err(EvalError::BlankId { query: query.qid.to_string(), rank: i + 1 }));
+                }
                 gains.clear();
                 shown.clear();
                 unretrieved.clear();
@@ -171,10 +181,11 @@ pub fn evaluate(qrels: &Judgments, run: &Run<'_>, options: &Options) -> Result<E
                         _ => 0.0,
                     })
                     .collect();
-                Some((query.qid.to_string(), row))
+                Some(Ok((query.qid.to_string(), row)))
             })
             .collect()
     });
+    let mut evaluated = evaluated.into_iter().collect::<Result<Vec<_>, _>>()?;
     if options.complete {
         // trec_eval -c: a qrels query the run lacks scores 0 but counts its relevant documents.
         let ranked: std::collections::HashSet<&str> = run.queries.iter().map(|q| q.qid.as_ref()).collect();
@@ -196,8 +207,8 @@ pub fn evaluate(qrels: &Judgments, run: &Run<'_>, options: &Options) -> Result<E
     Ok(summarize(options.measures.clone(), evaluated, run.tag.clone()))
 }
 
-/// AutoRAG's grouped measures of `run` against `truth`: every query in both with a non-empty
-/// ranking.
+/// AutoRAG's grouped measures of `run` against `truth`: every query in both that AutoRAG gives a
+/// value (the others are named in [`Evaluation::no_value`]).
 pub fn evaluate_grouped(truth: &GroundTruth, run: &Run<'_>, options: &Options) -> Result<Evaluation, EvalError> {
     if let Some(m) =
         options.measures.iter().find(|m| !m.family.grouped() && !matches!(m.family, Family::NumQ | Family::RunId))
@@ -210,8 +221,9 @@ pub fn evaluate_grouped(truth: &GroundTruth, run: &Run<'_>, options: &Options) -
             .filter_map(|query| {
                 let groups = truth.queries.get(query.qid.as_ref())?;
                 let docs = &query.docs[..options.max_docs.map_or(query.docs.len(), |m| m.min(query.docs.len()))];
-                if docs.is_empty() {
-                    return None;
+                // AutoRAG's `None`: no row, and nothing in the means.
+                if groups.is_empty() || !ranking_has_value(docs) {
+                    return Some((query.qid.to_string(), None));
                 }
                 let keys: Vec<u64> = docs.iter().map(|d| doc_key(d)).collect();
                 let s = grouped(&keys, groups);
@@ -229,11 +241,19 @@ pub fn evaluate_grouped(truth: &GroundTruth, run: &Run<'_>, options: &Options) -
                         _ => 0.0,
                     })
                     .collect();
-                Some((query.qid.to_string(), row))
+                Some((query.qid.to_string(), Some(row)))
             })
             .collect()
     });
-    Ok(summarize(options.measures.clone(), evaluated, run.tag.clone()))
+    let (mut no_value, mut valued) = (Vec::new(), Vec::new());
+    for (qid, row) in evaluated {
+        match row {
+            Some(row) => valued.push((qid, row)),
+            None => no_value.push(qid),
+        }
+    }
+    no_value.sort_unstable();
+    Ok(Evaluation { no_value, ..summarize(options.measures.clone(), valued, run.tag.clone()) })
 }
 
 /// Sorts the queries by id and computes `all`: means, and sums for the counts. Means are summed
@@ -251,7 +271,7 @@ fn summarize(measures: Vec<Measure>, mut queries: Vec<(String, Vec<f64>)>, runid
             }
         })
         .collect();
-    Evaluation { measures, queries, all, runid }
+    Evaluation { measures, queries, all, runid, no_value: Vec::new() }
 }
 
 impl Evaluation {
@@ -304,5 +324,79 @@ impl Evaluation {
         }
         doc.insert("all".into(), row(&self.all).into());
         doc.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::path::Path;
+
+    use super::*;
+    use crate::judgments::{Format, LoadOptions};
+    use run::RunQuery;
+
+    fn options(names: &str) -> Options {
+        let names: Vec<String> = names.split(' ').map(str::to_string).collect();
+        Options {
+            measures: measures::parse(&names).unwrap(),
+            complete: false,
+            relevance_level: 1,
+            max_docs: None,
+            max_grade: None,
+            threads: 2,
+        }
+    }
+
+    fn run(queries: &[(&'static str, &[&'static str])]) -> Run<'static> {
+        let queries = queries
+            .iter()
+            .map(|(qid, docs)| RunQuery {
+                qid: Cow::Borrowed(qid),
+                docs: docs.iter().map(|&d| Cow::Borrowed(d)).collect(),
+            })
+            .collect();
+        Run { queries, tag: "t".into() }
+    }
+
+    #[test]
+    fn grouped_queries_autorag_gives_no_value_are_left_out_and_named() {
+        let truth = GroundTruth::parse(
+            Path::new("gt.jsonl"),
+            "{\"query\":\"ok\",\"retrieval_gt\":[[\"a\"]]}\n{\"query\":\"blank-gt\",\"retrieval_gt\":[[\"a\",\" \"]]}\n\
+             {\"query\":\"blank\",\"retrieval_gt\":[[\"a\"]]}\n{\"query\":\"empty\",\"retrieval_gt\":[[\"a\"]]}\n\
+             {\"query\":\"none\",\"retrieval_gt\":[[\"a\"]]}\n",
+        )
+        .unwrap();
+        let ranked = run(&[
+            ("ok", &["a", "x"]),
+            ("blank-gt", &["a"]),
+            ("blank", &["a", " "]),
+            ("empty", &["", "a"]),
+            ("none", &[]),
+            ("unknown", &["a"]),
+        ]);
+        let e = evaluate_grouped(&truth, &ranked, &options("retrieval_precision num_q")).unwrap();
+        assert_eq!(e.queries, [("ok".to_string(), vec![0.5, 1.0])]);
+        assert_eq!(e.all, [0.5, 1.0], "the mean over the queries with a value");
+        assert_eq!(e.no_value, ["blank", "blank-gt", "empty", "none"]);
+    }
+
+    #[test]
+    fn trec_eval_s_measures_refuse_a_blank_id() {
+        let load = LoadOptions {
+            format: Format::Qrels,
+            normalize: false,
+            max_grade: 3,
+            max_rejected_share: 0.0,
+            keep_query_names: true,
+        };
+        let (qrels, _) = Judgments::read(&b"q1 0 a 1\n"[..], &load).unwrap();
+        for blank in ["", " ", "\u{1f}"] {
+            let ranked = run(&[("q1", &["a", blank])]);
+            let err = evaluate(&qrels, &ranked, &options("P.1")).unwrap_err().to_string();
+            assert_eq!(err, "query \"q1\": the document id at rank 2 is empty or blank, which no TREC run can hold");
+        }
+        assert_eq!(evaluate(&qrels, &run(&[("q1", &["a", " b"])]), &options("P.1")).unwrap().all, [1.0]);
     }
 }
