@@ -180,3 +180,39 @@ fn grouped_measures_leave_out_what_autorag_gives_no_value() {
     assert_eq!(got["all"], q1);
     assert!(stderr.contains("4 queries left out"), "{stderr}");
 }
+
+/// AutoRAG's own functions on inputs it computes nothing for (`tests/autorag/generate.py`'s
+/// no-value cases: blank ids by Python's `str.strip`, `""`, empty groups and lists, beside ids
+/// that only look blank): those queries get no value and stay out of the means, the others
+/// AutoRAG's values; the means equal a pandas mean over AutoRAG's values, as its evaluation
+/// takes them.
+#[test]
+fn grouped_measures_give_no_value_where_autorag_gives_none() {
+    let dir = fixtures("autorag");
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("no_value_expected.json")).unwrap()).unwrap();
+    let args =
+        ["--ground-truth", "no_value_ground_truth.jsonl", "--run", "no_value_run.jsonl", "-q", "--format", "json"];
+    let out = eval(&dir, &args);
+    let got: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut none = 0;
+    for (qid, measures) in want["queries"].as_object().unwrap() {
+        let got_query = &got["queries"][qid];
+        if measures["retrieval_precision"].is_null() {
+            assert!(got_query.is_null(), "{qid}: AutoRAG gives no value, rankpulse {got_query}");
+            none += 1;
+            continue;
+        }
+        for (measure, w) in measures.as_object().unwrap() {
+            let (g, w) = (got_query[measure].as_f64().unwrap(), w.as_f64().unwrap());
+            assert!((g - w).abs() <= 1e-12, "{qid} {measure}: rankpulse {g}, AutoRAG {w}");
+        }
+    }
+    for (measure, w) in want["all"].as_object().unwrap() {
+        let (g, w) = (got["all"][measure].as_f64().unwrap(), w.as_f64().unwrap());
+        assert!((g - w).abs() <= 1e-12, "all {measure}: rankpulse {g}, AutoRAG {w}");
+    }
+    assert_eq!(none, 12);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("12 queries left out"), "{stderr}");
+}
