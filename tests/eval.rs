@@ -155,3 +155,89 @@ fn bad_input_is_an_error_naming_the_file_and_line() {
     let ok = stdout(&eval(dir.path(), &["-q", "-m", "P.1", "qrels.txt", "good.txt"]));
     assert_eq!(ok, "P_1                   \tq1\t1.0000\nP_1                   \tall\t1.0000\n");
 }
+
+/// AutoRAG 0.3.27 gives no value (`None`, left out of its means) to a query whose retrieved
+/// list or ground truth has an id that Python's `str.strip()` empties, `" "` as `""`, or an
+/// empty group (`MetricInput.is_fields_notnone`); `eval --ground-truth` leaves such a query out
+/// the same way and names it, instead of evaluating `" "` as an id.
+#[test]
+fn grouped_measures_leave_out_what_autorag_gives_no_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write(
+        "gt.jsonl",
+        "{\"query\":\"q1\",\"retrieval_gt\":[[\"a\",\"b\"],[\"c\"]]}\n{\"query\":\"q2\",\"retrieval_gt\":[[\"a\"]]}\n",
+    );
+    write(
+        "run.jsonl",
+        "{\"query\":\"q1\",\"results\":[\"a\",\"x\",\"c\",\"y\"]}\n{\"query\":\"q2\",\"results\":[\"a\",\" \"]}\n",
+    );
+    let args = ["--ground-truth", "gt.jsonl", "--run", "run.jsonl", "-q", "--format", "json"];
+    let measures = ["-m", "retrieval_precision", "-m", "retrieval_recall", "-m", "num_q"];
+    let grouped = |args: &[&str]| {
+        let out = eval(dir.path(), &[args, &measures[..]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (serde_json::from_str::<Value>(&stdout(&out)).unwrap(), stderr)
+    };
+    // q1 by AutoRAG's definitions: distinct hits {a, c} over 4 retrieved, both groups covered.
+    // (num_q is in the summary only, as trec_eval prints it.)
+    let q1 = serde_json::json!({"retrieval_precision": 0.5, "retrieval_recall": 1.0});
+    let all = serde_json::json!({"retrieval_precision": 0.5, "retrieval_recall": 1.0, "num_q": 1});
+    let (got, stderr) = grouped(&args);
+    assert_eq!(got["queries"], serde_json::json!({"q1": q1}), "q2's \" \" is not an id to evaluate");
+    assert_eq!(got["all"], all, "the means leave q2 out");
+    assert!(stderr.contains("1 query left out") && stderr.contains("\"q2\""), "{stderr}");
+
+    // The same for "", for a blank ground-truth id, and for an empty group: no value, not an error.
+    write(
+        "gt.jsonl",
+        "{\"query\":\"q1\",\"retrieval_gt\":[[\"a\",\"b\"],[\"c\"]]}\n{\"query\":\"q2\",\"retrieval_gt\":[[\"a\"]]}\n\
+         {\"query\":\"q3\",\"retrieval_gt\":[[\"a\",\"\\t\"]]}\n{\"query\":\"q4\",\"retrieval_gt\":[[\"a\"],[]]}\n\
+         {\"query\":\"q5\",\"retrieval_gt\":[[\"a\"]]}\n",
+    );
+    write(
+        "run.jsonl",
+        "{\"query\":\"q1\",\"results\":[\"a\",\"x\",\"c\",\"y\"]}\n{\"query\":\"q2\",\"results\":[\"a\",\" \"]}\n\
+         {\"query\":\"q3\",\"results\":[\"a\"]}\n{\"query\":\"q4\",\"results\":[\"a\"]}\n{\"query\":\"q5\",\"results\":[\"\",\"a\"]}\n",
+    );
+    let (got, stderr) = grouped(&args);
+    assert_eq!(got["queries"], serde_json::json!({"q1": q1}));
+    assert_eq!(got["all"], all);
+    assert!(stderr.contains("4 queries left out"), "{stderr}");
+}
+
+/// AutoRAG's own functions on inputs it computes nothing for (`tests/autorag/generate.py`'s
+/// no-value cases: blank ids by Python's `str.strip`, `""`, empty groups and lists, beside ids
+/// that only look blank): those queries get no value and stay out of the means, the others
+/// AutoRAG's values; the means equal a pandas mean over AutoRAG's values, as its evaluation
+/// takes them.
+#[test]
+fn grouped_measures_give_no_value_where_autorag_gives_none() {
+    let dir = fixtures("autorag");
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("no_value_expected.json")).unwrap()).unwrap();
+    let args =
+        ["--ground-truth", "no_value_ground_truth.jsonl", "--run", "no_value_run.jsonl", "-q", "--format", "json"];
+    let out = eval(&dir, &args);
+    let got: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut none = 0;
+    for (qid, measures) in want["queries"].as_object().unwrap() {
+        let got_query = &got["queries"][qid];
+        if measures["retrieval_precision"].is_null() {
+            assert!(got_query.is_null(), "{qid}: AutoRAG gives no value, rankpulse {got_query}");
+            none += 1;
+            continue;
+        }
+        for (measure, w) in measures.as_object().unwrap() {
+            let (g, w) = (got_query[measure].as_f64().unwrap(), w.as_f64().unwrap());
+            assert!((g - w).abs() <= 1e-12, "{qid} {measure}: rankpulse {g}, AutoRAG {w}");
+        }
+    }
+    for (measure, w) in want["all"].as_object().unwrap() {
+        let (g, w) = (got["all"][measure].as_f64().unwrap(), w.as_f64().unwrap());
+        assert!((g - w).abs() <= 1e-12, "all {measure}: rankpulse {g}, AutoRAG {w}");
+    }
+    assert_eq!(none, 12);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("12 queries left out"), "{stderr}");
+}

@@ -194,3 +194,94 @@ fn clicks_over_every_rank_with_impression_units_equal_the_reference() {
 fn graded_credit_to_depth_five_with_client_units_equals_the_reference() {
     conforms("gains");
 }
+
+/// A line the engine refuses (more rankers than `interleaving.max_rankers`, more results than
+/// `limits.max_results`, stamped in the future) or does not keep (late) leaves nothing in
+/// `--trec-out`: the next line of the same query_id is exported with its own rankers, credits
+/// and results, never the refused line's.
+#[test]
+fn trec_out_exports_no_rejected_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("trec");
+    let t0: i64 = 1_795_300_000_000;
+    let impression = |query: &str, ts: i64, results: &[&str], rankers: &[&str], teams: &[&str]| {
+        serde_json::json!({"query_id": query, "timestamp": ts, "results": results, "experiment": "duel",
+            "interleaving": rankers, "teams": teams})
+        .to_string()
+    };
+    let two = ["base", "cand"];
+    let mut impressions = vec![
+        // Three rankers where two are allowed (at most 7 decode): rejected.
+        impression("q1", t0, &["a1", "a2", "a3"], &["x", "y", "z"], &["z", "y", "x"]),
+        impression("q1", t0 + 1, &["b1", "b2"], &two, &two),
+        // Four results where three are allowed: rejected.
+        impression("q2", t0 + 2, &["a1", "a2", "a3", "a4"], &["r", "s"], &["s", "s", "r", "r"]),
+        impression("q2", t0 + 3, &["c1", "c2"], &two, &two),
+    ];
+    let mut engagements = vec![
+        serde_json::json!({"query_id": "q1", "timestamp": t0 + 10, "doc_id": "b2"}).to_string(),
+        serde_json::json!({"query_id": "q2", "timestamp": t0 + 11, "doc_id": "c2"}).to_string(),
+    ];
+    // Two hours of other traffic move the watermark on; then a line of q4 stamped at the start
+    // is late (its attribution window has passed), and a current one of q4 counts.
+    for i in 0..1200 {
+        let ts = t0 + 1_000 + i * 6_000;
+        impressions.push(impression(&format!("f{i}"), ts, &["f"], &two, &["base"]));
+        engagements.push(serde_json::json!({"query_id": "none", "timestamp": ts, "doc_id": "f"}).to_string());
+    }
+    let end = t0 + 1_000 + 1200 * 6_000;
+    impressions.push(impression("q4", t0 + 5, &["a1", "a2"], &["p", "q"], &["q", "p"]));
+    impressions.push(impression("q4", end, &["e1", "e2"], &two, &two));
+    engagements.push(serde_json::json!({"query_id": "q4", "timestamp": end + 1, "doc_id": "e2"}).to_string());
+    // Far in the future: rejected. Last, since replay reads the files in time order (so no
+    // click of q3: every other line comes first).
+    impressions.push(impression("q3", 4_102_444_800_000, &["a1", "a2"], &["p", "q"], &["q", "p"]));
+    impressions.push(impression("q3", end + 2, &["d1", "d2"], &two, &two));
+    std::fs::write(dir.path().join("impressions.jsonl"), impressions.join("\n") + "\n").unwrap();
+    std::fs::write(dir.path().join("engagements.jsonl"), engagements.join("\n") + "\n").unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[join]\nattribution_window = \"30m\"\n[limits]\nmax_results = 3\n[interleaving]\nmax_rankers = 2\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .current_dir(dir.path())
+        .args(["replay", "--format", "json", "--max-rejects", "none", "--impressions", "impressions.jsonl"])
+        .args(["--engagements", "engagements.jsonl", "--config", "config.toml", "--trec-out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rejected = &report["events"]["rejected_by_reason"]["impressions"];
+    for reason in ["invalid_interleaving", "too_many_results", "timestamp_in_future"] {
+        assert_eq!(rejected[reason], 1, "{reason}: {rejected}");
+    }
+    assert_eq!(report["events"]["impressions_late"], 1, "the early q4 is late");
+
+    let lines = std::fs::read_to_string(out_dir.join("interleaving.jsonl")).unwrap();
+    let by_query: BTreeMap<String, Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["query_id"].as_str().unwrap().starts_with('q'))
+        .map(|l| (l["query_id"].as_str().unwrap().to_string(), l))
+        .collect();
+    let won =
+        |query: &str| serde_json::json!({"query_id": query, "credits": {"base": 0, "cand": 1}, "outcome": "cand"});
+    let want: BTreeMap<String, Value> = [
+        ("q1".to_string(), won("q1")),
+        ("q2".to_string(), won("q2")),
+        ("q3".to_string(), serde_json::json!({"query_id": "q3", "credits": {"base": 0, "cand": 0}, "outcome": "none"})),
+        ("q4".to_string(), won("q4")),
+    ]
+    .into();
+    assert_eq!(by_query, want, "each query's valid line's rankers and credits");
+    let qrels = std::fs::read_to_string(out_dir.join("qrels.txt")).unwrap();
+    let mut judged: Vec<&str> = qrels.lines().filter(|l| l.starts_with('q')).collect();
+    judged.sort_unstable();
+    assert_eq!(
+        judged,
+        ["q1 0 b1 0", "q1 0 b2 1", "q2 0 c1 0", "q2 0 c2 1", "q3 0 d1 0", "q3 0 d2 0", "q4 0 e1 0", "q4 0 e2 1"],
+        "each query's valid line's results"
+    );
+}

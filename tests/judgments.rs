@@ -179,3 +179,66 @@ fn the_replay_table_shows_the_judged_figures() {
         assert!(table.contains(needle), "{needle:?} missing from\n{table}");
     }
 }
+
+/// Query matching through the real binary: a judgment list written in capitals, full width,
+/// half-width katakana or decomposed Hangul meets the same queries as users type them (NFKC,
+/// then lower case of the whole text: `ΟΔΟΣ` is `οδος`, final sigma).
+#[test]
+fn judgments_meet_queries_across_case_width_and_composition() {
+    let dir = tempfile::tempdir().unwrap();
+    let judged = [
+        ("ΟΔΟΣ ΑΘΗΝΑΣ", "οδος αθηνας"),
+        ("ＲＥＤ\u{3000}ＳＨＯＥＳ", "red shoes"),
+        ("ｶﾀｶﾅ", "カタカナ"),
+        ("\u{1112}\u{1161}\u{11ab}\u{1100}\u{116e}\u{11a8}", "한국"),
+    ];
+    let mut judgments = String::new();
+    let mut impressions = String::new();
+    let t0: i64 = 1_795_300_000_000;
+    for (i, (written, typed)) in judged.iter().enumerate() {
+        judgments += &format!("{}\n", serde_json::json!({"query": written, "doc_id": "d1", "grade": 3}));
+        let impression = serde_json::json!({"query_id": format!("i{i}"), "timestamp": t0 + i as i64,
+            "results": ["d1", "d2"], "experiment": "e", "variant": "v", "query": typed});
+        impressions += &format!("{impression}\n");
+    }
+    let unjudged = serde_json::json!({"query_id": "i9", "timestamp": t0 + 9, "results": ["d1"],
+        "experiment": "e", "variant": "v", "query": "οδοσ"});
+    impressions += &format!("{unjudged}\n");
+    std::fs::write(dir.path().join("judgments.jsonl"), judgments).unwrap();
+    std::fs::write(dir.path().join("impressions.jsonl"), impressions).unwrap();
+    std::fs::write(dir.path().join("engagements.jsonl"), "").unwrap();
+    std::fs::write(dir.path().join("config.toml"), "[judgments]\nfile = \"judgments.jsonl\"\nkey = \"query\"\n")
+        .unwrap();
+    let out = Command::new(common::BIN)
+        .current_dir(dir.path())
+        .args(["replay", "--impressions", "impressions.jsonl", "--engagements", "engagements.jsonl"])
+        .args(["--config", "config.toml", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let group = &report["groups"][0];
+    assert_eq!(group["impressions"], 5);
+    let judged = group["judged"]["impressions"].as_u64().unwrap_or(0);
+    assert_eq!(judged, 4, "every query meets its judgments; a wrong sigma does not");
+}
+
+/// A JSON array is not a judgment: rejected as `json`, so a list of them is refused whole.
+#[test]
+fn a_json_array_line_is_a_rejected_judgment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("judgments.jsonl"),
+        "{\"query\":\"q\",\"doc_id\":\"d\",\"grade\":1}\n[\"q\",\"e\",1]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("config.toml"), "[judgments]\nfile = \"judgments.jsonl\"\n").unwrap();
+    let out = Command::new(common::BIN)
+        .current_dir(dir.path())
+        .args(["check-config", "--config", "config.toml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "accepted: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(stderr.contains("1 of 2 lines rejected") && stderr.contains("line 2: not a JSON object"), "{stderr}");
+}

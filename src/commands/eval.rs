@@ -109,6 +109,14 @@ pub fn run(inputs: Inputs, flags: Flags) -> anyhow::Result<()> {
         }
         Ok(evaluation)
     })?;
+    if let Some(first) = evaluation.no_value.first() {
+        // Counted and named, not silent: these are left out of every mean, as AutoRAG leaves them.
+        let n = evaluation.no_value.len();
+        eprintln!(
+            "rankpulse eval: {n} quer{} left out, as AutoRAG gives no value for an empty ranking, an empty group or a blank id (first: {first:?})",
+            if n == 1 { "y" } else { "ies" }
+        );
+    }
     let text = match flags.format {
         EvalFormat::Trec => evaluation.to_trec(flags.per_query, !flags.no_summary),
         EvalFormat::Json => format!("{}\n", serde_json::to_string_pretty(&evaluation.to_json(flags.per_query))?),

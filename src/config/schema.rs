@@ -456,8 +456,9 @@ pub struct JudgmentsConfig {
     /// JSON lines). Default `auto`.
     pub format: JudgmentsFormat,
     /// The impression field judgments are matched on: `query` (the impression's `query`, UBI's
-    /// `user_query`, normalized on both sides: trimmed, whitespace runs as one space, lower
-    /// case) or `query_id` (exactly). Default `query`.
+    /// `user_query`, normalized on both sides: NFKC, lower case of the whole text so that a
+    /// final sigma is `ς`, trimmed, whitespace runs as one space; see
+    /// [`crate::judgments::normalize_query`]) or `query_id` (exactly). Default `query`.
     pub key: JudgmentsKey,
     /// A judged result is relevant when its grade is at least this (trec_eval's `-l`). Default 1.
     pub relevance_threshold: u8,

@@ -71,6 +71,16 @@ use aggregation::{Aggregation, ClosedWindows};
 use limits::StateLimits;
 use watermark::Watermarks;
 
+/// What the engine did with a message it did not reject ([`Engine::process_prepared`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// An impression now pending: it is finalized (and shown to the observer) exactly once.
+    PendingImpression,
+    /// An engagement, or an impression that is not pending (a duplicate of a pending one, late,
+    /// or evicted at once): nothing of it is ever finalized.
+    NotPending,
+}
+
 /// The evaluation engine. See the module documentation.
 pub struct Engine {
     /// The join's event-time rules.
@@ -323,25 +333,33 @@ impl Engine {
         self.preparer.prepare(kind, payload, &mut single);
         let result = self.process_prepared(kind, partition, single.get(0), now);
         self.single = single;
-        result
+        result.map(|_| ())
     }
 
     /// [`Engine::process`] of a message prepared ahead (by a clone of [`Engine::preparer`], on
-    /// any thread): everything that needs the engine's state.
+    /// any thread): everything that needs the engine's state. An accepted message says whether
+    /// it left an impression pending: only such an impression is ever finalized, so a caller
+    /// that keeps something of each impression for its finalization (replay's TREC export)
+    /// keeps it for these alone, never for a rejected, duplicate or late one.
     pub fn process_prepared(
         &mut self,
         kind: EventKind,
         partition: i32,
         event: Prepared<'_>,
         now: Instant,
-    ) -> Result<(), Rejection> {
+    ) -> Result<Accepted, Rejection> {
         self.counters_of(partition).consumed[kind.index()] += 1;
         let result = match event {
             Prepared::Rejected(rejection) => Err(rejection.clone()),
-            Prepared::Impression { impression, docs, teams, experiment, variant } => {
-                self.process_impression(partition, impression, (docs, teams), [experiment, variant], now)
+            Prepared::Impression { impression, docs, teams, experiment, variant } => self
+                .process_impression(partition, impression, (docs, teams), [experiment, variant], now)
+                .map(|outcome| match outcome {
+                    ImpressionOutcome::Pending => Accepted::PendingImpression,
+                    _ => Accepted::NotPending,
+                }),
+            Prepared::Engagement(engagement) => {
+                self.process_engagement(partition, engagement, now).map(|()| Accepted::NotPending)
             }
-            Prepared::Engagement(engagement) => self.process_engagement(partition, engagement, now),
         };
         if let Err(rejection) = &result {
             self.count_rejection(kind, partition, rejection, now);
@@ -399,7 +417,7 @@ impl Engine {
         (docs, teams): (&[DocKey], &[u8]),
         [experiment, variant]: [&str; 2],
         now: Instant,
-    ) -> Result<(), Rejection> {
+    ) -> Result<ImpressionOutcome, Rejection> {
         self.input_limits.check_timestamp(impression.timestamp, self.wall_clock_ms(now))?;
         if self.tasks.get(partition).is_none() {
             return Err(Self::no_such_partition(partition));
@@ -454,7 +472,7 @@ impl Engine {
             // nothing); counted rather than lost silently if it ever did.
             ImpressionOutcome::StateFull => counters.impressions_evicted += 1,
         }
-        Ok(())
+        Ok(outcome)
     }
 
     fn process_engagement(
@@ -791,6 +809,50 @@ mod tests {
         let t = e.engagement_tally();
         assert_eq!((t.attributed, t.duplicate, e.counters().impressions_duplicate), (2, 4, 1));
         assert_eq!(impressions(&e), 1);
+    }
+
+    /// Serve's path (and replay's): a message rejected for its rankers or its results touches
+    /// nothing, so the next impression of its query is taken whole, with its own results and
+    /// teams; and the engine says which accepted impressions are pending, the only ones ever
+    /// finalized.
+    #[test]
+    fn a_rejected_impression_leaves_nothing_for_the_next_one_of_its_query() {
+        let toml = "[interleaving]\nmax_rankers = 2\n[limits]\nmax_results = 3\n";
+        let mut e =
+            Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap()).without_past_limit();
+        /// A finalized impression's gains and teams.
+        type Seen = (Vec<u8>, Vec<u8>);
+        let seen: Arc<std::sync::Mutex<Vec<Seen>>> = Arc::default();
+        let sink = Arc::clone(&seen);
+        e.set_observer(Box::new(move |f| sink.lock().unwrap().push((f.gains.to_vec(), f.teams.to_vec()))));
+        let t0 = Instant::now();
+        let interleaved = |rankers: &[&str], teams: &[&str], results: &[&str], ts: i64| {
+            serde_json::json!({"query_id": "q", "timestamp": ts, "results": results, "experiment": "e",
+                "interleaving": rankers, "teams": teams})
+            .to_string()
+            .into_bytes()
+        };
+        let multileaved = interleaved(&["x", "y", "z"], &["z", "y", "x"], &["a", "b", "c"], 1000);
+        let rejected = e.process(EventKind::Impression, 0, &multileaved, t0).unwrap_err();
+        assert_eq!(rejected.reason, RejectReason::InvalidInterleaving);
+        let too_many = imp("q", 1000, &["a", "b", "c", "d"]);
+        assert_eq!(
+            e.process(EventKind::Impression, 0, &too_many, t0).unwrap_err().reason,
+            RejectReason::TooManyResults
+        );
+        let mut single = PreparedBatch::default();
+        let valid = interleaved(&["base", "cand"], &["base", "cand"], &["d", "e"], 1001);
+        e.preparer().clone().prepare(EventKind::Impression, &valid, &mut single);
+        assert_eq!(e.process_prepared(EventKind::Impression, 0, single.get(0), t0), Ok(Accepted::PendingImpression));
+        e.preparer().clone().prepare(EventKind::Impression, &valid, &mut single);
+        assert_eq!(e.process_prepared(EventKind::Impression, 0, single.get(1), t0), Ok(Accepted::NotPending));
+        assert_eq!(e.pending_impressions(), 1);
+        e.process(EventKind::Engagement, 0, &eng("q", 1500, "e"), t0).unwrap();
+        e.finish();
+        assert_eq!(*seen.lock().unwrap(), [(vec![0, 1], vec![1, 2])], "the valid impression alone");
+        let c = e.counters();
+        assert_eq!(c.rejected[0][RejectReason::InvalidInterleaving.index()], 1);
+        assert_eq!((c.impressions_duplicate, impressions(&e)), (1, 1));
     }
 
     #[test]

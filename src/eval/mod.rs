@@ -23,7 +23,7 @@ pub mod truth;
 use std::fmt::Write as _;
 
 use crate::ids::doc_key;
-use crate::metrics::grouped::grouped;
+use crate::metrics::grouped::{grouped, ranking_has_value};
 use measures::{Id, Kind, Selected};
 use run::Run;
 use truth::GroundTruth;
@@ -59,6 +59,10 @@ pub struct Evaluation {
     pub all: Vec<f64>,
     /// The run's tag (`runid`).
     pub runid: String,
+    /// Queries of both files left out because AutoRAG gives them no value (an empty ranking,
+    /// an empty group, a blank id: [`crate::metrics::grouped::has_value`]), sorted; always
+    /// empty for trec_eval's measures.
+    pub no_value: Vec<String>,
 }
 
 /// Why a run cannot be evaluated against a grouped ground truth.
@@ -82,8 +86,9 @@ pub(crate) fn on_threads<T: Sync, R: Send>(
     })
 }
 
-/// AutoRAG's grouped measures of `run` against `truth`: every query in both with a non-empty
-/// ranking (the first `max_docs` of it), sorted by id.
+/// AutoRAG's grouped measures of `run` against `truth` (the first `max_docs` of each
+/// ranking): every query in both that AutoRAG gives a value, sorted by id; the others are named
+/// in [`Evaluation::no_value`].
 pub fn evaluate_grouped(
     truth: &GroundTruth,
     run: &Run<'_>,
@@ -94,14 +99,15 @@ pub fn evaluate_grouped(
     if let Some(s) = measures.iter().find(|s| s.def.origin != measures::Origin::AutoRag && s.def.id != Id::NumQ) {
         return Err(EvalError::NeedsQrels(s.def.name.to_string()));
     }
-    let mut queries = on_threads(&run.queries, threads, |queries| {
+    let evaluated = on_threads(&run.queries, threads, |queries| {
         queries
             .iter()
             .filter_map(|query| {
                 let groups = truth.queries.get(query.qid.as_ref())?;
                 let docs = &query.docs[..max_docs.map_or(query.docs.len(), |m| m.min(query.docs.len()))];
-                if docs.is_empty() {
-                    return None;
+                // AutoRAG's `None`: no row, and nothing in the means.
+                if groups.is_empty() || !ranking_has_value(docs) {
+                    return Some(Err(query.qid.to_string()));
                 }
                 let keys: Vec<u64> = docs.iter().map(|d| doc_key(d)).collect();
                 let s = grouped(&keys, groups);
@@ -117,11 +123,19 @@ pub fn evaluate_grouped(
                         _ => 1.0, // num_q
                     })
                     .collect();
-                Some(Row { qid: query.qid.to_string(), values, text: None })
+                Some(Ok(Row { qid: query.qid.to_string(), values, text: None }))
             })
             .collect::<Vec<_>>()
     });
+    let (mut queries, mut no_value) = (Vec::new(), Vec::new());
+    for row in evaluated {
+        match row {
+            Ok(row) => queries.push(row),
+            Err(qid) => no_value.push(qid),
+        }
+    }
     queries.sort_unstable_by(|a, b| a.qid.cmp(&b.qid));
+    no_value.sort_unstable();
     let columns: Vec<Column> =
         measures.iter().map(|m| Column { name: m.def.name.to_string(), kind: m.def.kind }).collect();
     let n = queries.len() as f64;
@@ -135,7 +149,7 @@ pub fn evaluate_grouped(
             }
         })
         .collect();
-    Ok(Evaluation { columns, queries, all, runid: run.tag.clone() })
+    Ok(Evaluation { columns, queries, all, runid: run.tag.clone(), no_value })
 }
 
 /// C's `printf("%6.4f")`, which prints NaN as `nan` or `-nan` by its sign.
@@ -229,5 +243,74 @@ impl Evaluation {
             .collect();
         doc.insert("all".into(), all.into());
         doc.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::path::Path;
+
+    use super::*;
+    use run::RunQuery;
+
+    fn measures(names: &str) -> Vec<Selected> {
+        let names: Vec<String> = names.split(' ').map(str::to_string).collect();
+        measures::parse(&names, trec::Compat::V10).unwrap()
+    }
+
+    fn run(queries: &[(&'static str, &[&'static str])]) -> Run<'static> {
+        let queries = queries
+            .iter()
+            .map(|(qid, docs)| RunQuery { qid: Cow::Borrowed(qid), docs: docs.iter().map(|&d| Cow::Borrowed(d)).collect() })
+            .collect();
+        Run { queries, tag: "t".into(), repeats_allowed: true }
+    }
+
+    #[test]
+    fn grouped_queries_autorag_gives_no_value_are_left_out_and_named() {
+        let truth = GroundTruth::parse(
+            Path::new("gt.jsonl"),
+            "{\"query\":\"ok\",\"retrieval_gt\":[[\"a\"]]}\n{\"query\":\"blank-gt\",\"retrieval_gt\":[[\"a\",\" \"]]}\n\
+             {\"query\":\"blank\",\"retrieval_gt\":[[\"a\"]]}\n{\"query\":\"empty\",\"retrieval_gt\":[[\"a\"]]}\n\
+             {\"query\":\"none\",\"retrieval_gt\":[[\"a\"]]}\n",
+        )
+        .unwrap();
+        let ranked = run(&[
+            ("ok", &["a", "x"]),
+            ("blank-gt", &["a"]),
+            ("blank", &["a", " "]),
+            ("empty", &["", "a"]),
+            ("none", &[]),
+            ("unknown", &["a"]),
+        ]);
+        let e = evaluate_grouped(&truth, &ranked, &measures("retrieval_precision num_q"), None, 2).unwrap();
+        assert_eq!(e.queries.len(), 1);
+        // num_q first, in trec_eval's table order.
+        assert_eq!((e.queries[0].qid.as_str(), e.queries[0].values.as_slice()), ("ok", &[1.0, 0.5][..]));
+        assert_eq!(e.all, [1.0, 0.5], "the mean over the queries with a value");
+        assert_eq!(e.no_value, ["blank", "blank-gt", "empty", "none"]);
+    }
+
+    #[test]
+    fn trec_eval_s_measures_refuse_a_blank_id() {
+        let qrels = trec::qrels::Qrels::parse(Path::new("q.txt"), "q1 0 a 1\n", trec::Compat::V10).unwrap();
+        let settings = trec::Settings {
+            compat: trec::Compat::V10,
+            relevance_level: 1,
+            max_docs: None,
+            judged_only: false,
+            docs_in_collection: 0,
+            complete: false,
+            max_grade: None,
+            threads: 2,
+        };
+        for blank in ["", " ", "\u{1f}"] {
+            let ranked = run(&[("q1", &["a", blank])]);
+            let err = trec::evaluate(&qrels, &ranked, &measures("P.1"), &settings).unwrap_err().to_string();
+            assert_eq!(err, "query \"q1\": the document id at rank 2 is empty or blank, which no TREC run can hold");
+        }
+        let (e, _) = trec::evaluate(&qrels, &run(&[("q1", &["a", " b"])]), &measures("P.1"), &settings).unwrap();
+        assert_eq!(e.all, [1.0]);
     }
 }

@@ -204,8 +204,10 @@ fn json_lines<'a>(path: &Path, text: &'a str) -> Result<Run<'a>, RunError> {
         let parsed: Line<'a> = serde_json::from_str(line).map_err(|e| {
             error(format!("not a JSON object with a string \"query\" and a \"results\" list of strings: {e}"))
         })?;
-        if parsed.query.is_empty() || parsed.results.iter().any(|d| d.is_empty()) {
-            return Err(error("an empty query or document id".to_string()));
+        // An empty or blank document id is read as written: AutoRAG's measures give its query
+        // no value, trec_eval's refuse it (crate::eval).
+        if parsed.query.is_empty() {
+            return Err(error("the query id is empty".to_string()));
         }
         if let Some(first) = seen.insert(parsed.query.to_string(), line_no) {
             return Err(error(format!("query {:?} was already ranked on line {first}", parsed.query)));
@@ -267,5 +269,10 @@ mod tests {
         assert_eq!(err.unwrap_err().to_string(), "r.jsonl:2: query \"q1\" was already ranked on line 1");
         let err = read(Path::new("r.jsonl"), "{\"query\":\"q1\"}\n", 1, Compat::V10).unwrap_err().to_string();
         assert!(err.starts_with("r.jsonl:1: not a JSON object"), "{err}");
+        let err = read(Path::new("r.jsonl"), "{\"query\":\"\",\"results\":[\"a\"]}\n", 1, Compat::V10).unwrap_err();
+        assert_eq!(err.to_string(), "r.jsonl:1: the query id is empty");
+        // Each evaluation decides about an empty or blank id (crate::eval); read as written.
+        let run = read(Path::new("r.jsonl"), "{\"query\":\"q1\",\"results\":[\"a\",\"\",\" \"]}\n", 1, Compat::V10).unwrap();
+        assert_eq!(docs(&run, "q1"), ["a", "", " "]);
     }
 }

@@ -2,6 +2,10 @@
 //! AutoRAG's grouped ground truth for `rankpulse eval --ground-truth`: one JSON object per
 //! line, `{"query": "q1", "retrieval_gt": [["a", "b"], ["c"]]}` (other keys ignored), each
 //! query's groups of acceptable documents (see [`crate::metrics::grouped`]).
+//!
+//! A line AutoRAG 0.3.27 gives no value for (no group, an empty group, or an id that is empty
+//! once Python's `str.strip` is done with it: `MetricInput._check_list`) is kept as a query
+//! without groups, and evaluated as AutoRAG evaluates it: no value, left out of the means.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,11 +13,13 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::ids::{doc_key, DocKey};
+use crate::metrics::grouped::has_value;
 
 /// Every query's groups, documents by key.
 #[derive(Debug, Default)]
 pub struct GroundTruth {
-    /// Groups by query id.
+    /// Groups by query id; none for a query AutoRAG gives no value for
+    /// ([`crate::metrics::grouped::has_value`]).
     pub queries: HashMap<String, Vec<Vec<DocKey>>>,
 }
 
@@ -27,8 +33,9 @@ pub enum TruthError {
 }
 
 impl GroundTruth {
-    /// Parses the file's text. A line with no group, an empty group or an empty id is refused
-    /// (AutoRAG gives no value for it), as is a query given twice.
+    /// Parses the file's text. A line that is not a query id and a list of lists of ids is
+    /// refused, as is an empty query id or a query given twice; a line with no group, an empty
+    /// group or a blank id is kept without groups (AutoRAG gives it no value).
     pub fn parse(path: &Path, text: &str) -> Result<GroundTruth, TruthError> {
         #[derive(Deserialize)]
         struct Line {
@@ -49,15 +56,11 @@ impl GroundTruth {
             if parsed.query.is_empty() {
                 return Err(error("the query id is empty".into()));
             }
-            if parsed.retrieval_gt.is_empty()
-                || parsed.retrieval_gt.iter().any(|g| g.is_empty() || g.iter().any(|d| d.trim().is_empty()))
-            {
-                return Err(error(format!(
-                    "query {:?}: retrieval_gt needs at least one group, and no empty group or id",
-                    parsed.query
-                )));
-            }
-            let groups = parsed.retrieval_gt.iter().map(|g| g.iter().map(|d| doc_key(d)).collect()).collect();
+            let groups = if has_value(&parsed.retrieval_gt) {
+                parsed.retrieval_gt.iter().map(|g| g.iter().map(|d| doc_key(d)).collect()).collect()
+            } else {
+                Vec::new()
+            };
             if truth.queries.insert(parsed.query.clone(), groups).is_some() {
                 return Err(error(format!("query {:?} is given twice", parsed.query)));
             }
@@ -77,13 +80,24 @@ mod tests {
             .unwrap();
         assert_eq!(truth.queries["q1"], vec![vec![doc_key("a"), doc_key("b")], vec![doc_key("c")]]);
         let err = |text: &str| GroundTruth::parse(path, text).unwrap_err().to_string();
-        assert!(
-            err("{\"query\":\"q1\",\"retrieval_gt\":[]}").starts_with("gt.jsonl:1: query \"q1\": retrieval_gt needs")
-        );
-        assert!(err("{\"query\":\"q1\",\"retrieval_gt\":[[\"a\"],[]]}").contains("no empty group"));
-        assert!(err("{\"query\":\"q1\",\"retrieval_gt\":[[\" \"]]}").contains("no empty group or id"));
+        assert!(err("{\"query\":\"\",\"retrieval_gt\":[[\"a\"]]}").starts_with("gt.jsonl:1: the query id is empty"));
         assert!(err("{\"query\":\"q1\",\"retrieval_gt\":[[\"a\"]]}\n{\"query\":\"q1\",\"retrieval_gt\":[[\"a\"]]}")
             .starts_with("gt.jsonl:2: query \"q1\" is given twice"));
         assert!(err("{\"query\":\"q1\",\"retrieval_gt\":[\"a\"]}").starts_with("gt.jsonl:1: not a JSON object"));
+    }
+
+    #[test]
+    fn lines_autorag_gives_no_value_are_kept_without_groups() {
+        let text = "{\"query\":\"none\",\"retrieval_gt\":[]}\n\
+                    {\"query\":\"empty-group\",\"retrieval_gt\":[[\"a\"],[]]}\n\
+                    {\"query\":\"empty-id\",\"retrieval_gt\":[[\"a\",\"\"]]}\n\
+                    {\"query\":\"blank-id\",\"retrieval_gt\":[[\"a\"],[\" \\t\"]]}\n\
+                    {\"query\":\"separator\",\"retrieval_gt\":[[\"\\u001f\"]]}\n\
+                    {\"query\":\"padded\",\"retrieval_gt\":[[\" a \"]]}\n";
+        let truth = GroundTruth::parse(Path::new("gt.jsonl"), text).unwrap();
+        for query in ["none", "empty-group", "empty-id", "blank-id", "separator"] {
+            assert_eq!(truth.queries[query], Vec::<Vec<DocKey>>::new(), "{query}");
+        }
+        assert_eq!(truth.queries["padded"], vec![vec![doc_key(" a ")]], "ids are compared as written");
     }
 }

@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use serde::Deserialize;
+use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
 /// How a judgment file's lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +98,11 @@ pub fn parse_line(format: Format, line: &str, max_grade: u8) -> Result<Option<Ju
             (Cow::Borrowed(query), Cow::Borrowed(doc), grade)
         }
         Format::JsonLines => {
+            // serde reads a struct from a JSON array too (`["q", "d", 1]`, fields by position):
+            // a judgment's fields are named, so an array is not one.
+            if line.trim_start().starts_with('[') {
+                return Err(Reject::Json("a JSON array, not an object".into()));
+            }
             #[derive(Deserialize)]
             struct Line<'a> {
                 #[serde(borrow)]
@@ -124,19 +130,43 @@ pub fn parse_line(format: Format, line: &str, max_grade: u8) -> Result<Option<Ju
 }
 
 /// A query's text as judgments and impressions are matched on it with `judgments.key =
-/// "query"`: surrounding whitespace removed, every run of whitespace one space, lower case.
-/// Written into `out` (cleared first), so that the hot path reuses one buffer.
+/// "query"`: Unicode NFKC, then lower case of the whole text, then surrounding whitespace
+/// removed and every run of whitespace one space. Written into `out` (cleared first), so that
+/// the hot path reuses one buffer.
+///
+/// NFKC because queries are typed on every keyboard: full-width Latin and the ideographic
+/// space of Japanese and Chinese input methods, half-width katakana, Hangul as conjoining
+/// jamo (macOS file names and some input methods) all mean the plain text. Lower case of the
+/// whole text (`str::to_lowercase`), not of each character, because Greek capital sigma is
+/// `ς` at the end of a word and `σ` elsewhere: `ΟΔΟΣ` is `οδος`. This is NFKC and then
+/// Unicode's full lower case, close to Unicode's NFKC_Casefold (Elasticsearch's `icu_normalizer`
+/// `nfkc_cf`, Lucene's ICU folding) but not case folding: `ß` stays `ß` and `ς` stays `ς`, as a
+/// user types them. The same function keys the judgment file's queries and every impression's,
+/// so whatever it does, both sides meet.
+///
+/// ASCII text, the bulk of traffic, is already NFKC and lowers byte for byte: it writes into
+/// `out` and allocates nothing else. Other text takes two temporary strings.
 pub fn normalize_query(text: &str, out: &mut String) {
     out.clear();
+    if text.is_ascii() {
+        push_words(text, out, |word, out| out.extend(word.bytes().map(|b| char::from(b.to_ascii_lowercase()))));
+        return;
+    }
+    let lower = if is_nfkc_quick(text.chars()) == IsNormalized::Yes {
+        text.to_lowercase()
+    } else {
+        text.nfkc().collect::<String>().to_lowercase()
+    };
+    push_words(&lower, out, |word, out| out.push_str(word));
+}
+
+/// `text`'s words (split at Unicode whitespace) into `out`, one space apart, each by `push`.
+fn push_words(text: &str, out: &mut String, push: impl Fn(&str, &mut String)) {
     for word in text.split_whitespace() {
         if !out.is_empty() {
             out.push(' ');
         }
-        if word.is_ascii() {
-            out.extend(word.chars().map(|c| c.to_ascii_lowercase()));
-        } else {
-            out.extend(word.chars().flat_map(char::to_lowercase));
-        }
+        push(word, out);
     }
 }
 
@@ -185,6 +215,16 @@ mod tests {
     }
 
     #[test]
+    fn a_json_array_is_not_a_judgment() {
+        // serde reads a struct from a sequence too: the fields must be named, as documented.
+        for line in [r#"["q","d",1]"#, r#"  ["q", "d", 1]"#, r#"[]"#] {
+            let rejected = json(line);
+            assert!(matches!(rejected, Err(Reject::Json(_))), "{line}: {rejected:?}");
+            assert_eq!(rejected.unwrap_err().reason(), "json");
+        }
+    }
+
+    #[test]
     fn formats_by_name() {
         assert_eq!(Format::of_path(Path::new("j.jsonl")), Format::JsonLines);
         assert_eq!(Format::of_path(Path::new("dir/j.ndjson")), Format::JsonLines);
@@ -201,9 +241,38 @@ mod tests {
             ("ÉCOLE Straße", "école straße"),
             ("", ""),
             ("   ", ""),
+            ("a\u{b}b", "a b"),
+            // Final sigma: lower case of the whole text, not of each character.
+            ("ΟΔΟΣ", "οδος"),
+            ("ΣΟΦΙΑ ΟΔΟΣ ΑΘΗΝΑΣ", "σοφια οδος αθηνας"),
+            ("ΟΔΟΣ-ΑΘΗΝΑΣ", "οδος-αθηνας"),
+            ("οδος", "οδος"),
+            // NFKC: full-width Latin and the ideographic space, half-width katakana, Hangul
+            // written as conjoining jamo (as macOS keeps it) and compatibility jamo, ligatures.
+            ("ＲＥＤ\u{3000}Ｓｈｏｅｓ", "red shoes"),
+            ("ｶﾀｶﾅ", "カタカナ"),
+            ("\u{1112}\u{1161}\u{11ab}\u{1100}\u{116e}\u{11a8}", "한국"),
+            ("\u{3131}", "\u{1100}"),
+            ("ﬁle №5", "file no5"),
+            ("Ａ\u{00a0}B", "a b"),
+            // Lower case, not case folding: ß stays, as Unicode's lower case keeps it.
+            ("STRASSE Straße", "strasse straße"),
         ] {
             normalize_query(text, &mut out);
             assert_eq!(out, normalized, "{text:?}");
+            let again = out.clone();
+            normalize_query(&again, &mut out);
+            assert_eq!(out, normalized, "{text:?}: normalizing twice changes nothing");
+        }
+    }
+
+    #[test]
+    fn ascii_queries_reuse_the_buffer() {
+        let mut out = String::with_capacity(64);
+        let buffer = out.as_ptr();
+        for text in ["Red  Shoes", "  LAPTOP\tstand ", "q"] {
+            normalize_query(text, &mut out);
+            assert_eq!((out.as_ptr(), out.capacity()), (buffer, 64), "{text:?}");
         }
     }
 }

@@ -325,6 +325,20 @@ mod tests {
     }
 
     #[test]
+    fn a_query_s_judgments_meet_under_one_key_whatever_its_case_and_width() {
+        let file = "{\"query\":\"ΟΔΟΣ\",\"doc_id\":\"a\",\"grade\":1}\n\
+                    {\"query\":\"οδος\",\"doc_id\":\"b\",\"grade\":2}\n\
+                    {\"query\":\" ΟΔΟΣ\\u00a0\",\"doc_id\":\"c\",\"grade\":3}\n\
+                    [\"οδος\",\"d\",3]\n";
+        let (judgments, report) =
+            Judgments::read(file.as_bytes(), &LoadOptions { max_rejected_share: 1.0, ..options(Format::JsonLines) })
+                .unwrap();
+        assert_eq!(judgments.query_count(), 1, "one query, not split over keys");
+        assert_eq!(judgments.query(key("Οδος")).unwrap().len(), 3);
+        assert_eq!(report.rejected.get("json"), Some(&1), "the array line");
+    }
+
+    #[test]
     fn a_file_of_mostly_bad_lines_is_refused_naming_the_first() {
         let dir = std::env::temp_dir().join(format!("rankpulse-judgments-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -33,8 +33,13 @@
 //! On the worked example of `retrieval_gt = [["test-1", "test-2"], ["test-3"]]` and retrieved
 //! `[test-1, pred-1, test-2, pred-3]`: precision 2/4 = 0.5, recall 1/2 = 0.5, F1 0.5, MRR
 //! (1 + 0) / 2 = 0.5, MAP (1 + 2/3) / 2 / 2 = 0.41667, nDCG (1 + 1/log2 4) / (1 + 1/log2 3 +
-//! 1/log2 4) = 0.70391. AutoRAG returns no value (`None`) for an empty list, an empty group or
-//! an empty id; rankpulse refuses such input where it reads it.
+//! 1/log2 4) = 0.70391.
+//!
+//! AutoRAG computes nothing (`None`, which its means leave out) for a query whose ground truth
+//! or retrieved list fails `MetricInput.is_fields_notnone`: an empty list, an empty group, or
+//! an id whose Python `str.strip()` is empty (`""`, `" "`, `"\t"`, even `"\x1f"`). It does not
+//! strip the ids it keeps: `" a "` is not `"a"`. [`has_value`] and [`ranking_has_value`] are that
+//! check; `rankpulse eval` leaves such a query out as AutoRAG does, and says so.
 
 /// The six figures of one query.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,7 +53,8 @@ pub struct GroupedScores {
 }
 
 /// The figures of `retrieved` (ids in rank order, compared by equality: hashes or text)
-/// against `groups`. Empty input gives zeros (AutoRAG gives no value; callers refuse it).
+/// against `groups`. Empty input gives zeros (AutoRAG gives no value; callers leave such a
+/// query out, see [`has_value`]).
 pub fn grouped<T: PartialEq + Copy>(retrieved: &[T], groups: &[Vec<T>]) -> GroupedScores {
     let in_any = |id: &T| groups.iter().any(|g| g.contains(id));
     // S: the distinct retrieved ids, in first-seen order.
@@ -104,6 +110,23 @@ pub fn grouped<T: PartialEq + Copy>(retrieved: &[T], groups: &[Vec<T>]) -> Group
     GroupedScores { precision, recall, f1, mrr, map, ndcg }
 }
 
+/// Whether AutoRAG's input check refuses `id`: empty once Python's `str.strip()` removed its
+/// whitespace, which is Unicode's White_Space and also U+001C to U+001F (`str.isspace` counts
+/// the information separators; Rust's `char::is_whitespace` does not).
+pub fn is_blank(id: &str) -> bool {
+    id.chars().all(|c| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+}
+
+/// Whether AutoRAG gives a ground truth a value: at least one group, no empty group, no blank id.
+pub fn has_value<S: AsRef<str>>(retrieval_gt: &[Vec<S>]) -> bool {
+    !retrieval_gt.is_empty() && retrieval_gt.iter().all(|g| ranking_has_value(g))
+}
+
+/// Whether AutoRAG gives a retrieved list a value: not empty, no blank id.
+pub fn ranking_has_value<S: AsRef<str>>(ids: &[S]) -> bool {
+    !ids.is_empty() && !ids.iter().any(|id| is_blank(id.as_ref()))
+}
+
 /// Python's `sum` over floats: left to right from 0 (so that the figures agree to the bit).
 fn python_sum(values: &[f64]) -> f64 {
     values.iter().fold(0.0, |acc, v| acc + v)
@@ -132,6 +155,30 @@ mod tests {
         assert_eq!(s.mrr, 1.0);
         assert_eq!(s.map, (1.0 + 1.0) / 2.0, "both ranks of a are hits of its group");
         assert_eq!(s.ndcg, (1.0 + 1.0 / 3f64.log2()) / 1.0, "the ideal has one 1: one id in the ground truth");
+    }
+
+    #[test]
+    fn blank_is_what_python_s_strip_empties() {
+        for blank in ["", " ", "\t\n", "\u{a0}", "\u{3000}", "\u{1f}", "\u{1c} \u{1d}"] {
+            assert!(is_blank(blank), "{blank:?}");
+        }
+        for id in ["a", " a ", "\u{200b}", "\u{1b}", "\u{0}"] {
+            assert!(!is_blank(id), "{id:?}: Python's strip keeps it");
+        }
+    }
+
+    #[test]
+    fn values_only_where_autorag_gives_them() {
+        assert!(has_value(&[vec!["a", "b"], vec!["c"]]));
+        assert!(has_value(&[vec![" a "]]));
+        assert!(!has_value::<&str>(&[]));
+        assert!(!has_value(&[vec!["a"], vec![]]));
+        assert!(!has_value(&[vec!["a", " "]]));
+        assert!(ranking_has_value(&["a", "a"]));
+        assert!(!ranking_has_value::<&str>(&[]));
+        assert!(!ranking_has_value(&["a", ""]));
+        assert!(!ranking_has_value(&["a", " "]));
+        assert!(!ranking_has_value(&["\u{1e}", "a"]));
     }
 
     #[test]

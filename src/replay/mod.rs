@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::engine::Engine;
+use crate::engine::{Accepted, Engine};
 use crate::event::EventKind;
 
 mod diagnostics;
@@ -125,10 +125,13 @@ pub fn run_with(
         if let Some(line) = source.head() {
             let result = match (line.prepared, line.info.oversized) {
                 (Some(event), _) => {
-                    if let (Some(writer), EventKind::Impression) = (&mut trec, source.kind) {
+                    let result = engine.process_prepared(source.kind, 0, event, now);
+                    // Only once the engine took the impression: a line it rejects (or finds
+                    // late or a duplicate) must leave nothing for a later line of its query.
+                    if let (Some(writer), Ok(Accepted::PendingImpression)) = (&mut trec, &result) {
                         writer.impression_line(line.bytes);
                     }
-                    engine.process_prepared(source.kind, 0, event, now)
+                    result.map(|_| ())
                 }
                 (None, size) => Err(engine.process_oversized(source.kind, 0, size.unwrap_or(u64::MAX), now)),
             };

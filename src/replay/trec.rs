@@ -1,7 +1,7 @@
 //! `replay --trec-out`: what rankpulse measured, as TREC files for trec_eval or ranx.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -25,9 +25,12 @@ pub(super) struct TrecWriter {
     /// A copy of the engine's decoders: ids are read exactly as the engine reads them, in
     /// either input format, so every impression the engine finalizes has its ids here.
     decoders: Decoders,
-    /// Text ids of impressions read but not yet finalized (late and duplicate ones never are),
-    /// with the rankers of an interleaved one.
-    pending: HashMap<QueryKey, Pending>,
+    /// Text ids of the impressions the engine holds pending, with the rankers of an
+    /// interleaved one, per query in the order they were taken. Each is finalized once, in
+    /// that order (a query has one pending impression at a time, and an impression evicted
+    /// while the next of its query is taken is reported before that one can be), so the
+    /// front of a query's queue is always the one finalized next.
+    pending: HashMap<QueryKey, VecDeque<Pending>>,
     /// Impressions the engine finalized (query, gains in rank order and an interleaved one's
     /// score), queued by its observer so that the writer needs no lock: it stays with the merge
     /// loop, which also fills `pending`.
@@ -79,14 +82,17 @@ impl TrecWriter {
         })
     }
 
-    /// Keeps the ids of an impression line before the engine sees it; a line that does not
-    /// decode is never finalized, so it is not kept.
+    /// Keeps the ids of an impression line the engine has just taken as pending
+    /// ([`crate::engine::Accepted::PendingImpression`]). Called for no other line: one the
+    /// engine rejected (over a limit, over `interleaving.max_rankers`) or did not keep (late,
+    /// a duplicate) is never finalized, and kept here it would lend its ids and rankers to the
+    /// next impression of its query.
     pub(super) fn impression_line(&mut self, line: &[u8]) {
         let mut ids = Vec::new();
         if let Ok(impression) = self.decoders.impression_with_ids(line, &mut ids) {
             let query_id = impression.query_id;
             let rankers = impression.interleaving.map(|il| il.rankers.into_iter().map(Cow::into_owned).collect());
-            self.pending.entry(query_key(&query_id)).or_insert_with(|| Pending {
+            self.pending.entry(query_key(&query_id)).or_default().push_back(Pending {
                 query_id: query_id.into_owned(),
                 results: ids.into_iter().map(Cow::into_owned).collect(),
                 rankers,
@@ -104,7 +110,11 @@ impl TrecWriter {
     }
 
     fn write(&mut self, query: QueryKey, gains: &[u8], scored: Option<&Scored>) -> std::io::Result<()> {
-        let Some(Pending { query_id, results, rankers }) = self.pending.remove(&query) else { return Ok(()) };
+        let Some(queue) = self.pending.get_mut(&query) else { return Ok(()) };
+        let Some(Pending { query_id, results, rankers }) = queue.pop_front() else { return Ok(()) };
+        if queue.is_empty() {
+            self.pending.remove(&query);
+        }
         if let (Some(scored), Some(rankers)) = (scored, &rankers) {
             let names: Vec<&str> = rankers.iter().map(String::as_str).collect();
             let credits: serde_json::Map<String, serde_json::Value> =

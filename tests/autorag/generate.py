@@ -16,6 +16,12 @@ compares every query's six values with these to 1e-12. The cases cover: the seed
 example, no hit, every id a hit, repeated retrieved ids, an id in two groups, groups of one,
 a ground truth larger than the list, lists of 1 to 60.
 
+The no_value_* files are the inputs AutoRAG computes nothing for (`None`): a retrieved list
+or ground truth that is empty, has an empty group, or holds an id that Python's `str.strip()`
+empties (MetricInput.is_fields_notnone), beside valid ones with ids that only look blank or
+are padded; with AutoRAG's values (null for None) and each measure's mean as AutoRAG's
+retrieval evaluation would take it, over a pandas DataFrame of the values (None left out).
+
 Deterministic: rerunning rewrites tests/autorag/fixtures/ byte for byte.
 """
 
@@ -79,6 +85,51 @@ def cases(rng):
     return out
 
 
+def no_value_cases():
+    return [
+        ("valid-groups", [["a", "b"], ["c"]], ["a", "x", "c", "y"]),
+        ("valid-second", [["a"]], ["x", "a"]),
+        ("valid-padded", [[" a "]], [" a ", "a"]),
+        ("valid-escape", [["a"]], ["\x1b", "a"]),
+        ("valid-zero-width", [["\u200b"]], ["\u200b", "a"]),
+        ("blank-ranked", [["a"]], ["a", " "]),
+        ("empty-ranked-id", [["a"]], ["", "a"]),
+        ("tab-ranked", [["a"]], ["\t"]),
+        ("separator-ranked", [["a"]], ["a", "\x1f"]),
+        ("nbsp-ranked", [["a"]], ["\u00a0", "a"]),
+        ("ideographic-space-ranked", [["a"]], ["a", "\u3000"]),
+        ("empty-ranking", [["a"]], []),
+        ("blank-gt-id", [["a", " "]], ["a"]),
+        ("empty-gt-id", [["a"], [""]], ["a"]),
+        ("separator-gt-id", [["\x1c"]], ["a"]),
+        ("empty-group", [["a"], []], ["a"]),
+        ("no-group", [], ["a"]),
+    ]
+
+
+def write_no_value(retrieval, metric_input):
+    import pandas as pd
+
+    rows = no_value_cases()
+    inputs = [metric_input(retrieval_gt=groups, retrieved_ids=retrieved) for _, groups, retrieved in rows]
+    values = {m: getattr(retrieval, m)(inputs) for m in METRICS}
+    with open(FIXTURES / "no_value_ground_truth.jsonl", "w") as f:
+        for qid, groups, _ in rows:
+            f.write(json.dumps({"query": qid, "retrieval_gt": groups}) + "\n")
+    with open(FIXTURES / "no_value_run.jsonl", "w") as f:
+        for qid, _, retrieved in rows:
+            f.write(json.dumps({"query": qid, "results": retrieved}) + "\n")
+    means = pd.DataFrame(values).mean()
+    expected = {
+        "queries": {qid: {m: values[m][i] for m in METRICS} for i, (qid, _, _) in enumerate(rows)},
+        "all": {m: float(means[m]) for m in METRICS},
+    }
+    none = [qid for qid, row in expected["queries"].items() if row["retrieval_precision"] is None]
+    assert none and all(not q.startswith("valid") for q in none), none
+    (FIXTURES / "no_value_expected.json").write_text(json.dumps(expected, sort_keys=True) + "\n")
+    print(f"{len(rows)} no-value cases, {len(none)} without a value")
+
+
 def main():
     rng = random.Random(SEED)
     with tempfile.TemporaryDirectory() as workdir:
@@ -86,6 +137,8 @@ def main():
         rows = cases(rng)
         inputs = [metric_input(retrieval_gt=groups, retrieved_ids=retrieved) for _, groups, retrieved in rows]
         values = {m: getattr(retrieval, m)(inputs) for m in METRICS}
+        FIXTURES.mkdir(parents=True, exist_ok=True)
+        write_no_value(retrieval, metric_input)
     FIXTURES.mkdir(parents=True, exist_ok=True)
     with open(FIXTURES / "ground_truth.jsonl", "w") as f:
         for qid, groups, _ in rows:

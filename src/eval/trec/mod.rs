@@ -31,6 +31,7 @@ use res_rels::{Form, FormError, ResRels};
 use super::measures::{Id, Kind, Params, Selected};
 use super::run::Run;
 use super::{on_threads, Column, Evaluation, Row};
+use crate::metrics::grouped::is_blank;
 use crate::metrics::{MetricKind, MetricLayout, MAX_GAIN};
 
 /// Which NIST trec_eval to reproduce: 9.x or 10.0 (the type the live `iprec@r` follows too).
@@ -66,6 +67,8 @@ pub enum TrecError {
     NoQueries,
     #[error("{0} is one of AutoRAG's grouped measures: give --ground-truth, not qrels")]
     NeedsGroundTruth(String),
+    #[error("query {query:?}: the document id at rank {rank} is empty or blank, which no TREC run can hold")]
+    BlankId { query: String, rank: usize },
     #[error("-l {0}: rankpulse's own measures (f1_cut, ndcg_exp_cut, err_cut) need a relevance level from 1 to {MAX_GAIN}")]
     Level(i64),
 }
@@ -125,7 +128,7 @@ pub fn evaluate(
         judged_only: settings.judged_only,
         repeats_are_errors: !run.repeats_allowed,
     };
-    let rows: Vec<Result<Row, FormError>> = on_threads(&queries, settings.threads, |chunk| {
+    let rows: Vec<Result<Row, TrecError>> = on_threads(&queries, settings.threads, |chunk| {
         let (mut rr, mut scratch, mut docs) = (ResRels::default(), Vec::new(), Vec::<&str>::new());
         let mut layout_values = extensions.as_ref().map(|e| vec![0.0; e.layout.len()]).unwrap_or_default();
         chunk
@@ -135,6 +138,10 @@ pub fn evaluate(
                 match ranking {
                     Ranked::Run(list) => docs.extend(list.iter().map(|d| d.as_ref())),
                     Ranked::Missing => docs.push(MISSING_DOC),
+                }
+                // A JSON-lines run can hold such an id; trec_eval's run format cannot.
+                if let Some(i) = docs.iter().take(form.max_docs).position(|d| is_blank(d)) {
+                    return Err(TrecError::BlankId { query: judged.qid.to_string(), rank: i + 1 });
                 }
                 res_rels::form(&judged.qid, &docs, judged, &form, &mut scratch, &mut rr)?;
                 let mut values = vec![0.0; width];
@@ -164,7 +171,7 @@ pub fn evaluate(
             })
             .collect()
     });
-    let rows = rows.into_iter().collect::<Result<Vec<Row>, FormError>>()?;
+    let rows = rows.into_iter().collect::<Result<Vec<Row>, TrecError>>()?;
     if rows.is_empty() {
         return Err(TrecError::NoQueries);
     }
@@ -193,7 +200,7 @@ pub fn evaluate(
             _ => {}
         }
     }
-    Ok((Evaluation { columns, queries: rows, all, runid: run.tag.clone() }, lacking))
+    Ok((Evaluation { columns, queries: rows, all, runid: run.tag.clone(), no_value: Vec::new() }, lacking))
 }
 
 /// One measure on one query into `out` (its values); `relstring`'s string is returned.
