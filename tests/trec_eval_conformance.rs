@@ -41,7 +41,8 @@ fn trec_eval(version: &'static str) -> PathBuf {
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging).unwrap();
         let source = manifest.join("tests").join("vendor").join(format!("trec_eval-{version}"));
-        let copied = Command::new("cp").arg("-r").arg(format!("{}/.", source.display())).arg(&staging).status().unwrap();
+        let copied =
+            Command::new("cp").arg("-r").arg(format!("{}/.", source.display())).arg(&staging).status().unwrap();
         assert!(copied.success());
         if version == "10.0" {
             // m_rbp.c reads `min` and `max` before setting them, so rbp depends on what earlier
@@ -119,20 +120,24 @@ fn dataset(seed: u64, shape: Shape) -> (String, String) {
         let style = rng.random_range(0..5);
         for (i, doc) in docs.iter().enumerate() {
             let score = match style {
-                0 => format!("{}", rng.random_range(0..5)),                                 // many ties
-                1 => format!("{}", (length - i) as f64 * 0.5 + 1.0),                        // strict order
-                2 => format!("{:.9}", 3.0 + f64::from(rng.random_range(0..3u8)) * 1e-9),    // beyond float
+                0 => format!("{}", rng.random_range(0..5)),          // many ties
+                1 => format!("{}", (length - i) as f64 * 0.5 + 1.0), // strict order
+                2 => format!("{:.9}", 3.0 + f64::from(rng.random_range(0..3u8)) * 1e-9), // beyond float
                 3 => ["-0", "0", "0.0", "-0.0", "1e-3", "-1.5E2"][rng.random_range(0..6)].to_string(),
                 _ => format!("{:.6}", rng.random_range(-10.0..10.0)),
             };
             // A repeated document must fall below rank 50: give it the lowest score.
-            let score = if shape == Shape::RepeatsBelow50 && i == 55 && docs.len() > 60 { "-1e9".into() } else { score };
+            let score =
+                if shape == Shape::RepeatsBelow50 && i == 55 && docs.len() > 60 { "-1e9".into() } else { score };
             let (iteration, rank) = (if i % 2 == 0 { "Q0" } else { "0" }, rng.random_range(1..2000));
             run.push(format!("{qid} {iteration} {doc} {rank} {score} runA"));
         }
         if shape == Shape::RepeatsBelow50 && docs.len() > 60 {
             // The repeated document's first line ranks at the top.
-            let first = run.iter().position(|l| l.starts_with(&format!("{qid} ")) && l.contains(&format!(" {} ", docs[0]))).unwrap();
+            let first = run
+                .iter()
+                .position(|l| l.starts_with(&format!("{qid} ")) && l.contains(&format!(" {} ", docs[0])))
+                .unwrap();
             let fields: Vec<&str> = run[first].split(' ').collect();
             run[first] = format!("{} {} {} {} 1e9 runA", fields[0], fields[1], fields[2], fields[3]);
         }
@@ -287,7 +292,12 @@ fn eval_prints_what_trec_eval_10_prints() {
     let complete_flag: Vec<Vec<&str>> = invocations.iter().filter(|a| a.contains(&"-c")).cloned().collect();
     lines += compare("10.0", Shape::Partial, 3, &complete_flag);
     lines += compare("10.0", Shape::Comments, 4, &common_invocations()[..3]);
-    lines += compare("10.0", Shape::RepeatsBelow50, 5, &[vec!["-q", "-M", "50", "-m", "all_trec"], vec!["-q", "-M", "10", "-m", "official"]]);
+    lines += compare(
+        "10.0",
+        Shape::RepeatsBelow50,
+        5,
+        &[vec!["-q", "-M", "50", "-m", "all_trec"], vec!["-q", "-M", "10", "-m", "official"]],
+    );
     eprintln!("trec_eval 10.0: {lines} lines equal, byte for byte");
     assert!(lines > 50_000, "{lines}");
 }
@@ -298,7 +308,12 @@ fn eval_prints_what_trec_eval_9_prints() {
     for (seed, shape) in [(1, Shape::Complete), (3, Shape::Partial), (6, Shape::Partial)] {
         lines += compare("9.0.8", shape, seed, &common_invocations());
     }
-    lines += compare("9.0.8", Shape::RepeatsBelow50, 5, &[vec!["-q", "-M", "50", "-m", "all_trec"], vec!["-q", "-c", "-M", "10", "-m", "official"]]);
+    lines += compare(
+        "9.0.8",
+        Shape::RepeatsBelow50,
+        5,
+        &[vec!["-q", "-M", "50", "-m", "all_trec"], vec!["-q", "-c", "-M", "10", "-m", "official"]],
+    );
     eprintln!("trec_eval 9.0.8: {lines} lines equal, byte for byte");
     assert!(lines > 50_000, "{lines}");
 }
@@ -329,5 +344,13 @@ fn where_trec_eval_10_stops_rankpulse_evaluates_the_queries_in_both() {
     // The same queries as 9.x, each scored as 10.0 scores it: only 10.0's own measures and
     // its rounding of recall levels may differ.
     let lines = |o: &Output| String::from_utf8(o.stdout.clone()).unwrap().lines().count();
-    assert_eq!(lines(&ten), lines(&nine) + String::from_utf8(ten.stdout.clone()).unwrap().lines().filter(|l| l.starts_with("rbp") || l.starts_with("unj")).count());
+    assert_eq!(
+        lines(&ten),
+        lines(&nine)
+            + String::from_utf8(ten.stdout.clone())
+                .unwrap()
+                .lines()
+                .filter(|l| l.starts_with("rbp") || l.starts_with("unj"))
+                .count()
+    );
 }

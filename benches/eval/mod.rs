@@ -3,7 +3,7 @@
 //! (the release binary, end to end: reading both files, ranking, evaluating, printing), on
 //! every core and on one, and by trec_eval (pytrec-eval-terrier) and ranx on the same files
 //! (`eval_reference.py`: from the files, and evaluation alone on data already loaded, which is
-//! compared with `rankpulse::eval::evaluate` alone on data already read and ranked).
+//! compared with `rankpulse::eval::trec::evaluate` alone on data already read and ranked).
 
 use std::io::Write;
 use std::process::Command;
@@ -12,8 +12,8 @@ use std::time::Instant;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use rankpulse::eval::{evaluate, Options};
-use rankpulse::judgments::{Format, Judgments, LoadOptions};
+use rankpulse::eval::trec::qrels::Qrels;
+use rankpulse::eval::trec::{evaluate, Compat, Settings};
 
 use crate::{median, Results};
 
@@ -65,21 +65,18 @@ pub fn eval(results: &mut Results) {
     // The evaluation alone, in-process, on data already read and ranked: what the tools'
     // evaluation-only figures are compared with.
     let text = std::fs::read_to_string(&run).unwrap();
-    let ranking = rankpulse::eval::run::read(&run, &text, cores).unwrap();
-    let load = LoadOptions {
-        format: Format::Qrels,
-        normalize: false,
-        max_grade: 30,
-        max_rejected_share: 0.0,
-        keep_query_names: true,
-    };
-    let (judgments, _) = Judgments::load(&qrels, &load).unwrap();
+    let ranking = rankpulse::eval::run::read(&run, &text, cores, Compat::V10).unwrap();
+    let qrels_text = std::fs::read_to_string(&qrels).unwrap();
+    let judgments = Qrels::parse(&qrels, &qrels_text, Compat::V10).unwrap();
     let names: Vec<String> = MEASURES.iter().map(|m| m.to_string()).collect();
-    let options = Options {
-        measures: rankpulse::eval::measures::parse(&names).unwrap(),
-        complete: false,
+    let measures = rankpulse::eval::measures::parse(&names, Compat::V10).unwrap();
+    let settings = Settings {
+        compat: Compat::V10,
         relevance_level: 1,
         max_docs: None,
+        judged_only: false,
+        docs_in_collection: 0,
+        complete: false,
         max_grade: None,
         threads: cores,
     };
@@ -87,7 +84,7 @@ pub fn eval(results: &mut Results) {
         (0..3)
             .map(|_| {
                 let started = Instant::now();
-                std::hint::black_box(evaluate(&judgments, &ranking, &options).unwrap());
+                std::hint::black_box(evaluate(&judgments, &ranking, &measures, &settings).unwrap());
                 started.elapsed().as_secs_f64()
             })
             .collect(),

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 
 use super::EvalFormat;
+use crate::eval::evaluate_grouped;
 use crate::eval::measures::{self, Origin};
 use crate::eval::run::{self, RunError};
 use crate::eval::trec::qrels::{Qrels, QrelsError};
 use crate::eval::trec::{self, Compat, Settings};
 use crate::eval::truth::{GroundTruth, TruthError};
-use crate::eval::evaluate_grouped;
 use crate::metrics::MAX_GAIN;
 
 /// The files named on the command line.
@@ -75,12 +75,14 @@ pub fn run(inputs: Inputs, flags: Flags) -> anyhow::Result<()> {
     let evaluation = std::thread::scope(|scope| -> anyhow::Result<_> {
         let ranking = scope.spawn(|| run::read(&run_path, &run_text, threads, flags.compat));
         if grouped {
-            let truth = GroundTruth::parse(&judgments_path, &judgments_text).map_err(|e: TruthError| anyhow::anyhow!(e))?;
+            let truth =
+                GroundTruth::parse(&judgments_path, &judgments_text).map_err(|e: TruthError| anyhow::anyhow!(e))?;
             let ranking = ranking.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             let ranking = ranking.map_err(|e: RunError| anyhow::anyhow!(e))?;
             return Ok(evaluate_grouped(&truth, &ranking, &measures, flags.max_docs, threads)?);
         }
-        let qrels = Qrels::parse(&judgments_path, &judgments_text, flags.compat).map_err(|e: QrelsError| anyhow::anyhow!(e));
+        let qrels =
+            Qrels::parse(&judgments_path, &judgments_text, flags.compat).map_err(|e: QrelsError| anyhow::anyhow!(e));
         let ranking = ranking.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         let (qrels, ranking) = (qrels?, ranking.map_err(|e: RunError| anyhow::anyhow!(e))?);
         let settings = Settings {

@@ -364,7 +364,9 @@ pub fn parse(args: &[String], compat: Compat) -> Result<Vec<Selected>, MeasureEr
                     Some(t) => numbers(t).ok_or_else(|| bad("parameters are numbers separated by commas"))?,
                 };
                 if def.id == Id::Utility && values.len() != 4 {
-                    return Err(bad("utility takes 4 numbers: the gains of rel_ret, nonrel_ret, rel_not_ret, nonrel_not_ret"));
+                    return Err(bad(
+                        "utility takes 4 numbers: the gains of rel_ret, nonrel_ret, rel_not_ret, nonrel_not_ret",
+                    ));
                 }
                 (Params::Values(values), vec![printed(def.name, text)])
             }
@@ -422,7 +424,10 @@ mod tests {
         assert_eq!(names(&["P.5", "P.10"], Compat::V10), ["P_5"]);
         assert_eq!(names(&["success"], Compat::V10), ["success_1", "success_5", "success_10"]);
         let iprec = names(&["iprec_at_recall"], Compat::V10);
-        assert_eq!((iprec[0].as_str(), iprec[3].as_str(), iprec.len()), ("iprec_at_recall_0.00", "iprec_at_recall_0.30", 11));
+        assert_eq!(
+            (iprec[0].as_str(), iprec[3].as_str(), iprec.len()),
+            ("iprec_at_recall_0.00", "iprec_at_recall_0.30", 11)
+        );
         assert_eq!(names(&["set_F.0.5", "ndcg.1=2,2=4"], Compat::V10), ["ndcg_1=2,2=4", "set_F_0.5"]);
         let official = names(&["official"], Compat::V9);
         assert_eq!(official[..8], ["runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec"]);

@@ -262,7 +262,10 @@ mod tests {
     fn run(queries: &[(&'static str, &[&'static str])]) -> Run<'static> {
         let queries = queries
             .iter()
-            .map(|(qid, docs)| RunQuery { qid: Cow::Borrowed(qid), docs: docs.iter().map(|&d| Cow::Borrowed(d)).collect() })
+            .map(|(qid, docs)| RunQuery {
+                qid: Cow::Borrowed(qid),
+                docs: docs.iter().map(|&d| Cow::Borrowed(d)).collect(),
+            })
             .collect();
         Run { queries, tag: "t".into(), repeats_allowed: true }
     }

@@ -264,15 +264,20 @@ mod tests {
         let run = read(Path::new("run.jsonl"), text, 2, Compat::V10).unwrap();
         assert_eq!(docs(&run, "q1"), ["b", "a", "b"]);
         assert!(docs(&run, "q2").is_empty());
-        let err =
-            read(Path::new("r.jsonl"), "{\"query\":\"q1\",\"results\":[]}\n{\"query\":\"q1\",\"results\":[]}\n", 1, Compat::V10);
+        let err = read(
+            Path::new("r.jsonl"),
+            "{\"query\":\"q1\",\"results\":[]}\n{\"query\":\"q1\",\"results\":[]}\n",
+            1,
+            Compat::V10,
+        );
         assert_eq!(err.unwrap_err().to_string(), "r.jsonl:2: query \"q1\" was already ranked on line 1");
         let err = read(Path::new("r.jsonl"), "{\"query\":\"q1\"}\n", 1, Compat::V10).unwrap_err().to_string();
         assert!(err.starts_with("r.jsonl:1: not a JSON object"), "{err}");
         let err = read(Path::new("r.jsonl"), "{\"query\":\"\",\"results\":[\"a\"]}\n", 1, Compat::V10).unwrap_err();
         assert_eq!(err.to_string(), "r.jsonl:1: the query id is empty");
         // Each evaluation decides about an empty or blank id (crate::eval); read as written.
-        let run = read(Path::new("r.jsonl"), "{\"query\":\"q1\",\"results\":[\"a\",\"\",\" \"]}\n", 1, Compat::V10).unwrap();
+        let run =
+            read(Path::new("r.jsonl"), "{\"query\":\"q1\",\"results\":[\"a\",\"\",\" \"]}\n", 1, Compat::V10).unwrap();
         assert_eq!(docs(&run, "q1"), ["a", "", " "]);
     }
 }

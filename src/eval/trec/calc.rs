@@ -92,9 +92,14 @@ pub fn relative_precision(ctx: &Ctx, rr: &ResRels, cutoffs: &[i64], out: &mut [f
         return;
     }
     let r = rr.num_rel;
-    at_cutoffs(rr, cutoffs, out, 0i64, |n, rel| *n += i64::from(ctx.relevant(rel)), |&n, k| {
-        n as f64 / (if k > r { r } else { k }) as f64
-    });
+    at_cutoffs(
+        rr,
+        cutoffs,
+        out,
+        0i64,
+        |n, rel| *n += i64::from(ctx.relevant(rel)),
+        |&n, k| n as f64 / (if k > r { r } else { k }) as f64,
+    );
 }
 
 /// `map_cut` (m_map_cut.c): average precision over the top k.
@@ -483,7 +488,8 @@ impl<'a> Ideal<'a> {
     fn advance(&mut self) -> f64 {
         self.count += 1;
         while self.level >= 0
-            && self.count > usize::try_from(self.level).ok().and_then(|l| self.gains.get(l)).map_or(0, |g| g.num_at_level)
+            && self.count
+                > usize::try_from(self.level).ok().and_then(|l| self.gains.get(l)).map_or(0, |g| g.num_at_level)
         {
             self.count = 1;
             self.level -= 1;

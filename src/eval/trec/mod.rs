@@ -69,7 +69,9 @@ pub enum TrecError {
     NeedsGroundTruth(String),
     #[error("query {query:?}: the document id at rank {rank} is empty or blank, which no TREC run can hold")]
     BlankId { query: String, rank: usize },
-    #[error("-l {0}: rankpulse's own measures (f1_cut, ndcg_exp_cut, err_cut) need a relevance level from 1 to {MAX_GAIN}")]
+    #[error(
+        "-l {0}: rankpulse's own measures (f1_cut, ndcg_exp_cut, err_cut) need a relevance level from 1 to {MAX_GAIN}"
+    )]
     Level(i64),
 }
 

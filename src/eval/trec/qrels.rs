@@ -106,9 +106,8 @@ fn json_line(line: &str) -> Result<(Cow<'_, str>, Cow<'_, str>, i64), String> {
     if !line.trim_start().starts_with('{') {
         return Err("not a JSON object: a judgment is {\"query\", \"doc_id\", \"grade\"}".to_string());
     }
-    let parsed: Judgment<'_> = serde_json::from_str(line).map_err(|e| {
-        format!("not a JSON object with string \"query\" and \"doc_id\" and an integer \"grade\": {e}")
-    })?;
+    let parsed: Judgment<'_> = serde_json::from_str(line)
+        .map_err(|e| format!("not a JSON object with string \"query\" and \"doc_id\" and an integer \"grade\": {e}"))?;
     if parsed.query.trim().is_empty() || parsed.doc_id.trim().is_empty() {
         return Err("an empty query or document id".to_string());
     }

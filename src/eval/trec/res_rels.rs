@@ -69,7 +69,7 @@ pub fn form(
     scratch: &mut Vec<usize>,
     out: &mut ResRels,
 ) -> Result<(), FormError> {
-    let ranking = &ranking[..ranking.len().min(how.max_docs)];
+    let ranking = ranking.get(..ranking.len().min(how.max_docs)).unwrap_or(ranking);
     // The documents by docno with their ranks, as trec_eval sorts them to find duplicates and
     // to walk the qrels (sorted by docno) alongside.
     scratch.clear();
