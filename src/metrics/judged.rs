@@ -173,17 +173,23 @@ impl JudgedBlock {
         }
         let Some(incomplete) = &self.incomplete else { return };
         let threshold = self.layout.relevance_threshold();
-        let out = &mut out[plain..];
+        let (plain_values, out) = out.split_at_mut(plain);
         out[0] = 1.0;
         let relevant = relevant_count(input.condensed, input.unretrieved, threshold);
         out[1] = bpref(input.condensed, threshold, relevant, input.judged_nonrelevant);
         // Sakai's condensed list scored exactly as the plain measures score the full one: the
         // same |R| and ideal ranking (every judged document), the same cutoffs, now of the
-        // condensed list's ranks.
-        self.layout.evaluate(input.condensed, input.unretrieved, scratch);
+        // condensed list's ranks. A list whose results are all judged, each once, is its own
+        // condensed list: its plain values serve, without a second pass.
+        let condensed: &[f64] = if input.condensed.len() == input.grades.len() {
+            &plain_values[1..1 + metrics]
+        } else {
+            self.layout.evaluate(input.condensed, input.unretrieved, scratch);
+            scratch
+        };
         for (pair, &(ap, ndcg)) in out[2..].chunks_exact_mut(2).zip(&incomplete.condensed) {
-            pair[0] = scratch[ap];
-            pair[1] = scratch[ndcg];
+            pair[0] = condensed[ap];
+            pair[1] = condensed[ndcg];
         }
     }
 }
@@ -364,14 +370,18 @@ mod tests {
         let plain_ap3 = out[1 + block.layout.slot(MetricKind::AveragePrecision, Some(3)).unwrap()];
         assert!((plain_ap3 - 0.5 / 3.0).abs() < 1e-15);
         assert!((at(count + 4) - (1.0 + 2.0 / 3.0) / 3.0).abs() < 1e-15);
-        // A list with every result judged: the condensed measures are the plain ones.
-        let input = JudgedInput { judged_nonrelevant: 1, ..self::input(&[3, 0, 2], &[true; 3], &[], &[3, 0, 2]) };
+        // A list with every result judged (taken without the second pass): the condensed
+        // measures are the plain ones, and still the definitions' values.
+        let input = JudgedInput { judged_nonrelevant: 1, ..self::input(&[3, 0, 2], &[true; 3], &[2], &[3, 0, 2]) };
+        scratch.fill(f64::NAN);
         block.evaluate(&input, &mut scratch, &mut out);
         for k in [1, 3] {
             let plain = |kind| out[1 + block.layout.slot(kind, Some(k)).unwrap()];
             let c = usize::from(k == 3);
-            assert_eq!(out[count - block.first + 2 + 2 * c], plain(MetricKind::AveragePrecision));
-            assert_eq!(out[count - block.first + 3 + 2 * c], plain(MetricKind::Ndcg));
+            let (ap, ndcg) = (out[count - block.first + 2 + 2 * c], out[count - block.first + 3 + 2 * c]);
+            assert_eq!((ap, ndcg), (plain(MetricKind::AveragePrecision), plain(MetricKind::Ndcg)));
+            assert!((ap - reference::average_precision(&[3, 0, 2], &[2], 2, k as usize)).abs() < 1e-15);
+            assert!((ndcg - reference::ndcg(&[3, 0, 2], &[2], k as usize, false)).abs() < 1e-15);
         }
     }
 
