@@ -181,6 +181,13 @@ fn replay_reports_their_means_per_window_and_their_ab_comparisons() {
                 }
             }
         }
+        // Every experiment compares them, cluster-robust where the suite clusters by client.
+        for experiment in report["experiments"].as_array().unwrap() {
+            let metrics = &experiment["judged"]["comparisons"][0]["metrics"];
+            for key in ["bpref", "map_condensed@10", "ndcg_condensed@10"] {
+                assert!(metrics[key]["p_value"].is_f64(), "{name} {}: {key} compared", experiment["experiment"]);
+            }
+        }
         eprintln!("{name}: {compared} means and A/B figures of the measures for incomplete judgments agree");
     }
 }

@@ -382,22 +382,40 @@ mod tests {
         // today's with them off: one impression judged.
         let mut without = with.clone();
         without.judgments.incomplete_measures = false;
-        let judged = |engine: &mut Engine, cfg: &Config, id: &str, timestamp: u32| {
+        let judged = |engine: &mut Engine, cfg: &Config, id: &str, variant: &str, timestamp: u32| {
             engine.set_judgments(JudgmentSource::from_config(&cfg.judgments).unwrap().unwrap());
             let payload = format!(
-                r#"{{"query_id":"{id}","timestamp":{timestamp},"results":["y","x"],"variant":"a","query":"shoes"}}"#
+                r#"{{"query_id":"{id}","timestamp":{timestamp},"results":["y","x"],"variant":"{variant}","query":"shoes"}}"#
             );
             engine.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
         };
         let mut writer = Engine::new(&without).without_past_limit();
-        judged(&mut writer, &without, "j1", 1000);
+        judged(&mut writer, &without, "j1", "a", 1000);
+        judged(&mut writer, &without, "j1b", "b", 1000);
         let bytes = encode_partition(&writer, &Positions::default(), 0).unwrap();
-        let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
-
-        let mut engine = Engine::new(&with).without_past_limit();
-        engine.restore_partition(0, snapshot, Instant::now()).expect("an upgrade keeps the judged state");
-        judged(&mut engine, &with, "j2", 2000);
-        engine.finish();
+        let upgraded = |ids: &[(&str, &str)]| {
+            let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+            let mut engine = Engine::new(&with).without_past_limit();
+            engine.restore_partition(0, snapshot, Instant::now()).expect("an upgrade keeps the judged state");
+            for (id, variant) in ids {
+                judged(&mut engine, &with, id, variant, 2000);
+            }
+            engine.finish();
+            engine
+        };
+        // The A/B report leaves a measure out while a variant with judged impressions has none
+        // it was computed for (b here), then compares it over the impressions that have it.
+        let judged_report = |engine: &Engine| {
+            let reports = engine.experiment_reports(&engine.ab_cumulative(), crate::experiments::Span::Cumulative);
+            let judged = reports.into_iter().find_map(|r| r.judged).expect("a judged report");
+            let n = |variant: usize, key: &str| {
+                judged.variants[variant].metrics.iter().find(|(k, _)| k == key).map(|(_, e)| e.n)
+            };
+            [n(0, "mrr"), n(1, "mrr"), n(0, "bpref"), n(1, "bpref")]
+        };
+        assert_eq!(judged_report(&upgraded(&[("j2", "a")])), [Some(2), Some(1), None, None]);
+        assert_eq!(judged_report(&upgraded(&[("j2", "a"), ("j3", "b")])), [Some(2), Some(2), Some(1), Some(1)]);
+        let engine = upgraded(&[("j2", "a")]);
         let block = engine.layout().judged().unwrap().clone();
         let count = block.incomplete_count_slot().unwrap();
         let cumulative = engine.cumulative();
@@ -411,7 +429,7 @@ mod tests {
         // The measures' sums cannot be dropped.
         let mut reader = Engine::new(&without).without_past_limit();
         let mut writer = Engine::new(&with).without_past_limit();
-        judged(&mut writer, &with, "j1", 1000);
+        judged(&mut writer, &with, "j1", "a", 1000);
         let bytes = encode_partition(&writer, &Positions::default(), 0).unwrap();
         let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
         let err = reader.restore_partition(0, snapshot, Instant::now()).err();
