@@ -57,7 +57,8 @@ fn per_impression(name: &str) -> usize {
     let block = engine.layout().judged().unwrap().clone();
     let slots: HashMap<String, usize> = block.named_slots().into_iter().map(|(n, s)| (n, s - block.first)).collect();
     let keys: Vec<&str> = want["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
-    assert_eq!(keys.len(), slots.len(), "{name}: the fixture covers every judged value");
+    // bpref and the condensed measures, after these, are checked by tests/judgments_incomplete.rs.
+    assert_eq!(keys.len(), block.plain_len() - 1, "{name}: the fixture covers every plain judged value");
     let seen = seen.lock().unwrap();
     let impressions = want["impressions"].as_object().unwrap();
     assert_eq!(seen.len(), impressions.len(), "{name}: exactly the impressions of judged queries are judged");

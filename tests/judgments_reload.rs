@@ -93,6 +93,10 @@ reload_interval = "200ms"
     close(&m, &sum("mrr"), 0.5);
     close(&m, &sum("coverage@1"), 1.0);
     close(&m, &sum("coverage@3"), 2.0 / 3.0);
+    // The measures for incomplete judgments: the condensed list is a (0), b (2). bpref: b has
+    // the only judged non-relevant document above it, 1 - 1/1; AP'@3 is 1/2.
+    close(&m, &sum("bpref"), 0.0);
+    close(&m, &sum("map_condensed@3"), 0.5);
     close(&m, "rankpulse_judgments", 2.0);
     close(&m, "rankpulse_judgments_loads_total", 1.0);
     close(&m, "rankpulse_judgments_load_failures_total", 0.0);
@@ -105,6 +109,8 @@ reload_interval = "200ms"
     let (_, m) = scrape_until(port, Duration::from_secs(30), |m| m.get(&judged) == Some(&2.0));
     close(&m, &sum("mrr"), 0.5 + 1.0);
     close(&m, &sum("coverage@3"), 2.0 / 3.0 + 1.0);
+    close(&m, &sum("bpref"), 1.0);
+    close(&m, &sum("map_condensed@3"), 0.5 + 1.0);
     close(&m, "rankpulse_judgments_loads_total", 2.0);
 
     // A broken file (another format altogether): refused, reported, the list stays.

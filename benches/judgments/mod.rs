@@ -2,7 +2,9 @@
 //! documents, as JSON lines keyed by query text): the time to load it, the memory it holds
 //! (counted by the allocator and by `Judgments::heap_bytes`), the cost of one lookup, and the
 //! cost of judging on the hot path (the engine processing impressions of judged queries with
-//! the list against the same impressions without one).
+//! the list against the same impressions without one, and with the list but without the
+//! measures for incomplete judgments: half of each list is unjudged, so every impression takes
+//! their second pass).
 
 use std::io::Write;
 use std::time::Instant;
@@ -105,6 +107,8 @@ pub fn judgments(results: &mut Results) {
     let with = Config::from_toml_with_env(&toml, "bench", std::iter::empty()).unwrap();
     let without =
         Config::from_toml_with_env("[join]\nmax_pending_impressions = 1000000\n", "bench", std::iter::empty()).unwrap();
+    let mut plain_judged = with.clone();
+    plain_judged.judgments.incomplete_measures = false;
     let per_impression = |cfg: &Config, judged: bool| {
         median(
             (0..3)
@@ -125,7 +129,9 @@ pub fn judgments(results: &mut Results) {
         )
     };
     let (plain, judged) = (per_impression(&without, false), per_impression(&with, true));
+    let judged_plain_only = per_impression(&plain_judged, true);
     results.insert("judged_impression_nanoseconds".into(), judged.into());
+    results.insert("judged_without_incomplete_measures_nanoseconds".into(), judged_plain_only.into());
     results.insert("unjudged_impression_nanoseconds".into(), plain.into());
     results.insert("judging_cost_ratio".into(), (judged / plain).into());
 }
@@ -154,6 +160,12 @@ pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'s
                 fmt(get("unjudged_impression_nanoseconds"), 0),
                 fmt(get("judging_cost_ratio"), 2)
             ),
+            "",
+            "",
+        ),
+        (
+            "  judged impression ns without bpref, AP', nDCG'",
+            fmt(get("judged_without_incomplete_measures_nanoseconds"), 0),
             "",
             "",
         ),

@@ -472,6 +472,12 @@ pub struct JudgmentsConfig {
     /// The largest share of a file's non-blank lines that may be rejected (counted by reason):
     /// above it the file is refused whole and the judgments loaded before stay. Default 0.01.
     pub max_rejected_share: f64,
+    /// Also the measures built for incomplete judgments: bpref and the condensed-list AP@k
+    /// and nDCG@k (unjudged results removed), which the share of unjudged results live
+    /// rankers show does not drag down as it does the plain judged measures. Default true;
+    /// false saves their sums (2 + 2 per cutoff per group) and their second pass per judged
+    /// impression. State kept with them is refused without them, as other judged sums are.
+    pub incomplete_measures: bool,
 }
 
 impl Default for JudgmentsConfig {
@@ -484,6 +490,7 @@ impl Default for JudgmentsConfig {
             max_grade: 3,
             reload_interval: HumanDuration::from_millis(10_000),
             max_rejected_share: 0.01,
+            incomplete_measures: true,
         }
     }
 }

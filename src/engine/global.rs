@@ -326,6 +326,43 @@ mod tests {
         assert!(refused.contains("sums"), "{refused}");
     }
 
+    /// During a rolling upgrade, replicas of the version before the measures for incomplete
+    /// judgments write judged records without their sums (as `judgments.incomplete_measures =
+    /// false` does): read as zeros, so those measures' count there is 0, not the judged count.
+    #[test]
+    fn a_judged_record_without_the_incomplete_measures_is_read_as_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("judgments.jsonl");
+        std::fs::write(&file, "{\"query\":\"q\",\"doc_id\":\"d1\",\"grade\":1}\n").unwrap();
+        let engine = |incomplete: bool| {
+            let mut cfg = crate::config::Config::default();
+            cfg.judgments.file = file.to_string_lossy().into_owned();
+            cfg.judgments.incomplete_measures = incomplete;
+            let mut e = Engine::new(&cfg).without_past_limit();
+            e.set_judgments(crate::judgments::JudgmentSource::from_config(&cfg.judgments).unwrap().unwrap());
+            e.enable_global_view(1);
+            e
+        };
+        let now = std::time::Instant::now();
+        let imp =
+            r#"{"query_id":"q1","timestamp":1000,"results":["d1"],"experiment":"e","variant":"control","query":"q"}"#;
+        let record = |e: &mut Engine| {
+            e.assign(0, now);
+            e.process(crate::event::EventKind::Impression, 0, imp.as_bytes(), now).unwrap();
+            e.finish();
+            PartitionAggregates::decode(&e.partition_aggregates(0).unwrap()).unwrap()
+        };
+        let (mut old, mut new) = (engine(false), engine(true));
+        new.apply_aggregates(record(&mut engine(false))).expect("an older replica's record");
+        let block = new.layout().judged().unwrap().clone();
+        let cumulative = new.ab_cumulative();
+        let (_, stats) = cumulative.iter().next().unwrap();
+        assert_eq!(stats.sum(block.count_slot()), 1.0, "judged there");
+        assert_eq!(stats.sum(block.incomplete_count_slot().unwrap()), 0.0, "without the measures there");
+        let refused = old.apply_aggregates(record(&mut engine(true))).unwrap_err();
+        assert!(refused.contains("sums"), "{refused}");
+    }
+
     /// Two replicas of one deployment: `a` holds partition 0 from the start, `b` starts after
     /// six looks. `b` takes the looks over from partition 0's record and then folds the same
     /// windows as `a`: their cumulative anytime-valid figures are equal to the bit.

@@ -169,7 +169,7 @@ impl Engine {
         let theirs = &snapshot.fingerprint;
         if theirs.metric_keys != ours.metric_keys {
             return mismatch(
-                "the metrics (metrics.cutoffs, interleaving.max_rankers, judgments.relevance_threshold, judgments.max_grade)",
+                "the metrics (metrics.cutoffs, interleaving.max_rankers, judgments.relevance_threshold, judgments.max_grade, judgments.incomplete_measures)",
                 &theirs.metric_keys,
                 &ours.metric_keys,
             );
@@ -363,6 +363,77 @@ mod tests {
             let err = engine.restore_partition(0, snapshot_of(&judged), Instant::now()).err();
             assert!(err.as_ref().is_some_and(|e| e.to_string().contains("judgments.relevance_threshold")), "{err:?}");
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn judged_state_without_the_incomplete_measures_is_widened_and_the_other_way_refused() {
+        let dir = std::env::temp_dir().join(format!("rankpulse-handover-incomplete-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("judgments.jsonl");
+        let lines = [
+            "{\"query\":\"shoes\",\"doc_id\":\"x\",\"grade\":2}",
+            "{\"query\":\"shoes\",\"doc_id\":\"y\",\"grade\":0}",
+        ];
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+        let mut with = Config::default();
+        with.judgments.file = file.to_string_lossy().into_owned();
+        // The judged state of the version before the measures for incomplete judgments is
+        // today's with them off: one impression judged.
+        let mut without = with.clone();
+        without.judgments.incomplete_measures = false;
+        let judged = |engine: &mut Engine, cfg: &Config, id: &str, variant: &str, timestamp: u32| {
+            engine.set_judgments(JudgmentSource::from_config(&cfg.judgments).unwrap().unwrap());
+            let payload = format!(
+                r#"{{"query_id":"{id}","timestamp":{timestamp},"results":["y","x"],"variant":"{variant}","query":"shoes"}}"#
+            );
+            engine.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
+        };
+        let mut writer = Engine::new(&without).without_past_limit();
+        judged(&mut writer, &without, "j1", "a", 1000);
+        judged(&mut writer, &without, "j1b", "b", 1000);
+        let bytes = encode_partition(&writer, &Positions::default(), 0).unwrap();
+        let upgraded = |ids: &[(&str, &str)]| {
+            let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+            let mut engine = Engine::new(&with).without_past_limit();
+            engine.restore_partition(0, snapshot, Instant::now()).expect("an upgrade keeps the judged state");
+            for (id, variant) in ids {
+                judged(&mut engine, &with, id, variant, 2000);
+            }
+            engine.finish();
+            engine
+        };
+        // The A/B report leaves a measure out while a variant with judged impressions has none
+        // it was computed for (b here), then compares it over the impressions that have it.
+        let judged_report = |engine: &Engine| {
+            let reports = engine.experiment_reports(&engine.ab_cumulative(), crate::experiments::Span::Cumulative);
+            let judged = reports.into_iter().find_map(|r| r.judged).expect("a judged report");
+            let n = |variant: usize, key: &str| {
+                judged.variants[variant].metrics.iter().find(|(k, _)| k == key).map(|(_, e)| e.n)
+            };
+            [n(0, "mrr"), n(1, "mrr"), n(0, "bpref"), n(1, "bpref")]
+        };
+        assert_eq!(judged_report(&upgraded(&[("j2", "a")])), [Some(2), Some(1), None, None]);
+        assert_eq!(judged_report(&upgraded(&[("j2", "a"), ("j3", "b")])), [Some(2), Some(2), Some(1), Some(1)]);
+        let engine = upgraded(&[("j2", "a")]);
+        let block = engine.layout().judged().unwrap().clone();
+        let count = block.incomplete_count_slot().unwrap();
+        let cumulative = engine.cumulative();
+        let (_, a) = cumulative.iter().find(|(g, _)| engine.group_name(*g).variant == "a").unwrap();
+        assert_eq!(a.sum(block.count_slot()), 2.0, "both impressions have the plain judged figures");
+        // bpref of [non-relevant, relevant] with R = N = 1 is 0: the mean is over the new impression.
+        assert_eq!((a.sum(count), a.sum(count + 1)), (1.0, 0.0), "only the new one has the incomplete measures");
+        let ndcg_condensed_1 = count + 3;
+        assert_eq!(a.sum(ndcg_condensed_1), 0.0);
+
+        // The measures' sums cannot be dropped.
+        let mut reader = Engine::new(&without).without_past_limit();
+        let mut writer = Engine::new(&with).without_past_limit();
+        judged(&mut writer, &with, "j1", "a", 1000);
+        let bytes = encode_partition(&writer, &Positions::default(), 0).unwrap();
+        let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+        let err = reader.restore_partition(0, snapshot, Instant::now()).err();
+        assert!(err.as_ref().is_some_and(|e| e.to_string().contains("judgments.incomplete_measures")), "{err:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::ids::{DocKey, QueryKey};
 use crate::judgments::{judged_bits, JudgedQueryKey, JudgmentSource, Judgments};
+use crate::metrics::judged::JudgedInput;
 use crate::metrics::{JudgedBlock, MAX_GAIN};
 
 /// Called with every judged impression's query key and judged block.
@@ -36,6 +37,13 @@ pub(super) struct Judge {
     shown: Vec<(DocKey, usize)>,
     /// The positive grades of the query's judged documents that were not shown.
     unretrieved: Vec<u8>,
+    /// Per rank, whether the result is a judged document at its first rank: the condensed
+    /// list's members (filled only with the incomplete measures).
+    first_judged: Vec<bool>,
+    /// The condensed list: the grades of `first_judged` ranks, in rank order.
+    condensed: Vec<u8>,
+    /// The condensed list's metrics, before the incomplete measures take theirs.
+    scratch: Vec<f64>,
     /// The block's values.
     values: Vec<f64>,
     /// See [`JudgedObserver`]; `None` but in tests.
@@ -46,6 +54,7 @@ impl Judge {
     pub(super) fn new(source: Arc<JudgmentSource>, block: JudgedBlock) -> Self {
         let current = (source.current(), source.generation());
         let values = vec![0.0; block.len()];
+        let scratch = vec![0.0; block.incomplete.as_ref().map_or(0, |_| block.layout.len())];
         Judge {
             source,
             current,
@@ -54,6 +63,9 @@ impl Judge {
             judged: Vec::new(),
             shown: Vec::new(),
             unretrieved: Vec::new(),
+            first_judged: Vec::new(),
+            condensed: Vec::new(),
+            scratch,
             values,
             observer: None,
         }
@@ -90,10 +102,21 @@ impl Judge {
         for grade in judgments.grades() {
             not_shown[usize::from(grade)] += 1;
         }
+        let incomplete = self.block.incomplete.is_some();
+        let threshold = usize::from(self.block.layout.relevance_threshold());
+        // bpref's N: every judged non-relevant document of the query, shown or not.
+        let judged_nonrelevant = if incomplete { not_shown[..threshold.min(not_shown.len())].iter().sum() } else { 0 };
+        self.first_judged.clear();
+        if incomplete {
+            self.first_judged.extend_from_slice(&self.judged);
+        }
         let mut previous = None;
         for &(doc, rank) in &self.shown {
             if previous == Some(doc) {
                 self.grades[rank] = 0;
+                if incomplete {
+                    self.first_judged[rank] = false;
+                }
             } else if let Some(count) = not_shown.get_mut(usize::from(self.grades[rank])) {
                 *count = count.saturating_sub(1);
             }
@@ -103,7 +126,17 @@ impl Judge {
         for (grade, &count) in not_shown.iter().enumerate().skip(1) {
             self.unretrieved.extend(std::iter::repeat_n(grade as u8, count as usize));
         }
-        self.block.evaluate(&self.grades, &self.judged, &self.unretrieved, &mut self.values);
+        self.condensed.clear();
+        let members = self.grades.iter().zip(&self.first_judged).filter(|(_, &first)| first);
+        self.condensed.extend(members.map(|(&grade, _)| grade));
+        let input = JudgedInput {
+            grades: &self.grades,
+            judged: &self.judged,
+            unretrieved: &self.unretrieved,
+            condensed: &self.condensed,
+            judged_nonrelevant,
+        };
+        self.block.evaluate(&input, &mut self.scratch, &mut self.values);
         if let Some(observe) = &mut self.observer {
             observe(impression, &self.values);
         }
@@ -134,7 +167,7 @@ mod tests {
             max_rejected_share: 0.0,
             keep_query_names: false,
         };
-        let block = MetricLayout::new(&[1, 3], 1, 3).with_judged(1, 3).judged().unwrap().clone();
+        let block = MetricLayout::new(&[1, 3], 1, 3).with_judged(1, 3, true).judged().unwrap().clone();
         (Judge::new(JudgmentSource::load(&path, options).unwrap(), block), dir)
     }
 
@@ -153,6 +186,24 @@ mod tests {
         assert_eq!(judge.judged, [true, true, true, false]);
         assert_eq!(judge.unretrieved, [1, 2]);
         assert_eq!((values[rr], values[recall]), (1.0, 1.0 / 3.0));
+        assert_eq!(judge.condensed, [3], "the condensed list holds a judged document once");
+        let count = judge.block.incomplete_count_slot().unwrap() - judge.block.first;
+        assert_eq!((values[count], values[count + 1]), (1.0, 1.0 / 3.0), "bpref: one of three relevant, first");
         assert!(judge.score(query_key("i2"), judged_query_key("other", false, &mut String::new()), &[a]).is_none());
+    }
+
+    #[test]
+    fn the_condensed_list_and_bpref_count_the_querys_judged_nonrelevant_documents() {
+        let (mut judge, _dir) = judge("q 0 a 0\nq 0 b 2\nq 0 c 0\nq 0 d 1\nq 0 e 0\n");
+        let query = judged_query_key("q", false, &mut String::new());
+        let docs = [doc_key("x"), doc_key("a"), doc_key("y"), doc_key("b"), doc_key("a")];
+        let values = judge.score(query_key("i1"), query, &docs).unwrap().to_vec();
+        assert_eq!(judge.condensed, [0, 2], "unjudged results and the repeat of a removed");
+        let count = judge.block.incomplete_count_slot().unwrap() - judge.block.first;
+        // R = 2 (b and the unshown d), N = 3 (a, c, e): b after one non-relevant, 1 - 1/2; d not shown.
+        assert_eq!(values[count + 1], 0.25);
+        // AP'@1 = 0 (rank 1 of the condensed list is a); AP'@3 = (1/2) / 2.
+        assert_eq!((values[count + 2], values[count + 4]), (0.0, 0.25));
+        assert!(judge.score(query_key("i2"), judged_query_key("other", false, &mut String::new()), &docs).is_none());
     }
 }

@@ -187,7 +187,11 @@ impl Engine {
         let layout = if cfg.judgments.file.is_empty() {
             layout
         } else {
-            layout.with_judged(cfg.judgments.relevance_threshold, cfg.judgments.max_grade)
+            layout.with_judged(
+                cfg.judgments.relevance_threshold,
+                cfg.judgments.max_grade,
+                cfg.judgments.incomplete_measures,
+            )
         };
         let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();

@@ -38,7 +38,8 @@ pub struct JudgedVariantReport {
     /// Those over all its impressions: the share of its traffic the list covers. Absent
     /// while it has no finalized impression.
     pub share: Option<f64>,
-    /// Per metric key (`mrr`, `ndcg@10`, ...) and `coverage@k`, over its judged impressions.
+    /// Per metric key (`mrr`, `ndcg@10`, ...), `coverage@k` and the measures for incomplete
+    /// judgments (`bpref`, `map_condensed@k`, `ndcg_condensed@k`), over its judged impressions.
     #[serde(serialize_with = "as_map")]
     pub metrics: Vec<(String, Estimate)>,
 }
@@ -57,7 +58,14 @@ pub(super) fn report(
     if variants.iter().all(|(_, stats)| judged(stats) == 0) {
         return None;
     }
-    let slots = block.named_slots();
+    // The incomplete measures' count starts at 0 in state written before them: until every
+    // variant with judged impressions has some they were computed for, they are left out.
+    let counted = |stats: &GroupStats, slot: usize| stats.sum(block.count_slot_of(slot)).round() > 0.0;
+    let slots: Vec<(String, usize)> = block
+        .named_slots()
+        .into_iter()
+        .filter(|(_, slot)| variants.iter().all(|(_, stats)| judged(stats) == 0 || counted(stats, *slot)))
+        .collect();
     let clustered = ab.unit != crate::config::AbUnit::Impression;
     let estimates: Vec<Vec<(String, Estimate)>> = variants
         .iter()
@@ -65,6 +73,7 @@ pub(super) fn report(
             slots
                 .iter()
                 .map(|(name, slot)| {
+                    let count_slot = block.count_slot_of(*slot);
                     let clusters = if clustered { stats.cluster_moments_over(*slot, count_slot) } else { None };
                     let moments = stats.moments_over(*slot, count_slot);
                     (name.clone(), stats::estimate(moments, clusters.as_ref(), ab.confidence))

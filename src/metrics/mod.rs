@@ -170,6 +170,9 @@ pub struct MetricLayout {
 pub const INTERLEAVING_SLOTS: &str = "interleaving(";
 /// How the judged block's name in [`MetricLayout::slot_names`] begins.
 pub const JUDGED_SLOTS: &str = "judged(";
+/// How the name of the judged block's measures for incomplete judgments begins: a block of
+/// its own in [`MetricLayout::slot_names`], so that state written before it is widened.
+pub const JUDGED_INCOMPLETE_SLOTS: &str = "judged_incomplete(";
 
 const RR_SLOT: usize = 0;
 const ABANDONMENT_SLOT: usize = 1;
@@ -224,11 +227,13 @@ impl MetricLayout {
 
     /// This layout with the judged block after its other slots: the same metrics scored from
     /// judgment grades, a grade relevant from `relevance_threshold`, ERR's largest grade
-    /// `max_grade`. Call after [`Self::with_interleaving`].
-    pub fn with_judged(mut self, relevance_threshold: u8, max_grade: u8) -> MetricLayout {
+    /// `max_grade`; with `incomplete`, bpref and the condensed-list measures after them (see
+    /// [`judged`]). Call after [`Self::with_interleaving`] and [`Self::with_recall_rounding`].
+    pub fn with_judged(mut self, relevance_threshold: u8, max_grade: u8, incomplete: bool) -> MetricLayout {
         let layout =
             MetricLayout::new(&self.cutoffs, relevance_threshold, max_grade).with_recall_rounding(self.recall_rounding);
-        self.judged = Some(JudgedBlock { first: self.slot_count(), layout: Box::new(layout) });
+        let incomplete = incomplete.then(|| judged::IncompleteSlots::new(&layout));
+        self.judged = Some(JudgedBlock { first: self.slot_count(), layout: Box::new(layout), incomplete });
         self
     }
 
@@ -246,21 +251,24 @@ impl MetricLayout {
             ends.push(self.keys.len() + slots.len());
         }
         if let Some(judged) = &self.judged {
-            ends.push(judged.first + judged.len());
+            ends.push(judged.first + judged.plain_len());
+            if judged.incomplete.is_some() {
+                ends.push(judged.first + judged.len());
+            }
         }
         ends
     }
 
     /// When state whose slots are named `theirs` becomes state of this layout by appending
     /// zero sums, the slot count it has: `theirs` is this layout's names without its last
-    /// blocks (interleaving, judged), written before they existed or with them off, so it
-    /// counted nothing in them.
+    /// blocks (interleaving, judged, the judged measures for incomplete judgments), written
+    /// before they existed or with them off, so it counted nothing in them.
     pub fn widens_from(&self, theirs: &[String]) -> Option<usize> {
         let ours = self.slot_names();
         let blocks = ours.len().checked_sub(theirs.len()).filter(|&b| b > 0)?;
-        let appended_blocks_only = ours[theirs.len()..]
-            .iter()
-            .all(|name| name.starts_with(INTERLEAVING_SLOTS) || name.starts_with(JUDGED_SLOTS));
+        let appended_blocks_only = ours[theirs.len()..].iter().all(|name| {
+            [INTERLEAVING_SLOTS, JUDGED_SLOTS, JUDGED_INCOMPLETE_SLOTS].iter().any(|p| name.starts_with(p))
+        });
         let ends = self.block_ends();
         (ours.starts_with(theirs) && appended_blocks_only && theirs.len() >= self.keys.len())
             .then(|| ends.get(ends.len() - 1 - blocks).copied())
@@ -289,6 +297,9 @@ impl MetricLayout {
         if let Some(judged) = &self.judged {
             let (threshold, max_grade) = (judged.layout.relevance_threshold, judged.layout.max_gain);
             names.push(format!("{JUDGED_SLOTS}relevance_threshold={threshold},max_grade={max_grade})"));
+            if judged.incomplete.is_some() {
+                names.push(format!("{JUDGED_INCOMPLETE_SLOTS}bpref,map_condensed,ndcg_condensed)"));
+            }
         }
         names
     }

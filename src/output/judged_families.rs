@@ -29,9 +29,14 @@ pub(super) fn sums(engine: &Engine) -> Vec<MetricFamily> {
             let labels = with_partition(group_labels(groups, group), partition);
             impressions.push(counter(labels.clone(), judged));
             for (name, slot) in &slots {
+                // The incomplete measures count their own impressions (fewer after an upgrade).
+                let count = stats.sum(block.count_slot_of(*slot)).round();
+                if count < 0.5 {
+                    continue;
+                }
                 let mut labels = labels.clone();
                 labels.push(label("metric", name));
-                metrics.push(summary(labels, stats.sum(*slot), judged as u64, vec![]));
+                metrics.push(summary(labels, stats.sum(*slot), count as u64, vec![]));
             }
         }
     }
@@ -47,9 +52,13 @@ pub(super) fn sums(engine: &Engine) -> Vec<MetricFamily> {
             let base = [label("window", window), label("experiment", experiment), label("variant", variant)];
             window_impressions.push(gauge(base.to_vec(), judged));
             for (name, slot) in &slots {
+                let count = stats.sum(block.count_slot_of(*slot)).round();
+                if count < 0.5 {
+                    continue;
+                }
                 let mut labels = base.to_vec();
                 labels.push(label("metric", name));
-                means.push(gauge(labels, stats.sum(*slot) / judged));
+                means.push(gauge(labels, stats.sum(*slot) / count));
             }
         }
     }
@@ -62,7 +71,7 @@ pub(super) fn sums(engine: &Engine) -> Vec<MetricFamily> {
         ),
         family(
             "rankpulse_judged_metric",
-            "Per-impression metric against the judgment list (metric: the engagement metrics' keys, and coverage@k, the share of the top k shown results that are judged); _sum/_count is the mean over judged impressions.",
+            "Per-impression metric against the judgment list (metric: the engagement metrics' keys; coverage@k, the share of the top k shown results that are judged; bpref, map_condensed@k and ndcg_condensed@k, the measures for incomplete judgments); _sum/_count is the mean over judged impressions.",
             MetricType::SUMMARY,
             metrics,
         ),

@@ -70,7 +70,9 @@ pub struct GroupReport {
 pub struct JudgedGroupReport {
     /// Impressions whose query has judgments.
     pub impressions: u64,
-    /// Each judged metric's mean over them (the metrics' names, then `coverage@k`).
+    /// Each judged metric's mean over them (the metrics' names, then `coverage@k`, then the
+    /// measures for incomplete judgments: `bpref`, `map_condensed@k`, `ndcg_condensed@k`, each
+    /// over the impressions it was computed for).
     pub metrics: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -180,7 +182,10 @@ fn group_report(layout: &MetricLayout, groups: &Groups, id: GroupId, stats: &Gro
                 metrics: block
                     .named_slots()
                     .into_iter()
-                    .map(|(name, slot)| (name, serde_json::json!(stats.sum(slot) / judged)))
+                    .filter_map(|(name, slot)| {
+                        let count = stats.sum(block.count_slot_of(slot)).round();
+                        (count > 0.0).then(|| (name, serde_json::json!(stats.sum(slot) / count)))
+                    })
                     .collect(),
             })
         }),
@@ -309,7 +314,11 @@ fn judged_summary(groups: &[GroupReport], experiments: &[ExperimentReport]) -> S
     let judged: Vec<(&GroupReport, &JudgedGroupReport)> =
         groups.iter().filter_map(|g| g.judged.as_ref().map(|j| (g, j))).collect();
     let Some((_, first)) = judged.first() else { return String::new() };
-    let headline = |key: &str| key == "mrr" || key.starts_with("ndcg@") || key.starts_with("coverage@");
+    // bpref and nDCG' beside the plain nDCG and coverage: how much of the plain figures'
+    // standing is owed to unjudged results.
+    let headline = |key: &str| {
+        key == "mrr" || key == "bpref" || ["ndcg@", "ndcg_condensed@", "coverage@"].iter().any(|p| key.starts_with(p))
+    };
     let width = judged.iter().map(|(g, _)| g.experiment.len() + g.variant.len() + 1).max().unwrap_or(0).max(10);
     let mut out = "\n== judged (cumulative, against the judgment list) ==\n".to_string();
     out.push_str(&format!("{:<18}", "metric"));
@@ -333,7 +342,9 @@ fn judged_summary(groups: &[GroupReport], experiments: &[ExperimentReport]) -> S
     for report in experiments {
         let Some(judged) = &report.judged else { continue };
         for comparison in &judged.comparisons {
-            for (key, c) in comparison.metrics.iter().filter(|(k, _)| k == "mrr" || k.starts_with("ndcg@")) {
+            let compared =
+                |k: &str| k == "mrr" || k == "bpref" || k.starts_with("ndcg@") || k.starts_with("ndcg_condensed@");
+            for (key, c) in comparison.metrics.iter().filter(|(k, _)| compared(k)) {
                 let ci = c.difference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
                 out.push_str(&format!(
                     "{} {} - {}: judged {key} {:+.4} {ci}, p = {}\n",

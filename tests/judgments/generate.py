@@ -28,6 +28,9 @@ value 0 but abandonment. Judged coverage at k is counted directly. Group means
 A/B comparisons of the per-impression suite are scipy's Welch test.
 
 Deterministic: rerunning rewrites tests/judgments/fixtures/ byte for byte.
+The fixtures of the measures for incomplete judgments (incomplete.json beside
+each suite) are derived from these suites: after changing them, rerun
+incomplete.py (see its docstring).
 """
 
 import json
