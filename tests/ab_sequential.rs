@@ -378,3 +378,170 @@ fn watching_the_split_test_keeps_the_error_rate() {
     assert!(chi_square >= 0.15, "peeking at the chi-square test should inflate: {chi_square}");
     assert!(detected >= 400, "a 2-point skew should be caught: {detected} of 500");
 }
+
+// ---- The reported figures, through the engine that `replay` and `serve` drive ----
+
+mod stream {
+    //! A generated stream fed to [`Engine`] minute by minute (looks at every closed 1m window),
+    //! and checks of the cumulative reports it gives, as the API and replay show them.
+
+    use std::time::Instant;
+
+    use rankpulse::config::Config;
+    use rankpulse::engine::Engine;
+    use rankpulse::event::EventKind;
+    use rankpulse::experiments::Span;
+    use serde_json::{json, Value};
+
+    pub const MINUTE: i64 = 60_000;
+    const T0: i64 = 1_795_300_000_000;
+
+    /// The engine, and the next query id.
+    pub struct Feed {
+        /// What replay runs, over one partition.
+        engine: Engine,
+        /// Wall time: the watermark follows event time only.
+        now: Instant,
+        /// Makes every impression's query id distinct.
+        query: u64,
+    }
+
+    impl Feed {
+        /// An engine with looks at every closed minute, the boundary tuned for `sample_size`.
+        pub fn new(sample_size: f64) -> Feed {
+            let toml = format!(
+                "[join]\nattribution_window = \"1s\"\nmax_out_of_orderness = \"0s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n[ab]\nsequential_sample_size = {sample_size}\n"
+            );
+            let cfg = Config::from_toml_with_env(&toml, "test", std::iter::empty()).unwrap();
+            let now = Instant::now();
+            let mut engine = Engine::new(&cfg).without_past_limit();
+            engine.assign(0, now);
+            Feed { engine, now, query: 0 }
+        }
+
+        fn send(&mut self, kind: EventKind, event: Value) {
+            self.engine.process(kind, 0, event.to_string().as_bytes(), self.now).unwrap();
+        }
+
+        /// An A/B impression of experiment `e` at `ms` into the stream, its first result
+        /// clicked or not.
+        pub fn impression(&mut self, ms: i64, variant: &str, click: bool) {
+            self.query += 1;
+            let (q, ts) = (format!("q{}", self.query), T0 + ms);
+            self.send(
+                EventKind::Impression,
+                json!({"query_id": q, "timestamp": ts, "results": ["d1", "d2", "d3"], "experiment": "e", "variant": variant}),
+            );
+            if click {
+                self.send(EventKind::Engagement, json!({"query_id": q, "timestamp": ts + 10, "doc_id": "d1"}));
+            }
+        }
+
+        /// Closes what the events so far complete (their looks are taken).
+        pub fn advance(&mut self) {
+            self.engine.advance(self.now);
+        }
+
+        /// The input ended: every window closed.
+        pub fn finish(&mut self) {
+            self.engine.finish();
+        }
+
+        /// The cumulative reports, as JSON.
+        pub fn cumulative(&self) -> Value {
+            serde_json::to_value(self.engine.experiment_reports(&self.engine.ab_cumulative(), Span::Cumulative))
+                .unwrap()
+        }
+    }
+
+    /// Every interval of a report (any `*_ci` or `*_cs` pair, at any depth) that is not
+    /// `lower <= upper`, by its path.
+    pub fn inverted(v: &Value, path: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                for (k, x) in map {
+                    let here = format!("{path}.{k}");
+                    if k.ends_with("_ci") || k.ends_with("_cs") {
+                        if let Some([lo, hi]) = x.as_array().map(|a| [a[0].as_f64(), a[1].as_f64()]) {
+                            if !matches!((lo, hi), (Some(lo), Some(hi)) if lo <= hi) {
+                                out.push(format!("{here} = {x}"));
+                            }
+                        }
+                    }
+                    inverted(x, &here, out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    inverted(x, &format!("{path}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Issue 31, defect 1: a treatment with no click yet (MRR constant at 0) while the control
+/// varies has delta-method variance 0 for the relative difference; its zero-width [−1, −1]
+/// was taken as a look, pinned the running intersection, and once clicks came the cumulative
+/// relative sequence came out inverted.
+#[test]
+fn a_treatment_without_clicks_yet_gives_no_relative_figure_and_no_inverted_sequence() {
+    let mut feed = stream::Feed::new(5000.0);
+    for minute in 0..8 {
+        for i in 0..200 {
+            let ms = minute * stream::MINUTE + i * 250;
+            feed.impression(ms, "control", i % 2 == 0);
+            // Ten impressions a minute and no click for three minutes, then as many as the
+            // control and clicked as often.
+            if minute >= 3 || i % 20 == 0 {
+                feed.impression(ms + 1, "treatment", minute >= 3 && i % 2 == 1);
+            }
+        }
+        feed.advance();
+        let reports = feed.cumulative();
+        let mut bad = Vec::new();
+        stream::inverted(&reports, "", &mut bad);
+        assert!(bad.is_empty(), "minute {minute}: inverted intervals: {bad:?}");
+        let mrr = &reports[0]["comparisons"][0]["metrics"]["mrr"];
+        if minute < 3 {
+            assert_eq!(mrr["relative_difference_ci"], Value::Null, "minute {minute}: {mrr}");
+            assert_eq!(mrr["relative_difference_cs"], Value::Null, "minute {minute}: {mrr}");
+        }
+    }
+    feed.finish();
+    let mrr = &feed.cumulative()[0]["comparisons"][0]["metrics"]["mrr"];
+    let [lo, hi] =
+        [mrr["relative_difference_cs"][0].as_f64().unwrap(), mrr["relative_difference_cs"][1].as_f64().unwrap()];
+    assert!(lo < 0.0 && 0.0 < hi, "the same click rate: the relative sequence holds 0: {mrr}");
+}
+
+/// Issue 31, defect 1: with an effect present only early, the looks' sequences end up with no
+/// value in common; the cumulative report printed their intersection inverted. It is now
+/// absent, flagged as empty, with a note, and the always-valid p-value keeps its decision.
+#[test]
+fn an_effect_present_only_early_empties_the_sequence_which_is_reported_as_such() {
+    let mut feed = stream::Feed::new(5000.0);
+    for minute in 0..30 {
+        for i in 0..300 {
+            let ms = minute * stream::MINUTE + i * 200;
+            feed.impression(ms, "control", i % 10 < 3);
+            feed.impression(ms + 1, "treatment", if minute < 2 { i % 10 < 9 } else { i % 10 < 3 });
+        }
+        feed.advance();
+    }
+    feed.finish();
+    let reports = feed.cumulative();
+    let mut bad = Vec::new();
+    stream::inverted(&reports, "", &mut bad);
+    assert!(bad.is_empty(), "inverted intervals: {bad:?}");
+    let report = &reports[0];
+    let mrr = &report["comparisons"][0]["metrics"]["mrr"];
+    assert_eq!((&mrr["difference_cs"], &mrr["difference_cs_empty"]), (&Value::Null, &Value::Bool(true)), "{mrr}");
+    assert!(mrr["always_valid_p_value"].as_f64().unwrap() < 0.05, "{mrr}");
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains("treatment - control mrr: no difference_cs")),
+        "{notes:?}"
+    );
+}

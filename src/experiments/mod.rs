@@ -192,6 +192,8 @@ fn from_looks(cmp: &mut Comparison, looks: Option<&sequential::MetricLooks>) {
     if looks.figures.looks > 0 {
         cmp.difference_cs = looks.figures.difference_cs();
         cmp.relative_difference_cs = looks.figures.relative_difference_cs();
+        cmp.difference_cs_empty = looks.figures.difference_cs_empty();
+        cmp.relative_difference_cs_empty = looks.figures.relative_difference_cs_empty();
         cmp.always_valid_p_value = Some(looks.figures.p_value);
     }
     cmp.always_valid_significant_at = looks.always_valid_significant_at.map(named);
@@ -302,6 +304,25 @@ fn report_over(
     } else {
         sample_ratio(ab, experiment, &variants, clustered)
     };
+    for comparison in &comparisons {
+        for (key, cmp) in &comparison.metrics {
+            let empty: Vec<&str> = [
+                (cmp.difference_cs_empty, "difference_cs"),
+                (cmp.relative_difference_cs_empty, "relative_difference_cs"),
+            ]
+            .into_iter()
+            .filter_map(|(empty, name)| empty.then_some(name))
+            .collect();
+            if !empty.is_empty() {
+                notes.push(format!(
+                    "{} - {} {key}: no {}: the looks' confidence sequences have no value in common, so the data contradict one constant effect (it changed over time); the always-valid p-value stays valid",
+                    comparison.variant,
+                    comparison.control,
+                    empty.join(" nor ")
+                ));
+            }
+        }
+    }
     if let (Some(test), SequentialSource::Running(looks)) = (&mut sample_ratio, sequential) {
         test.sequential_p_value = looks.sample_ratio.get(experiment).copied();
     }

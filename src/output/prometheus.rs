@@ -517,7 +517,7 @@ fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
 /// anytime-valid figures of those windows and of the cumulative report (`window="cumulative"`).
 fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
     let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
-    let (mut cs_lower, mut cs_upper, mut always_valid, mut ssrm) = Default::default();
+    let (mut cs_lower, mut cs_upper, mut always_valid, mut ssrm, mut cs_empty) = Default::default();
     let push = |into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>| {
         if let Some(v) = value.filter(|v| v.is_finite()) {
             into.push(gauge(labels.to_vec(), v));
@@ -559,6 +559,10 @@ fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
                     push(&mut cs_lower, &labels, c.difference_cs.map(|cs| cs[0]));
                     push(&mut cs_upper, &labels, c.difference_cs.map(|cs| cs[1]));
                     push(&mut always_valid, &labels, c.always_valid_p_value);
+                    if !fixed_horizon && (c.difference_cs.is_some() || c.difference_cs_empty) {
+                        // Bounds gone for this reason, not for want of data, are to be seen.
+                        push(&mut cs_empty, &labels, Some(f64::from(u8::from(c.difference_cs_empty))));
+                    }
                 }
             }
         }
@@ -605,6 +609,12 @@ fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
             "Upper bound of the anytime-valid confidence sequence of rankpulse_ab_cs_lower (window=\"cumulative\": never rises).",
             MetricType::GAUGE,
             cs_upper,
+        ),
+        family(
+            "rankpulse_ab_cs_empty",
+            "window=\"cumulative\" only: 1 when the looks' confidence sequences of the variant minus the control have no value in common (rankpulse_ab_cs_lower and _upper are then absent): the data contradict one constant effect, it changed over time; 0 while they have bounds.",
+            MetricType::GAUGE,
+            cs_empty,
         ),
         family(
             "rankpulse_ab_always_valid_p_value",
