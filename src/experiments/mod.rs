@@ -357,13 +357,21 @@ fn report_over(
             (label.to_string(), Some(from), Some(format_rfc3339_ms(start.saturating_add(size_ms))), id)
         }
     };
-    let interleaving = match layout.interleaving() {
+    let mut interleaving: Vec<InterleavingReport> = match layout.interleaving() {
         Some((slots, _)) => variants
             .iter()
             .filter_map(|(variant, stats)| interleaving::report(slots, ab, variant, stats, &boundary))
             .collect(),
         None => Vec::new(),
     };
+    if let SequentialSource::Running(looks) = sequential {
+        for report in &mut interleaving {
+            let running = looks.interleaving(experiment, &report.variant);
+            for (k, pair) in report.pairs.iter_mut().enumerate() {
+                interleaving::from_looks(&mut pair.figures, running.and_then(|r| r.get(k)));
+            }
+        }
+    }
     let has_control = variants.first().is_some_and(|(name, _)| *name == control);
     let judged = layout.judged().and_then(|block| judged::report(block, ab, &variants, has_control, &boundary));
     ExperimentReport {

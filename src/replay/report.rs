@@ -371,8 +371,13 @@ fn interleaving_summary(experiments: &[ExperimentReport]) -> String {
             for pair in &il.pairs {
                 let f = &pair.figures;
                 let ci = f.preference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
+                let cs = if f.preference_cs_empty {
+                    "empty: the preference changed over time".to_string()
+                } else {
+                    f.preference_cs.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"))
+                };
                 out.push_str(&format!(
-                    "{} over {}: preference {:+.4} {ci}; sign test p = {} ({}); always-valid p = {}\n",
+                    "{} over {}: preference {:+.4} {ci}; sign test p = {} ({}); always-valid p = {}, sequence {cs}\n",
                     pair.ranker,
                     pair.opponent,
                     f.preference,

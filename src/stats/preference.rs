@@ -55,9 +55,14 @@ pub struct Preference {
     pub sign_test: &'static str,
     /// Two-sided p-value of "no preference"; absent without a decided impression.
     pub sign_test_p_value: Option<f64>,
-    /// Anytime-valid confidence sequence of the preference, at `ab.confidence`.
+    /// Anytime-valid confidence sequence of the preference, at `ab.confidence`: this look's, or
+    /// in a cumulative report the running intersection over the looks.
     pub preference_cs: Option<[f64; 2]>,
-    /// Always-valid p-value of "no preference" (Gaussian-mixture SPRT), safe to watch.
+    /// Cumulative reports: the looks' sequences have no value in common (see
+    /// [`super::sequential::RunningFigures`]), so `preference_cs` is absent.
+    pub preference_cs_empty: bool,
+    /// Always-valid p-value of "no preference" (Gaussian-mixture SPRT), safe to watch: this
+    /// look's, or in a cumulative report the running minimum over the looks.
     pub always_valid_p_value: Option<f64>,
 }
 
@@ -99,6 +104,7 @@ pub fn preference(
         sign_test,
         sign_test_p_value,
         preference_cs,
+        preference_cs_empty: false,
         always_valid_p_value,
     }
 }
