@@ -385,6 +385,7 @@ mod stream {
     //! A generated stream fed to [`Engine`] minute by minute (looks at every closed 1m window),
     //! and checks of the cumulative reports it gives, as the API and replay show them.
 
+    use std::collections::BTreeMap;
     use std::time::Instant;
 
     use rankpulse::config::Config;
@@ -410,7 +411,7 @@ mod stream {
         /// An engine with looks at every closed minute, the boundary tuned for `sample_size`.
         pub fn new(sample_size: f64) -> Feed {
             let toml = format!(
-                "[join]\nattribution_window = \"1s\"\nmax_out_of_orderness = \"0s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n[ab]\nsequential_sample_size = {sample_size}\n"
+                "[join]\nattribution_window = \"1s\"\nmax_out_of_orderness = \"0s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n[ab]\nsequential_sample_size = {sample_size}\n[interleaving]\nmax_rankers = 2\n"
             );
             let cfg = Config::from_toml_with_env(&toml, "test", std::iter::empty()).unwrap();
             let now = Instant::now();
@@ -434,6 +435,23 @@ mod stream {
             );
             if click {
                 self.send(EventKind::Engagement, json!({"query_id": q, "timestamp": ts + 10, "doc_id": "d1"}));
+            }
+        }
+
+        /// A team-draft impression of rankers `a` and `b` in experiment `duel`: the result of
+        /// ranker `winner` (0 = a, 1 = b) clicked, or none.
+        pub fn interleaved(&mut self, ms: i64, winner: Option<usize>) {
+            self.query += 1;
+            let (q, ts) = (format!("q{}", self.query), T0 + ms);
+            let teams = if self.query % 2 == 0 { ["a", "b"] } else { ["b", "a"] };
+            self.send(
+                EventKind::Impression,
+                json!({"query_id": q, "timestamp": ts, "results": ["d1", "d2"], "experiment": "duel",
+                       "interleaving": ["a", "b"], "teams": teams}),
+            );
+            if let Some(w) = winner {
+                let doc = if teams[0] == ["a", "b"][w] { "d1" } else { "d2" };
+                self.send(EventKind::Engagement, json!({"query_id": q, "timestamp": ts + 10, "doc_id": doc}));
             }
         }
 
@@ -478,6 +496,42 @@ mod stream {
             }
             _ => {}
         }
+    }
+
+    /// Every always-valid p-value of the cumulative reports: A/B comparisons per metric, the
+    /// sequential split test, interleaving pairs.
+    pub fn always_valid(reports: &Value) -> BTreeMap<String, Option<f64>> {
+        let mut out = BTreeMap::new();
+        for r in reports.as_array().unwrap() {
+            let e = r["experiment"].as_str().unwrap();
+            for c in r["comparisons"].as_array().unwrap() {
+                for (metric, m) in c["metrics"].as_object().unwrap() {
+                    out.insert(format!("{e} {} {metric}", c["variant"]), m["always_valid_p_value"].as_f64());
+                }
+            }
+            out.insert(format!("{e} split"), r["sample_ratio"]["sequential_p_value"].as_f64());
+            for il in r["interleaving"].as_array().into_iter().flatten() {
+                for p in il["pairs"].as_array().unwrap() {
+                    out.insert(
+                        format!("{e} {} {} over {}", il["variant"], p["ranker"], p["opponent"]),
+                        p["always_valid_p_value"].as_f64(),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// Where an always-valid p-value rose, or went away, from one reading to the next.
+    pub fn rises(before: &BTreeMap<String, Option<f64>>, after: &BTreeMap<String, Option<f64>>) -> Vec<String> {
+        before
+            .iter()
+            .filter_map(|(key, &p0)| {
+                let p0 = p0?;
+                let p1 = after.get(key).copied().flatten();
+                (!p1.is_some_and(|p1| p1 <= p0)).then(|| format!("{key}: {p0:e} then {p1:?}"))
+            })
+            .collect()
     }
 }
 
@@ -544,4 +598,66 @@ fn an_effect_present_only_early_empties_the_sequence_which_is_reported_as_such()
         notes.iter().any(|n| n.as_str().unwrap().contains("treatment - control mrr: no difference_cs")),
         "{notes:?}"
     );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// Issue 31: over random A/B and interleaved streams whose effects change from minute to
+    /// minute, through the engine's looks and cumulative reports, every reported interval has
+    /// lower <= upper and every cumulative always-valid p-value never rises from one reading to
+    /// the next (one reading per minute, each after the looks that minute's events complete).
+    #[test]
+    fn reported_intervals_are_ordered_and_cumulative_p_values_never_rise(
+        minutes in proptest::collection::vec(
+            // Per minute: control and treatment impressions and click rates (tenths), and
+            // interleaved impressions, the share engaged and the share of those b wins.
+            (0u32..40, 0u32..=10, 0u32..40, 0u32..=10, 0u32..60, 0u32..=10, 0u32..=10),
+            2..8,
+        ),
+        sample_size in proptest::sample::select(vec![100.0, 1000.0, 5000.0]),
+        seed in 0u64..1000,
+    ) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut feed = stream::Feed::new(sample_size);
+        let mut before = stream::always_valid(&feed.cumulative());
+        for (minute, &(nc, rc, nt, rt, ni, engaged, b_wins)) in minutes.iter().enumerate() {
+            let start = minute as i64 * stream::MINUTE;
+            let total = (nc + nt + ni).max(1);
+            // Spread over the minute, in time order.
+            let mut k = 0;
+            let mut at = || {
+                k += 1;
+                start + i64::from(k) * 50_000 / i64::from(total)
+            };
+            for _ in 0..nc {
+                let click = rng.random_range(0..10) < rc;
+                feed.impression(at(), "control", click);
+            }
+            for _ in 0..nt {
+                let click = rng.random_range(0..10) < rt;
+                feed.impression(at(), "treatment", click);
+            }
+            for _ in 0..ni {
+                let winner = (rng.random_range(0..10) < engaged).then(|| usize::from(rng.random_range(0..10) < b_wins));
+                feed.interleaved(at(), winner);
+            }
+            feed.advance();
+            let reports = feed.cumulative();
+            let mut bad = Vec::new();
+            stream::inverted(&reports, "", &mut bad);
+            proptest::prop_assert!(bad.is_empty(), "minute {}: inverted: {:?}", minute, bad);
+            let after = stream::always_valid(&reports);
+            let rose = stream::rises(&before, &after);
+            proptest::prop_assert!(rose.is_empty(), "minute {}: {:?}", minute, rose);
+            before = after;
+        }
+        feed.finish();
+        let reports = feed.cumulative();
+        let mut bad = Vec::new();
+        stream::inverted(&reports, "", &mut bad);
+        proptest::prop_assert!(bad.is_empty(), "at the end: inverted: {:?}", bad);
+        let rose = stream::rises(&before, &stream::always_valid(&reports));
+        proptest::prop_assert!(rose.is_empty(), "at the end: {:?}", rose);
+    }
 }
