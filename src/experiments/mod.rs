@@ -105,7 +105,7 @@ pub struct SequentialReport {
 }
 
 /// The method named in every report.
-pub const SEQUENTIAL_METHOD: &str = "asymptotic confidence sequence (Waudby-Smith et al. 2023) = Gaussian-mixture SPRT (Johari et al. 2017); split: Dirichlet-multinomial test (Lindon and Malek 2022)";
+pub const SEQUENTIAL_METHOD: &str = "asymptotic confidence sequence (Waudby-Smith et al. 2024) = Gaussian-mixture SPRT (Johari et al. 2017); split: Dirichlet-multinomial test (Lindon and Malek 2022)";
 
 /// Where a report's anytime-valid figures come from.
 #[derive(Debug, Clone, Copy)]
