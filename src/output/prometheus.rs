@@ -954,6 +954,40 @@ mod tests {
         assert!(find(&f, "rankpulse_ab_srm_p_value").is_some());
     }
 
+    /// An effect present in the first two minutes only: the looks' sequences end with no value
+    /// in common. The cumulative bounds are not exported inverted: they are absent, and
+    /// `rankpulse_ab_cs_empty` says why; a closed window's sequence is its own, never empty.
+    #[test]
+    fn an_empty_cumulative_sequence_has_no_bounds_and_says_so() {
+        let mut e = engine();
+        for minute in 0..30i64 {
+            for i in 0..300i64 {
+                let ts = minute * 60_000 + i * 150;
+                for (variant, rate) in [("control", 3), ("treatment", if minute < 2 { 9 } else { 3 })] {
+                    let query = format!("{variant}-{minute}-{i}");
+                    impression(&mut e, &query, ts, variant);
+                    if i % 10 < rate {
+                        click(&mut e, &query, ts + 10, "a");
+                    }
+                }
+            }
+        }
+        e.finish();
+        let f = gather(&e);
+        let labels = |window| [("experiment", "x"), ("variant", "treatment"), ("metric", "mrr"), ("window", window)];
+        assert_eq!(gauge_value(&f, "rankpulse_ab_cs_empty", &labels("cumulative")), 1.0);
+        let has =
+            |name: &str, window| find(&f, name).unwrap().get_metric().iter().any(|m| labels_of(m) == labels(window));
+        assert!(!has("rankpulse_ab_cs_lower", "cumulative") && !has("rankpulse_ab_cs_upper", "cumulative"));
+        assert!(gauge_value(&f, "rankpulse_ab_always_valid_p_value", &labels("cumulative")) < 0.05);
+        let (lower, upper) = (
+            gauge_value(&f, "rankpulse_ab_cs_lower", &labels("1m")),
+            gauge_value(&f, "rankpulse_ab_cs_upper", &labels("1m")),
+        );
+        assert!(lower <= upper, "{lower} {upper}");
+        assert!(!has("rankpulse_ab_cs_empty", "1m"), "a closed window's sequence is one look");
+    }
+
     #[test]
     fn latencies_are_exposed_in_seconds() {
         let mut e = finished();
