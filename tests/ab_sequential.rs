@@ -395,7 +395,8 @@ mod stream {
     use serde_json::{json, Value};
 
     pub const MINUTE: i64 = 60_000;
-    const T0: i64 = 1_795_300_000_000;
+    /// Event time 0 of the stream: the start of a minute (and an hour), so minutes are windows.
+    const T0: i64 = 1_795_302_000_000;
 
     /// The engine, and the next query id.
     pub struct Feed {
@@ -660,4 +661,22 @@ proptest::proptest! {
         let rose = stream::rises(&before, &stream::always_valid(&reports));
         proptest::prop_assert!(rose.is_empty(), "at the end: {:?}", rose);
     }
+}
+
+/// The cumulative interleaving figures are running ones: before the first look they are absent,
+/// and the report says why, as for the A/B comparisons.
+#[test]
+fn interleaving_figures_wait_for_the_first_look_and_the_report_says_so() {
+    let mut feed = stream::Feed::new(5000.0);
+    for i in 0..50 {
+        feed.interleaved(i * 1000, Some(usize::from(i % 3 == 0)));
+    }
+    feed.advance();
+    let reports = feed.cumulative();
+    let duel = reports.as_array().unwrap().iter().find(|r| r["experiment"] == "duel").unwrap();
+    let pair = &duel["interleaving"][0]["pairs"][0];
+    assert!(pair["preference_ci"].is_array(), "the minute is still open, its impressions final: {pair}");
+    assert_eq!((&pair["always_valid_p_value"], &pair["preference_cs"]), (&Value::Null, &Value::Null));
+    let notes = duel["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("no anytime-valid figures yet")), "{notes:?}");
 }

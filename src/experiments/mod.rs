@@ -326,14 +326,6 @@ fn report_over(
     if let (Some(test), SequentialSource::Running(looks)) = (&mut sample_ratio, sequential) {
         test.sequential_p_value = looks.sample_ratio.get(experiment).copied();
     }
-    if let SequentialSource::Running(looks) = sequential {
-        if looks.count == 0 && !comparisons.is_empty() {
-            notes.push(
-                "no anytime-valid figures yet: they are taken at every complete window of the first size of metrics.windows (none is complete, or none is configured)"
-                    .to_string(),
-            );
-        }
-    }
     let (looks, from, through, look_window) = match (span, sequential) {
         (_, SequentialSource::Running(looks)) => (looks.count, looks.first, looks.through, None),
         (Span::Window { start, size_ms, label }, SequentialSource::ThisLook) => {
@@ -365,6 +357,13 @@ fn report_over(
         None => Vec::new(),
     };
     if let SequentialSource::Running(looks) = sequential {
+        // Interleaving's cumulative figures are running ones too, so they wait for a look alike.
+        if looks.count == 0 && !(comparisons.is_empty() && interleaving.is_empty()) {
+            notes.push(
+                "no anytime-valid figures yet: they are taken at every complete window of the first size of metrics.windows (none is complete, or none is configured)"
+                    .to_string(),
+            );
+        }
         for report in &mut interleaving {
             let running = looks.interleaving(experiment, &report.variant);
             for (k, pair) in report.pairs.iter_mut().enumerate() {
