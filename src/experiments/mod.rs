@@ -92,13 +92,15 @@ pub struct SequentialReport {
     /// `ab.sequential_sample_size`: the impressions (both arms) at which the boundary is tightest.
     pub sample_size: f64,
     /// Looks combined: 1 for a closed window (its own sums), one per complete window of the
-    /// first configured size for the cumulative report.
+    /// first configured size for the cumulative report, counted from the stream's first such
+    /// window whatever the experiment's first impression (see [`sequential`]).
     pub looks: u64,
     /// The window size whose complete windows are the looks (`metrics.windows[0]`); a closed
     /// window's own size.
     pub look_window: Option<String>,
     /// RFC 3339 bounds `[from, through)` of the impressions the newest look covered; absent
-    /// before the first look.
+    /// before the first look. `from` is the stream's first looked-at window, the same for every
+    /// experiment: one that started later has no impressions before its own first window.
     pub from: Option<String>,
     /// See `from`.
     pub through: Option<String>,
