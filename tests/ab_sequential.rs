@@ -13,6 +13,12 @@
 //!   watched the same way; with a true effect, the always-valid test must detect it (power and
 //!   median stopping look are printed). Once with impressions as the unit, once with clients
 //!   (clustered traffic, cluster-robust variance over unit buckets), and for the split test.
+//! * **Reported figures** (issue 31): generated streams through the engine that `replay` and
+//!   `serve` drive, one look per closed minute, read back as the API's cumulative reports: a
+//!   treatment without clicks yet gives no relative figure; an effect present only early
+//!   empties the sequence, which is reported empty, never inverted; and a property test over
+//!   random A/B and interleaved streams: every interval ordered, no cumulative always-valid
+//!   p-value ever rising.
 //!
 //! Run with `-- --nocapture` to see the measured figures.
 
