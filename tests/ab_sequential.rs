@@ -13,6 +13,12 @@
 //!   watched the same way; with a true effect, the always-valid test must detect it (power and
 //!   median stopping look are printed). Once with impressions as the unit, once with clients
 //!   (clustered traffic, cluster-robust variance over unit buckets), and for the split test.
+//! * **Reported figures** (issue 31): generated streams through the engine that `replay` and
+//!   `serve` drive, one look per closed minute, read back as the API's cumulative reports: a
+//!   treatment without clicks yet gives no relative figure; an effect present only early
+//!   empties the sequence, which is reported empty, never inverted; and a property test over
+//!   random A/B and interleaved streams: every interval ordered, no cumulative always-valid
+//!   p-value ever rising.
 //!
 //! Run with `-- --nocapture` to see the measured figures.
 
@@ -377,4 +383,306 @@ fn watching_the_split_test_keeps_the_error_rate() {
     assert!(sequential <= allowed(EXPERIMENTS), "sequential split test false alarms {sequential}");
     assert!(chi_square >= 0.15, "peeking at the chi-square test should inflate: {chi_square}");
     assert!(detected >= 400, "a 2-point skew should be caught: {detected} of 500");
+}
+
+// ---- The reported figures, through the engine that `replay` and `serve` drive ----
+
+mod stream {
+    //! A generated stream fed to [`Engine`] minute by minute (looks at every closed 1m window),
+    //! and checks of the cumulative reports it gives, as the API and replay show them.
+
+    use std::collections::BTreeMap;
+    use std::time::Instant;
+
+    use rankpulse::config::Config;
+    use rankpulse::engine::Engine;
+    use rankpulse::event::EventKind;
+    use rankpulse::experiments::Span;
+    use serde_json::{json, Value};
+
+    pub const MINUTE: i64 = 60_000;
+    /// Event time 0 of the stream: the start of a minute (and an hour), so minutes are windows.
+    const T0: i64 = 1_795_302_000_000;
+
+    /// The engine, and the next query id.
+    pub struct Feed {
+        /// What replay runs, over one partition.
+        engine: Engine,
+        /// Wall time: the watermark follows event time only.
+        now: Instant,
+        /// Makes every impression's query id distinct.
+        query: u64,
+    }
+
+    impl Feed {
+        /// An engine with looks at every closed minute, the boundary tuned for `sample_size`.
+        pub fn new(sample_size: f64) -> Feed {
+            let toml = format!(
+                "[join]\nattribution_window = \"1s\"\nmax_out_of_orderness = \"0s\"\n[metrics]\ncutoffs = [1, 3]\nwindows = [\"1m\"]\n[ab]\nsequential_sample_size = {sample_size}\n[interleaving]\nmax_rankers = 2\n"
+            );
+            let cfg = Config::from_toml_with_env(&toml, "test", std::iter::empty()).unwrap();
+            let now = Instant::now();
+            let mut engine = Engine::new(&cfg).without_past_limit();
+            engine.assign(0, now);
+            Feed { engine, now, query: 0 }
+        }
+
+        fn send(&mut self, kind: EventKind, event: Value) {
+            self.engine.process(kind, 0, event.to_string().as_bytes(), self.now).unwrap();
+        }
+
+        /// An A/B impression of experiment `e` at `ms` into the stream, its first result
+        /// clicked or not.
+        pub fn impression(&mut self, ms: i64, variant: &str, click: bool) {
+            self.query += 1;
+            let (q, ts) = (format!("q{}", self.query), T0 + ms);
+            self.send(
+                EventKind::Impression,
+                json!({"query_id": q, "timestamp": ts, "results": ["d1", "d2", "d3"], "experiment": "e", "variant": variant}),
+            );
+            if click {
+                self.send(EventKind::Engagement, json!({"query_id": q, "timestamp": ts + 10, "doc_id": "d1"}));
+            }
+        }
+
+        /// A team-draft impression of rankers `a` and `b` in experiment `duel`: the result of
+        /// ranker `winner` (0 = a, 1 = b) clicked, or none.
+        pub fn interleaved(&mut self, ms: i64, winner: Option<usize>) {
+            self.query += 1;
+            let (q, ts) = (format!("q{}", self.query), T0 + ms);
+            let teams = if self.query % 2 == 0 { ["a", "b"] } else { ["b", "a"] };
+            self.send(
+                EventKind::Impression,
+                json!({"query_id": q, "timestamp": ts, "results": ["d1", "d2"], "experiment": "duel",
+                       "interleaving": ["a", "b"], "teams": teams}),
+            );
+            if let Some(w) = winner {
+                let doc = if teams[0] == ["a", "b"][w] { "d1" } else { "d2" };
+                self.send(EventKind::Engagement, json!({"query_id": q, "timestamp": ts + 10, "doc_id": doc}));
+            }
+        }
+
+        /// Closes what the events so far complete (their looks are taken).
+        pub fn advance(&mut self) {
+            self.engine.advance(self.now);
+        }
+
+        /// The input ended: every window closed.
+        pub fn finish(&mut self) {
+            self.engine.finish();
+        }
+
+        /// The cumulative reports, as JSON.
+        pub fn cumulative(&self) -> Value {
+            serde_json::to_value(self.engine.experiment_reports(&self.engine.ab_cumulative(), Span::Cumulative))
+                .unwrap()
+        }
+    }
+
+    /// Every interval of a report (any `*_ci` or `*_cs` pair, at any depth) that is not
+    /// `lower <= upper`, by its path.
+    pub fn inverted(v: &Value, path: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                for (k, x) in map {
+                    let here = format!("{path}.{k}");
+                    if k.ends_with("_ci") || k.ends_with("_cs") {
+                        if let Some([lo, hi]) = x.as_array().map(|a| [a[0].as_f64(), a[1].as_f64()]) {
+                            if !matches!((lo, hi), (Some(lo), Some(hi)) if lo <= hi) {
+                                out.push(format!("{here} = {x}"));
+                            }
+                        }
+                    }
+                    inverted(x, &here, out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    inverted(x, &format!("{path}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every always-valid p-value of the cumulative reports: A/B comparisons per metric, the
+    /// sequential split test, interleaving pairs.
+    pub fn always_valid(reports: &Value) -> BTreeMap<String, Option<f64>> {
+        let mut out = BTreeMap::new();
+        for r in reports.as_array().unwrap() {
+            let e = r["experiment"].as_str().unwrap();
+            for c in r["comparisons"].as_array().unwrap() {
+                for (metric, m) in c["metrics"].as_object().unwrap() {
+                    out.insert(format!("{e} {} {metric}", c["variant"]), m["always_valid_p_value"].as_f64());
+                }
+            }
+            out.insert(format!("{e} split"), r["sample_ratio"]["sequential_p_value"].as_f64());
+            for il in r["interleaving"].as_array().into_iter().flatten() {
+                for p in il["pairs"].as_array().unwrap() {
+                    out.insert(
+                        format!("{e} {} {} over {}", il["variant"], p["ranker"], p["opponent"]),
+                        p["always_valid_p_value"].as_f64(),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// Where an always-valid p-value rose, or went away, from one reading to the next.
+    pub fn rises(before: &BTreeMap<String, Option<f64>>, after: &BTreeMap<String, Option<f64>>) -> Vec<String> {
+        before
+            .iter()
+            .filter_map(|(key, &p0)| {
+                let p0 = p0?;
+                let p1 = after.get(key).copied().flatten();
+                (!p1.is_some_and(|p1| p1 <= p0)).then(|| format!("{key}: {p0:e} then {p1:?}"))
+            })
+            .collect()
+    }
+}
+
+/// Issue 31, defect 1: a treatment with no click yet (MRR constant at 0) while the control
+/// varies has delta-method variance 0 for the relative difference; its zero-width [−1, −1]
+/// was taken as a look, pinned the running intersection, and once clicks came the cumulative
+/// relative sequence came out inverted.
+#[test]
+fn a_treatment_without_clicks_yet_gives_no_relative_figure_and_no_inverted_sequence() {
+    let mut feed = stream::Feed::new(5000.0);
+    for minute in 0..8 {
+        for i in 0..200 {
+            let ms = minute * stream::MINUTE + i * 250;
+            feed.impression(ms, "control", i % 2 == 0);
+            // Ten impressions a minute and no click for three minutes, then as many as the
+            // control and clicked as often.
+            if minute >= 3 || i % 20 == 0 {
+                feed.impression(ms + 1, "treatment", minute >= 3 && i % 2 == 1);
+            }
+        }
+        feed.advance();
+        let reports = feed.cumulative();
+        let mut bad = Vec::new();
+        stream::inverted(&reports, "", &mut bad);
+        assert!(bad.is_empty(), "minute {minute}: inverted intervals: {bad:?}");
+        let mrr = &reports[0]["comparisons"][0]["metrics"]["mrr"];
+        if minute < 3 {
+            assert_eq!(mrr["relative_difference_ci"], Value::Null, "minute {minute}: {mrr}");
+            assert_eq!(mrr["relative_difference_cs"], Value::Null, "minute {minute}: {mrr}");
+        }
+    }
+    feed.finish();
+    let mrr = &feed.cumulative()[0]["comparisons"][0]["metrics"]["mrr"];
+    let [lo, hi] =
+        [mrr["relative_difference_cs"][0].as_f64().unwrap(), mrr["relative_difference_cs"][1].as_f64().unwrap()];
+    assert!(lo < 0.0 && 0.0 < hi, "the same click rate: the relative sequence holds 0: {mrr}");
+}
+
+/// Issue 31, defect 1: with an effect present only early, the looks' sequences end up with no
+/// value in common; the cumulative report printed their intersection inverted. It is now
+/// absent, flagged as empty, with a note, and the always-valid p-value keeps its decision.
+#[test]
+fn an_effect_present_only_early_empties_the_sequence_which_is_reported_as_such() {
+    let mut feed = stream::Feed::new(5000.0);
+    for minute in 0..30 {
+        for i in 0..300 {
+            let ms = minute * stream::MINUTE + i * 200;
+            feed.impression(ms, "control", i % 10 < 3);
+            feed.impression(ms + 1, "treatment", if minute < 2 { i % 10 < 9 } else { i % 10 < 3 });
+        }
+        feed.advance();
+    }
+    feed.finish();
+    let reports = feed.cumulative();
+    let mut bad = Vec::new();
+    stream::inverted(&reports, "", &mut bad);
+    assert!(bad.is_empty(), "inverted intervals: {bad:?}");
+    let report = &reports[0];
+    let mrr = &report["comparisons"][0]["metrics"]["mrr"];
+    assert_eq!((&mrr["difference_cs"], &mrr["difference_cs_empty"]), (&Value::Null, &Value::Bool(true)), "{mrr}");
+    assert!(mrr["always_valid_p_value"].as_f64().unwrap() < 0.05, "{mrr}");
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains("treatment - control mrr: no difference_cs")),
+        "{notes:?}"
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// Issue 31: over random A/B and interleaved streams whose effects change from minute to
+    /// minute, through the engine's looks and cumulative reports, every reported interval has
+    /// lower <= upper and every cumulative always-valid p-value never rises from one reading to
+    /// the next (one reading per minute, each after the looks that minute's events complete).
+    #[test]
+    fn reported_intervals_are_ordered_and_cumulative_p_values_never_rise(
+        minutes in proptest::collection::vec(
+            // Per minute: control and treatment impressions and click rates (tenths), and
+            // interleaved impressions, the share engaged and the share of those b wins.
+            (0u32..40, 0u32..=10, 0u32..40, 0u32..=10, 0u32..60, 0u32..=10, 0u32..=10),
+            2..8,
+        ),
+        sample_size in proptest::sample::select(vec![100.0, 1000.0, 5000.0]),
+        seed in 0u64..1000,
+    ) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut feed = stream::Feed::new(sample_size);
+        let mut before = stream::always_valid(&feed.cumulative());
+        for (minute, &(nc, rc, nt, rt, ni, engaged, b_wins)) in minutes.iter().enumerate() {
+            let start = minute as i64 * stream::MINUTE;
+            let total = (nc + nt + ni).max(1);
+            // Spread over the minute, in time order.
+            let mut k = 0;
+            let mut at = || {
+                k += 1;
+                start + i64::from(k) * 50_000 / i64::from(total)
+            };
+            for _ in 0..nc {
+                let click = rng.random_range(0..10) < rc;
+                feed.impression(at(), "control", click);
+            }
+            for _ in 0..nt {
+                let click = rng.random_range(0..10) < rt;
+                feed.impression(at(), "treatment", click);
+            }
+            for _ in 0..ni {
+                let winner = (rng.random_range(0..10) < engaged).then(|| usize::from(rng.random_range(0..10) < b_wins));
+                feed.interleaved(at(), winner);
+            }
+            feed.advance();
+            let reports = feed.cumulative();
+            let mut bad = Vec::new();
+            stream::inverted(&reports, "", &mut bad);
+            proptest::prop_assert!(bad.is_empty(), "minute {}: inverted: {:?}", minute, bad);
+            let after = stream::always_valid(&reports);
+            let rose = stream::rises(&before, &after);
+            proptest::prop_assert!(rose.is_empty(), "minute {}: {:?}", minute, rose);
+            before = after;
+        }
+        feed.finish();
+        let reports = feed.cumulative();
+        let mut bad = Vec::new();
+        stream::inverted(&reports, "", &mut bad);
+        proptest::prop_assert!(bad.is_empty(), "at the end: inverted: {:?}", bad);
+        let rose = stream::rises(&before, &stream::always_valid(&reports));
+        proptest::prop_assert!(rose.is_empty(), "at the end: {:?}", rose);
+    }
+}
+
+/// The cumulative interleaving figures are running ones: before the first look they are absent,
+/// and the report says why, as for the A/B comparisons.
+#[test]
+fn interleaving_figures_wait_for_the_first_look_and_the_report_says_so() {
+    let mut feed = stream::Feed::new(5000.0);
+    for i in 0..50 {
+        feed.interleaved(i * 1000, Some(usize::from(i % 3 == 0)));
+    }
+    feed.advance();
+    let reports = feed.cumulative();
+    let duel = reports.as_array().unwrap().iter().find(|r| r["experiment"] == "duel").unwrap();
+    let pair = &duel["interleaving"][0]["pairs"][0];
+    assert!(pair["preference_ci"].is_array(), "the minute is still open, its impressions final: {pair}");
+    assert_eq!((&pair["always_valid_p_value"], &pair["preference_cs"]), (&Value::Null, &Value::Null));
+    let notes = duel["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("no anytime-valid figures yet")), "{notes:?}");
 }

@@ -285,3 +285,73 @@ fn trec_out_exports_no_rejected_line() {
         "each query's valid line's results"
     );
 }
+
+/// Issue 31, defect 2: the cumulative always-valid figures of interleaving were the newest
+/// look's own, not running ones. 2,000 interleaved impressions over two hours, `candidate`
+/// winning 80% of them in the first hour only, looks at every closed hour: the cumulative
+/// p-value must be at most the first look's (the first hour's own, which is its sums), and
+/// the cumulative sequence inside the first hour's, or reported empty.
+#[test]
+fn the_cumulative_interleaving_figures_are_running_ones() {
+    const HOUR: i64 = 3_600_000;
+    let t0 = 498_695 * HOUR;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut imps, mut engs) = (String::new(), String::new());
+    for i in 0..2000i64 {
+        let ts = t0 + i * (2 * HOUR / 2000);
+        let teams = if i % 2 == 0 { ["baseline", "candidate"] } else { ["candidate", "baseline"] };
+        let candidate_wins = if i < 1000 { i % 10 < 8 } else { i % 2 == 0 };
+        let winner = if candidate_wins { "candidate" } else { "baseline" };
+        let doc = if teams[0] == winner { "d1" } else { "d2" };
+        let q = format!("q{i}");
+        imps.push_str(&format!(
+            "{}\n",
+            serde_json::json!({"query_id": q, "timestamp": ts, "results": ["d1", "d2"], "experiment": "duel",
+                               "interleaving": ["baseline", "candidate"], "teams": teams})
+        ));
+        engs.push_str(&format!("{}\n", serde_json::json!({"query_id": q, "timestamp": ts + 1000, "doc_id": doc})));
+    }
+    let path = |name: &str| dir.path().join(name);
+    std::fs::write(path("imp.jsonl"), imps).unwrap();
+    std::fs::write(path("eng.jsonl"), engs).unwrap();
+    std::fs::write(
+        path("cfg.toml"),
+        "[join]\nattribution_window = \"1m\"\n[metrics]\nwindows = [\"1h\"]\n[interleaving]\nmax_rankers = 2\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .args(["replay", "--format", "json", "--impressions"])
+        .arg(path("imp.jsonl"))
+        .arg("--engagements")
+        .arg(path("eng.jsonl"))
+        .arg("--config")
+        .arg(path("cfg.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pair = |experiments: &Value| {
+        comparisons(experiments)[&("duel".to_string(), "baseline vs candidate".to_string())]["pairs"][0].clone()
+    };
+    let cumulative = pair(&report["experiments"]);
+    let hours: Vec<Value> = report["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["experiments"].as_array().is_some_and(|e| !e.is_empty()))
+        .map(|w| pair(&w["experiments"]))
+        .collect();
+    assert_eq!(hours.len(), 2, "{hours:?}");
+    let p = |v: &Value| v["always_valid_p_value"].as_f64().unwrap();
+    assert!(p(&hours[0]) < p(&hours[1]), "the first hour is the more conclusive: {hours:?}");
+    assert!(p(&cumulative) <= p(&hours[0]), "cumulative {cumulative} against the first look {}", hours[0]);
+    let first = &hours[0]["preference_cs"];
+    match cumulative["preference_cs"].as_array() {
+        Some(cs) => {
+            let (lo, hi) = (cs[0].as_f64().unwrap(), cs[1].as_f64().unwrap());
+            assert!(lo <= hi, "{cumulative}");
+            assert!(lo >= first[0].as_f64().unwrap() && hi <= first[1].as_f64().unwrap(), "{cumulative} vs {first}");
+        }
+        None => assert_eq!(cumulative["preference_cs_empty"], Value::Bool(true), "{cumulative}"),
+    }
+}

@@ -103,9 +103,15 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
                     report.sample_ratio.as_ref().map_or("-".to_string(), |s| format!("{:.3}", s.p_value))
                 );
                 // The figures that may be watched like this, at one look per closed minute.
-                if let (Some([low, high]), Some(p)) = (mrr.difference_cs, mrr.always_valid_p_value) {
+                let sequence = match mrr.difference_cs {
+                    Some([low, high]) => Some(format!("[{low:+.3}, {high:+.3}]")),
+                    // Never printed inverted: see README, "Anytime-valid figures".
+                    None if mrr.difference_cs_empty => Some("sequence empty (the effect changed)".to_string()),
+                    None => None,
+                };
+                if let (Some(sequence), Some(p)) = (sequence, mrr.always_valid_p_value) {
                     println!(
-                        "      anytime-valid after {} looks: MRR [{low:+.3}, {high:+.3}] p={p:.1e}{} | sequential SRM p={}",
+                        "      anytime-valid after {} looks: MRR {sequence} p={p:.1e}{} | sequential SRM p={}",
                         report.sequential.looks,
                         mrr.always_valid_significant_at
                             .as_ref()

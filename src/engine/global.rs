@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::handover::{check_named, GroupName};
 use super::Engine;
 use crate::accumulate::{ClosedWindow, GroupTable};
-use crate::experiments::sequential::Looks;
+use crate::experiments::sequential::{Looks, LooksBeforeInterleaving};
 use crate::ids::GroupId;
 use crate::time::EventTime;
 
@@ -53,6 +53,18 @@ pub struct PartitionAggregates {
     looks: Option<Looks>,
 }
 
+/// A record as rankpulse wrote it before the looks folded the interleaving figures (its looks
+/// lack their last field).
+#[derive(Deserialize)]
+struct PartitionAggregatesBeforeInterleavingLooks {
+    partition: i32,
+    closed_before: Vec<EventTime>,
+    groups: Vec<GroupName<String>>,
+    cumulative: GroupTable,
+    recent_closed: Vec<ClosedWindow>,
+    looks: Option<LooksBeforeInterleaving>,
+}
+
 /// A record as rankpulse wrote it before the looks were added (it lacks the last field).
 #[derive(Deserialize)]
 struct PartitionAggregatesWithoutLooks {
@@ -64,10 +76,22 @@ struct PartitionAggregatesWithoutLooks {
 }
 
 impl PartitionAggregates {
-    /// Decodes a record of the aggregates topic, of this version or the one before the looks
-    /// (a rolling upgrade: the looks are optional, the figures are not).
+    /// Decodes a record of the aggregates topic, of this version, the one before the looks
+    /// folded the interleaving figures, or the one before the looks (a rolling upgrade: the
+    /// looks are optional, the figures are not). Postcard has no field names to default
+    /// missing fields by, so each older layout is a struct of its own.
     pub fn decode(bytes: &[u8]) -> Result<Self, crate::checkpoint::DecodeError> {
         crate::checkpoint::decode::<PartitionAggregates>(bytes).or_else(|error| {
+            if let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesBeforeInterleavingLooks>(bytes) {
+                return Ok(PartitionAggregates {
+                    partition: old.partition,
+                    closed_before: old.closed_before,
+                    groups: old.groups,
+                    cumulative: old.cumulative,
+                    recent_closed: old.recent_closed,
+                    looks: old.looks.map(Looks::from),
+                });
+            }
             let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesWithoutLooks>(bytes) else {
                 return Err(error);
             };
@@ -432,6 +456,78 @@ mod tests {
             recent_closed: &[],
         };
         assert!(PartitionAggregates::decode(&crate::checkpoint::encode(&old)).unwrap().looks.is_none());
+    }
+
+    /// A record of the version before the looks folded the interleaving figures is read, its
+    /// looks with none (they start at the next look); the current layout keeps them, and the
+    /// version before reads the current layout.
+    #[test]
+    fn looks_without_the_interleaving_figures_are_read() {
+        use crate::experiments::sequential::MetricLooks;
+        use crate::stats::sequential::RunningFigures;
+
+        /// [`Looks`] as the version before writes it.
+        #[derive(Serialize)]
+        struct OldLooks<'a> {
+            first: Option<EventTime>,
+            through: Option<EventTime>,
+            count: u64,
+            prefix: &'a GroupTable,
+            comparisons: &'a BTreeMap<String, BTreeMap<String, Vec<MetricLooks>>>,
+            sample_ratio: &'a BTreeMap<String, f64>,
+            tuning: [f64; 2],
+            last_active: &'a BTreeMap<String, EventTime>,
+        }
+        #[derive(Serialize)]
+        struct OldRecord<'a> {
+            partition: i32,
+            closed_before: Vec<EventTime>,
+            groups: Vec<GroupName<&'a str>>,
+            cumulative: &'a GroupTable,
+            recent_closed: &'a [ClosedWindow],
+            looks: Option<OldLooks<'a>>,
+        }
+        let mut looks =
+            Looks { first: Some(0), through: Some(60_000), count: 1, tuning: [0.95, 5000.0], ..Looks::default() };
+        looks.comparisons.entry("e".into()).or_default().insert("treatment".into(), vec![MetricLooks::default(); 2]);
+        looks.sample_ratio.insert("e".into(), 0.5);
+        looks.last_active.insert("e".into(), 60_000);
+        let empty = GroupTable::default();
+        let old = OldRecord {
+            partition: 0,
+            closed_before: vec![],
+            groups: vec![],
+            cumulative: &empty,
+            recent_closed: &[],
+            looks: Some(OldLooks {
+                first: looks.first,
+                through: looks.through,
+                count: looks.count,
+                prefix: &looks.prefix,
+                comparisons: &looks.comparisons,
+                sample_ratio: &looks.sample_ratio,
+                tuning: looks.tuning,
+                last_active: &looks.last_active,
+            }),
+        };
+        let read = PartitionAggregates::decode(&crate::checkpoint::encode(&old)).unwrap();
+        assert_eq!(read.looks.as_ref(), Some(&looks));
+        looks.interleaving.entry("duel".into()).or_default().insert("a vs b".into(), vec![RunningFigures::default()]);
+        let current = PartitionAggregatesRef {
+            partition: 0,
+            closed_before: vec![],
+            groups: vec![],
+            cumulative: &empty,
+            recent_closed: &[],
+            looks: Some(&looks),
+        };
+        let encoded = crate::checkpoint::encode(&current);
+        // The version before reads it too (postcard leaves the trailing field unread), so
+        // replicas can be upgraded in either order.
+        let by_the_version_before =
+            crate::checkpoint::decode::<PartitionAggregatesBeforeInterleavingLooks>(&encoded).unwrap();
+        assert_eq!(by_the_version_before.looks.map(|l| Looks::from(l).count), Some(looks.count));
+        assert_eq!(PartitionAggregates::decode(&encoded).unwrap().looks, Some(looks));
     }
 
     /// The record layout before the looks, as an older rankpulse writes it.

@@ -8,7 +8,7 @@ use crate::accumulate::GroupStats;
 use crate::config::{AbConfig, AbUnit};
 use crate::interleaving::{rankers_of, Slots};
 use crate::stats::preference::{preference, PairClusters, PairCounts, Preference};
-use crate::stats::sequential::MixtureBoundary;
+use crate::stats::sequential::{MixtureBoundary, RunningFigures, SequentialLook};
 use crate::stats::ClusterMoments;
 
 /// One interleaved comparison in one window.
@@ -109,4 +109,24 @@ pub fn report(
         unit_buckets: clustered.then(|| stats.bucket_count()),
         pairs,
     })
+}
+
+/// This look's anytime-valid figures of a pair, to fold into the running ones; `None` when the
+/// look has none (no decided impression, no standard error).
+pub fn sequential_look(figures: &Preference) -> Option<SequentialLook> {
+    Some(SequentialLook {
+        difference_cs: figures.preference_cs?,
+        relative_difference_cs: None,
+        p_value: figures.always_valid_p_value?,
+    })
+}
+
+/// A cumulative report's anytime-valid figures of a pair from the looks so far, as the A/B
+/// comparisons' (see [`super::sequential`]): the running intersection and minimum, none before
+/// a look had figures.
+pub(super) fn from_looks(figures: &mut Preference, running: Option<&RunningFigures>) {
+    let running = running.filter(|r| r.looks > 0);
+    figures.preference_cs = running.and_then(RunningFigures::difference_cs);
+    figures.preference_cs_empty = running.is_some_and(RunningFigures::difference_cs_empty);
+    figures.always_valid_p_value = running.map(|r| r.p_value);
 }

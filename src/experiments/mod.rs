@@ -92,20 +92,22 @@ pub struct SequentialReport {
     /// `ab.sequential_sample_size`: the impressions (both arms) at which the boundary is tightest.
     pub sample_size: f64,
     /// Looks combined: 1 for a closed window (its own sums), one per complete window of the
-    /// first configured size for the cumulative report.
+    /// first configured size for the cumulative report, counted from the stream's first such
+    /// window whatever the experiment's first impression (see [`sequential`]).
     pub looks: u64,
     /// The window size whose complete windows are the looks (`metrics.windows[0]`); a closed
     /// window's own size.
     pub look_window: Option<String>,
     /// RFC 3339 bounds `[from, through)` of the impressions the newest look covered; absent
-    /// before the first look.
+    /// before the first look. `from` is the stream's first looked-at window, the same for every
+    /// experiment: one that started later has no impressions before its own first window.
     pub from: Option<String>,
     /// See `from`.
     pub through: Option<String>,
 }
 
 /// The method named in every report.
-pub const SEQUENTIAL_METHOD: &str = "asymptotic confidence sequence (Waudby-Smith et al. 2023) = Gaussian-mixture SPRT (Johari et al. 2017); split: Dirichlet-multinomial test (Lindon and Malek 2022)";
+pub const SEQUENTIAL_METHOD: &str = "asymptotic confidence sequence (Waudby-Smith et al. 2024) = Gaussian-mixture SPRT (Johari et al. 2017); split: Dirichlet-multinomial test (Lindon and Malek 2022)";
 
 /// Where a report's anytime-valid figures come from.
 #[derive(Debug, Clone, Copy)]
@@ -192,6 +194,8 @@ fn from_looks(cmp: &mut Comparison, looks: Option<&sequential::MetricLooks>) {
     if looks.figures.looks > 0 {
         cmp.difference_cs = looks.figures.difference_cs();
         cmp.relative_difference_cs = looks.figures.relative_difference_cs();
+        cmp.difference_cs_empty = looks.figures.difference_cs_empty();
+        cmp.relative_difference_cs_empty = looks.figures.relative_difference_cs_empty();
         cmp.always_valid_p_value = Some(looks.figures.p_value);
     }
     cmp.always_valid_significant_at = looks.always_valid_significant_at.map(named);
@@ -302,16 +306,27 @@ fn report_over(
     } else {
         sample_ratio(ab, experiment, &variants, clustered)
     };
+    for comparison in &comparisons {
+        for (key, cmp) in &comparison.metrics {
+            let empty: Vec<&str> = [
+                (cmp.difference_cs_empty, "difference_cs"),
+                (cmp.relative_difference_cs_empty, "relative_difference_cs"),
+            ]
+            .into_iter()
+            .filter_map(|(empty, name)| empty.then_some(name))
+            .collect();
+            if !empty.is_empty() {
+                notes.push(format!(
+                    "{} - {} {key}: no {}: the looks' confidence sequences have no value in common, so the data contradict one constant effect (it changed over time); the always-valid p-value stays valid",
+                    comparison.variant,
+                    comparison.control,
+                    empty.join(" nor ")
+                ));
+            }
+        }
+    }
     if let (Some(test), SequentialSource::Running(looks)) = (&mut sample_ratio, sequential) {
         test.sequential_p_value = looks.sample_ratio.get(experiment).copied();
-    }
-    if let SequentialSource::Running(looks) = sequential {
-        if looks.count == 0 && !comparisons.is_empty() {
-            notes.push(
-                "no anytime-valid figures yet: they are taken at every complete window of the first size of metrics.windows (none is complete, or none is configured)"
-                    .to_string(),
-            );
-        }
     }
     let (looks, from, through, look_window) = match (span, sequential) {
         (_, SequentialSource::Running(looks)) => (looks.count, looks.first, looks.through, None),
@@ -336,13 +351,28 @@ fn report_over(
             (label.to_string(), Some(from), Some(format_rfc3339_ms(start.saturating_add(size_ms))), id)
         }
     };
-    let interleaving = match layout.interleaving() {
+    let mut interleaving: Vec<InterleavingReport> = match layout.interleaving() {
         Some((slots, _)) => variants
             .iter()
             .filter_map(|(variant, stats)| interleaving::report(slots, ab, variant, stats, &boundary))
             .collect(),
         None => Vec::new(),
     };
+    if let SequentialSource::Running(looks) = sequential {
+        // Interleaving's cumulative figures are running ones too, so they wait for a look alike.
+        if looks.count == 0 && !(comparisons.is_empty() && interleaving.is_empty()) {
+            notes.push(
+                "no anytime-valid figures yet: they are taken at every complete window of the first size of metrics.windows (none is complete, or none is configured)"
+                    .to_string(),
+            );
+        }
+        for report in &mut interleaving {
+            let running = looks.interleaving(experiment, &report.variant);
+            for (k, pair) in report.pairs.iter_mut().enumerate() {
+                interleaving::from_looks(&mut pair.figures, running.and_then(|r| r.get(k)));
+            }
+        }
+    }
     let has_control = variants.first().is_some_and(|(name, _)| *name == control);
     let judged = layout.judged().and_then(|block| judged::report(block, ab, &variants, has_control, &boundary));
     ExperimentReport {

@@ -10,6 +10,16 @@
 //! complete windows, so it leaves out what windows leave out: impressions finalized after their
 //! window closed (`rankpulse_window_late_impressions_total`) and the window still open.
 //!
+//! The same looks fold the interleaving preferences' sequences and p-values (per experiment,
+//! interleaved group and pair of rankers), so the cumulative interleaving figures are running
+//! ones too.
+//!
+//! Look numbers count the stream's complete windows, the same windows for every experiment: an
+//! experiment that starts late has its first figures at its first complete window with
+//! traffic, and the looks before it fold nothing. The boundary's time is the impressions `n`,
+//! not the look number, so this changes no figure; only `look` in the `*_significant_at`
+//! points, and `sequential.looks`, count from the stream's first window.
+//!
 //! With the experiment-wide view on (serve), every replica folds the same complete windows;
 //! the looks also travel in partition 0's aggregates record, so a replica that starts late, or
 //! restarts, takes over the looks so far instead of starting its own.
@@ -22,6 +32,7 @@ use super::{report_over, SequentialSource, Span};
 use crate::accumulate::{ClosedWindow, GroupTable, Groups};
 use crate::config::AbConfig;
 use crate::ids::GroupId;
+use crate::interleaving::MAX_RANKERS;
 use crate::metrics::MetricLayout;
 use crate::stats::sequential::RunningFigures;
 use crate::time::EventTime;
@@ -76,6 +87,50 @@ pub struct Looks {
     /// comes back, its looks start anew), by this event-time rule rather than by the label
     /// table's retirement, which differs between replicas.
     pub last_active: BTreeMap<String, EventTime>,
+    /// Per experiment, per interleaved group (its variant, `"a vs b"`), per pair of rankers in
+    /// the report's order: what the looks showed of the preference. Last, so that a record
+    /// without it (written before it existed) is a prefix of one with it: see
+    /// [`LooksBeforeInterleaving`].
+    pub interleaving: BTreeMap<String, BTreeMap<String, Vec<RunningFigures>>>,
+}
+
+/// [`Looks`] as written before the interleaving figures were folded, read from the aggregates
+/// record of a replica not yet upgraded. Taken over, its interleaving figures start at the next
+/// look: a running intersection over the looks from a fixed one on is as valid as over all.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct LooksBeforeInterleaving {
+    /// See [`Looks::first`].
+    pub first: Option<EventTime>,
+    /// See [`Looks::through`].
+    pub through: Option<EventTime>,
+    /// See [`Looks::count`].
+    pub count: u64,
+    /// See [`Looks::prefix`].
+    pub prefix: GroupTable,
+    /// See [`Looks::comparisons`].
+    pub comparisons: BTreeMap<String, BTreeMap<String, Vec<MetricLooks>>>,
+    /// See [`Looks::sample_ratio`].
+    pub sample_ratio: BTreeMap<String, f64>,
+    /// See [`Looks::tuning`].
+    pub tuning: [f64; 2],
+    /// See [`Looks::last_active`].
+    pub last_active: BTreeMap<String, EventTime>,
+}
+
+impl From<LooksBeforeInterleaving> for Looks {
+    fn from(old: LooksBeforeInterleaving) -> Self {
+        Looks {
+            first: old.first,
+            through: old.through,
+            count: old.count,
+            prefix: old.prefix,
+            comparisons: old.comparisons,
+            sample_ratio: old.sample_ratio,
+            tuning: old.tuning,
+            last_active: old.last_active,
+            interleaving: BTreeMap::new(),
+        }
+    }
 }
 
 impl Looks {
@@ -98,6 +153,7 @@ impl Looks {
         if self.tuning != tuning {
             self.comparisons.clear();
             self.sample_ratio.clear();
+            self.interleaving.clear();
             self.tuning = tuning;
         }
         self.prefix.merge(&window.groups);
@@ -138,6 +194,24 @@ impl Looks {
                     }
                 }
             }
+            for il in &report.interleaving {
+                let running = self
+                    .interleaving
+                    .entry(report.experiment.clone())
+                    .or_default()
+                    .entry(il.variant.clone())
+                    .or_default();
+                if running.len() != il.pairs.len() {
+                    // Only a record of another configuration gets here; its figures are of
+                    // other pairs.
+                    *running = vec![RunningFigures::default(); il.pairs.len()];
+                }
+                for (figures, pair) in running.iter_mut().zip(&il.pairs) {
+                    if let Some(look) = super::interleaving::sequential_look(&pair.figures) {
+                        figures.look(&look);
+                    }
+                }
+            }
             if let Some(p) = report.sample_ratio.as_ref().and_then(|s| s.sequential_p_value) {
                 let running = self.sample_ratio.entry(report.experiment.clone()).or_insert(1.0);
                 *running = running.min(p);
@@ -148,6 +222,12 @@ impl Looks {
     /// What the looks showed of `variant` against its control in `experiment`, per metric slot.
     pub fn comparison(&self, experiment: &str, variant: &str) -> Option<&[MetricLooks]> {
         self.comparisons.get(experiment)?.get(variant).map(Vec::as_slice)
+    }
+
+    /// What the looks showed of the interleaved group `variant` in `experiment`, per pair of
+    /// rankers in the report's order.
+    pub fn interleaving(&self, experiment: &str, variant: &str) -> Option<&[RunningFigures]> {
+        self.interleaving.get(experiment)?.get(variant).map(Vec::as_slice)
     }
 
     /// Drops the experiments idle for `labels.idle_expiry` at event time `now`.
@@ -167,6 +247,7 @@ impl Looks {
             }
             self.comparisons.remove(&experiment);
             self.sample_ratio.remove(&experiment);
+            self.interleaving.remove(&experiment);
             self.last_active.remove(&experiment);
         }
     }
@@ -188,6 +269,12 @@ impl Looks {
         for variants in self.comparisons.values() {
             if variants.values().any(|figures| figures.len() != metrics) {
                 return Err(format!("looks with figures for other than {metrics} metrics"));
+            }
+        }
+        let most_pairs = MAX_RANKERS * (MAX_RANKERS - 1) / 2;
+        for groups in self.interleaving.values() {
+            if groups.values().any(|pairs| pairs.len() > most_pairs) {
+                return Err(format!("looks with interleaving figures for more than {most_pairs} pairs"));
             }
         }
         crate::checkpoint::check_count("looks", self.count)
@@ -291,6 +378,23 @@ mod tests {
         let other = ClosedWindow { size_index: 0, start: 30 * MINUTE, groups: GroupTable::default() };
         looks.look(&other, &[MINUTE], &layout, &groups, &ab);
         assert!(looks.comparison("e", "treatment").is_none() && looks.prefix.iter().next().is_none());
+    }
+
+    #[test]
+    fn interleaving_figures_start_again_with_another_tuning_and_are_checked() {
+        let (layout, mut ab) = (layout(), AbConfig::default());
+        let mut groups = Groups::default();
+        let mut looks = Looks::default();
+        looks.look(&window(&mut groups, 0, &[("control", 50, 0.5)]), &[MINUTE], &layout, &groups, &ab);
+        looks.interleaving.entry("duel".into()).or_default().insert("a vs b".into(), vec![RunningFigures::default()]);
+        assert_eq!(looks.check(StatsShape::plain(layout.len()), layout.len()), Ok(()));
+        let most = MAX_RANKERS * (MAX_RANKERS - 1) / 2;
+        looks.interleaving.get_mut("duel").unwrap().insert("x".into(), vec![RunningFigures::default(); most + 1]);
+        let refused = looks.check(StatsShape::plain(layout.len()), layout.len()).unwrap_err();
+        assert!(refused.contains("interleaving"), "{refused}");
+        ab.confidence = 0.9;
+        looks.look(&window(&mut groups, 1, &[("control", 50, 0.5)]), &[MINUTE], &layout, &groups, &ab);
+        assert!(looks.interleaving.is_empty(), "intervals of two boundaries do not intersect into one");
     }
 
     #[test]

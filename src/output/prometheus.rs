@@ -517,7 +517,7 @@ fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
 /// anytime-valid figures of those windows and of the cumulative report (`window="cumulative"`).
 fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
     let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
-    let (mut cs_lower, mut cs_upper, mut always_valid, mut ssrm) = Default::default();
+    let (mut cs_lower, mut cs_upper, mut always_valid, mut ssrm, mut cs_empty) = Default::default();
     let push = |into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>| {
         if let Some(v) = value.filter(|v| v.is_finite()) {
             into.push(gauge(labels.to_vec(), v));
@@ -559,6 +559,10 @@ fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
                     push(&mut cs_lower, &labels, c.difference_cs.map(|cs| cs[0]));
                     push(&mut cs_upper, &labels, c.difference_cs.map(|cs| cs[1]));
                     push(&mut always_valid, &labels, c.always_valid_p_value);
+                    if !fixed_horizon && (c.difference_cs.is_some() || c.difference_cs_empty) {
+                        // Bounds gone for this reason, not for want of data, are to be seen.
+                        push(&mut cs_empty, &labels, Some(f64::from(u8::from(c.difference_cs_empty))));
+                    }
                 }
             }
         }
@@ -605,6 +609,12 @@ fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
             "Upper bound of the anytime-valid confidence sequence of rankpulse_ab_cs_lower (window=\"cumulative\": never rises).",
             MetricType::GAUGE,
             cs_upper,
+        ),
+        family(
+            "rankpulse_ab_cs_empty",
+            "window=\"cumulative\" only: 1 when the looks' confidence sequences of the variant minus the control have no value in common (rankpulse_ab_cs_lower and _upper are then absent): the data contradict one constant effect, it changed over time; 0 while they have bounds.",
+            MetricType::GAUGE,
+            cs_empty,
         ),
         family(
             "rankpulse_ab_always_valid_p_value",
@@ -942,6 +952,40 @@ mod tests {
         );
         assert!(lower < difference && difference < upper, "{lower} < {difference} < {upper}");
         assert!(find(&f, "rankpulse_ab_srm_p_value").is_some());
+    }
+
+    /// An effect present in the first two minutes only: the looks' sequences end with no value
+    /// in common. The cumulative bounds are not exported inverted: they are absent, and
+    /// `rankpulse_ab_cs_empty` says why; a closed window's sequence is its own, never empty.
+    #[test]
+    fn an_empty_cumulative_sequence_has_no_bounds_and_says_so() {
+        let mut e = engine();
+        for minute in 0..30i64 {
+            for i in 0..300i64 {
+                let ts = minute * 60_000 + i * 150;
+                for (variant, rate) in [("control", 3), ("treatment", if minute < 2 { 9 } else { 3 })] {
+                    let query = format!("{variant}-{minute}-{i}");
+                    impression(&mut e, &query, ts, variant);
+                    if i % 10 < rate {
+                        click(&mut e, &query, ts + 10, "a");
+                    }
+                }
+            }
+        }
+        e.finish();
+        let f = gather(&e);
+        let labels = |window| [("experiment", "x"), ("variant", "treatment"), ("metric", "mrr"), ("window", window)];
+        assert_eq!(gauge_value(&f, "rankpulse_ab_cs_empty", &labels("cumulative")), 1.0);
+        let has =
+            |name: &str, window| find(&f, name).unwrap().get_metric().iter().any(|m| labels_of(m) == labels(window));
+        assert!(!has("rankpulse_ab_cs_lower", "cumulative") && !has("rankpulse_ab_cs_upper", "cumulative"));
+        assert!(gauge_value(&f, "rankpulse_ab_always_valid_p_value", &labels("cumulative")) < 0.05);
+        let (lower, upper) = (
+            gauge_value(&f, "rankpulse_ab_cs_lower", &labels("1m")),
+            gauge_value(&f, "rankpulse_ab_cs_upper", &labels("1m")),
+        );
+        assert!(lower <= upper, "{lower} {upper}");
+        assert!(!has("rankpulse_ab_cs_empty", "1m"), "a closed window's sequence is one look");
     }
 
     #[test]

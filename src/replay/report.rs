@@ -382,8 +382,13 @@ fn interleaving_summary(experiments: &[ExperimentReport]) -> String {
             for pair in &il.pairs {
                 let f = &pair.figures;
                 let ci = f.preference_ci.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"));
+                let cs = if f.preference_cs_empty {
+                    "empty: the preference changed over time".to_string()
+                } else {
+                    f.preference_cs.map_or("-".to_string(), |[lo, hi]| format!("[{lo:+.4}, {hi:+.4}]"))
+                };
                 out.push_str(&format!(
-                    "{} over {}: preference {:+.4} {ci}; sign test p = {} ({}); always-valid p = {}\n",
+                    "{} over {}: preference {:+.4} {ci}; sign test p = {} ({}); always-valid p = {}, sequence {cs}\n",
                     pair.ranker,
                     pair.opponent,
                     f.preference,
@@ -477,10 +482,18 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
             // The primary candidates only: MRR, abandonment and the deepest nDCG.
             let deepest_ndcg = comparison.metrics.iter().rev().find(|(k, _)| k.starts_with("ndcg@")).map(|(k, _)| k);
             let primary = |key: &String| key == "mrr" || key == "abandonment_rate" || Some(key) == deepest_ndcg;
+            // An empty running intersection is no interval: said so, never printed inverted.
+            let sequence = |c: &crate::stats::Comparison| {
+                if c.difference_cs_empty {
+                    "empty (see note)".to_string()
+                } else {
+                    interval(c.difference_cs)
+                }
+            };
             for (key, c) in comparison.metrics.iter().filter(|(k, _)| primary(k)) {
                 out.push_str(&format!(
                     "{key:<18} {:>24} {:>10} {:>12} {:>12}\n",
-                    interval(c.difference_cs),
+                    sequence(c),
                     p(c.always_valid_p_value),
                     at(&c.always_valid_significant_at),
                     at(&c.fixed_horizon_significant_at)

@@ -92,7 +92,10 @@ pub struct Comparison {
     pub difference_ci: Option<[f64; 2]>,
     /// difference / mean(control); absent when the control mean is 0.
     pub relative_difference: Option<f64>,
-    /// Delta-method interval of the relative difference.
+    /// Delta-method interval of the relative difference; absent when the control mean is 0 or
+    /// the delta-method variance is 0 or not finite (a treatment constant at 0 gives variance 0
+    /// and the zero-width [−1, −1], which no data support), as Welch's figures are absent on
+    /// zero variance.
     pub relative_difference_ci: Option<[f64; 2]>,
     /// Welch's t statistic.
     pub t: Option<f64>,
@@ -105,6 +108,12 @@ pub struct Comparison {
     pub difference_cs: Option<[f64; 2]>,
     /// The same for the relative difference.
     pub relative_difference_cs: Option<[f64; 2]>,
+    /// Cumulative reports: the looks' sequences of the difference have no value in common, so
+    /// `difference_cs` is absent. Under the sequences' assumption (one constant effect) that
+    /// happens with probability at most 1 − confidence: the effect changed over time.
+    pub difference_cs_empty: bool,
+    /// The same for the relative difference and `relative_difference_cs`.
+    pub relative_difference_cs_empty: bool,
     /// Always-valid p-value of "no difference": this look's, or the running minimum.
     pub always_valid_p_value: Option<f64>,
     /// Cumulative reports: the first look at which `always_valid_p_value` fell below
@@ -249,6 +258,8 @@ pub fn compare(treatment: &Estimate, control: &Estimate, confidence: f64) -> Com
         p_value: None,
         difference_cs: None,
         relative_difference_cs: None,
+        difference_cs_empty: false,
+        relative_difference_cs_empty: false,
         always_valid_p_value: None,
         always_valid_significant_at: None,
         fixed_horizon_significant_at: None,
@@ -269,13 +280,25 @@ pub fn compare(treatment: &Estimate, control: &Estimate, confidence: f64) -> Com
     out.df = Some(df);
     out.p_value = Some(t_two_sided_p(t, df));
     out.difference_ci = Some(interval(difference, se, df, confidence));
-    if control.mean != 0.0 {
-        // Delta method for mean_t / mean_c - 1 with independent arms.
-        let (mt, mc) = (treatment.mean, control.mean);
-        let se_rel = (v_t / (mc * mc) + mt * mt * v_c / mc.powi(4)).sqrt();
-        out.relative_difference_ci = Some(interval(difference / mc, se_rel, df, confidence));
+    if let Some(v_rel) = relative_variance(treatment, control) {
+        out.relative_difference_ci = Some(interval(difference / control.mean, v_rel.sqrt(), df, confidence));
     }
     out
+}
+
+/// The delta-method variance of mean_t / mean_c − 1 with independent arms,
+/// se_t² / mc² + mt² se_c² / mc⁴; `None` when the control mean is 0, a side has no standard
+/// error, or the variance is 0 or not finite. It is 0 when the treatment is constant at 0 (no
+/// click yet on a small variant) whatever the control does: the ratio's first-order expansion
+/// vanishes there, and an interval of width 0 would claim −100% exactly.
+pub(crate) fn relative_variance(treatment: &Estimate, control: &Estimate) -> Option<f64> {
+    let (mt, mc) = (treatment.mean, control.mean);
+    let (se_t, se_c) = (treatment.se?, control.se?);
+    if mc == 0.0 {
+        return None;
+    }
+    let v = se_t * se_t / (mc * mc) + mt * mt * se_c * se_c / mc.powi(4);
+    (v > 0.0 && v.is_finite()).then_some(v)
 }
 
 /// Pearson's chi-square goodness of fit of `observed` counts to `expected_shares` (which sum
@@ -341,6 +364,17 @@ mod tests {
         assert_eq!((cmp.p_value, cmp.relative_difference), (None, None));
         let single = estimate(moments(&[0.5]), None, 0.95);
         assert_eq!((single.sd, single.ci), (None, None));
+    }
+
+    #[test]
+    fn a_treatment_constant_at_zero_has_no_relative_interval() {
+        // No click yet on the treatment: the relative difference is -1 with delta-method
+        // variance 0, whose interval would be the zero-width [-1, -1].
+        let t = estimate(moments(&[0.0; 10]), None, 0.95);
+        let c = estimate(moments(&[1.0, 0.0, 1.0, 0.5, 0.0]), None, 0.95);
+        let cmp = compare(&t, &c, 0.95);
+        assert_eq!((cmp.relative_difference, cmp.relative_difference_ci), (Some(-1.0), None));
+        assert!(cmp.difference_ci.is_some() && cmp.p_value.is_some(), "{cmp:?}");
     }
 
     #[test]

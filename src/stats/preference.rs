@@ -3,12 +3,14 @@
 //!
 //! Over the impressions in which some ranker earned credit (`engaged`), each contributes
 //! d = +1 when `ranker` earned more credit than `opponent`, −1 when less, 0 otherwise. The
-//! preference Δ = mean d = (wins − losses) / engaged (Chapelle et al. 2012 report the same
-//! quantity as the win-share difference; with ties in the denominator it stays a mean, so its
-//! interval is the usual one):
+//! preference Δ = mean d = (wins − losses) / engaged is twice the Δ_AB = (wins + ties / 2) /
+//! engaged − 1/2 of Chapelle, Joachims, Radlinski and Yue (2012, "Large-scale validation and
+//! analysis of interleaved search evaluation", ACM TOIS); as a mean of d, with ties in the
+//! denominator, its interval is the usual one:
 //! * interval: Student's t from [`super::estimate`], with n − 1 degrees of freedom, or with
 //!   `ab.unit` a user or session, the cluster-robust (delta-method) error over unit buckets
-//!   with buckets − 1 (per bucket: engaged impressions and the sum of d);
+//!   with K − 1, K counting every bucket of the group with an interleaved impression, engaged
+//!   or not (per bucket: engaged impressions and the sum of d);
 //! * sign test of "no preference" on the decided impressions (d ≠ 0): the exact two-sided
 //!   binomial test with p = ½ (`scipy.stats.binomtest(wins, wins + losses)`); clustered, a
 //!   z-test of Σd with the cluster-robust variance Σ_b (Σd in bucket b)², the score form under
@@ -55,9 +57,14 @@ pub struct Preference {
     pub sign_test: &'static str,
     /// Two-sided p-value of "no preference"; absent without a decided impression.
     pub sign_test_p_value: Option<f64>,
-    /// Anytime-valid confidence sequence of the preference, at `ab.confidence`.
+    /// Anytime-valid confidence sequence of the preference, at `ab.confidence`: this look's, or
+    /// in a cumulative report the running intersection over the looks.
     pub preference_cs: Option<[f64; 2]>,
-    /// Always-valid p-value of "no preference" (Gaussian-mixture SPRT), safe to watch.
+    /// Cumulative reports: the looks' sequences have no value in common (see
+    /// [`super::sequential::RunningFigures`]), so `preference_cs` is absent.
+    pub preference_cs_empty: bool,
+    /// Always-valid p-value of "no preference" (Gaussian-mixture SPRT), safe to watch: this
+    /// look's, or in a cumulative report the running minimum over the looks.
     pub always_valid_p_value: Option<f64>,
 }
 
@@ -99,6 +106,7 @@ pub fn preference(
         sign_test,
         sign_test_p_value,
         preference_cs,
+        preference_cs_empty: false,
         always_valid_p_value,
     }
 }

@@ -6,15 +6,22 @@
 //! watch them continuously and stop the first time they are conclusive.
 //!
 //! * [`MixtureBoundary`] and [`sequential_difference`]: the asymptotic confidence sequence of
-//!   Waudby-Smith, Arnold, Wu, Lindon and Ramdas (2023, "Time-uniform central limit theory and
-//!   asymptotic confidence sequences", Annals of Statistics, eq. (14) with the tuning of their
-//!   Section 2.3), which is the Gaussian-mixture sequential probability ratio test of Johari,
-//!   Pekelis and Walsh (2017/2022, "Always valid inference: continuous monitoring of A/B tests",
+//!   Waudby-Smith, Arbour, Sinha, Kennedy and Ramdas (2024, "Time-uniform central limit theory
+//!   and asymptotic confidence sequences", Annals of Statistics; arXiv 2103.06476, eq. (14)
+//!   with the tuning of their Section 2.3), which is the Gaussian-mixture sequential
+//!   probability ratio test of Johari, Pekelis and Walsh (2017/2022, "Always valid inference: continuous monitoring of A/B tests",
 //!   Operations Research) on the estimated difference, with the mixture variance tied to the
 //!   per-impression variance. The p-value is 1 / the mixture likelihood ratio.
 //! * [`RunningFigures`]: the running intersection of the intervals and the running minimum of the
 //!   p-values over the looks (both are still valid: the error event is the same), so a lower
-//!   bound never falls, an upper bound never rises and a p-value never increases.
+//!   bound never falls, an upper bound never rises and a p-value never increases. The
+//!   intersection can come out empty. The guarantee (Howard, Ramdas, McAuliffe and Sekhon 2021,
+//!   "Time-uniform, nonparametric, nonasymptotic confidence sequences", Annals of Statistics
+//!   49(2); Waudby-Smith et al. 2024) is for one parameter, constant over time, of i.i.d.
+//!   observations: under it every look covers that value, so the intersection is empty with
+//!   probability at most α. Empty, it is evidence against the assumption (an effect present
+//!   early only, a drifting one), not an interval: it is reported as empty
+//!   ([`RunningFigures::difference_cs_empty`]), never as a lower bound above an upper one.
 //! * [`sequential_sample_ratio`]: Lindon and Malek's sequential multinomial test (2022,
 //!   "Anytime-valid inference for multinomial count data", NeurIPS), the Bayes factor of a
 //!   Dirichlet mixture against the expected split: the split alarm, watched continuously.
@@ -43,7 +50,7 @@ pub struct MixtureBoundary {
 impl MixtureBoundary {
     /// The boundary at level `alpha` that is tightest after `sample_size` impressions of both
     /// arms together (`ab.sequential_sample_size`): ρ² = (−2 ln α + ln(1 − 2 ln α)) / n*
-    /// (Waudby-Smith et al. 2023, Section 2.3; GrowthBook's "tuning parameter").
+    /// (Waudby-Smith et al. 2024, Section 2.3; GrowthBook's "tuning parameter").
     pub fn tightest_at(sample_size: f64, alpha: f64) -> Self {
         let ln_alpha = alpha.ln();
         let rho_squared = (-2.0 * ln_alpha + (1.0 - 2.0 * ln_alpha).ln()) / sample_size;
@@ -74,7 +81,8 @@ pub struct SequentialLook {
     /// Confidence sequence of mean(treatment) − mean(control) at this look.
     pub difference_cs: [f64; 2],
     /// Of the relative difference (difference / mean(control), delta method); absent when the
-    /// control mean is 0.
+    /// control mean is 0 or the delta-method variance is 0 or not finite (a treatment constant
+    /// at 0, no click yet, gives variance 0 and the zero-width [−1, −1], which is no interval).
     pub relative_difference_cs: Option<[f64; 2]>,
     /// Always-valid p-value of "no difference" at this look.
     pub p_value: f64,
@@ -98,9 +106,8 @@ pub fn sequential_difference(
     let n = (treatment.n + control.n) as f64;
     let difference = treatment.mean - control.mean;
     let half = boundary.half_width(n, variance);
-    let relative_difference_cs = (control.mean != 0.0).then(|| {
-        let (mt, mc) = (treatment.mean, control.mean);
-        let v_rel = v_t / (mc * mc) + mt * mt * v_c / mc.powi(4);
+    let relative_difference_cs = super::relative_variance(treatment, control).map(|v_rel| {
+        let mc = control.mean;
         let half = boundary.half_width(n, v_rel);
         [difference / mc - half, difference / mc + half]
     });
@@ -113,12 +120,17 @@ pub fn sequential_difference(
 
 /// What the looks so far say together: the intersection of every look's interval and the least
 /// p-value. A new look can only narrow the intervals and lower the p-value.
+///
+/// The bounds are kept as they fold, also once the lower passes the upper (an empty
+/// intersection: see the module documentation), so the state is a plain fold that replicas and
+/// replay reproduce; the accessors never hand out such a pair.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RunningFigures {
-    /// Running intersection of the difference's confidence sequence (infinite before a look).
+    /// Running intersection of the difference's confidence sequence (infinite before a look;
+    /// lower above upper once empty).
     pub difference_cs: [f64; 2],
     /// Running intersection of the relative difference's (infinite before a look with a
-    /// nonzero control mean).
+    /// relative interval; lower above upper once empty).
     pub relative_difference_cs: [f64; 2],
     /// Running minimum of the always-valid p-value (1 before a look).
     pub p_value: f64,
@@ -153,19 +165,35 @@ impl RunningFigures {
         self.looks += 1;
     }
 
-    /// The difference's interval, once a look gave one.
+    /// The difference's interval, once a look gave one, while the intersection is not empty.
     pub fn difference_cs(&self) -> Option<[f64; 2]> {
         bounded(self.difference_cs)
     }
 
-    /// The relative difference's interval, once a look gave one.
+    /// Whether the looks' intervals of the difference have no value in common.
+    pub fn difference_cs_empty(&self) -> bool {
+        empty(self.difference_cs)
+    }
+
+    /// The relative difference's interval, once a look gave one, while the intersection is not
+    /// empty.
     pub fn relative_difference_cs(&self) -> Option<[f64; 2]> {
         bounded(self.relative_difference_cs)
+    }
+
+    /// Whether the looks' intervals of the relative difference have no value in common.
+    pub fn relative_difference_cs_empty(&self) -> bool {
+        empty(self.relative_difference_cs)
     }
 }
 
 fn bounded(cs: [f64; 2]) -> Option<[f64; 2]> {
-    (cs[0].is_finite() && cs[1].is_finite()).then_some(cs)
+    (cs[0].is_finite() && cs[1].is_finite() && !empty(cs)).then_some(cs)
+}
+
+// NaN never reaches the running bounds (f64::max and min skip it), so this is the whole test.
+fn empty(cs: [f64; 2]) -> bool {
+    cs[0] > cs[1]
 }
 
 /// The concentration of the Dirichlet mixture of [`sequential_sample_ratio`]: its prior is
@@ -250,6 +278,38 @@ mod tests {
         assert_eq!(running.difference_cs(), Some([-1.0, 1.0]));
         assert_eq!(running.relative_difference_cs(), Some([0.0, 1.0]));
         assert_eq!((running.p_value, running.looks), (0.4, 2));
+    }
+
+    #[test]
+    fn a_treatment_without_clicks_yet_has_no_relative_sequence() {
+        // Treatment constant at 0 while the control varies: the delta-method variance of the
+        // relative difference is 0, which gave the zero-width [-1, -1].
+        let boundary = MixtureBoundary::tightest_at(5000.0, 0.05);
+        let look = sequential_difference(&arm(50, 0.0, 0.0), &arm(400, 0.5, 0.4), &boundary).unwrap();
+        assert_eq!(look.relative_difference_cs, None);
+        assert!(look.difference_cs[0] < look.difference_cs[1], "{look:?}");
+        // Constant at a nonzero value, the control's spread still gives the ratio one.
+        let look = sequential_difference(&arm(50, 1.0, 0.0), &arm(400, 0.5, 0.4), &boundary).unwrap();
+        assert!(look.relative_difference_cs.is_some_and(|[lo, hi]| lo < hi), "{look:?}");
+    }
+
+    #[test]
+    fn an_empty_intersection_is_reported_as_empty_never_inverted() {
+        let mut running = RunningFigures::default();
+        let look =
+            |cs, relative, p_value| SequentialLook { difference_cs: cs, relative_difference_cs: relative, p_value };
+        running.look(&look([0.3, 0.5], Some([0.5, 1.0]), 0.001));
+        running.look(&look([0.1, 0.2], Some([0.6, 0.9]), 0.02));
+        assert_eq!((running.difference_cs(), running.difference_cs_empty()), (None, true));
+        assert_eq!(
+            (running.relative_difference_cs(), running.relative_difference_cs_empty()),
+            (Some([0.6, 0.9]), false)
+        );
+        assert_eq!((running.p_value, running.looks), (0.001, 2));
+        // It stays empty: a later look cannot widen it again.
+        running.look(&look([-1.0, 1.0], None, 0.5));
+        assert!(running.difference_cs_empty() && running.difference_cs().is_none());
+        assert!(!RunningFigures::default().difference_cs_empty(), "no look is not an empty intersection");
     }
 
     #[test]

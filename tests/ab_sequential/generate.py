@@ -8,8 +8,9 @@ Rerun from the crate root (deterministic given the same numpy/scipy versions):
 The reference below is written from the papers, in plain Python floats, not from rankpulse's
 code:
 
-* confidence sequence (Waudby-Smith, Arnold, Wu, Lindon and Ramdas 2023, "Time-uniform central
-  limit theory and asymptotic confidence sequences", eq. (14); tuning of Section 2.3):
+* confidence sequence (Waudby-Smith, Arbour, Sinha, Kennedy and Ramdas 2024, "Time-uniform
+  central limit theory and asymptotic confidence sequences", Annals of Statistics, arXiv
+  2103.06476, eq. (14); tuning of Section 2.3):
       rho^2 = (-2 ln a + ln(1 - 2 ln a)) / N*,   t = n rho^2,
       half  = sqrt(V (t + 1) / t * (ln(t + 1) - 2 ln a)),
   with V the squared standard error of the difference (of each arm's mean, plain: s^2 / n;

@@ -20,7 +20,8 @@ rank showing the document), credit per ranker, the outcome, and per comparison (
 per closed 1h window) the counts, every pair's preference with its Student t interval
 (scipy.stats.t.interval; cluster-robust over unit buckets for `gains.toml`), the sign test
 (scipy.stats.binomtest, or the cluster-robust z) and the always-valid p-value and confidence
-sequence (Johari et al. 2017; Waudby-Smith et al. 2023). The clustered standard error is
+sequence (Johari et al. 2017; Waudby-Smith et al. 2024): a closed window's own, and for the
+cumulative figures the running minimum and intersection over looks at every closed 1h window. The clustered standard error is
 computed twice (the closed form below and a CR1 sandwich) and generation aborts if they differ.
 """
 
@@ -258,6 +259,7 @@ def figures(rows, names, cfg, with_tests=True):
                 p["always_valid_p_value"] = pv; p["preference_cs"] = [mean - half, mean + half]
             else:
                 p["always_valid_p_value"] = None; p["preference_cs"] = None
+            p["preference_cs_empty"] = False
             if not with_tests:
                 p = {k: p[k] for k in ("ranker", "opponent", "wins", "losses", "ties", "preference")}
             pairs.append(p)
@@ -265,11 +267,34 @@ def figures(rows, names, cfg, with_tests=True):
     return out
 
 
+def running(f, exp, var, windows, cfg):
+    """The cumulative report's anytime-valid figures (README, "Anytime-valid figures", Looks): a
+    look at every closed 1h window over the rows of every window so far, the running
+    intersection of the looks' sequences (absent and flagged once empty) and the running minimum
+    of their p-values (absent before a look had them). A window without rows of the group looks
+    at the same rows again, which changes neither, so only the group's windows are taken."""
+    names = var.split(" vs ")
+    folded = [[-math.inf, math.inf, 1.0, 0] for _ in f["pairs"]]
+    prefix = []
+    for start in sorted(s for (s, e, v) in windows if (e, v) == (exp, var)):
+        prefix += windows[(start, exp, var)]
+        for r, p in zip(folded, figures(prefix, names, cfg)["pairs"]):
+            if p["preference_cs"] is None: continue
+            r[0] = max(r[0], p["preference_cs"][0]); r[1] = min(r[1], p["preference_cs"][1])
+            r[2] = min(r[2], p["always_valid_p_value"]); r[3] += 1
+    for (lo, hi, pv, looks), p in zip(folded, f["pairs"]):
+        p["preference_cs"] = [lo, hi] if looks and lo <= hi else None
+        p["preference_cs_empty"] = bool(looks and lo > hi)
+        p["always_valid_p_value"] = pv if looks else None
+
+
 for name, cfg in CONFIGS.items():
     rejected, impressions, groups, windows = reference(cfg)
     gl = []
     for (exp, var), rows in sorted(groups.items()):
-        f = figures(rows, var.split(" vs "), cfg); f["experiment"] = exp; gl.append(f)
+        f = figures(rows, var.split(" vs "), cfg); f["experiment"] = exp
+        running(f, exp, var, windows, cfg)
+        gl.append(f)
     wl = {}
     for (start, exp, var), rows in sorted(windows.items()):
         f = figures(rows, var.split(" vs "), cfg); f["experiment"] = exp
