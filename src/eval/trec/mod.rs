@@ -131,7 +131,7 @@ pub fn evaluate(
         repeats_are_errors: !run.repeats_allowed,
     };
     let rows: Vec<Result<Row, TrecError>> = on_threads(&queries, settings.threads, |chunk| {
-        let (mut rr, mut scratch, mut docs) = (ResRels::default(), Vec::new(), Vec::<&str>::new());
+        let (mut rr, mut seen, mut docs) = (ResRels::default(), res_rels::Seen::default(), Vec::<&str>::new());
         let mut layout_values = extensions.as_ref().map(|e| vec![0.0; e.layout.len()]).unwrap_or_default();
         chunk
             .iter()
@@ -145,7 +145,7 @@ pub fn evaluate(
                 if let Some(i) = docs.iter().take(form.max_docs).position(|d| is_blank(d)) {
                     return Err(TrecError::BlankId { query: judged.qid.to_string(), rank: i + 1 });
                 }
-                res_rels::form(&judged.qid, &docs, judged, &form, &mut scratch, &mut rr)?;
+                res_rels::form(&judged.qid, &docs, judged, &form, &mut seen, &mut rr)?;
                 let mut values = vec![0.0; width];
                 let mut text = None;
                 let mut at = 0;
@@ -359,7 +359,7 @@ mod tests {
         let cutoffs = [1i64, 3, 5, 10, 20];
         let cut32: Vec<u32> = cutoffs.iter().map(|&k| k as u32).collect();
         let mut values = Vec::new();
-        let (mut rr, mut scratch) = (ResRels::default(), Vec::new());
+        let mut rr = ResRels::default();
         for case in 0..3000 {
             let version = if case % 2 == 0 { Compat::V9 } else { Compat::V10 };
             let level = rng.random_range(1..=3u8);
@@ -383,7 +383,7 @@ mod tests {
                 judged_only: false,
                 repeats_are_errors: true,
             };
-            res_rels::form("q", &ranking, &judged, &form, &mut scratch, &mut rr).unwrap();
+            res_rels::form("q", &ranking, &judged, &form, &mut res_rels::Seen::default(), &mut rr).unwrap();
             let gains: Vec<u8> = rr.list.iter().map(|&r| r.max(0) as u8).collect();
             let mut unretrieved = Vec::new();
             for (g, &n) in rr.rel_levels.iter().enumerate().skip(1) {

@@ -5,6 +5,9 @@
 
 use super::qrels::QueryQrels;
 
+/// The documents of one ranking seen so far, to find a repeat; kept from query to query.
+pub type Seen<'a> = hashbrown::HashSet<&'a str, foldhash::fast::FixedState>;
+
 /// A retrieved document the qrels do not name (trec_eval's `RELVALUE_NONPOOL`).
 pub const NONPOOL: i64 = -1;
 /// A retrieved document the qrels name with a negative grade: in the pool, not judged
@@ -59,45 +62,38 @@ pub struct Form {
     pub repeats_are_errors: bool,
 }
 
-/// Fills `out` for `ranking` (documents in rank order) against `judged`. `scratch` keeps its
+/// Fills `out` for `ranking` (documents in rank order) against `judged`. `seen` keeps its
 /// allocation from query to query.
-pub fn form(
+pub fn form<'a>(
     qid: &str,
-    ranking: &[&str],
+    ranking: &[&'a str],
     judged: &QueryQrels<'_>,
     how: &Form,
-    scratch: &mut Vec<usize>,
+    seen: &mut Seen<'a>,
     out: &mut ResRels,
 ) -> Result<(), FormError> {
     let ranking = ranking.get(..ranking.len().min(how.max_docs)).unwrap_or(ranking);
-    // The documents by docno with their ranks, as trec_eval sorts them to find duplicates and
-    // to walk the qrels (sorted by docno) alongside.
-    scratch.clear();
-    scratch.extend(0..ranking.len());
-    scratch.sort_by(|&a, &b| ranking.get(a).cmp(&ranking.get(b)).then(a.cmp(&b)));
     let docs = &judged.docs;
     if let Some(pair) = docs.windows(2).find(|w| w.first().map(|d| &d.0) == w.get(1).map(|d| &d.0)) {
         let doc = pair.first().map(|d| d.0.to_string()).unwrap_or_default();
         return Err(FormError::JudgedTwice { qid: qid.to_string(), doc });
     }
     out.list.clear();
-    out.list.resize(ranking.len(), NONPOOL);
-    let mut previous: Option<&str> = None;
-    for &rank in scratch.iter() {
-        let doc = ranking.get(rank).copied().unwrap_or_default();
-        if previous == Some(doc) {
+    seen.clear();
+    for &doc in ranking {
+        if !seen.insert(doc) {
             if how.repeats_are_errors {
                 return Err(FormError::RankedTwice { qid: qid.to_string(), doc: doc.to_string() });
             }
-            continue; // a repeat stays NONPOOL
+            out.list.push(NONPOOL); // a repeat counts as a document outside the pool
+            continue;
         }
-        previous = Some(doc);
-        if let Ok(i) = docs.binary_search_by(|d| d.0.as_ref().cmp(doc)) {
-            let grade = docs.get(i).map_or(0, |d| d.1);
-            if let Some(slot) = out.list.get_mut(rank) {
-                *slot = if grade < 0 { UNJUDGED } else { grade };
-            }
-        }
+        let grade = docs.binary_search_by(|d| d.0.as_ref().cmp(doc)).ok().and_then(|i| docs.get(i)).map(|d| d.1);
+        out.list.push(match grade {
+            None => NONPOOL,
+            Some(g) if g < 0 => UNJUDGED,
+            Some(g) => g,
+        });
     }
     let max_rel = docs.iter().map(|d| d.1).max().unwrap_or(-1);
     out.rel_levels.clear();
@@ -139,12 +135,12 @@ mod tests {
     fn values_and_counts() {
         let judged = qrels(&[("a", 2), ("b", 0), ("c", -1), ("d", 1), ("e", 3)]);
         let mut out = ResRels::default();
-        form("q", &["x", "a", "b", "c", "d"], &judged, &how(), &mut Vec::new(), &mut out).unwrap();
+        form("q", &["x", "a", "b", "c", "d"], &judged, &how(), &mut Seen::default(), &mut out).unwrap();
         assert_eq!(out.list, [NONPOOL, 2, 0, UNJUDGED, 1]);
         assert_eq!(out.rel_levels, [1, 1, 1, 1]);
         assert_eq!((out.num_rel_levels, out.num_rel, out.num_ret, out.num_rel_ret), (4, 3, 5, 2));
         assert_eq!((out.num_nonpool, out.num_unjudged_in_pool), (1, 1));
-        form("q", &["x", "a", "b", "c", "d"], &judged, &Form { judged_only: true, ..how() }, &mut Vec::new(), &mut out)
+        form("q", &["x", "a", "b", "c", "d"], &judged, &Form { judged_only: true, ..how() }, &mut Seen::default(), &mut out)
             .unwrap();
         assert_eq!(out.list, [2, 0, 1]);
     }
@@ -153,10 +149,10 @@ mod tests {
     fn duplicates_beyond_the_cut_are_not_seen() {
         let judged = qrels(&[("a", 1)]);
         let mut out = ResRels::default();
-        let err = form("q", &["a", "b", "a"], &judged, &how(), &mut Vec::new(), &mut out).unwrap_err();
+        let err = form("q", &["a", "b", "a"], &judged, &how(), &mut Seen::default(), &mut out).unwrap_err();
         assert_eq!(err, FormError::RankedTwice { qid: "q".into(), doc: "a".into() });
-        form("q", &["a", "b", "a"], &judged, &Form { max_docs: 2, ..how() }, &mut Vec::new(), &mut out).unwrap();
-        form("q", &["a", "b", "a"], &judged, &Form { repeats_are_errors: false, ..how() }, &mut Vec::new(), &mut out)
+        form("q", &["a", "b", "a"], &judged, &Form { max_docs: 2, ..how() }, &mut Seen::default(), &mut out).unwrap();
+        form("q", &["a", "b", "a"], &judged, &Form { repeats_are_errors: false, ..how() }, &mut Seen::default(), &mut out)
             .unwrap();
         assert_eq!(out.list, [1, NONPOOL, NONPOOL]);
     }
