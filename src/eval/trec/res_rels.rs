@@ -5,8 +5,10 @@
 
 use super::qrels::QueryQrels;
 
-/// The documents of one ranking seen so far, to find a repeat; kept from query to query.
-pub type Seen<'a> = hashbrown::HashSet<&'a str, foldhash::fast::FixedState>;
+/// One query's documents by id: a judged one's grade (or [`NONPOOL`]) and whether the ranking
+/// showed it yet. One hash per ranked document serves both the grade lookup and the repeat
+/// check; kept from query to query.
+pub type Seen<'a> = hashbrown::HashMap<&'a str, (i64, bool), foldhash::fast::FixedState>;
 
 /// A retrieved document the qrels do not name (trec_eval's `RELVALUE_NONPOOL`).
 pub const NONPOOL: i64 = -1;
@@ -67,7 +69,7 @@ pub struct Form {
 pub fn form<'a>(
     qid: &str,
     ranking: &[&'a str],
-    judged: &QueryQrels<'_>,
+    judged: &'a QueryQrels<'_>,
     how: &Form,
     seen: &mut Seen<'a>,
     out: &mut ResRels,
@@ -80,20 +82,26 @@ pub fn form<'a>(
     }
     out.list.clear();
     seen.clear();
+    seen.extend(docs.iter().map(|d| (d.0.as_ref(), (if d.1 < 0 { UNJUDGED } else { d.1 }, false))));
     for &doc in ranking {
-        if !seen.insert(doc) {
-            if how.repeats_are_errors {
-                return Err(FormError::RankedTwice { qid: qid.to_string(), doc: doc.to_string() });
+        match seen.entry(doc) {
+            hashbrown::hash_map::Entry::Occupied(mut e) => {
+                let (rel, shown) = e.get_mut();
+                if *shown {
+                    if how.repeats_are_errors {
+                        return Err(FormError::RankedTwice { qid: qid.to_string(), doc: doc.to_string() });
+                    }
+                    out.list.push(NONPOOL); // a repeat counts as a document outside the pool
+                } else {
+                    *shown = true;
+                    out.list.push(*rel);
+                }
             }
-            out.list.push(NONPOOL); // a repeat counts as a document outside the pool
-            continue;
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert((NONPOOL, true));
+                out.list.push(NONPOOL);
+            }
         }
-        let grade = docs.binary_search_by(|d| d.0.as_ref().cmp(doc)).ok().and_then(|i| docs.get(i)).map(|d| d.1);
-        out.list.push(match grade {
-            None => NONPOOL,
-            Some(g) if g < 0 => UNJUDGED,
-            Some(g) => g,
-        });
     }
     let max_rel = docs.iter().map(|d| d.1).max().unwrap_or(-1);
     out.rel_levels.clear();
