@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | `qrels.rs` | the qrels, every grade kept | get_qrels.c |
 //! | `res_rels.rs` | one query's ranking joined with its judgments | form_res_rels.c |
-//! | `calc.rs` | each measure on one query | m_*.c |
+//! | `calc.rs` | each measure over relevant or not, on one query | m_*.c |
+//! | `gains.rs` | each measure over graded gains, on one query | m_ndcg.c, m_G.c, m_rbp.c, ... |
 //! | this file | which queries, the averages over them | trec_eval.c, meas_avg.c |
 //!
 //! The run is read by [`super::run`] (get_trec_results.c's rules), the measures are selected
@@ -21,6 +22,7 @@
 //! [`evaluate`]).
 
 pub mod calc;
+pub mod gains;
 pub mod qrels;
 pub mod res_rels;
 
@@ -251,17 +253,17 @@ fn compute(
         Id::Utility => one(out, calc::utility(ctx, rr, values)),
         Id::ElevenPtAvg => one(out, calc::eleven_point_average(ctx, rr, values)),
         Id::BinG => one(out, calc::bin_g(ctx, rr)),
-        Id::G => one(out, calc::g(rr, pairs, ctx.compat)),
-        Id::Dcg => one(out, calc::dcg_pair(rr, pairs, ctx.compat).0),
-        Id::IdealDcg => one(out, calc::dcg_pair(rr, pairs, ctx.compat).1),
+        Id::G => one(out, gains::g(rr, pairs, ctx.compat)),
+        Id::Dcg => one(out, gains::dcg_pair(rr, pairs, ctx.compat).0),
+        Id::IdealDcg => one(out, gains::dcg_pair(rr, pairs, ctx.compat).1),
         Id::Ndcg => {
-            let (dcg, ideal) = calc::dcg_pair(rr, pairs, ctx.compat);
+            let (dcg, ideal) = gains::dcg_pair(rr, pairs, ctx.compat);
             if ideal > 0.0 {
                 one(out, dcg / ideal);
             }
         }
-        Id::NdcgRel => one(out, calc::ndcg_rel(rr, pairs, ctx.compat)),
-        Id::RNdcg => one(out, calc::r_ndcg(rr, pairs, ctx.compat)),
+        Id::NdcgRel => one(out, gains::ndcg_rel(rr, pairs, ctx.compat)),
+        Id::RNdcg => one(out, gains::r_ndcg(rr, pairs, ctx.compat)),
         Id::NdcgCut => calc::ndcg_cut(rr, cutoffs, out),
         Id::MapCut => calc::map_cut(ctx, rr, cutoffs, out),
         Id::RelativeP => calc::relative_precision(ctx, rr, cutoffs, out),
@@ -272,8 +274,8 @@ fn compute(
         Id::SetMap => one(out, calc::set_map(rr)),
         Id::SetF => one(out, calc::set_f(rr, values.first().copied().unwrap_or(1.0))),
         Id::NumNonrelJudgedRet => one(out, calc::num_nonrel_judged_ret(rr)),
-        Id::Rbp => one(out, calc::rbp(rr, pairs, ctx.compat)),
-        Id::RbpResid => one(out, calc::rbp_resid(rr, pairs)),
+        Id::Rbp => one(out, gains::rbp(rr, pairs, ctx.compat)),
+        Id::RbpResid => one(out, gains::rbp_resid(rr, pairs)),
         Id::Unj => calc::unjudged(rr, cutoffs, out),
         Id::F1Cut | Id::NdcgExpCut | Id::ErrCut => {
             if let Some(e) = extensions {

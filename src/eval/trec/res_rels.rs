@@ -148,8 +148,15 @@ mod tests {
         assert_eq!(out.rel_levels, [1, 1, 1, 1]);
         assert_eq!((out.num_rel_levels, out.num_rel, out.num_ret, out.num_rel_ret), (4, 3, 5, 2));
         assert_eq!((out.num_nonpool, out.num_unjudged_in_pool), (1, 1));
-        form("q", &["x", "a", "b", "c", "d"], &judged, &Form { judged_only: true, ..how() }, &mut Seen::default(), &mut out)
-            .unwrap();
+        form(
+            "q",
+            &["x", "a", "b", "c", "d"],
+            &judged,
+            &Form { judged_only: true, ..how() },
+            &mut Seen::default(),
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(out.list, [2, 0, 1]);
     }
 
@@ -160,8 +167,15 @@ mod tests {
         let err = form("q", &["a", "b", "a"], &judged, &how(), &mut Seen::default(), &mut out).unwrap_err();
         assert_eq!(err, FormError::RankedTwice { qid: "q".into(), doc: "a".into() });
         form("q", &["a", "b", "a"], &judged, &Form { max_docs: 2, ..how() }, &mut Seen::default(), &mut out).unwrap();
-        form("q", &["a", "b", "a"], &judged, &Form { repeats_are_errors: false, ..how() }, &mut Seen::default(), &mut out)
-            .unwrap();
+        form(
+            "q",
+            &["a", "b", "a"],
+            &judged,
+            &Form { repeats_are_errors: false, ..how() },
+            &mut Seen::default(),
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(out.list, [1, NONPOOL, NONPOOL]);
     }
 }
