@@ -7,33 +7,17 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
-use rankpulse::config::Config;
-use rankpulse::engine::Engine;
-use rankpulse::ids::{query_key, QueryKey};
-use rankpulse::judgments::JudgmentSource;
-use rankpulse::replay;
+use rankpulse::ids::query_key;
 use rankpulse::time::format_rfc3339_ms;
 
 const TOLERANCE: f64 = 1e-9;
-const SUITES: [&str; 2] = ["query_jsonl", "query_id_qrels"];
-
-fn suite_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/judgments/fixtures").join(name)
-}
+use common::{judged_suite_config as config, judged_suite_dir as suite_dir, JUDGED_SUITES as SUITES};
 
 fn expected(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap()
-}
-
-/// The suite's configuration, its judgment file found beside it.
-fn config(dir: &Path) -> Config {
-    let mut cfg = Config::load(Some(&dir.join("config.toml"))).unwrap();
-    cfg.judgments.file = dir.join(&cfg.judgments.file).to_string_lossy().into_owned();
-    cfg
 }
 
 fn close(got: f64, want: f64) -> bool {
@@ -46,20 +30,12 @@ fn per_impression(name: &str) -> usize {
     let dir = suite_dir(name);
     let want = expected(&dir);
     let cfg = config(&dir);
-    let mut engine = Engine::new(&cfg);
-    engine.set_judgments(JudgmentSource::from_config(&cfg.judgments).unwrap().expect("a judgment list"));
-    let seen: Arc<Mutex<HashMap<QueryKey, Vec<f64>>>> = Arc::default();
-    let sink = Arc::clone(&seen);
-    engine.set_judged_observer(Box::new(move |query, values| {
-        assert!(sink.lock().unwrap().insert(query, values.to_vec()).is_none(), "an impression was judged twice");
-    }));
-    let engine = replay::run(&dir.join("impressions.jsonl"), &dir.join("engagements.jsonl"), engine).unwrap();
+    let (engine, seen) = common::replay_observing_judged(&dir, &cfg);
     let block = engine.layout().judged().unwrap().clone();
     let slots: HashMap<String, usize> = block.named_slots().into_iter().map(|(n, s)| (n, s - block.first)).collect();
     let keys: Vec<&str> = want["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
     // bpref and the condensed measures, after these, are checked by tests/judgments_incomplete.rs.
     assert_eq!(keys.len(), block.plain_len() - 1, "{name}: the fixture covers every plain judged value");
-    let seen = seen.lock().unwrap();
     let impressions = want["impressions"].as_object().unwrap();
     assert_eq!(seen.len(), impressions.len(), "{name}: exactly the impressions of judged queries are judged");
     assert_eq!(want["judged_impressions"].as_u64().unwrap() as usize, impressions.len());

@@ -9,32 +9,17 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
-use rankpulse::config::Config;
-use rankpulse::engine::Engine;
-use rankpulse::ids::{query_key, QueryKey};
-use rankpulse::judgments::JudgmentSource;
-use rankpulse::replay;
+use rankpulse::ids::query_key;
 use rankpulse::time::format_rfc3339_ms;
 
 const TOLERANCE: f64 = 1e-9;
-const SUITES: [&str; 2] = ["query_jsonl", "query_id_qrels"];
-
-fn suite_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/judgments/fixtures").join(name)
-}
+use common::{judged_suite_config as config, judged_suite_dir as suite_dir, JUDGED_SUITES as SUITES};
 
 fn expected(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("incomplete.json")).unwrap()).unwrap()
-}
-
-fn config(dir: &Path) -> Config {
-    let mut cfg = Config::load(Some(&dir.join("config.toml"))).unwrap();
-    cfg.judgments.file = dir.join(&cfg.judgments.file).to_string_lossy().into_owned();
-    cfg
 }
 
 /// Replays a suite through the library, observing each judged impression's block; returns
@@ -44,20 +29,12 @@ fn per_impression(name: &str) -> (usize, f64) {
     let want = expected(&dir);
     let cfg = config(&dir);
     assert!(cfg.judgments.incomplete_measures, "on by default");
-    let mut engine = Engine::new(&cfg);
-    engine.set_judgments(JudgmentSource::from_config(&cfg.judgments).unwrap().expect("a judgment list"));
-    let seen: Arc<Mutex<HashMap<QueryKey, Vec<f64>>>> = Arc::default();
-    let sink = Arc::clone(&seen);
-    engine.set_judged_observer(Box::new(move |query, values| {
-        sink.lock().unwrap().insert(query, values.to_vec());
-    }));
-    let engine = replay::run(&dir.join("impressions.jsonl"), &dir.join("engagements.jsonl"), engine).unwrap();
+    let (engine, seen) = common::replay_observing_judged(&dir, &cfg);
     let block = engine.layout().judged().unwrap().clone();
     let count = block.incomplete_count_slot().expect("the measures for incomplete judgments") - block.first;
     let slots: HashMap<String, usize> = block.named_slots().into_iter().map(|(n, s)| (n, s - block.first)).collect();
     let keys: Vec<&str> = want["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
     assert_eq!(keys.len(), block.len() - block.plain_len() - 1, "{name}: the fixture covers every such measure");
-    let seen = seen.lock().unwrap();
     let impressions = want["impressions"].as_object().unwrap();
     assert_eq!(seen.len(), impressions.len(), "{name}: exactly the impressions of judged queries are judged");
     let (mut compared, mut largest) = (0, 0.0f64);
