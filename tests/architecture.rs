@@ -25,27 +25,30 @@ const STAGES: &[(&str, u32)] = &[
     ("stats", 1),
     // Start-up: the configuration schema and its checks.
     ("config", 2),
-    // Reference data read from files (judgment lists, as configured), and decoding.
+    // Reference data read from files or a registry (judgment lists, Avro and Protobuf
+    // schemas), as configured.
     ("judgments", 3),
-    ("event", 3),
+    ("schemas", 3),
+    // Decoding (with the schemas).
+    ("event", 4),
     // Attribution and aggregation.
-    ("join", 4),
-    ("accumulate", 4),
+    ("join", 5),
+    ("accumulate", 5),
     // The A/B reports over the accumulators.
-    ("experiments", 5),
+    ("experiments", 6),
     // Orchestration.
-    ("engine", 6),
+    ("engine", 7),
     // Inputs and outputs around the engine.
-    ("source", 7),
-    ("replay", 7),
-    ("eval", 7),
-    ("output", 7),
-    ("demo", 7),
+    ("source", 8),
+    ("replay", 8),
+    ("eval", 8),
+    ("output", 8),
+    ("demo", 8),
     // Wiring and the command line; the hostile-input entry points, which drive inputs and
     // outputs together.
-    ("pipeline", 8),
-    ("fuzzing", 8),
-    ("commands", 9),
+    ("pipeline", 9),
+    ("fuzzing", 9),
+    ("commands", 10),
 ];
 
 /// Every `.rs` file under `dir`.
@@ -138,6 +141,7 @@ const NO_PANIC_FILES: &[&str] = &[
     "time.rs",
     "checkpoint.rs",
     "config/mod.rs",
+    "schemas/mod.rs",
     "source/chunks.rs",
     "source/changelog.rs",
     "source/aggregates.rs",

@@ -13,13 +13,19 @@
 //! no-panic rule (crate documentation, "Hostile input"); the attribute here covers them all.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
+mod inputs;
 mod kafka_client;
 mod load;
+pub mod path;
 mod schema;
 mod validate;
 
 use std::path::PathBuf;
 
+pub use inputs::{
+    EngagementMapping, FieldSource, From as SourceOf, ImpressionMapping, LocalSchema, MappingConfig,
+    SchemaRegistryConfig, SchemasConfig, TimestampFormat,
+};
 pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,

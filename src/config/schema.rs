@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::inputs::{MappingConfig, SchemaRegistryConfig, SchemasConfig};
 use crate::time::HumanDuration;
 
 /// The whole configuration file.
@@ -36,6 +37,15 @@ pub struct Config {
     /// `[judgments]`: editorial judgment lists, scored on live traffic. Default: see
     /// [`JudgmentsConfig`] (off).
     pub judgments: JudgmentsConfig,
+    /// `[mapping]`: where each field is in events of the user's own shape. Default: see
+    /// [`MappingConfig`] (the contract's field names).
+    pub mapping: MappingConfig,
+    /// `[schema_registry]`: where Avro and Protobuf schemas come from. Default: see
+    /// [`SchemaRegistryConfig`] (none).
+    pub schema_registry: SchemaRegistryConfig,
+    /// `[schemas]`: local Avro and Protobuf schemas, for setups without a registry. Default:
+    /// see [`SchemasConfig`] (none).
+    pub schemas: SchemasConfig,
 }
 
 /// `[kafka]`: where events come from. Its `Debug` shows secrets redacted (see
@@ -59,10 +69,12 @@ pub struct KafkaConfig {
     /// Topic of engagement events, co-partitioned with impressions by `query_id`.
     /// Default `search-engagements`.
     pub engagements_topic: String,
-    /// How impression messages are written: `json` (rankpulse's own events) or `ubi` (OpenSearch
-    /// User Behavior Insights query documents). Default `json`.
+    /// How impression messages are written: `json` (rankpulse's own events, or any JSON with
+    /// `[mapping.impressions]`), `ubi` (OpenSearch User Behavior Insights query documents),
+    /// `avro` or `protobuf` (with `[schema_registry]` or `[schemas.impressions]`). Default `json`.
     pub impressions_format: InputFormat,
-    /// How engagement messages are written: `json` or `ubi` (UBI event documents). Default `json`.
+    /// How engagement messages are written: `json`, `ubi` (UBI event documents), `avro` or
+    /// `protobuf`. Default `json`.
     pub engagements_format: InputFormat,
     /// Extra librdkafka properties passed as they are (security.protocol, sasl.*, ssl.*, ...) to
     /// every client, but for those of the other role (see [`KafkaConfig::consumer_properties`]).
@@ -103,6 +115,13 @@ pub enum InputFormat {
     Json,
     /// OpenSearch User Behavior Insights documents (`ubi_queries` / `ubi_events`); see [`crate::event::ubi`].
     Ubi,
+    /// Avro records: Confluent's wire format with `[schema_registry]`, bare datums with
+    /// `[schemas.*].avro_file`. Fields are found by `[mapping.*]` (default: the contract's names).
+    Avro,
+    /// Protobuf messages: Confluent's wire format with `[schema_registry]`, bare messages with
+    /// `[schemas.*].protobuf_descriptor_set`. Fields are found by `[mapping.*]`, by their
+    /// Protobuf JSON names (`snake_case` as declared).
+    Protobuf,
 }
 
 /// `[ubi]`: where UBI query documents carry the experiment and variant.

@@ -187,6 +187,7 @@ impl Config {
         self.validate_ab()?;
         self.validate_interleaving()?;
         self.validate_judgments()?;
+        super::inputs::validate(self)?;
         self.listen_addr()?;
         self.validate_http()?;
         Ok(())
