@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::limits::StateSize;
 use super::task::Task;
+use super::telemetry::LaterRejections;
 use super::{watermark, Engine};
 use crate::config::AbUnit;
 use crate::ids::{GroupId, GroupMap};
@@ -57,6 +58,8 @@ struct TaskSnapshotRef<'a> {
     /// The engine's frontier: an idle input of the restored task follows it.
     frontier: Option<EventTime>,
     task: &'a Task,
+    /// Last, so that an older rankpulse leaves it unread (see `telemetry::RejectCounts`).
+    later_rejections: LaterRejections,
 }
 
 /// One partition's state as read back: [`TaskSnapshotRef`]'s fields, owned, in the same order
@@ -69,6 +72,8 @@ pub struct TaskSnapshot {
     groups: Vec<GroupName<String>>,
     frontier: Option<EventTime>,
     task: Task,
+    /// Absent (zeros) in a snapshot of format 5.
+    later_rejections: LaterRejections,
 }
 
 impl TaskSnapshot {
@@ -141,6 +146,7 @@ impl Engine {
             groups,
             frontier: self.watermarks.frontier,
             task,
+            later_rejections: task.totals.counters.rejected.later(),
         })
     }
 
@@ -218,7 +224,8 @@ impl Engine {
         now: Instant,
     ) -> Result<(), RestoreError> {
         self.check_compatible(partition, &mut snapshot)?;
-        let TaskSnapshot { groups, frontier, mut task, .. } = snapshot;
+        let TaskSnapshot { groups, frontier, mut task, later_rejections, .. } = snapshot;
+        task.totals.counters.rejected.set_later(&later_rejections);
         let map = self.intern_names(&groups);
         task.join.remap_groups(&map);
         task.totals.accumulators.remap_groups(&map);
@@ -435,6 +442,57 @@ mod tests {
         let err = reader.restore_partition(0, snapshot, Instant::now()).err();
         assert!(err.as_ref().is_some_and(|e| e.to_string().contains("judgments.incomplete_measures")), "{err:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The reject reasons added after snapshot format 5 are counted in a trailing field: a
+    /// restore keeps them, a format-5 snapshot (without the field) reads as zeros, and a
+    /// format-5 reader reads the new snapshot (postcard leaves the field unread).
+    #[test]
+    fn later_reject_reasons_survive_a_restore_and_either_version_reads_the_other() {
+        use crate::event::RejectReason;
+        let cfg = Config::from_toml_with_env(
+            "[mapping.engagements]\nquery_id = \"/q\"\ndoc_id = \"/d\"\naction = \"/e\"\n\
+             timestamp = { path = \"/t\", format = \"epoch_millis\" }\nactions = { tap = \"click\" }\n",
+            "test",
+            std::iter::empty(),
+        )
+        .unwrap();
+        let mut engine = Engine::new(&cfg).without_past_limit();
+        let now = Instant::now();
+        let page_view = br#"{"q":"q1","d":"a","e":"page_view","t":1000}"#;
+        let rejected = engine.process(EventKind::Engagement, 0, page_view, now).unwrap_err();
+        assert_eq!(rejected.reason, RejectReason::UnmappedAction);
+        engine.process(EventKind::Engagement, 0, b"{nope", now).unwrap_err();
+        let bytes = encode_partition(&engine, &Positions::default(), 0).unwrap();
+        let unmapped = |e: &Engine| e.counters().rejected[1][RejectReason::UnmappedAction.index()];
+        let invalid = |e: &Engine| e.counters().rejected[1][RejectReason::InvalidJson.index()];
+        let mut restored = Engine::new(&cfg).without_past_limit();
+        let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+        restored.restore_partition(0, snapshot, now).unwrap();
+        assert_eq!((unmapped(&restored), invalid(&restored)), (1, 1));
+
+        // Format 5 ends before the trailing field: both lists are a length byte and 16 - 12
+        // counts of one byte each.
+        let payload = &bytes[28..];
+        let format_5 = checkpoint::seal(&payload[..payload.len() - 2 * (1 + 4)]);
+        let mut restored = Engine::new(&cfg).without_past_limit();
+        let snapshot = checkpoint::decode::<PartitionSnapshot>(&format_5).unwrap().task;
+        restored.restore_partition(0, snapshot, now).unwrap();
+        assert_eq!((unmapped(&restored), invalid(&restored)), (0, 1), "format 5 counted no later reasons");
+
+        /// What a rankpulse of format 5 reads: the snapshot without the trailing field.
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code, reason = "only decoded")]
+        struct Format5 {
+            positions: [Option<i64>; 2],
+            fingerprint: StateFingerprint,
+            partition: i32,
+            groups: Vec<GroupName<String>>,
+            frontier: Option<EventTime>,
+            task: Task,
+        }
+        let old = checkpoint::decode::<Format5>(&bytes).unwrap();
+        assert_eq!(old.task.totals.counters.rejected[1][RejectReason::InvalidJson.index()], 1);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub struct Counters {
     /// Messages consumed, per input kind.
     pub consumed: [u64; 2],
     /// Messages rejected, per input kind and [`RejectReason`].
-    pub rejected: [[u64; RejectReason::ALL.len()]; 2],
+    pub rejected: RejectCounts,
     /// Impressions whose query was already pending.
     pub impressions_duplicate: u64,
     /// Impressions whose attribution window had already closed when they arrived.
@@ -55,7 +55,7 @@ impl Counters {
     pub fn merge(&mut self, other: &Counters) {
         let add = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
         add(&mut self.consumed, &other.consumed);
-        for (a, b) in self.rejected.iter_mut().zip(&other.rejected) {
+        for (a, b) in self.rejected.iter_mut().zip(other.rejected.iter()) {
             add(a, b);
         }
         self.impressions_duplicate += other.impressions_duplicate;
@@ -65,6 +65,88 @@ impl Counters {
         self.impressions_without_unit += other.impressions_without_unit;
         self.impressions_with_unused_client_id += other.impressions_with_unused_client_id;
         add(&mut self.labels_folded, &other.labels_folded);
+    }
+}
+
+/// Messages rejected, per input kind (`[kind.index()]`) and [`RejectReason`]
+/// (`[reason.index()]`).
+///
+/// Snapshot layout: the reasons of format 5 ([`RejectReason::LEGACY`]) are written where they
+/// always were, as fixed arrays in the counters; the later ones follow the whole task as a
+/// trailing [`LaterRejections`], which an older rankpulse leaves unread and which a snapshot of
+/// an older one lacks (read as zeros). So replicas of either version read each other's
+/// snapshots, and a rolling upgrade keeps its state.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RejectCounts([[u64; RejectReason::ALL.len()]; 2]);
+
+impl RejectCounts {
+    pub fn iter(&self) -> std::slice::Iter<'_, [u64; RejectReason::ALL.len()]> {
+        self.0.iter()
+    }
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, [u64; RejectReason::ALL.len()]> {
+        self.0.iter_mut()
+    }
+    /// The counts of the reasons after [`RejectReason::LEGACY`], for the snapshot's tail.
+    pub fn later(&self) -> LaterRejections {
+        LaterRejections(self.0.map(|kind| kind.get(RejectReason::LEGACY..).unwrap_or_default().to_vec()))
+    }
+    /// Puts back the counts [`RejectCounts::later`] wrote; reasons this version does not know
+    /// (a newer writer's) are left out.
+    pub fn set_later(&mut self, later: &LaterRejections) {
+        for (counts, written) in self.0.iter_mut().zip(&later.0) {
+            for (count, &value) in counts.iter_mut().skip(RejectReason::LEGACY).zip(written) {
+                *count = value;
+            }
+        }
+    }
+}
+
+impl std::ops::Index<usize> for RejectCounts {
+    type Output = [u64; RejectReason::ALL.len()];
+    fn index(&self, kind: usize) -> &Self::Output {
+        &self.0[kind]
+    }
+}
+
+impl std::ops::IndexMut<usize> for RejectCounts {
+    fn index_mut(&mut self, kind: usize) -> &mut Self::Output {
+        &mut self.0[kind]
+    }
+}
+
+impl Serialize for RejectCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let legacy = self.0.map(|kind| {
+            let mut first = [0u64; RejectReason::LEGACY];
+            first.iter_mut().zip(kind).for_each(|(to, from)| *to = from);
+            first
+        });
+        legacy.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RejectCounts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let legacy = <[[u64; RejectReason::LEGACY]; 2]>::deserialize(d)?;
+        let mut counts = RejectCounts::default();
+        for (to, from) in counts.0.iter_mut().zip(legacy) {
+            to.iter_mut().zip(from).for_each(|(to, from)| *to = from);
+        }
+        Ok(counts)
+    }
+}
+
+/// The counts of the reject reasons after [`RejectReason::LEGACY`], per input kind: the
+/// snapshot's trailing field (see [`RejectCounts`]). Lists, so that later reasons extend them.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct LaterRejections([Vec<u64>; 2]);
+
+impl<'de> Deserialize<'de> for LaterRejections {
+    /// A snapshot of format 5 ends before this field: the deserializer's "end of input" is
+    /// read as no later rejections. (Bytes that are there but garbled cannot be, behind a
+    /// matching checksum, unless forged; the counts are then checked like any others.)
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(<[Vec<u64>; 2]>::deserialize(d).map(LaterRejections).unwrap_or_default())
     }
 }
 
