@@ -46,6 +46,7 @@ fn config(format: InputFormat) -> &'static Config {
     let cell = match format {
         InputFormat::Json => &JSON,
         InputFormat::Ubi => &UBI,
+        InputFormat::Avro | InputFormat::Protobuf => unreachable!("the JSON fuzz targets are for json and ubi"),
     };
     cell.get_or_init(|| {
         let mut cfg = Config::default();
@@ -84,9 +85,9 @@ fn decoded(decoders: &Decoders, kind: EventKind, data: &[u8]) -> Result<(), Reje
     match kind {
         EventKind::Impression => {
             let (mut hashed, mut ids) = (Vec::new(), Vec::new());
-            let impression = decoders.impression(data, &mut hashed);
+            let impression = decoders.impression(event::RawMessage::body(data), &mut hashed);
             // The text ids (`replay --trec-out`) are the same decoding as the hashed ones.
-            match (&impression, decoders.impression_with_ids(data, &mut ids)) {
+            match (&impression, decoders.impression_with_ids(event::RawMessage::body(data), &mut ids)) {
                 (Ok(a), Ok(b)) => {
                     assert_eq!(*a, b, "the impression differs with text ids");
                     assert!(
@@ -99,7 +100,7 @@ fn decoded(decoders: &Decoders, kind: EventKind, data: &[u8]) -> Result<(), Reje
             }
             impression.map(|_| ()).map_err(|r| r.reason)
         }
-        EventKind::Engagement => decoders.engagement(data).map(|_| ()).map_err(|r| r.reason),
+        EventKind::Engagement => decoders.engagement(event::RawMessage::body(data)).map(|_| ()).map_err(|r| r.reason),
     }
 }
 

@@ -86,6 +86,7 @@ pub mod metrics;
 pub mod output;
 pub mod pipeline;
 pub mod replay;
+pub mod schemas;
 pub mod shutdown;
 pub mod source;
 pub mod stats;

@@ -17,6 +17,25 @@ use crate::source::{self, Durability};
 /// How long the HTTP server may take to finish in-flight scrapes after shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(3);
 
+/// The Avro and Protobuf schemas at start: a local schema that does not load, or a registry
+/// whose credentials cannot be read, stops the start; a registry that does not answer only
+/// warns, because ids are fetched when first seen and the registry may be back by then.
+fn check_schemas(schemas: &crate::schemas::Schemas) -> anyhow::Result<()> {
+    match schemas.check() {
+        Ok(report) => {
+            for line in report {
+                tracing::info!("{line}");
+            }
+            Ok(())
+        }
+        Err(e @ crate::schemas::SchemaError::Unreachable(_)) => {
+            tracing::warn!("{e}; starting anyway: schema ids are fetched when first seen");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Serves HTTP and consumes until `shutdown` fires (or the source fails), then drains.
 /// Without `durability` (the demo) nothing is snapshotted and offsets are committed every
 /// `state.checkpoint_interval`.
@@ -27,6 +46,11 @@ pub async fn run(
     durability: Option<Durability>,
 ) -> anyhow::Result<()> {
     let health = Arc::new(Health::default());
+    let schemas = engine.lock().preparer().decoders().schemas().cloned();
+    if let Some(schemas) = &schemas {
+        check_schemas(schemas)?;
+        schemas.spawn_probe(shutdown.clone());
+    }
     let addr = cfg.listen_addr()?;
     let security = HttpSecurity::load(&cfg.http)?;
     let (scheme, protection) = (security.scheme(), security.describe());

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use crate::accumulate::{Accumulators, ClosedWindow, FoldedLabel, Groups, LabelLimits, StatsShape};
 use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
-use crate::event::{EventKind, RejectReason, Rejection};
+use crate::event::{EventKind, RawMessage, RejectReason, Rejection};
 use crate::experiments::sequential::Looks;
 use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
@@ -334,7 +334,7 @@ impl Engine {
     pub fn process(&mut self, kind: EventKind, partition: i32, payload: &[u8], now: Instant) -> Result<(), Rejection> {
         let mut single = std::mem::take(&mut self.single);
         single.clear();
-        self.preparer.prepare(kind, payload, &mut single);
+        self.preparer.prepare(kind, RawMessage::body(payload), &mut single);
         let result = self.process_prepared(kind, partition, single.get(0), now);
         self.single = single;
         result.map(|_| ())
@@ -846,9 +846,9 @@ mod tests {
         );
         let mut single = PreparedBatch::default();
         let valid = interleaved(&["base", "cand"], &["base", "cand"], &["d", "e"], 1001);
-        e.preparer().clone().prepare(EventKind::Impression, &valid, &mut single);
+        e.preparer().clone().prepare(EventKind::Impression, RawMessage::body(&valid), &mut single);
         assert_eq!(e.process_prepared(EventKind::Impression, 0, single.get(0), t0), Ok(Accepted::PendingImpression));
-        e.preparer().clone().prepare(EventKind::Impression, &valid, &mut single);
+        e.preparer().clone().prepare(EventKind::Impression, RawMessage::body(&valid), &mut single);
         assert_eq!(e.process_prepared(EventKind::Impression, 0, single.get(1), t0), Ok(Accepted::NotPending));
         assert_eq!(e.pending_impressions(), 1);
         e.process(EventKind::Engagement, 0, &eng("q", 1500, "e"), t0).unwrap();

@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use super::limits::InputLimits;
 use crate::config::{AbUnit, Config, JudgmentsKey};
-use crate::event::{Decoders, EventKind, Impression, RejectReason, Rejection};
+use crate::event::{Decoders, EventKind, Impression, RawMessage, RejectReason, Rejection};
 use crate::ids::{doc_key, query_key, DocKey, EngagementId, QueryKey};
 use crate::judgments::{judged_query_key, JudgedQueryKey};
 use crate::time::EventTime;
@@ -221,22 +221,22 @@ impl Preparer {
 
     /// Decodes one message onto the end of `batch`: an impression, an engagement, or the
     /// rejection of a message that does not decode or is over a limit on its size or results.
-    pub fn prepare(&self, kind: EventKind, payload: &[u8], batch: &mut PreparedBatch) {
-        let event = match self.limits.check_size(payload.len() as u64) {
+    pub fn prepare(&self, kind: EventKind, raw: RawMessage<'_>, batch: &mut PreparedBatch) {
+        let event = match self.limits.check_size(raw.payload.len() as u64) {
             Err(rejection) => PreparedEvent::Rejected(rejection),
             Ok(()) => match kind {
-                EventKind::Impression => self.impression(payload, batch),
-                EventKind::Engagement => self.engagement(payload),
+                EventKind::Impression => self.impression(raw, batch),
+                EventKind::Engagement => self.engagement(raw),
             },
         };
         batch.events.push(event);
     }
 
-    fn impression(&self, payload: &[u8], batch: &mut PreparedBatch) -> PreparedEvent {
+    fn impression(&self, raw: RawMessage<'_>, batch: &mut PreparedBatch) -> PreparedEvent {
         // The decoder replaces what is in the buffer it fills (a repeated field replaces the
         // list), so it fills the batch's scratch, whose keys are then appended to the batch's.
         let PreparedBatch { scratch, docs, teams, query_scratch, .. } = batch;
-        let decoded = self.decoders.impression(payload, scratch).and_then(|impression| {
+        let decoded = self.decoders.impression(raw, scratch).and_then(|impression| {
             self.limits.check_results(scratch.len())?;
             self.check_rankers(&impression)?;
             Ok(impression)
@@ -289,8 +289,8 @@ impl Preparer {
         Err(Rejection::new(RejectReason::InvalidInterleaving, detail))
     }
 
-    fn engagement(&self, payload: &[u8]) -> PreparedEvent {
-        match self.decoders.engagement(payload) {
+    fn engagement(&self, raw: RawMessage<'_>) -> PreparedEvent {
+        match self.decoders.engagement(raw) {
             Err(rejection) => PreparedEvent::Rejected(rejection),
             Ok(engagement) => PreparedEvent::Engagement(PreparedEngagement {
                 query: query_key(&engagement.query_id),

@@ -1,26 +1,48 @@
-//! The decoder of each input: `kafka.impressions_format` and `kafka.engagements_format` choose
-//! rankpulse's own events or OpenSearch UBI documents per topic. Everything that decodes a
+//! The decoder of each input: `kafka.impressions_format`, `kafka.engagements_format` and
+//! `[mapping.*]` choose rankpulse's own events, OpenSearch UBI documents, or any JSON, Avro or
+//! Protobuf event through a field mapping, per topic. Everything that decodes a
 //! message (the engine, replay's readers, its TREC writer) goes through here, so a format
 //! choice can never apply to one of them and not to another.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
-use super::{decode_engagement, decode_impression, impression_into, ubi, EventKind, ResultSink};
+use super::mapped::{self, Body, MappedEngagements, MappedImpressions};
+use super::{decode_engagement, decode_impression, impression_into, ubi, wire, EventKind, RawMessage, ResultSink};
 use super::{Engagement, Impression, Rejection};
-use crate::config::{Config, InputFormat};
+use crate::config::{Config, InputFormat, SourceOf};
 use crate::ids::DocKey;
+use crate::schemas::{Input, Schemas};
 use crate::time::EventTime;
 
-/// The decoder of each input, chosen by `kafka.impressions_format` and `kafka.engagements_format`.
+/// The decoder of each input, chosen by `kafka.impressions_format` and `kafka.engagements_format`
+/// and `[mapping.*]`. Cheap to clone: the compiled mappings and the schema cache are shared.
 #[derive(Debug, Clone)]
 pub struct Decoders {
-    /// Format of impression messages.
-    impressions: InputFormat,
-    /// Format of engagement messages.
-    engagements: InputFormat,
+    /// How impression messages are read.
+    impressions: Reader<MappedImpressions>,
+    /// How engagement messages are read.
+    engagements: Reader<MappedEngagements>,
     /// Where UBI query documents keep the experiment and variant.
     keys: AttributeKeys,
+    /// The Avro and Protobuf schemas (registry or local files), when an input needs them.
+    schemas: Option<Arc<Schemas>>,
+    /// A mapping reads the message key or a header: the source hands them over.
+    reads_envelope: bool,
+}
+
+/// How one input's messages are read.
+#[derive(Debug, Clone)]
+enum Reader<M> {
+    /// The contract's JSON, by the scanner (serde_json where it declines).
+    Native,
+    /// OpenSearch UBI documents.
+    Ubi,
+    /// Any JSON, through a mapping.
+    MappedJson(Arc<M>),
+    /// Avro or Protobuf records through a mapping (the contract's names by default).
+    MappedRecord(Arc<M>),
 }
 
 /// The `query_attributes` keys of the experiment and the variant (`[ubi]`).
@@ -32,23 +54,93 @@ pub struct AttributeKeys {
     pub variant: Box<str>,
 }
 
+fn reader<M>(format: InputFormat, mapping: Option<M>, native: impl FnOnce() -> M) -> Reader<M> {
+    match (format, mapping) {
+        (InputFormat::Json, None) => Reader::Native,
+        (InputFormat::Json, Some(m)) => Reader::MappedJson(Arc::new(m)),
+        // Validation refuses a mapping with UBI.
+        (InputFormat::Ubi, _) => Reader::Ubi,
+        (InputFormat::Avro | InputFormat::Protobuf, m) => Reader::MappedRecord(Arc::new(m.unwrap_or_else(native))),
+    }
+}
+
 impl Decoders {
     pub fn new(cfg: &Config) -> Self {
+        let k = &cfg.kafka;
+        let impressions =
+            reader(k.impressions_format, cfg.mapping.impressions.as_ref().map(MappedImpressions::new), || {
+                MappedImpressions::new(&mapped::native_impression_mapping())
+            });
+        let engagements =
+            reader(k.engagements_format, cfg.mapping.engagements.as_ref().map(MappedEngagements::new), || {
+                MappedEngagements::new(&mapped::native_engagement_mapping())
+            });
+        let records = [k.impressions_format, k.engagements_format]
+            .iter()
+            .any(|f| matches!(f, InputFormat::Avro | InputFormat::Protobuf));
+        let envelope = |s: Option<&crate::config::FieldSource>| {
+            s.is_some_and(|s| matches!(s.from, SourceOf::Key | SourceOf::Header(_)))
+        };
+        let reads_envelope = cfg.mapping.impressions.as_ref().is_some_and(|m| {
+            [Some(&m.query_id), Some(&m.timestamp), m.experiment.as_ref(), m.variant.as_ref(), m.client_id.as_ref()]
+                .into_iter()
+                .chain([m.session_id.as_ref(), m.query.as_ref()])
+                .any(envelope)
+        }) || cfg.mapping.engagements.as_ref().is_some_and(|m| {
+            [
+                Some(&m.query_id),
+                Some(&m.timestamp),
+                Some(&m.doc_id),
+                m.action.as_ref(),
+                m.event_id.as_ref(),
+                m.position.as_ref(),
+            ]
+            .into_iter()
+            .any(envelope)
+        });
         Decoders {
-            impressions: cfg.kafka.impressions_format,
-            engagements: cfg.kafka.engagements_format,
+            impressions,
+            engagements,
             keys: AttributeKeys {
                 experiment: cfg.ubi.experiment_key.as_str().into(),
                 variant: cfg.ubi.variant_key.as_str().into(),
             },
+            schemas: records.then(|| Arc::new(Schemas::new(cfg))),
+            reads_envelope,
+        }
+    }
+
+    /// Whether a mapping reads the message key or headers: only then does the source collect
+    /// them for [`RawMessage`].
+    pub fn reads_envelope(&self) -> bool {
+        self.reads_envelope
+    }
+
+    /// The Avro and Protobuf schemas, when an input has them: for their metrics and the
+    /// registry's health.
+    pub fn schemas(&self) -> Option<&Arc<Schemas>> {
+        self.schemas.as_ref()
+    }
+
+    /// A record's body, decoded from Avro or Protobuf.
+    fn record<'a>(&self, input: Input, payload: &[u8]) -> Result<Body<'a>, Rejection> {
+        match &self.schemas {
+            Some(schemas) => Ok(Body::Tree(wire::decode(schemas, input, payload)?)),
+            // `Decoders::new` creates the schemas whenever an input is a record format.
+            None => Err(Rejection::new(super::RejectReason::UnknownSchema, "no schemas are configured")),
         }
     }
 
     /// Decodes an impression in its configured format; result ids are hashed into `results`.
-    pub fn impression<'a>(&self, payload: &'a [u8], results: &mut Vec<DocKey>) -> Result<Impression<'a>, Rejection> {
-        match self.impressions {
-            InputFormat::Json => decode_impression(payload, results),
-            InputFormat::Ubi => ubi::decode_query(payload, results, &self.keys),
+    pub fn impression<'a>(
+        &'a self,
+        raw: RawMessage<'a>,
+        results: &mut Vec<DocKey>,
+    ) -> Result<Impression<'a>, Rejection> {
+        match &self.impressions {
+            Reader::Native => decode_impression(raw.payload, results),
+            Reader::Ubi => ubi::decode_query(raw.payload, results, &self.keys),
+            _ => self.impression_into(raw, results),
         }
     }
 
@@ -57,38 +149,43 @@ impl Decoders {
     /// (`replay --trec-out`). The same decoding, so it accepts and rejects exactly what the
     /// engine does.
     pub fn impression_with_ids<'a>(
-        &self,
-        payload: &'a [u8],
+        &'a self,
+        raw: RawMessage<'a>,
         ids: &mut Vec<Cow<'a, str>>,
     ) -> Result<Impression<'a>, Rejection> {
-        self.impression_into(payload, ids)
+        self.impression_into(raw, ids)
     }
 
     fn impression_into<'a, S: ResultSink<'a>>(
-        &self,
-        payload: &'a [u8],
+        &'a self,
+        raw: RawMessage<'a>,
         results: &mut S,
     ) -> Result<Impression<'a>, Rejection> {
-        match self.impressions {
-            InputFormat::Json => impression_into(payload, results),
-            InputFormat::Ubi => ubi::query_into(payload, results, &self.keys),
+        match &self.impressions {
+            Reader::Native => impression_into(raw.payload, results),
+            Reader::Ubi => ubi::query_into(raw.payload, results, &self.keys),
+            Reader::MappedJson(m) => m.decode(Body::Json(super::json::object_text(raw.payload)?), &raw, results),
+            Reader::MappedRecord(m) => m.decode(self.record(Input::Impressions, raw.payload)?, &raw, results),
         }
     }
 
     /// Decodes an engagement in its configured format.
-    pub fn engagement<'a>(&self, payload: &'a [u8]) -> Result<Engagement<'a>, Rejection> {
-        match self.engagements {
-            InputFormat::Json => decode_engagement(payload),
-            InputFormat::Ubi => ubi::decode_event(payload),
+    pub fn engagement<'a>(&'a self, raw: RawMessage<'a>) -> Result<Engagement<'a>, Rejection> {
+        match &self.engagements {
+            Reader::Native => decode_engagement(raw.payload),
+            Reader::Ubi => ubi::decode_event(raw.payload),
+            Reader::MappedJson(m) => m.decode(Body::Json(super::json::object_text(raw.payload)?), &raw),
+            Reader::MappedRecord(m) => m.decode(self.record(Input::Engagements, raw.payload)?, &raw),
         }
     }
 
     /// The event time of a message that decodes, `None` for one that does not: what replay
     /// merges its two files on.
     pub fn event_time(&self, kind: EventKind, payload: &[u8], scratch: &mut Vec<DocKey>) -> Option<EventTime> {
+        let raw = RawMessage::body(payload);
         match kind {
-            EventKind::Impression => self.impression(payload, scratch).ok().map(|i| i.timestamp),
-            EventKind::Engagement => self.engagement(payload).ok().map(|e| e.timestamp),
+            EventKind::Impression => self.impression(raw, scratch).ok().map(|i| i.timestamp),
+            EventKind::Engagement => self.engagement(raw).ok().map(|e| e.timestamp),
         }
     }
 }
@@ -133,8 +230,8 @@ mod tests {
             cfg.kafka.impressions_format = format;
             let decoders = Decoders::new(&cfg);
             let (mut ids, mut hashed) = (Vec::new(), Vec::new());
-            let with_ids = decoders.impression_with_ids(payload, &mut ids).unwrap();
-            assert_eq!(with_ids, decoders.impression(payload, &mut hashed).unwrap(), "{format:?}");
+            let with_ids = decoders.impression_with_ids(RawMessage::body(payload), &mut ids).unwrap();
+            assert_eq!(with_ids, decoders.impression(RawMessage::body(payload), &mut hashed).unwrap(), "{format:?}");
             assert_eq!(ids, expected, "{format:?}");
             assert_eq!(hashed, expected.iter().map(|id| crate::ids::doc_key(id)).collect::<Vec<_>>(), "{format:?}");
             assert!(matches!(ids[0], Cow::Borrowed(_)), "{format:?}: unescaped ids borrow from the message");
@@ -142,7 +239,8 @@ mod tests {
         // A message the engine rejects is rejected here too, for the same reason.
         cfg.kafka.impressions_format = InputFormat::Json;
         let empty_id = br#"{"query_id":"q","timestamp":7,"results":["a",""]}"#;
-        let reason = Decoders::new(&cfg).impression_with_ids(empty_id, &mut Vec::new()).unwrap_err().reason;
+        let reason =
+            Decoders::new(&cfg).impression_with_ids(RawMessage::body(empty_id), &mut Vec::new()).unwrap_err().reason;
         assert_eq!(reason, super::super::RejectReason::InvalidValue);
     }
 }

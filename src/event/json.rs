@@ -15,7 +15,7 @@ use super::{interleaving_of, Engagement, Impression, RejectReason, Rejection, Re
 use crate::interleaving::RANKER_SEPARATOR;
 use crate::time::{parse_rfc3339_ms, EventTime};
 
-const DEFAULT_ACTION: &str = "click";
+pub(super) const DEFAULT_ACTION: &str = "click";
 
 /// What a rejection for a bad text timestamp says the native format expects.
 const NATIVE_TIME: &str = "an RFC 3339 timestamp";
@@ -77,7 +77,7 @@ fn serde_object<'a, V: Visitor<'a>>(text: &'a str, visitor: V) -> Result<V::Valu
 /// of the message as serde counts them, which says nothing to whoever reads a log of messages
 /// or a file's line (a truncated line ends in "line 2" after its newline): it becomes the
 /// column within the message, the 1-based byte offset of the fault.
-fn classify(e: serde_json::Error, text: &str) -> Rejection {
+pub(super) fn classify(e: serde_json::Error, text: &str) -> Rejection {
     let reason = match e.classify() {
         serde_json::error::Category::Data => RejectReason::WrongType,
         _ => RejectReason::InvalidJson,

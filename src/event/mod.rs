@@ -30,11 +30,32 @@ use crate::time::EventTime;
 mod decoders;
 mod excerpt;
 mod json;
+pub mod mapped;
 mod scan;
 pub mod ubi;
+mod wire;
 
 pub use decoders::{AttributeKeys, Decoders};
 pub use excerpt::excerpt;
+
+/// A message as it arrived: its body, and the envelope a mapping may read fields from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawMessage<'a> {
+    /// The message's value.
+    pub payload: &'a [u8],
+    /// The message's key (`{ key = true }` in a mapping); `None` in replay's files.
+    pub key: Option<&'a [u8]>,
+    /// The message's headers, name and value (`{ header = "..." }` in a mapping); collected
+    /// only when a mapping reads one ([`Decoders::reads_envelope`]).
+    pub headers: &'a [(&'a str, &'a [u8])],
+}
+
+impl<'a> RawMessage<'a> {
+    /// A message that is only a body: a replay line, a test's event.
+    pub fn body(payload: &'a [u8]) -> Self {
+        RawMessage { payload, key: None, headers: &[] }
+    }
+}
 
 /// Which of the two inputs a message came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,10 +99,25 @@ pub enum RejectReason {
     /// An interleaved impression whose `interleaving` and `teams` do not fit together or with
     /// its results (see [`Interleaving`]).
     InvalidInterleaving,
+    /// An engagement whose event name `mapping.engagements.actions` does not list (a page view
+    /// on the clicks topic, say): counted, not silently dropped.
+    UnmappedAction,
+    /// An Avro or Protobuf message whose schema id the registry does not know (or a local
+    /// schema that does not load).
+    UnknownSchema,
+    /// An Avro or Protobuf message whose schema could not be fetched: the registry is
+    /// unreachable and the id is not cached yet.
+    SchemaUnavailable,
+    /// An Avro or Protobuf message that does not decode: not in Confluent's wire format (a
+    /// wrong magic byte), truncated, or not a value of its schema.
+    Undecodable,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 12] = [
+    /// The reasons of snapshot format 5, whose counts sit in the snapshot's body; the later
+    /// ones travel in its trailing extension (see `engine::telemetry::RejectCounts`).
+    pub const LEGACY: usize = 12;
+    pub const ALL: [RejectReason; 16] = [
         RejectReason::EmptyMessage,
         RejectReason::InvalidJson,
         RejectReason::NotAnObject,
@@ -94,6 +130,10 @@ impl RejectReason {
         RejectReason::TimestampInFuture,
         RejectReason::TimestampTooOld,
         RejectReason::InvalidInterleaving,
+        RejectReason::UnmappedAction,
+        RejectReason::UnknownSchema,
+        RejectReason::SchemaUnavailable,
+        RejectReason::Undecodable,
     ];
     pub fn label(self) -> &'static str {
         match self {
@@ -109,6 +149,10 @@ impl RejectReason {
             RejectReason::TimestampInFuture => "timestamp_in_future",
             RejectReason::TimestampTooOld => "timestamp_too_old",
             RejectReason::InvalidInterleaving => "invalid_interleaving",
+            RejectReason::UnmappedAction => "unmapped_action",
+            RejectReason::UnknownSchema => "unknown_schema",
+            RejectReason::SchemaUnavailable => "schema_unavailable",
+            RejectReason::Undecodable => "undecodable",
         }
     }
     pub fn index(self) -> usize {
@@ -132,6 +176,10 @@ impl Rejection {
     }
     pub(crate) fn missing(field: &str) -> Self {
         Rejection::new(RejectReason::MissingField, format!("missing field `{field}`"))
+    }
+    /// A mapped field that is absent, saying where it was looked for.
+    pub(crate) fn missing_mapped(field: &str, at: &str) -> Self {
+        Rejection::new(RejectReason::MissingField, format!("missing field `{field}` (at {at})"))
     }
 }
 
@@ -276,6 +324,11 @@ trait ResultSink<'a> {
     fn push_borrowed(&mut self, id: &'a str) {
         self.push(Cow::Borrowed(id));
     }
+    /// [`ResultSink::push`] of an id in a temporary (a decoded Avro or Protobuf record): the
+    /// hashing sink hashes it without the copy.
+    fn push_copied(&mut self, id: &str) {
+        self.push(Cow::Owned(id.to_owned()));
+    }
 }
 
 impl ResultSink<'_> for Vec<DocKey> {
@@ -290,6 +343,9 @@ impl ResultSink<'_> for Vec<DocKey> {
     }
     #[inline]
     fn push_borrowed(&mut self, id: &str) {
+        Vec::push(self, doc_key(id));
+    }
+    fn push_copied(&mut self, id: &str) {
         Vec::push(self, doc_key(id));
     }
 }

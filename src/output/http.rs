@@ -37,6 +37,9 @@ struct AppState {
     health: Arc<Health>,
     /// For the A/B API, which reads reports straight from the accumulators.
     engine: SharedEngine,
+    /// The Avro and Protobuf schemas, when an input has them: `/readyz` tells a registry
+    /// outage.
+    schemas: Option<Arc<crate::schemas::Schemas>>,
 }
 
 /// Query of `GET /api/v1/experiments/{id}`.
@@ -180,11 +183,19 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// Ready while the consumer has partitions and reaches the brokers. A Schema Registry outage
+/// is told, not counted against readiness: cached schema ids are still decoded, and a
+/// registry outage must not take every replica out of service (or stall a rollout) at once;
+/// `rankpulse_schema_registry_up` and its alert are for paging.
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    if state.health.is_ready() {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready: no partitions assigned or brokers unreachable\n")
+    let registry_down = state.schemas.as_ref().is_some_and(|s| s.registry_down());
+    match (state.health.is_ready(), registry_down) {
+        (true, false) => (StatusCode::OK, "ready\n"),
+        (true, true) => (
+            StatusCode::OK,
+            "ready; the schema registry is unreachable: cached schema ids are decoded, new ones are rejected as schema_unavailable\n",
+        ),
+        (false, _) => (StatusCode::SERVICE_UNAVAILABLE, "not ready: no partitions assigned or brokers unreachable\n"),
     }
 }
 
@@ -262,6 +273,12 @@ impl HttpServer {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
         let registry = registry(engine.clone());
+        let schemas = engine.lock().preparer().decoders().schemas().cloned();
+        if let Some(schemas) = &schemas {
+            registry
+                .register(Box::new(super::schema_families::SchemaCollector::new(schemas.clone())))
+                .expect("the schema collector registers once");
+        }
         let protected = Router::new()
             .route("/metrics", get(metrics))
             .route("/api/v1/experiments", get(list_experiments))
@@ -279,7 +296,7 @@ impl HttpServer {
             .merge(protected)
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
-            .with_state(AppState { registry, health, engine });
+            .with_state(AppState { registry, health, engine, schemas });
         let task = match security.tls {
             None => tokio::spawn(async move {
                 axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await

@@ -5,6 +5,7 @@
 //! | `prometheus.rs` | the Prometheus text exposition: one collector builds every family at scrape time, one function per group of families |
 //! | `interleaving_families.rs` | the exposition's interleaving families: outcome counters per partition, preference gauges from the reports |
 //! | `judged_families.rs` | the exposition's judged families: judged sums per partition, judged window means and A/B comparisons, the judgment list's loads |
+//! | `schema_families.rs` | the exposition's Schema Registry families (up, cached ids, fetches), for Avro and Protobuf inputs |
 //! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B JSON API `/api/v1/experiments[/{id}]`, over HTTP or HTTPS |
 //! | `tls.rs` | `[http.tls_server_config]`: certificate, key and client CA into rustls, reloaded when the files change |
 //! | `auth.rs` | `[http]`'s credentials for `/metrics` and the API: basic auth against bcrypt hashes, a bearer token file |
@@ -20,6 +21,7 @@ mod interleaving_families;
 mod judged_families;
 mod prometheus;
 mod publish;
+mod schema_families;
 mod tls;
 mod watch;
 

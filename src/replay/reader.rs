@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
 use super::ReplayError;
 use crate::engine::{Prepared, PreparedBatch, Preparer};
-use crate::event::EventKind;
+use crate::event::{EventKind, RawMessage};
 use crate::time::EventTime;
 
 /// Lines per batch handed from a reader thread to the merge: large enough that the hand-over
@@ -106,7 +106,8 @@ enum Batches {
         recycle: Sender<Batch>,
     },
     /// Filled on the merge thread when it needs the next; `None` after the end of the file.
-    Inline(Option<(Reader, FileLines)>),
+    /// Boxed: the reader carries the decoders, many times the size of the other variant.
+    Inline(Option<Box<(Reader, FileLines)>>),
 }
 
 /// One input file in event order as the merge sees it: the head line.
@@ -137,7 +138,7 @@ impl LineSource {
         let reader = Reader { path: path.to_path_buf(), kind, preparer: preparer.clone() };
         let lines = FileLines { reader: BufReader::with_capacity(1 << 20, file), number: 0, offset: 0 };
         let batches = match threading {
-            Threading::SingleThread => Batches::Inline(Some((reader, lines))),
+            Threading::SingleThread => Batches::Inline(Some(Box::new((reader, lines)))),
             Threading::ReaderThreads => {
                 let (batch_tx, filled) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
                 let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
@@ -171,7 +172,8 @@ impl LineSource {
                 }
             }
             Batches::Inline(state) => {
-                let Some((reader, lines)) = state else { return Ok(()) };
+                let Some(inline) = state else { return Ok(()) };
+                let (reader, lines) = &mut **inline;
                 let mut batch = done.unwrap_or_default();
                 let eof = reader.fill(lines, &mut batch)?;
                 if eof {
@@ -257,7 +259,7 @@ impl Reader {
             let (time, prepared) = match read.oversized {
                 None => {
                     let index = batch.prepared.len();
-                    self.preparer.prepare(self.kind, line, &mut batch.prepared);
+                    self.preparer.prepare(self.kind, RawMessage::body(line), &mut batch.prepared);
                     (batch.prepared.get(index).time(), u32::try_from(index).ok())
                 }
                 Some(_) => (None, None),

@@ -9,7 +9,7 @@ use std::sync::mpsc::{channel, Receiver};
 
 use super::ReplayError;
 use crate::engine::Engine;
-use crate::event::Decoders;
+use crate::event::{Decoders, RawMessage};
 use crate::ids::{query_key, QueryKey};
 use crate::interleaving::Scored;
 
@@ -89,7 +89,7 @@ impl TrecWriter {
     /// next impression of its query.
     pub(super) fn impression_line(&mut self, line: &[u8]) {
         let mut ids = Vec::new();
-        if let Ok(impression) = self.decoders.impression_with_ids(line, &mut ids) {
+        if let Ok(impression) = self.decoders.impression_with_ids(RawMessage::body(line), &mut ids) {
             let query_id = impression.query_id;
             let rankers = impression.interleaving.map(|il| il.rankers.into_iter().map(Cow::into_owned).collect());
             self.pending.entry(query_key(&query_id)).or_default().push_back(Pending {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::positions::Positions;
 use crate::engine::{PreparedBatch, Preparer, RejectLog, SharedEngine};
-use crate::event::EventKind;
+use crate::event::{EventKind, RawMessage};
 
 /// Messages per batch: the hand-over and the engine lock cost nothing per message, and a batch
 /// holds the engine lock for well under a millisecond (a `/metrics` scrape waits at most that).
@@ -100,12 +100,17 @@ impl Handoff {
 
     /// Decodes a polled message into the batch, and returns when it finished; `full` tells
     /// that the batch should be sent.
-    pub(super) fn push(&mut self, kind: EventKind, partition: i32, offset: i64, payload: &[u8]) -> Pushed {
+    pub(super) fn push(&mut self, kind: EventKind, partition: i32, offset: i64, raw: RawMessage<'_>) -> Pushed {
         let started = Instant::now();
-        self.preparer.prepare(kind, payload, &mut self.filling.prepared);
+        self.preparer.prepare(kind, raw, &mut self.filling.prepared);
         let decoded = Instant::now();
         self.filling.messages.push(Polled { kind, partition, offset, decode: decoded - started });
         Pushed { at: decoded, full: self.filling.messages.len() >= BATCH_MESSAGES }
+    }
+
+    /// Whether a mapping reads a message's key or headers, which are then handed over.
+    pub(super) fn reads_envelope(&self) -> bool {
+        self.preparer.decoders().reads_envelope()
     }
 
     /// Whether polled messages wait to be sent.

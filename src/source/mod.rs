@@ -40,11 +40,11 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 
 use crate::config::{ClientRole, KafkaClientError, KafkaConfig, StateConfig};
 use crate::engine::SharedEngine;
-use crate::event::EventKind;
+use crate::event::{EventKind, RawMessage};
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
 use crate::shutdown::Shutdown;
@@ -240,7 +240,13 @@ impl ConsumeLoop {
                     };
                     let mut handoff = context.handoff();
                     let payload = message.payload().unwrap_or(&[]);
-                    let pushed = handoff.push(kind, message.partition(), message.offset(), payload);
+                    // Headers are collected only for a mapping that reads one.
+                    let headers: Vec<(&str, &[u8])> = match (handoff.reads_envelope(), message.headers()) {
+                        (true, Some(headers)) => headers.iter().filter_map(|h| Some((h.key, h.value?))).collect(),
+                        _ => Vec::new(),
+                    };
+                    let raw = RawMessage { payload, key: message.key(), headers: &headers };
+                    let pushed = handoff.push(kind, message.partition(), message.offset(), raw);
                     if pushed.full {
                         // Offsets are recorded as the engine thread hands batches back.
                         handoff.send(&mut context.state().positions).unwrap_or_else(stopped);

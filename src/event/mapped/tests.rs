@@ -1,0 +1,217 @@
+//! The mapping against the shapes it is for (a search engine's response, GA4 events), against
+//! the native decoder on the native shape, and on bad input.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+use std::borrow::Cow;
+
+use super::*;
+use crate::config::Config;
+use crate::event::{decode_engagement, decode_impression, Decoders};
+use crate::ids::doc_key;
+
+fn config(toml_text: &str) -> Config {
+    Config::from_toml_with_env(toml_text, "test", std::iter::empty()).unwrap()
+}
+
+const OPENSEARCH: &str = r#"
+[mapping.impressions]
+query_id = "/ext/request_id"
+timestamp = { path = "/ext/at", format = "rfc3339" }
+results = "/hits/hits/*/_id"
+experiment = { value = "ranker-2026" }
+variant = { header = "ab-variant", default = "control" }
+client_id = { key = true }
+query = "$.ext['user query']"
+"#;
+
+const RESPONSE: &str = r#"{"took":4,"timed_out":false,"hits":{"total":{"value":3,"relation":"eq"},"max_score":2.5,
+  "hits":[{"_index":"products","_id":"p-17","_score":2.5,"_source":{"title":"red shoe","tags":["a","b"]}},
+          {"_index":"products","_id":"p-4","_score":1.0,"_source":{"title":"blue \"shoe\""}},
+          {"_index":"products","_id":"p\u002d9","_score":0.5}]},
+  "ext":{"request_id":"req-1","at":"2026-11-26T10:00:00.250Z","user query":"Red Shoes"}}"#;
+
+#[test]
+fn an_opensearch_response_logged_as_is() {
+    let decoders = Decoders::new(&config(OPENSEARCH));
+    let headers = [("ab-variant", &b"treatment"[..])];
+    let raw = RawMessage { payload: RESPONSE.as_bytes(), key: Some(b"user-7"), headers: &headers };
+    let mut results = Vec::new();
+    let i = decoders.impression(raw, &mut results).unwrap();
+    assert_eq!(i.query_id, "req-1");
+    assert_eq!(i.timestamp, 1_795_687_200_250);
+    assert_eq!((i.experiment.as_ref(), i.variant.as_ref()), ("ranker-2026", "treatment"));
+    assert_eq!((i.client_id.as_deref(), i.query.as_deref()), (Some("user-7"), Some("Red Shoes")));
+    assert_eq!(results, [doc_key("p-17"), doc_key("p-4"), doc_key("p-9")]);
+    assert!(matches!(i.query_id, Cow::Borrowed(_)), "strings without escapes borrow from the message");
+    // Without the header, its default; without the key, no client.
+    let i = decoders.impression(RawMessage::body(RESPONSE.as_bytes()), &mut results).unwrap();
+    assert_eq!((i.variant.as_ref(), i.client_id), ("control", None));
+    // The text ids are the hashed ones.
+    let mut ids = Vec::new();
+    decoders.impression_with_ids(RawMessage::body(RESPONSE.as_bytes()), &mut ids).unwrap();
+    assert_eq!(ids, ["p-17", "p-4", "p-9"]);
+}
+
+const GA4: &str = r#"
+[mapping.engagements]
+query_id = "$.event_params[?@.key == 'search_id'].value.string_value"
+timestamp = { path = "/event_timestamp", format = "epoch_micros" }
+doc_id = "$.items[0].item_id"
+action = "/event_name"
+position = "$.event_params[?(@.key=='index')].value.int_value"
+actions = { select_item = "click", add_to_cart = "add_to_cart", purchase = "purchase" }
+"#;
+
+fn ga4_event(name: &str, search_id: &str) -> String {
+    format!(
+        r#"{{"event_name":"{name}","event_timestamp":"1795658400250123","user_pseudo_id":"u1",
+        "event_params":[{{"key":"page_location","value":{{"string_value":"/s?q=shoes"}}}},
+                        {{"key":"search_id","value":{{"string_value":"{search_id}"}}}},
+                        {{"key":"index","value":{{"int_value":3}}}}],
+        "items":[{{"item_id":"p-4","price":10.5}}]}}"#
+    )
+}
+
+#[test]
+fn a_ga4_event_with_event_params() {
+    let decoders = Decoders::new(&config(GA4));
+    let event = ga4_event("select_item", "req-1");
+    let e = decoders.engagement(RawMessage::body(event.as_bytes())).unwrap();
+    assert_eq!((e.query_id.as_ref(), e.doc_id.as_ref(), e.action.as_ref()), ("req-1", "p-4", "click"));
+    assert_eq!((e.timestamp, e.position), (1_795_658_400_250, Some(3)));
+    // An event name the mapping does not list: counted under its own reason.
+    let page_view = ga4_event("page_view", "req-1");
+    let rejected = decoders.engagement(RawMessage::body(page_view.as_bytes())).unwrap_err();
+    assert_eq!(rejected.reason, RejectReason::UnmappedAction, "{}", rejected.detail);
+    assert!(rejected.detail.contains("\"page_view\""), "{}", rejected.detail);
+    // A filter that matches nothing: the field is missing, and the detail says where.
+    let other = ga4_event("select_item", "x").replace("search_id", "search_ref");
+    let missing = decoders.engagement(RawMessage::body(other.as_bytes())).unwrap_err();
+    assert_eq!(missing.reason, RejectReason::MissingField);
+    assert!(missing.detail.contains("$.event_params[?@.key == 'search_id']"), "{}", missing.detail);
+}
+
+/// The mapping the contract's own names make decodes every native event as the native
+/// decoder does: same fields, same rejections.
+#[test]
+fn the_native_names_as_a_mapping_equal_the_native_decoder() {
+    let impressions = [
+        r#"{"query_id":"q1","timestamp":1700000000000,"results":["a","b"],"experiment":"e","variant":"v","client_id":7}"#,
+        r#"{"query_id":"q2","timestamp":"2026-11-22T10:05:00Z","results":[],"session_id":"s","query":"x"}"#,
+        r#"{"query_id":"q\u0033","timestamp":1,"results":["a\n"],"interleaving":["b","c"],"teams":["c"]}"#,
+        r#"{"query_id":"q","timestamp":1,"results":["a",""]}"#,
+        r#"{"query_id":"q","timestamp":1,"results":["a",{"id":1}]}"#,
+        r#"{"query_id":"q","timestamp":"yesterday","results":[]}"#,
+        r#"{"query_id":"","timestamp":1,"results":[]}"#,
+        r#"{"query_id":"q","results":[]}"#,
+        r#"{"query_id":"q","timestamp":1}"#,
+        r#"{"query_id":"q","timestamp":1,"results":"a,b"}"#,
+        r#"{"query_id":"q","timestamp":1,"results":["a"],"interleaving":["x","y"]}"#,
+    ];
+    let mapped = MappedImpressions::new(&native_impression_mapping());
+    for line in impressions {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let native = decode_impression(line.as_bytes(), &mut a);
+        let text = crate::event::json::object_text(line.as_bytes()).unwrap();
+        let by_mapping = mapped.decode(Body::Json(text), &RawMessage::body(line.as_bytes()), &mut b);
+        match (&native, &by_mapping) {
+            (Ok(n), Ok(m)) => assert_eq!((n, &a), (m, &b), "{line}"),
+            (Err(n), Err(m)) => assert_eq!(n.reason, m.reason, "{line}: {} / {}", n.detail, m.detail),
+            _ => panic!("{line}: native {native:?}, mapped {by_mapping:?}"),
+        }
+    }
+    let engagements = [
+        r#"{"query_id":"q","timestamp":5,"doc_id":"d"}"#,
+        r#"{"query_id":"q","timestamp":5,"doc_id":"d","action":"purchase","event_id":"x1","position":3}"#,
+        r#"{"query_id":"q","timestamp":5}"#,
+        r#"{"query_id":"q","timestamp":5,"doc_id":""}"#,
+    ];
+    let mapped = MappedEngagements::new(&native_engagement_mapping());
+    for line in engagements {
+        let native = decode_engagement(line.as_bytes());
+        let text = crate::event::json::object_text(line.as_bytes()).unwrap();
+        let by_mapping = mapped.decode(Body::Json(text), &RawMessage::body(line.as_bytes()));
+        match (&native, &by_mapping) {
+            (Ok(n), Ok(m)) => assert_eq!(n, m, "{line}"),
+            (Err(n), Err(m)) => assert_eq!(n.reason, m.reason, "{line}: {} / {}", n.detail, m.detail),
+            _ => panic!("{line}: native {native:?}, mapped {by_mapping:?}"),
+        }
+    }
+}
+
+#[test]
+fn timestamps_are_read_in_their_declared_format() {
+    let cases: [(TimestampFormat, Found<'_>, Option<i64>); 12] = [
+        (TimestampFormat::Rfc3339, Found::Text("2026-11-26T10:00:00.250+01:00".into()), Some(1_795_683_600_250)),
+        (TimestampFormat::Rfc3339, Found::Int(1_700_000_000_000), None),
+        (TimestampFormat::EpochSeconds, Found::Int(1_700_000_000), Some(1_700_000_000_000)),
+        (TimestampFormat::EpochSeconds, Found::Float(1_700_000_000.250_9), Some(1_700_000_000_250)),
+        (TimestampFormat::EpochSeconds, Found::Text("1700000000.5".into()), Some(1_700_000_000_500)),
+        (TimestampFormat::EpochMillis, Found::Text("1700000000123".into()), Some(1_700_000_000_123)),
+        (TimestampFormat::EpochMillis, Found::Float(1.5), None),
+        (TimestampFormat::EpochMicros, Found::Int(1_700_000_000_123_999), Some(1_700_000_000_123)),
+        (TimestampFormat::EpochMicros, Found::Int(-1), Some(-1)),
+        (TimestampFormat::EpochMillis, Found::Int(i128::from(i64::MAX) + 1), None),
+        (TimestampFormat::Rfc3339OrEpochMillis, Found::Int(7), Some(7)),
+        (TimestampFormat::EpochSeconds, Found::Float(f64::NAN), None),
+    ];
+    for (format, found, expected) in cases {
+        assert_eq!(event_time(format, &found), expected, "{format:?} {found:?}");
+    }
+}
+
+#[test]
+fn bad_events_are_counted_rejections_with_the_path() {
+    let decoders = Decoders::new(&config(OPENSEARCH));
+    let reject = |json: &str| decoders.impression(RawMessage::body(json.as_bytes()), &mut Vec::new()).unwrap_err();
+    let no_hits = reject(r#"{"ext":{"request_id":"r","at":"2026-11-26T10:00:00Z"}}"#);
+    assert_eq!(
+        (no_hits.reason, no_hits.detail.as_str()),
+        (RejectReason::MissingField, "missing field `results` (at /hits/hits/*/_id)")
+    );
+    let bad_time = reject(r#"{"ext":{"request_id":"r","at":1700000000000},"hits":{"hits":[]}}"#);
+    assert_eq!(bad_time.reason, RejectReason::InvalidTimestamp);
+    assert!(bad_time.detail.contains("not an RFC 3339 timestamp"), "{}", bad_time.detail);
+    let object_id =
+        reject(r#"{"ext":{"request_id":"r","at":"2026-11-26T10:00:00Z"},"hits":{"hits":[{"_id":{"x":1}}]}}"#);
+    assert_eq!(object_id.reason, RejectReason::WrongType, "{}", object_id.detail);
+    let not_a_list = reject(r#"{"ext":{"request_id":"r","at":"2026-11-26T10:00:00Z"},"hits":{"hits":"p-1"}}"#);
+    assert_eq!(not_a_list.reason, RejectReason::WrongType, "{}", not_a_list.detail);
+    let bool_id = reject(r#"{"ext":{"request_id":true,"at":"2026-11-26T10:00:00Z"},"hits":{"hits":[]}}"#);
+    assert_eq!(
+        (bool_id.reason, bool_id.detail.as_str()),
+        (RejectReason::WrongType, "`query_id` (/ext/request_id) is not a string")
+    );
+    assert_eq!(reject(r#"{"ext":{"request_id":"r"#).reason, RejectReason::InvalidJson);
+    assert_eq!(reject(r#"{"ext":{}} trailing"#).reason, RejectReason::InvalidJson);
+    assert_eq!(reject("[1]").reason, RejectReason::NotAnObject);
+    // A header that is not UTF-8.
+    let headers = [("ab-variant", &b"\xff"[..])];
+    let ok = r#"{"ext":{"request_id":"r","at":"2026-11-26T10:00:00Z"},"hits":{"hits":[]}}"#;
+    let raw = RawMessage { payload: ok.as_bytes(), key: None, headers: &headers };
+    assert_eq!(decoders.impression(raw, &mut Vec::new()).unwrap_err().reason, RejectReason::WrongType);
+}
+
+#[test]
+fn a_path_read_twice_and_wildcards_over_objects() {
+    // `teams` and `results` walk the same array; the interleaving's rankers are a constant-free
+    // list; the same member feeds a scalar and a filter.
+    let cfg = config(
+        r#"
+[mapping.impressions]
+query_id = "/id"
+timestamp = { path = "/t", format = "epoch_seconds" }
+results = "/hits/*/id"
+interleaving = "/rankers"
+teams = "/hits/*/from"
+session_id = "/hits/0/id"
+"#,
+    );
+    let decoders = Decoders::new(&cfg);
+    let json = r#"{"id":"q","t":1700000000,"rankers":["a","b"],"hits":[{"id":"x","from":"b"},{"from":"a","id":"y"}]}"#;
+    let mut results = Vec::new();
+    let i = decoders.impression(RawMessage::body(json.as_bytes()), &mut results).unwrap();
+    assert_eq!(results, [doc_key("x"), doc_key("y")]);
+    assert_eq!(i.interleaving.as_ref().unwrap().teams, [1, 0]);
+    assert_eq!((i.variant.as_ref(), i.session_id.as_deref()), ("a vs b", Some("x")));
+}
