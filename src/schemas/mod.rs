@@ -5,7 +5,9 @@
 //! the registry for them. An id not cached yet is fetched on the decoding thread (one request,
 //! bounded by `schema_registry.timeout`); if the registry cannot answer, messages of that id are
 //! rejected as `schema_unavailable` and the id is retried after `schema_registry.retry_interval`,
-//! so an outage costs one timeout per interval, not one per message. A probe
+//! so an outage costs one timeout per interval, not one per message (an id the registry does
+//! not know is likewise rejected as `unknown_schema` and asked for again after the interval). A
+//! probe
 //! ([`Schemas::spawn_probe`]) keeps the registry's state current for `/readyz` and
 //! `rankpulse_schema_registry_up` while every id in use is cached.
 //!
@@ -76,9 +78,11 @@ impl Outcome {
 #[derive(Debug, Clone)]
 enum Cached {
     Ready(Arc<Schema>),
-    /// Not found or not usable: the id's schema will not change, so the answer is kept.
+    /// Not usable: the id's schema will not change, so the answer is kept.
     Refused(SchemaError),
-    /// The registry could not answer: retried once `until` has passed.
+    /// The registry could not answer, or did not know the id (yet: a producer may have
+    /// registered it with a registry replica this one has not caught up with): asked again
+    /// once `until` has passed.
     Failed {
         error: SchemaError,
         until: Instant,
@@ -171,7 +175,7 @@ impl Schemas {
         let answer = self.fetch(id);
         let entry = match &answer {
             Ok(schema) => Cached::Ready(schema.clone()),
-            Err(error @ SchemaError::Unreachable(_)) => {
+            Err(error @ (SchemaError::Unreachable(_) | SchemaError::NotFound(_))) => {
                 Cached::Failed { error: error.clone(), until: Instant::now() + self.retry_interval }
             }
             Err(error) => Cached::Refused(error.clone()),

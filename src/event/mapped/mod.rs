@@ -365,9 +365,8 @@ impl MappedEngagements {
         let c = &self.fields;
         let mut found = c.extract(body, &mut NoResults)?;
         let f = &ENGAGEMENT_FIELDS;
-        let query_id = c.id(0, f, &mut found, raw)?;
-        let timestamp = c.timestamp(1, &mut found, raw)?;
-        let doc_id = c.id(2, f, &mut found, raw)?;
+        // The name first: an event the mapping does not list (a page view) is not an
+        // engagement, whatever fields it lacks.
         let action = match c.label(3, f, &mut found, raw)? {
             None => Cow::Borrowed(super::json::DEFAULT_ACTION),
             Some(name) if self.actions.is_empty() => name,
@@ -381,6 +380,9 @@ impl MappedEngagements {
                 }
             },
         };
+        let query_id = c.id(0, f, &mut found, raw)?;
+        let timestamp = c.timestamp(1, &mut found, raw)?;
+        let doc_id = c.id(2, f, &mut found, raw)?;
         let event_id = c.context(4, &mut found, raw)?;
         let position = match c.value(5, &mut found, raw)? {
             None => None,
