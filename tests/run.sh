@@ -31,6 +31,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# tests/your_events.rs produces with confluent-kafka's own Avro and Protobuf serializers and its
+# SchemaRegistryClient (pinned in tests/your_events/requirements.txt; about 30 s from PyPI).
+# --break-system-packages: a Debian python3 refuses pip installs without it (PEP 668).
+if ! python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, fastavro' >/dev/null 2>&1; then
+  echo "installing confluent-kafka and its serializers' dependencies..."
+  python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
+    -r tests/your_events/requirements.txt
+fi
+
 # tansu: an Apache-Kafka-compatible broker in its own process, for the crash-and-restart and
 # security tests. Its sqlite storage (feature libsql) is the one that keeps SCRAM users, which
 # tests/kafka_security.rs needs. About 15 minutes to build on 2 cores, so an installed one with

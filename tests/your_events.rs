@@ -276,6 +276,47 @@ fn every_shape_gives_the_native_metrics_through_a_registry_outage() {
         assert!(status.success(), "{shape}: {status:?}");
         assert!(!output.contains("panicked"), "{shape}:\n{output}");
     }
+
+    // Offline, with the same configurations: the JSON shapes' lines and the Avro container
+    // files (as exported by a sink connector) replay to the native files' report.
+    let report = |shape: &str, impressions: &Path, engagements: &Path| {
+        let cfg = dir.path().join(format!("{shape}.toml"));
+        let mut report = replay_json(impressions, engagements, &cfg);
+        report.as_object_mut().unwrap().remove("events");
+        report
+    };
+    let native = report("native", &impressions, &engagements);
+    assert!(native["groups"].as_array().is_some_and(|g| g.len() >= 2), "{native}");
+    for (shape, imp, eng) in [
+        ("segment", "segment-impressions.jsonl", "segment-engagements.jsonl"),
+        ("ga4", "ga4-impressions.jsonl", "ga4-engagements.jsonl"),
+        ("avro", "avro-impressions.avro", "avro-engagements.avro"),
+    ] {
+        let got = report(shape, &dir.path().join(imp), &dir.path().join(eng));
+        assert_eq!(got, native, "replay of the {shape} files");
+
+        // check-config shows what the mapping reads from the same samples.
+        let cfg = dir.path().join(format!("{shape}.toml"));
+        let out = Command::new(BIN)
+            .args(["check-config", "--config", cfg.to_str().unwrap(), "--lines", "1"])
+            .args(["--impressions", dir.path().join(imp).to_str().unwrap()])
+            .args(["--engagements", dir.path().join(eng).to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{shape}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("# impressions: 1200 decoded, 0 rejected"), "{shape}:\n{stdout}");
+        let first: serde_json::Value = stdout
+            .lines()
+            .find(|l| l.starts_with("{\"line\":1,"))
+            .map(|l| serde_json::from_str(l).unwrap())
+            .unwrap_or_else(|| panic!("{shape}:\n{stdout}"));
+        let native_first: serde_json::Value =
+            serde_json::from_str(std::fs::read_to_string(&impressions).unwrap().lines().next().unwrap()).unwrap();
+        assert_eq!(first["query_id"], native_first["query_id"], "{shape}: {first}");
+        assert_eq!(first["results"], native_first["results"], "{shape}: {first}");
+        assert_eq!(first["timestamp"], native_first["timestamp"], "{shape}: {first}");
+    }
 }
 
 /// The worked examples load as they are shipped.

@@ -5,23 +5,100 @@
 //! connect to: librdkafka then checks each property (name, value, what this build supports) and
 //! what it checks only when a client is created (SASL mechanism and credentials, TLS files,
 //! OIDC settings), and secrets are read from their files and environment variables. A
-//! configured judgment list is loaded as `serve` loads it.
+//! configured judgment list is loaded as `serve` loads it. Avro and Protobuf schemas are loaded
+//! (local files) or the registry asked. Sample messages (`--impressions`, `--engagements`) are
+//! decoded as `serve` decodes them, and what each field read is printed: a mapping is checked
+//! against the user's own events before it meets a topic.
 
+use std::collections::BTreeMap;
+use std::io::BufRead;
 use std::path::Path;
 
-use crate::config::Config;
+use serde_json::json;
 
-pub fn run(path: &Path) -> anyhow::Result<()> {
+use crate::config::Config;
+use crate::event::{Decoders, EventKind, RawMessage};
+use crate::replay::records::Converted;
+
+pub fn run(path: &Path, samples: [Option<&Path>; 2], lines: usize) -> anyhow::Result<()> {
     let cfg = Config::load(Some(path))?;
     // The files [http] names (certificate, key, client CA, bearer token) as `serve` reads them.
     crate::output::HttpSecurity::load(&cfg.http)?;
     // The judgment list, read and checked as `serve` loads it at start.
     crate::judgments::JudgmentSource::from_config(&cfg.judgments)?;
     let warnings = cfg.kafka.check_clients()?;
-    let shown = Config { kafka: cfg.kafka.redacted(), ..cfg };
+    if let Some(schemas) = Decoders::new(&cfg).schemas() {
+        match schemas.check() {
+            Ok(report) => report.iter().for_each(|line| eprintln!("{line}")),
+            Err(e @ crate::schemas::SchemaError::Unreachable(_)) => eprintln!("warning: {e}"),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let shown = Config { kafka: cfg.kafka.redacted(), ..cfg.clone() };
     print!("{}", shown.to_toml());
     for warning in warnings {
         eprintln!("librdkafka warns: {warning}");
     }
+    for (kind, sample) in EventKind::ALL.into_iter().zip(samples) {
+        if let Some(sample) = sample {
+            print_sample(&cfg, kind, sample, lines)?;
+        }
+    }
+    Ok(())
+}
+
+/// Decodes every line of a sample file as `serve` would and prints the first `shown` (the
+/// fields read, or the rejection) and a count by outcome. Headers and the message key do not
+/// exist in a file: fields mapped from them take their defaults.
+fn print_sample(cfg: &Config, kind: EventKind, sample: &Path, shown: usize) -> anyhow::Result<()> {
+    let mut cfg = cfg.clone();
+    let mut converted = Converted::default();
+    let lines_file = converted.as_lines(&mut cfg, kind, sample)?;
+    let decoders = Decoders::new(&cfg);
+    let file =
+        std::fs::File::open(&lines_file).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", sample.display()))?;
+    let name = if kind == EventKind::Impression { "impressions" } else { "engagements" };
+    println!("\n# {name} sample {}: what each field reads (headers and the key are not in a file)", sample.display());
+    let (mut decoded, mut rejected) = (0u64, BTreeMap::<&str, u64>::new());
+    for (number, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let raw = RawMessage::body(line.as_bytes());
+        let printed = match kind {
+            EventKind::Impression => {
+                let mut ids = Vec::new();
+                decoders.impression_with_ids(raw, &mut ids).map(|i| {
+                    json!({"line": number + 1, "query_id": i.query_id, "timestamp": i.timestamp,
+                        "time": crate::time::format_rfc3339_ms(i.timestamp), "experiment": i.experiment,
+                        "variant": i.variant, "client_id": i.client_id, "session_id": i.session_id,
+                        "query": i.query, "results": ids,
+                        "rankers": i.interleaving.as_ref().map(|il| il.rankers.clone())})
+                })
+            }
+            EventKind::Engagement => decoders.engagement(raw).map(|e| {
+                json!({"line": number + 1, "query_id": e.query_id, "timestamp": e.timestamp,
+                    "time": crate::time::format_rfc3339_ms(e.timestamp), "doc_id": e.doc_id, "action": e.action,
+                    "event_id": e.event_id, "position": e.position})
+            }),
+        };
+        let printed = match printed {
+            Ok(fields) => {
+                decoded += 1;
+                fields
+            }
+            Err(r) => {
+                *rejected.entry(r.reason.label()).or_default() += 1;
+                json!({"line": number + 1, "rejected": r.reason.label(), "detail": r.detail})
+            }
+        };
+        if number < shown {
+            println!("{printed}");
+        }
+    }
+    let refused: Vec<String> = rejected.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    let refused = if refused.is_empty() { String::new() } else { format!(" ({})", refused.join(", ")) };
+    println!("# {name}: {decoded} decoded, {} rejected{refused}", rejected.values().sum::<u64>());
     Ok(())
 }

@@ -230,6 +230,16 @@ pub enum Command {
         /// The configuration file (TOML) to check.
         #[arg(long)]
         config: PathBuf,
+        /// Sample impressions (JSON lines, or an Avro container file for `avro`): each is
+        /// decoded as `serve` would, and what every field read is printed.
+        #[arg(long)]
+        impressions: Option<PathBuf>,
+        /// Sample engagements, as `--impressions`.
+        #[arg(long)]
+        engagements: Option<PathBuf>,
+        /// How many sample lines to print per file (all are decoded and counted).
+        #[arg(long, default_value_t = 5)]
+        lines: usize,
     },
 }
 
@@ -314,7 +324,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             };
             eval::run(inputs, flags)
         }
-        Command::CheckConfig { config } => check_config::run(&config),
+        Command::CheckConfig { config, impressions, engagements, lines } => {
+            check_config::run(&config, [impressions.as_deref(), engagements.as_deref()], lines)
+        }
     }
 }
 

@@ -17,7 +17,10 @@ pub fn run(
     trec_out: Option<&Path>,
     max_rejects: MaxRejects,
 ) -> anyhow::Result<()> {
-    let cfg = Config::load(config)?;
+    let mut cfg = Config::load(config)?;
+    // Avro container files become JSON lines for the run (removed when `_converted` drops).
+    let (impressions, engagements, _converted) = replay::records::prepare(&mut cfg, impressions, engagements)?;
+    let (impressions, engagements) = (impressions.as_path(), engagements.as_path());
     let mut engine = Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
     if let Some(judgments) = JudgmentSource::from_config(&cfg.judgments)? {
         engine.set_judgments(judgments);

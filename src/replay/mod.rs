@@ -13,6 +13,7 @@
 //! | `reader.rs` | a reader per file (a thread of its own, or inline: [`Threading`]): its lines (over-long ones skipped unread), where each is, each decoded for the engine |
 //! | `diagnostics.rs` | rejected lines logged as `file:line: reason: detail`, and `--max-rejects` |
 //! | `report.rs` | [`Report`]: the replay document (`--format json`) and its plain-text tables |
+//! | `records.rs` | Avro object container files read as JSON lines of their records, through the same mapping as online |
 //! | `trec.rs` | `--trec-out`: `qrels.txt` and `run.txt` of every finalized impression |
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use crate::event::EventKind;
 
 mod diagnostics;
 mod reader;
+pub mod records;
 mod report;
 mod trec;
 
@@ -51,6 +53,14 @@ pub enum ReplayError {
         path: PathBuf,
         /// What the OS said (in the message, not a `source()`, as for `Io`).
         error: std::io::Error,
+    },
+    /// An Avro container file that does not read, or an input format replay cannot read.
+    #[error("{path}: {message}")]
+    Records {
+        /// The input file.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        message: String,
     },
     /// More lines were rejected than `--max-rejects` allows: the report would measure little.
     #[error("too many rejected lines: {counts}, {limit}{hint}")]
