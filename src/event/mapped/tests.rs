@@ -215,3 +215,73 @@ session_id = "/hits/0/id"
     assert_eq!(i.interleaving.as_ref().unwrap().teams, [1, 0]);
     assert_eq!((i.variant.as_ref(), i.session_id.as_deref()), ("a vs b", Some("x")));
 }
+
+/// `[schemas.*]`: bare Avro datums read with a local `.avsc`, bare Protobuf messages with a
+/// `FileDescriptorSet`, through the worked examples' mappings (`config/examples/`).
+#[test]
+fn local_schemas_read_bare_avro_and_protobuf() {
+    use apache_avro::types::Value;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples");
+    let example = |name: &str, local: &str| {
+        let text = std::fs::read_to_string(root.join(format!("{name}.toml"))).unwrap();
+        let mut table: toml::Table = toml::from_str(&text).unwrap();
+        table.remove("schema_registry");
+        config(&format!("{}\n{local}", toml::to_string(&table).unwrap()))
+    };
+
+    let avsc = root.join("avro/search-impression.avsc");
+    let cfg = example("avro", &format!("[schemas.impressions]\navro_file = {:?}\n[schemas.engagements]\navro_file = {:?}\n", avsc, root.join("avro/search-engagement.avsc")));
+    let schema = apache_avro::Schema::parse_str(&std::fs::read_to_string(&avsc).unwrap()).unwrap();
+    let some = |s: &str| Value::Union(1, Box::new(Value::String(s.into())));
+    let hit = |id: &str| Value::Record(vec![("documentId".into(), Value::String(id.into())), ("score".into(), Value::Double(0.5))]);
+    let record = Value::Record(vec![
+        ("searchId".into(), Value::String("q1".into())),
+        ("occurredAt".into(), Value::TimestampMillis(1_700_000_000_123)),
+        ("experiment".into(), some("e")),
+        ("variant".into(), some("v")),
+        ("userId".into(), Value::Union(0, Box::new(Value::Null))),
+        ("sessionId".into(), some("s")),
+        ("hits".into(), Value::Array(vec![hit("a"), hit("b")])),
+        ("device".into(), Value::Union(0, Box::new(Value::Null))),
+    ]);
+    let datum = apache_avro::writer::datum::GenericDatumWriter::builder(&schema).build().unwrap().write_value_to_vec(record).unwrap();
+    let decoders = Decoders::new(&cfg);
+    let mut results = Vec::new();
+    let i = decoders.impression(RawMessage::body(&datum), &mut results).unwrap();
+    assert_eq!((i.query_id.as_ref(), i.timestamp, i.variant.as_ref()), ("q1", 1_700_000_000_123, "v"));
+    assert_eq!((i.client_id, i.session_id.as_deref()), (None, Some("s")));
+    assert_eq!(results, [doc_key("a"), doc_key("b")]);
+    let truncated = decoders.impression(RawMessage::body(&datum[..datum.len() - 4]), &mut results).unwrap_err();
+    assert_eq!(truncated.reason, RejectReason::Undecodable, "{}", truncated.detail);
+
+    let set = protox::compile(["acme/search/v1/events.proto"], [root.join("protobuf")]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let descriptors = dir.path().join("events.pb");
+    std::fs::write(&descriptors, prost::Message::encode_to_vec(&set)).unwrap();
+    let local = |message: &str, input: &str| {
+        format!("[schemas.{input}]\nprotobuf_descriptor_set = {descriptors:?}\nprotobuf_message = \"acme.search.v1.{message}\"\n")
+    };
+    let cfg = example("protobuf", &(local("SearchImpression", "impressions") + &local("SearchEngagement", "engagements")));
+    let pool = prost_reflect::DescriptorPool::decode(prost::Message::encode_to_vec(&set).as_slice()).unwrap();
+    let encode = |message: &str, json: &str| {
+        let desc = pool.get_message_by_name(message).unwrap();
+        let m = prost_reflect::DynamicMessage::deserialize(desc, &mut serde_json::Deserializer::from_str(json)).unwrap();
+        prost::Message::encode_to_vec(&m)
+    };
+    let impression = encode(
+        "acme.search.v1.SearchImpression",
+        r#"{"search_id":"q2","time":"2026-11-26T10:00:00.250Z","variant":"t","hits":[{"doc_id":"x"},{"doc_id":"y","score":0.5}]}"#,
+    );
+    let decoders = Decoders::new(&cfg);
+    let i = decoders.impression(RawMessage::body(&impression), &mut results).unwrap();
+    assert_eq!((i.query_id.as_ref(), i.timestamp, i.experiment.as_ref()), ("q2", 1_795_687_200_250, "none"));
+    assert_eq!(results, [doc_key("x"), doc_key("y")]);
+    let engagement = encode(
+        "acme.search.v1.SearchEngagement",
+        r#"{"search_id":"q2","time_ms":"1795687201000","doc_id":"y","action":"purchase","position":2}"#,
+    );
+    let e = decoders.engagement(RawMessage::body(&engagement)).unwrap();
+    assert_eq!((e.doc_id.as_ref(), e.action.as_ref(), e.timestamp, e.position), ("y", "purchase", 1_795_687_201_000, Some(2)));
+    let garbage = decoders.engagement(RawMessage::body(b"\xff\xff\xff")).unwrap_err();
+    assert_eq!(garbage.reason, RejectReason::Undecodable, "{}", garbage.detail);
+}
