@@ -18,6 +18,8 @@
 //! 6. Issue 21's figures ([`judgments`]): a list of one million judgments loaded, held and
 //!    looked up, and the cost of judging impressions; [`eval`]: `rankpulse eval` on a run of
 //!    100,000 queries x 100 against trec_eval (pytrec-eval-terrier) and ranx.
+//! 7. Issue 32's figures ([`mapping`]): a mapped JSON shape and Avro against native JSON, events
+//!    per CPU second through the engine and through the decoders alone.
 
 use std::time::{Duration, Instant};
 
@@ -39,6 +41,7 @@ mod common;
 mod eval;
 mod handover;
 mod judgments;
+mod mapping;
 use common::alloc::{live, Counting};
 
 #[global_allocator]
@@ -443,7 +446,7 @@ fn main() {
         return;
     }
     // RANKPULSE_BENCH_ONLY=replay (or "end to end", "memory", "render", "handover", "changelog
-    // rate") runs one stage, to profile it.
+    // rate", "judgments", "eval", "mapping") runs one stage, to profile it.
     let only = std::env::var("RANKPULSE_BENCH_ONLY").ok();
     let mut results = serde_json::Map::new();
     results.insert("cores".into(), std::thread::available_parallelism().map_or(0, |n| n.get()).into());
@@ -456,6 +459,7 @@ fn main() {
         ("changelog rate", handover::changelog_rate),
         ("judgments", judgments::judgments),
         ("eval", eval::eval),
+        ("mapping", mapping::mapping),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -591,6 +595,7 @@ fn main() {
     rows.push(("changelog bytes/s, demo traffic, 5s interval", fmt(get("changelog_bytes_per_second"), 0), "", ""));
     rows.extend(judgments::rows(&get));
     rows.extend(eval::rows(&get));
+    rows.extend(mapping::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>30} {target:>12} {ok:>8}");

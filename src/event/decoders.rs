@@ -125,7 +125,7 @@ impl Decoders {
     /// A record's body, decoded from Avro or Protobuf.
     fn record<'a>(&self, input: Input, payload: &[u8]) -> Result<Body<'a>, Rejection> {
         match &self.schemas {
-            Some(schemas) => Ok(Body::Tree(wire::decode(schemas, input, payload)?)),
+            Some(schemas) => wire::decode(schemas, input, payload),
             // `Decoders::new` creates the schemas whenever an input is a record format.
             None => Err(Rejection::new(super::RejectReason::UnknownSchema, "no schemas are configured")),
         }

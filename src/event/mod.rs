@@ -27,6 +27,7 @@ use crate::ids::{doc_key, DocKey, EngagementId};
 use crate::interleaving::{MAX_RANKERS, RANKER_SEPARATOR};
 use crate::time::EventTime;
 
+mod avro_value;
 mod decoders;
 mod excerpt;
 mod json;

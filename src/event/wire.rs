@@ -1,5 +1,6 @@
-//! Avro and Protobuf messages into a record the mapping walks (a `serde_json::Value`: Avro's
-//! JSON form, Protobuf's canonical JSON mapping with the fields' declared names).
+//! Avro and Protobuf messages into a record the mapping walks: Avro's decoded value as it is
+//! (read in its JSON form, `avro_value.rs`), Protobuf's canonical JSON mapping with the fields'
+//! declared names.
 //!
 //! With a registry, a message is in Confluent's wire format: a zero byte, the schema id (4
 //! bytes, big-endian), for Protobuf the message indexes (a zigzag varint count, then each
@@ -10,6 +11,7 @@
 
 use prost_reflect::{DynamicMessage, MessageDescriptor, SerializeOptions};
 
+use super::mapped::Body;
 use super::{RejectReason, Rejection};
 use crate::schemas::{Input, Schema, SchemaError, Schemas};
 
@@ -33,7 +35,7 @@ impl From<SchemaError> for Rejection {
 }
 
 /// Decodes one Avro or Protobuf message of `input` into the record a mapping walks.
-pub(super) fn decode(schemas: &Schemas, input: Input, payload: &[u8]) -> Result<serde_json::Value, Rejection> {
+pub(super) fn decode<'a>(schemas: &Schemas, input: Input, payload: &[u8]) -> Result<Body<'a>, Rejection> {
     if payload.is_empty() {
         return Err(Rejection::new(RejectReason::EmptyMessage, "empty payload"));
     }
@@ -120,11 +122,7 @@ fn message_at(file: &prost_reflect::FileDescriptor, indexes: &[usize]) -> Option
     Some(message)
 }
 
-fn avro(
-    schema: &apache_avro::Schema,
-    named: &[apache_avro::Schema],
-    body: &[u8],
-) -> Result<serde_json::Value, Rejection> {
+fn avro<'a>(schema: &apache_avro::Schema, named: &[apache_avro::Schema], body: &[u8]) -> Result<Body<'a>, Rejection> {
     let mut rest = body;
     let reader = apache_avro::reader::datum::GenericDatumReader::builder(schema)
         .writer_schemata(named.iter().collect())
@@ -135,10 +133,10 @@ fn avro(
     if !rest.is_empty() {
         return Err(undecodable(format!("{} bytes after the Avro record", rest.len())));
     }
-    serde_json::Value::try_from(value).map_err(|e| undecodable(format!("an Avro value without a JSON form: {e}")))
+    Ok(Body::Avro(value))
 }
 
-fn protobuf(message: MessageDescriptor, body: &[u8]) -> Result<serde_json::Value, Rejection> {
+fn protobuf<'a>(message: MessageDescriptor, body: &[u8]) -> Result<Body<'a>, Rejection> {
     let name = message.full_name().to_string();
     let decoded =
         DynamicMessage::decode(message, body).map_err(|e| undecodable(format!("not a Protobuf {name}: {e}")))?;
@@ -146,6 +144,7 @@ fn protobuf(message: MessageDescriptor, body: &[u8]) -> Result<serde_json::Value
     let options = SerializeOptions::new().use_proto_field_name(true).stringify_64_bit_integers(false);
     decoded
         .serialize_with_options(serde_json::value::Serializer, &options)
+        .map(Body::Tree)
         .map_err(|e| undecodable(format!("a Protobuf {name} without a JSON form: {e}")))
 }
 

@@ -39,8 +39,10 @@ const ENGAGEMENT_FIELDS: [&str; 6] = ["query_id", "timestamp", "doc_id", "action
 pub(super) enum Body<'a> {
     /// JSON text (already checked to be UTF-8 and to start like an object).
     Json(&'a str),
-    /// A decoded Avro or Protobuf record.
+    /// A decoded Protobuf record, in its JSON form.
     Tree(serde_json::Value),
+    /// A decoded Avro record, walked as it is.
+    Avro(apache_avro::types::Value),
 }
 
 /// One input's field sources by slot, with the tree their paths make.
@@ -81,6 +83,10 @@ impl<const N: usize> Compiled<N> {
                     .map_err(|e| super::json::classify(e, text))?;
             }
             Body::Tree(value) => walk::walk_value(&self.root, &value, &mut out, sink),
+            Body::Avro(value) => {
+                walk::walk::<N, S, walk::Own, _>(&self.root, super::avro_value::AvroValue(&value), &mut out, sink)
+                    .map_err(|e| Rejection::new(RejectReason::Undecodable, format!("an Avro record: {e}")))?
+            }
         }
         match out.fault.take() {
             Some(fault) => Err(fault),

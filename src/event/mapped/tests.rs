@@ -230,10 +230,19 @@ fn local_schemas_read_bare_avro_and_protobuf() {
     };
 
     let avsc = root.join("avro/search-impression.avsc");
-    let cfg = example("avro", &format!("[schemas.impressions]\navro_file = {:?}\n[schemas.engagements]\navro_file = {:?}\n", avsc, root.join("avro/search-engagement.avsc")));
+    let cfg = example(
+        "avro",
+        &format!(
+            "[schemas.impressions]\navro_file = {:?}\n[schemas.engagements]\navro_file = {:?}\n",
+            avsc,
+            root.join("avro/search-engagement.avsc")
+        ),
+    );
     let schema = apache_avro::Schema::parse_str(&std::fs::read_to_string(&avsc).unwrap()).unwrap();
     let some = |s: &str| Value::Union(1, Box::new(Value::String(s.into())));
-    let hit = |id: &str| Value::Record(vec![("documentId".into(), Value::String(id.into())), ("score".into(), Value::Double(0.5))]);
+    let hit = |id: &str| {
+        Value::Record(vec![("documentId".into(), Value::String(id.into())), ("score".into(), Value::Double(0.5))])
+    };
     let record = Value::Record(vec![
         ("searchId".into(), Value::String("q1".into())),
         ("occurredAt".into(), Value::TimestampMillis(1_700_000_000_123)),
@@ -244,7 +253,11 @@ fn local_schemas_read_bare_avro_and_protobuf() {
         ("hits".into(), Value::Array(vec![hit("a"), hit("b")])),
         ("device".into(), Value::Union(0, Box::new(Value::Null))),
     ]);
-    let datum = apache_avro::writer::datum::GenericDatumWriter::builder(&schema).build().unwrap().write_value_to_vec(record).unwrap();
+    let datum = apache_avro::writer::datum::GenericDatumWriter::builder(&schema)
+        .build()
+        .unwrap()
+        .write_value_to_vec(record)
+        .unwrap();
     let decoders = Decoders::new(&cfg);
     let mut results = Vec::new();
     let i = decoders.impression(RawMessage::body(&datum), &mut results).unwrap();
@@ -261,11 +274,13 @@ fn local_schemas_read_bare_avro_and_protobuf() {
     let local = |message: &str, input: &str| {
         format!("[schemas.{input}]\nprotobuf_descriptor_set = {descriptors:?}\nprotobuf_message = \"acme.search.v1.{message}\"\n")
     };
-    let cfg = example("protobuf", &(local("SearchImpression", "impressions") + &local("SearchEngagement", "engagements")));
+    let cfg =
+        example("protobuf", &(local("SearchImpression", "impressions") + &local("SearchEngagement", "engagements")));
     let pool = prost_reflect::DescriptorPool::decode(prost::Message::encode_to_vec(&set).as_slice()).unwrap();
     let encode = |message: &str, json: &str| {
         let desc = pool.get_message_by_name(message).unwrap();
-        let m = prost_reflect::DynamicMessage::deserialize(desc, &mut serde_json::Deserializer::from_str(json)).unwrap();
+        let m =
+            prost_reflect::DynamicMessage::deserialize(desc, &mut serde_json::Deserializer::from_str(json)).unwrap();
         prost::Message::encode_to_vec(&m)
     };
     let impression = encode(
@@ -281,7 +296,10 @@ fn local_schemas_read_bare_avro_and_protobuf() {
         r#"{"search_id":"q2","time_ms":"1795687201000","doc_id":"y","action":"purchase","position":2}"#,
     );
     let e = decoders.engagement(RawMessage::body(&engagement)).unwrap();
-    assert_eq!((e.doc_id.as_ref(), e.action.as_ref(), e.timestamp, e.position), ("y", "purchase", 1_795_687_201_000, Some(2)));
+    assert_eq!(
+        (e.doc_id.as_ref(), e.action.as_ref(), e.timestamp, e.position),
+        ("y", "purchase", 1_795_687_201_000, Some(2))
+    );
     let garbage = decoders.engagement(RawMessage::body(b"\xff\xff\xff")).unwrap_err();
     assert_eq!(garbage.reason, RejectReason::Undecodable, "{}", garbage.detail);
 }

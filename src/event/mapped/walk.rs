@@ -223,6 +223,10 @@ impl<'de, 'a, const N: usize, S: ResultSink<'a>, K: Keep<'de, 'a>> Visitor<'de> 
         self.found(Found::Bool(v));
         Ok(())
     }
+    fn visit_bytes<E: de::Error>(mut self, _: &[u8]) -> Result<(), E> {
+        self.found(Found::Bytes);
+        Ok(())
+    }
     fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
         self.found(Found::Null);
         Ok(())
@@ -259,6 +263,14 @@ impl<'de, 'a, const N: usize, S: ResultSink<'a>, K: Keep<'de, 'a>> Visitor<'de> 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         self.found(Found::Array);
         let node = self.node;
+        if node.filters.is_empty() && !node.indexed {
+            // The common case: each element to the wildcard's child, or skipped.
+            match node.each.as_deref() {
+                Some(child) => while seq.next_element_seed(self.child(child))?.is_some() {},
+                None => while seq.next_element::<IgnoredAny>()?.is_some() {},
+            }
+            return Ok(());
+        }
         for index in 0.. {
             let mut children = node.element_children(index);
             let (first, second) = (children.next(), children.next());
