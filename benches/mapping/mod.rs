@@ -27,6 +27,9 @@ fn thread_cpu_seconds() -> f64 {
 }
 
 const IMPRESSIONS: u64 = 100_000;
+
+/// A shape's name, the configuration that reads it, and its messages in event-time order.
+type Shape = (&'static str, Config, Vec<(EventKind, Vec<u8>)>);
 const ROUNDS: usize = 7;
 
 fn example(name: &str, local: &str) -> Config {
@@ -192,7 +195,7 @@ pub fn mapping(results: &mut Results) {
     let mut same_bytes = Config::default();
     same_bytes.mapping.impressions = Some(rankpulse::event::mapped::native_impression_mapping());
     same_bytes.mapping.engagements = Some(rankpulse::event::mapped::native_engagement_mapping());
-    let shapes: [(&str, Config, Vec<(EventKind, Vec<u8>)>); 4] = [
+    let shapes: [Shape; 4] = [
         ("native", Config::default(), native.iter().map(|(_, k, _, line)| (*k, line.clone())).collect()),
         ("mapped_native", same_bytes, native.iter().map(|(_, k, _, line)| (*k, line.clone())).collect()),
         ("segment", example("segment", ""), native.iter().map(|(_, k, v, _)| (*k, segment(*k, v))).collect()),
