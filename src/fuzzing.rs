@@ -9,6 +9,7 @@
 //! |---|---|---|---|
 //! | [`json_events`] | a message on a topic with `*_format = "json"` | [`Decoders`] (scanner, serde_json fallback), then [`Engine::process`] as an impression and as an engagement, then the join and finalization | no panic; a message is consumed once and, if rejected, counted once under the reason the decoder gave; the text-id and hashed-id decodings agree |
 //! | [`ubi_documents`] | a message with `*_format = "ubi"` | the same, with the UBI decoders | the same |
+//! | [`mapped_events`] | a message of events in the user's own shape | the same, through `config/examples/ga4.toml`'s mapping (JSON Pointer, JSONPath filters, microsecond timestamps, action names) and through `config/examples/avro.toml`'s with its `.avsc` files as local schemas (bare Avro datums, apache-avro's decoding) | the same |
 //! | [`scan_vs_serde`] | a native message | the scanner alone, serde_json alone, and both as used | wherever the scanner answers, its answer (event, result ids, or rejection with its wording) is serde_json's, and the decoder as used always equals serde_json alone (`event/scan.rs`) |
 //! | [`snapshot`] | a changelog snapshot or an aggregates record | [`checkpoint::decode`] as read, and the same bytes behind a valid header (random bytes never pass the checksum), then [`Engine::restore_partition`] or [`Engine::apply_aggregates`], events, finalization, the `/metrics` families | no panic, no allocation sized by a length or id in the bytes; a restored state snapshots and restores again |
 //! | [`changelog`] | the records of a changelog partition | [`ChunkHeader::read`], [`Tail`] (the changelog reader's reassembly) and [`InOrder`] (the aggregates reader's), then as [`snapshot`] | the same |
@@ -59,6 +60,30 @@ fn config(format: InputFormat) -> &'static Config {
 /// A message on a topic of rankpulse's own JSON events: see the module documentation.
 pub fn json_events(data: &[u8]) -> EventOutcome {
     events(config(InputFormat::Json), data)
+}
+
+/// A message of events in the user's own shape, as a GA4 JSON event and as a bare Avro datum:
+/// see the module documentation.
+pub fn mapped_events(data: &[u8]) -> [EventOutcome; 2] {
+    static CONFIGS: OnceLock<[Config; 2]> = OnceLock::new();
+    let [ga4, avro] = CONFIGS.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples");
+        let example = |name: &str, local: &str| {
+            let text = std::fs::read_to_string(root.join(format!("{name}.toml"))).expect("config/examples");
+            let mut table: toml::Table = toml::from_str(&text).expect("a TOML example");
+            table.remove("schema_registry");
+            let text = format!("{}\n{local}", toml::to_string(&table).expect("TOML"));
+            Config::from_toml_with_env(&text, "fuzzing", std::iter::empty()).expect("a valid example")
+        };
+        let avsc = |f: &str| root.join("avro").join(f).display().to_string();
+        let local = format!(
+            "[schemas.impressions]\navro_file = {:?}\n[schemas.engagements]\navro_file = {:?}\n",
+            avsc("search-impression.avsc"),
+            avsc("search-engagement.avsc")
+        );
+        [example("ga4", ""), example("avro", &local)]
+    });
+    [events(ga4, data), events(avro, data)]
 }
 
 /// A message on a topic of OpenSearch UBI documents: see the module documentation.

@@ -30,7 +30,7 @@ use rankpulse::source::{encode_partition, Positions};
 use serde_json::{json, Value};
 
 /// The fuzz targets, as named in `fuzz/Cargo.toml` and `fuzz/corpus/`.
-const TARGETS: [&str; 5] = ["json_events", "ubi_documents", "scan_vs_serde", "snapshot", "changelog"];
+const TARGETS: [&str; 6] = ["json_events", "ubi_documents", "mapped_events", "scan_vs_serde", "snapshot", "changelog"];
 
 /// 2026-01-01T00:00:00Z: the generated traffic's start.
 const START_MS: i64 = 1_767_225_600_000;
@@ -66,6 +66,15 @@ fn run(target: &str, data: &[u8]) -> Vec<String> {
             vec![
                 format!("impression {}", event(outcome.impression)),
                 format!("engagement {}", event(outcome.engagement)),
+            ]
+        }
+        "mapped_events" => {
+            let [ga4, avro] = fuzzing::mapped_events(data);
+            vec![
+                format!("ga4 impression {}", event(ga4.impression)),
+                format!("ga4 engagement {}", event(ga4.engagement)),
+                format!("avro impression {}", event(avro.impression)),
+                format!("avro engagement {}", event(avro.engagement)),
             ]
         }
         "scan_vs_serde" => {
@@ -119,6 +128,16 @@ fn the_committed_corpus_replays_through_every_entry_point() {
             "json_events" | "ubi_documents" => {
                 &["impression accepted", "impression rejected", "engagement accepted", "engagement rejected"]
             }
+            "mapped_events" => &[
+                "ga4 impression accepted",
+                "ga4 impression rejected",
+                "ga4 engagement accepted",
+                "ga4 engagement rejected",
+                "avro impression accepted",
+                "avro impression rejected",
+                "avro engagement accepted",
+                "avro engagement rejected",
+            ],
             "scan_vs_serde" => &[
                 "impression scanner answered",
                 "impression left to serde_json",
@@ -353,6 +372,16 @@ proptest! {
         fuzzing::json_events(&bytes);
         fuzzing::ubi_documents(&bytes);
         fuzzing::scan_vs_serde(&bytes);
+    }
+
+    /// Mutated GA4 events and Avro datums through the mapped decoders (JSONPath filters, the
+    /// walk, apache-avro's decoding of hostile lengths).
+    #[test]
+    fn mutated_events_of_your_own_shape_never_panic_and_every_reject_is_counted(
+        seed in prop::sample::select(mapped_seeds()),
+        mutations in prop::collection::vec(mutation(), 1..5),
+    ) {
+        fuzzing::mapped_events(&mutate(seed, &mutations));
     }
 
     /// Snapshots and aggregates records with damaged headers and payloads (the checksum
@@ -597,6 +626,74 @@ fn changelog_seeds() -> Vec<Vec<u8>> {
     out
 }
 
+/// GA4 events (impressions and engagements, one without its search id) and bare Avro datums of
+/// `config/examples/avro/`'s schemas, some of them cut short.
+fn mapped_seeds() -> Vec<Vec<u8>> {
+    use apache_avro::types::Value as Avro;
+    let param = |k: &str, v: &str| format!(r#"{{"key":"{k}","value":{{"string_value":"{v}"}}}}"#);
+    let mut out = Vec::new();
+    for i in 0..6 {
+        let search = if i == 5 { param("other", "x") } else { param("search_id", &format!("q{i}")) };
+        out.push(format!(r#"{{"event_name":"view_search_results","event_timestamp":"{}","user_pseudo_id":"u{i}","event_params":[{search},{},{}],"items":[{{"item_id":"d{i}"}},{{"item_id":"d9"}}]}}"#,
+            (START_MS + i) * 1000 + 7, param("experiment", "e"), param("variant", if i % 2 == 0 { "control" } else { "treatment" })).into_bytes());
+        let name = ["select_item", "add_to_cart", "purchase", "page_view"][i as usize % 4];
+        out.push(format!(r#"{{"event_name":"{name}","event_timestamp":{},"event_params":[{},{{"key":"index","value":{{"int_value":{i}}}}}],"items":[{{"item_id":"d{i}"}}]}}"#,
+            (START_MS + i + 5) * 1000, param("search_id", &format!("q{i}"))).into_bytes());
+    }
+    let root = root().join("config/examples/avro");
+    let schema = |f: &str| apache_avro::Schema::parse_str(&std::fs::read_to_string(root.join(f)).unwrap()).unwrap();
+    let (imp, eng) = (schema("search-impression.avsc"), schema("search-engagement.avsc"));
+    let datum = |schema: &apache_avro::Schema, value: Avro| {
+        apache_avro::writer::datum::GenericDatumWriter::builder(schema)
+            .build()
+            .unwrap()
+            .write_value_to_vec(value)
+            .unwrap()
+    };
+    for i in 0..4i64 {
+        let some = |s: String| Avro::Union(1, Box::new(Avro::String(s)));
+        let hits = (0..3)
+            .map(|d| {
+                Avro::Record(vec![
+                    ("documentId".into(), Avro::String(format!("d{d}"))),
+                    ("score".into(), Avro::Double(1.0)),
+                ])
+            })
+            .collect();
+        let impression = datum(
+            &imp,
+            Avro::Record(vec![
+                ("searchId".into(), Avro::String(format!("q{i}"))),
+                ("occurredAt".into(), Avro::TimestampMillis(START_MS + i)),
+                ("experiment".into(), some("e".into())),
+                ("variant".into(), some("control".into())),
+                ("userId".into(), Avro::Union(0, Box::new(Avro::Null))),
+                ("sessionId".into(), some(format!("s{i}"))),
+                ("hits".into(), Avro::Array(hits)),
+                ("device".into(), Avro::Union(0, Box::new(Avro::Null))),
+            ]),
+        );
+        let engagement = datum(
+            &eng,
+            Avro::Record(vec![
+                ("searchId".into(), Avro::String(format!("q{i}"))),
+                ("occurredAt".into(), Avro::TimestampMillis(START_MS + i + 5)),
+                ("documentId".into(), Avro::String("d1".into())),
+                (
+                    "action".into(),
+                    Avro::Enum(i as u32 % 3, ["CLICK", "ADD_TO_CART", "PURCHASE"][i as usize % 3].into()),
+                ),
+                ("eventId".into(), Avro::String(format!("e{i}"))),
+                ("position".into(), Avro::Union(1, Box::new(Avro::Int(2)))),
+            ]),
+        );
+        out.push(impression[..impression.len() / 2].to_vec());
+        out.push(impression);
+        out.push(engagement);
+    }
+    out
+}
+
 /// Every seed of every target.
 fn seeds() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
     let native: Vec<Vec<u8>> = native_seeds().into_iter().map(String::into_bytes).collect();
@@ -607,6 +704,7 @@ fn seeds() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
     BTreeMap::from([
         ("json_events", native.clone()),
         ("ubi_documents", ubi_seeds().into_iter().map(String::into_bytes).collect()),
+        ("mapped_events", mapped_seeds()),
         ("scan_vs_serde", native),
         ("snapshot", snapshot),
         ("changelog", changelog_seeds()),
