@@ -53,13 +53,18 @@ fn string_stop(b: &[u8]) -> usize {
     at + rest.iter().position(|&c| is_string_stop(c)).unwrap_or(rest.len())
 }
 
-/// A position in a message already known to be valid UTF-8.
-struct Cursor<'a> {
+/// A position in a message already known to be valid UTF-8 (the mapped scanner walks with it
+/// too, `mapped/scan.rs`).
+pub(super) struct Cursor<'a> {
     text: &'a str,
     at: usize,
 }
 
 impl<'a> Cursor<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        Cursor { text, at: 0 }
+    }
+
     fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
     }
@@ -76,17 +81,17 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next byte that is not whitespace, not consumed.
-    fn peek(&mut self) -> Option<u8> {
+    pub(super) fn peek(&mut self) -> Option<u8> {
         self.skip_whitespace();
         self.bytes().get(self.at).copied()
     }
 
-    fn eat(&mut self, byte: u8) -> Option<()> {
+    pub(super) fn eat(&mut self, byte: u8) -> Option<()> {
         (self.peek()? == byte).then(|| self.at += 1)
     }
 
     /// A string without escapes, borrowed. Slicing at the quotes (ASCII) keeps it valid UTF-8.
-    fn string(&mut self) -> Option<&'a str> {
+    pub(super) fn string(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let b = self.bytes();
         let start = self.at;
@@ -100,7 +105,7 @@ impl<'a> Cursor<'a> {
 
     /// An integer as serde_json reads one into an i64: an optional minus, then `0` or digits
     /// without a leading zero, and no fraction or exponent after it.
-    fn integer(&mut self) -> Option<i64> {
+    pub(super) fn integer(&mut self) -> Option<i64> {
         self.skip_whitespace();
         let b = self.bytes();
         let negative = b.get(self.at) == Some(&b'-');
@@ -126,7 +131,7 @@ impl<'a> Cursor<'a> {
 
     /// After a list element: a comma (another element follows: true) or the list's closing
     /// byte (false), consumed; anything else fails.
-    fn more(&mut self, close: u8) -> Option<bool> {
+    pub(super) fn more(&mut self, close: u8) -> Option<bool> {
         let next = self.peek()?;
         if next != b',' && next != close {
             return None;
@@ -135,19 +140,19 @@ impl<'a> Cursor<'a> {
         Some(next == b',')
     }
 
-    fn literal(&mut self, word: &str) -> Option<()> {
+    pub(super) fn literal(&mut self, word: &str) -> Option<()> {
         self.skip_whitespace();
         let found = self.bytes().get(self.at..).is_some_and(|rest| rest.starts_with(word.as_bytes()));
         found.then(|| self.at += word.len())
     }
 
     /// `null`, consumed, or nothing consumed.
-    fn null(&mut self) -> bool {
+    pub(super) fn null(&mut self) -> bool {
         self.peek() == Some(b'n') && self.literal("null").is_some()
     }
 
     /// A number by the full JSON grammar, value unused.
-    fn skip_number(&mut self) -> Option<()> {
+    pub(super) fn skip_number(&mut self) -> Option<()> {
         let b = self.bytes();
         let digits = |at: &mut usize| {
             let from = *at;
@@ -176,7 +181,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Any JSON value, unused (an unknown field).
-    fn skip_value(&mut self, depth: u32) -> Option<()> {
+    pub(super) fn skip_value(&mut self, depth: u32) -> Option<()> {
         if depth > MAX_SKIP_DEPTH {
             return None;
         }

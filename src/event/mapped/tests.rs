@@ -303,3 +303,105 @@ fn local_schemas_read_bare_avro_and_protobuf() {
     let garbage = decoders.engagement(RawMessage::body(b"\xff\xff\xff")).unwrap_err();
     assert_eq!(garbage.reason, RejectReason::Undecodable, "{}", garbage.detail);
 }
+
+/// The scanner against the serde walk: wherever the scanner answers, what it captured (every
+/// field, list and fault, the result ids in order) is the serde walk's, on the shapes of the
+/// worked examples and on mutations of them (`scan.rs`).
+mod scanner_agrees_with_serde {
+    use proptest::prelude::*;
+
+    use super::super::{scan, walk, Compiled};
+    use super::*;
+
+    fn compiled() -> Vec<Compiled<7>> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples");
+        let mut out = vec![MappedImpressions::new(&native_impression_mapping()).0];
+        for name in ["segment", "opensearch-response", "ga4"] {
+            let text = std::fs::read_to_string(root.join(format!("{name}.toml"))).unwrap();
+            let cfg = config(&text);
+            out.push(MappedImpressions::new(cfg.mapping.impressions.as_ref().unwrap()).0);
+        }
+        out
+    }
+
+    /// Whether the scanner answered, after checking it agrees.
+    fn agree(c: &Compiled<7>, bytes: &[u8]) -> bool {
+        let Ok(text) = crate::event::json::object_text(bytes) else { return false };
+        let (mut fast, mut fast_ids) = (walk::Extracted::<7>::default(), Vec::<Cow<'_, str>>::new());
+        if scan::walk(text, &c.root, &mut fast, &mut fast_ids).is_none() {
+            return false;
+        }
+        let (mut slow, mut slow_ids) = (walk::Extracted::<7>::default(), Vec::<Cow<'_, str>>::new());
+        let mut de = serde_json::Deserializer::from_str(text);
+        let read =
+            walk::walk::<7, _, walk::Borrow, _>(&c.root, &mut de, &mut slow, &mut slow_ids).and_then(|()| de.end());
+        assert!(read.is_ok(), "the scanner read what serde_json refuses ({read:?}): {text}");
+        assert_eq!((&fast, &fast_ids), (&slow, &slow_ids), "{text}");
+        true
+    }
+
+    fn seeds() -> Vec<String> {
+        let native = r#"{"query_id":"q1","timestamp":1700000000000,"results":["a","b"],"experiment":"e","variant":"v","client_id":7,"x":{"y":[1,2.5e3,null,true]}}"#;
+        let segment = r#"{"type":"track","event":"Products Searched","timestamp":"2026-11-26T10:00:00Z","userId":"u1","context":{"session_id":"s"},"properties":{"search_id":"q","query":"shoes","products":[{"product_id":"p1","position":1},{"product_id":"p2","position":2}],"experiment_name":"e","variant_name":"v"}}"#;
+        vec![native.to_string(), segment.to_string(), RESPONSE.replace('\n', ""), ga4_event("view_search_results", "q")]
+    }
+
+    #[test]
+    fn the_example_shapes_take_the_fast_path() {
+        let compiled = compiled();
+        let seeds = seeds();
+        assert!(agree(&compiled[0], seeds[0].as_bytes()), "native");
+        assert!(agree(&compiled[1], seeds[1].as_bytes()), "segment");
+        // An escape in an id (`p\u002d9`): left to serde_json.
+        assert!(!agree(&compiled[2], seeds[2].as_bytes()), "escapes are declined");
+        let plain = seeds[2].replace("p\\u002d9", "p-9").replace(r#"\"shoe\""#, "shoe");
+        assert!(agree(&compiled[2], plain.as_bytes()), "opensearch: {plain}");
+        // Filters look at an element whole: the serde walk's.
+        assert!(!agree(&compiled[3], seeds[3].as_bytes()), "ga4 filters are declined");
+    }
+
+    fn edit() -> impl Strategy<Value = (usize, String, usize)> {
+        let token = prop::sample::select(vec![
+            "\"",
+            "\\",
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            " ",
+            "0",
+            "-",
+            "-0",
+            "1e5",
+            "1.5",
+            "null",
+            "true",
+            "fals",
+            "\\u0041",
+            "é",
+            "\u{1}",
+            "99999999999999999999",
+            "\"results\":",
+            "\"products\":[{}]",
+            "[[[[",
+            "",
+        ]);
+        (any::<usize>(), token.prop_map(str::to_string), 0..4usize)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn on_mutated_events(seed in 0..4usize, mapping in 0..4usize, edits in prop::collection::vec(edit(), 1..4)) {
+            let mut text = seeds()[seed].clone().into_bytes();
+            for (at, token, delete) in edits {
+                let at = at % (text.len() + 1);
+                let end = (at + delete).min(text.len());
+                text.splice(at..end, token.into_bytes());
+            }
+            agree(&compiled()[mapping], &text);
+        }
+    }
+}

@@ -20,7 +20,7 @@ use crate::event::{RejectReason, Rejection, ResultSink};
 pub(super) const RESULTS: usize = 0;
 
 /// What one pass found.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Extracted<'a, const N: usize> {
     /// Each scalar field's value, by slot.
     pub(super) scalars: [Option<Found<'a>>; N],
@@ -113,19 +113,20 @@ impl<'de, 'a, const N: usize, S: ResultSink<'a>, K: Keep<'de, 'a>> DeserializeSe
     }
 }
 
-impl<'a, const N: usize, S: ResultSink<'a>, K> Seed<'_, '_, 'a, N, S, K> {
-    /// Records a value found at this node in every field that reads it.
-    fn found(&mut self, found: Found<'a>) {
-        for &capture in &self.node.captures {
+impl<'a, const N: usize> Extracted<'a, N> {
+    /// Records a value found at `node` in every field that reads it: the one rule of what a
+    /// path captures, for the serde walk and the scanner alike.
+    pub(super) fn found<S: ResultSink<'a>>(&mut self, node: &Node, found: Found<'a>, sink: &mut S) {
+        for &capture in &node.captures {
             match capture {
                 Capture::Scalar(slot) => {
-                    if let Some(s @ None) = self.out.scalars.get_mut(slot) {
+                    if let Some(s @ None) = self.scalars.get_mut(slot) {
                         *s = Some(found.clone());
                     }
                 }
-                Capture::Item(list) => self.item(list, &found),
+                Capture::Item(list) => self.item(list, &found, sink),
                 Capture::ListArray(list) => match found {
-                    Found::Array => set(&mut self.out.lists_seen, list),
+                    Found::Array => set(&mut self.lists_seen, list),
                     Found::Null => {}
                     ref other => {
                         self.fault(RejectReason::WrongType, format!("a list is {}, not an array", other.kind()))
@@ -135,15 +136,25 @@ impl<'a, const N: usize, S: ResultSink<'a>, K> Seed<'_, '_, 'a, N, S, K> {
         }
     }
 
-    fn item(&mut self, list: usize, found: &Found<'a>) {
+    /// A result id borrowed from the message, where the node reads nothing else: hashed
+    /// straight into the sink (the hot path). False where the node does more.
+    pub(super) fn result_id<S: ResultSink<'a>>(node: &Node, id: &'a str, sink: &mut S) -> bool {
+        if node.captures == [Capture::Item(RESULTS)] && !id.is_empty() {
+            sink.push_borrowed(id);
+            return true;
+        }
+        false
+    }
+
+    fn item<S: ResultSink<'a>>(&mut self, list: usize, found: &Found<'a>, sink: &mut S) {
         match found {
             Found::Text(t) if t.is_empty() => {
                 self.fault(RejectReason::InvalidValue, "an id in a list is an empty string")
             }
-            Found::Text(t) if list == RESULTS => self.sink.push(t.clone()),
-            Found::Int(i) if list == RESULTS => self.sink.push(Cow::Owned(i.to_string())),
+            Found::Text(t) if list == RESULTS => sink.push(t.clone()),
+            Found::Int(i) if list == RESULTS => sink.push(Cow::Owned(i.to_string())),
             Found::Text(_) | Found::Int(_) => {
-                if let Some(items) = self.out.lists.get_mut(list) {
+                if let Some(items) = self.lists.get_mut(list) {
                     items.push(found.clone());
                 }
             }
@@ -152,9 +163,15 @@ impl<'a, const N: usize, S: ResultSink<'a>, K> Seed<'_, '_, 'a, N, S, K> {
     }
 
     fn fault(&mut self, reason: RejectReason, detail: impl Into<String>) {
-        if self.out.fault.is_none() {
-            self.out.fault = Some(Rejection::new(reason, detail));
+        if self.fault.is_none() {
+            self.fault = Some(Rejection::new(reason, detail));
         }
+    }
+}
+
+impl<'a, const N: usize, S: ResultSink<'a>, K> Seed<'_, '_, 'a, N, S, K> {
+    fn found(&mut self, found: Found<'a>) {
+        self.out.found(self.node, found, self.sink);
     }
 
     fn child<'q>(&'q mut self, node: &'q Node) -> Seed<'q, 'q, 'a, N, S, K> {
