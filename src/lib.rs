@@ -22,7 +22,8 @@
 //! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test; anytime-valid confidence sequences, always-valid p-values and the sequential split test (`stats::sequential`) |
 //! | [`config`] | start-up | the TOML schema with its defaults (`schema`), loading and env overrides (`load`), cross-field checks naming the key (`validate`), each Kafka client's librdkafka configuration with its secrets and `check-config`'s dry run (`kafka_client`) |
 //! | [`judgments`] | reference data | judgment lists (TREC qrels, JSON lines): lines parsed with counted rejects, keyed by normalized query and document for lookups |
-//! | [`event`] | decoding | a message's bytes into a borrowed impression or engagement, or a reject reason: the per-input format choice ([`event::Decoders`]), rankpulse's own events (a strict one-pass scanner, serde_json behind it as the reference) and OpenSearch UBI documents |
+//! | [`schemas`] | reference data | Avro and Protobuf schemas: a Schema Registry client (by id, cached, outages retried and probed) and local schema files |
+//! | [`event`] | decoding | a message (body, key, headers) into a borrowed impression or engagement, or a reject reason: the per-input format choice ([`event::Decoders`]), rankpulse's own events (a strict one-pass scanner, serde_json behind it as the reference), OpenSearch UBI documents, and events of the user's own shape through a field mapping (`event::mapped`: JSON, and Avro and Protobuf records in Confluent's wire format or bare) |
 //! | [`join`] | attribution | one partition's pending impressions (an arena of word records, a query index, a deadline queue), held engagements, de-duplication; no offsets, no clocks |
 //! | [`accumulate`] | aggregation | label groups and their limits, exact (fixed-point) sums and unit buckets per group, cumulative and per tumbling window |
 //! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators; when the cumulative anytime-valid figures look (`experiments::sequential`) |
@@ -48,7 +49,7 @@
 //! id in them claims.
 //!
 //! * **The no-panic rule.** The files that read them (every file of [`event`], [`time`],
-//!   [`checkpoint`], [`config`], [`source::chunks`] and the changelog and aggregates readers,
+//!   [`checkpoint`], [`config`], [`schemas`], [`source::chunks`] and the changelog and aggregates readers,
 //!   and `engine`'s restore) deny `clippy::unwrap_used`, `clippy::expect_used`, `clippy::panic`
 //!   and `clippy::indexing_slicing` outside tests, as their first line; `tests/architecture.rs`
 //!   checks that it is there. It covers the explicit panics and the implicit ones of indexing,

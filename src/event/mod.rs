@@ -10,10 +10,13 @@
 //! | file | does |
 //! |---|---|
 //! | `mod.rs` | the decoded types and their vocabulary (input kinds, reject reasons), the entry points of the native format |
-//! | `decoders.rs` | [`Decoders`]: the format of each input (`kafka.impressions_format`, `kafka.engagements_format`), the one way in for the engine and replay |
+//! | `decoders.rs` | [`Decoders`]: the format and mapping of each input (`kafka.impressions_format`, `kafka.engagements_format`, `[mapping.*]`), the one way in for the engine and replay |
 //! | `scan.rs` | the native format's fast path: a strict one-pass scanner for the common shape, declining anything else |
 //! | `json.rs` | the native format through serde_json (the reference, and the fallback when the scanner declines), and the serde pieces UBI shares |
 //! | `ubi.rs` | OpenSearch UBI query and event documents |
+//! | `mapped/` | events of the user's own shape through `[mapping.*]`: the mapping's paths as one tree, a scanner and a serde walk over it, the fields' types and defaults |
+//! | `wire.rs` | Avro and Protobuf: Confluent's framing (magic byte, schema id, message indexes), decoding by apache-avro and prost-reflect |
+//! | `avro_value.rs` | a decoded Avro value as a serde deserializer, for the mapping's walk |
 //! | `excerpt.rs` | [`excerpt`]: a short, escaped quote of a message, for rejections and their log lines |
 //!
 //! Every message is untrusted input: each file here is under the no-panic rule (crate
