@@ -110,10 +110,15 @@ impl Drop for Registry {
 }
 
 fn start_registry(dir: &Path) -> (Registry, String) {
+    start_registry_with(dir, &[])
+}
+
+fn start_registry_with(dir: &Path, env: &[(&str, &str)]) -> (Registry, String) {
     let port_file = dir.join("registry.port");
     let child = Command::new("python3")
         .arg(repo("tests/your_events/registry.py"))
         .arg(&port_file)
+        .envs(env.iter().copied())
         .spawn()
         .expect("python3 tests/your_events/registry.py");
     let registry = Registry(child);
@@ -329,4 +334,68 @@ fn the_worked_examples_are_valid_configurations() {
             assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
         }
     }
+}
+
+/// A registry that asks for credentials: `check-config` reaches it with basic auth (the password
+/// from the environment) or a bearer token (from a file), and says what is wrong without them.
+#[test]
+fn the_registry_is_asked_with_its_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |url: &str, registry: &str, env: &[(&str, &str)]| {
+        let cfg = dir.path().join("check.toml");
+        let text = format!(
+            "[kafka]\nimpressions_format = \"avro\"\n[schema_registry]\nurl = \"{url}\"\ntimeout = \"2s\"\n{registry}"
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let out = Command::new(BIN)
+            .args(["check-config", "--config", cfg.to_str().unwrap()])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let (_basic, url) = start_registry_with(dir.path(), &[("REGISTRY_BASIC_AUTH", "rankpulse:reg-pw-4b1f")]);
+    let said = check(&url, "username = \"rankpulse\"\npassword_env = \"REG_PW\"\n", &[("REG_PW", "reg-pw-4b1f")]);
+    assert!(said.contains(&format!("schema registry {url} answers")), "{said}");
+    let said = check(&url, "username = \"rankpulse\"\npassword_env = \"REG_PW\"\n", &[("REG_PW", "wrong")]);
+    assert!(said.contains("401 (check schema_registry's credentials)"), "{said}");
+    assert!(!said.contains("wrong") && !said.contains("reg-pw-4b1f"), "no secret in what it says: {said}");
+    drop(_basic);
+    std::fs::remove_file(dir.path().join("registry.port")).unwrap();
+    let (_bearer, url) = start_registry_with(dir.path(), &[("REGISTRY_BEARER_TOKEN", "tok-91c2")]);
+    let token = dir.path().join("token");
+    std::fs::write(&token, "tok-91c2\n").unwrap();
+    let said = check(&url, &format!("bearer_token_file = {token:?}\n"), &[]);
+    assert!(said.contains("answers"), "{said}");
+    let said = check(&url, "", &[]);
+    assert!(said.contains("401"), "{said}");
+}
+
+/// A registry over HTTPS with a private CA: trusted through `schema_registry.ca_file`, refused
+/// without it (the public roots do not know the CA).
+#[test]
+fn the_registry_is_reached_over_tls_with_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(dir.path());
+    let env = [
+        ("REGISTRY_TLS_CERT", pki.server_cert.to_str().unwrap()),
+        ("REGISTRY_TLS_KEY", pki.server_key.to_str().unwrap()),
+    ];
+    let (_registry, url) = start_registry_with(dir.path(), &env);
+    let url = url.replace("http://127.0.0.1", "https://localhost");
+    let check = |extra: &str| {
+        let cfg = dir.path().join("tls.toml");
+        let text = format!(
+            "[kafka]\nengagements_format = \"protobuf\"\n[schema_registry]\nurl = \"{url}\"\ntimeout = \"2s\"\n{extra}"
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let out = Command::new(BIN).args(["check-config", "--config", cfg.to_str().unwrap()]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let said = check(&format!("ca_file = {:?}\n", pki.ca_cert));
+    assert!(said.contains(&format!("schema registry {url} answers")), "{said}");
+    let said = check("");
+    assert!(said.contains("warning: schema registry unreachable"), "{said}");
 }

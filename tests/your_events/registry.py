@@ -6,7 +6,14 @@ there is none on PyPI), so the test serves the API itself; the producers are con
 own SchemaRegistryClient and serializers, and rankpulse is the real binary.
 
     python3 registry.py PORT_FILE    writes the port it listens on to PORT_FILE, serves until killed
+
+With REGISTRY_BASIC_AUTH=user:password or REGISTRY_BEARER_TOKEN=token in the environment, every
+request must carry those credentials (401 otherwise), as a secured registry asks. With
+REGISTRY_TLS_CERT and REGISTRY_TLS_KEY (PEM files), it serves HTTPS.
 """
+import ssl
+import base64
+import os
 import json
 import sys
 import threading
@@ -33,9 +40,24 @@ def find(schema):
     return None
 
 
+def authorized(header):
+    basic, bearer = os.environ.get("REGISTRY_BASIC_AUTH"), os.environ.get("REGISTRY_BEARER_TOKEN")
+    if basic is None and bearer is None:
+        return True
+    if basic is not None and header == "Basic " + base64.b64encode(basic.encode()).decode():
+        return True
+    return bearer is not None and header == "Bearer " + bearer
+
+
 class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+    def refused(self):
+        if authorized(self.headers.get("Authorization")):
+            return False
+        self.answer(401, {"error_code": 401, "message": "Unauthorized"})
+        return True
 
     def answer(self, status, body):
         data = json.dumps(body).encode()
@@ -56,6 +78,8 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     def do_GET(self):
+        if self.refused():
+            return
         parts = [unquote(p) for p in urlparse(self.path).path.strip("/").split("/")]
         with LOCK:
             if parts == ["schemas", "types"]:
@@ -81,6 +105,8 @@ class Handler(BaseHTTPRequestHandler):
         self.not_found(404, "no such endpoint: " + self.path)
 
     def do_POST(self):
+        if self.refused():
+            return
         parts = [unquote(p) for p in urlparse(self.path).path.strip("/").split("/")]
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         schema = canonical(body)
@@ -106,9 +132,12 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if os.environ.get("REGISTRY_TLS_CERT"):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(os.environ["REGISTRY_TLS_CERT"], os.environ["REGISTRY_TLS_KEY"])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     with open(sys.argv[1] + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
-    import os
     os.rename(sys.argv[1] + ".tmp", sys.argv[1])
     server.serve_forever()
 
