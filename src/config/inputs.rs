@@ -86,6 +86,39 @@ pub struct EngagementMapping {
     pub actions: BTreeMap<String, String>,
 }
 
+impl ImpressionMapping {
+    /// The single-valued fields by name, in the order the decoder numbers them.
+    pub fn scalars(&self) -> [(&'static str, Option<&FieldSource>); 7] {
+        [
+            ("query_id", Some(&self.query_id)),
+            ("timestamp", Some(&self.timestamp)),
+            ("experiment", self.experiment.as_ref()),
+            ("variant", self.variant.as_ref()),
+            ("client_id", self.client_id.as_ref()),
+            ("session_id", self.session_id.as_ref()),
+            ("query", self.query.as_ref()),
+        ]
+    }
+    /// The list fields by name: the results, the interleaving's rankers, each result's team.
+    pub fn lists(&self) -> [(&'static str, Option<&FieldSource>); 3] {
+        [("results", Some(&self.results)), ("interleaving", self.interleaving.as_ref()), ("teams", self.teams.as_ref())]
+    }
+}
+
+impl EngagementMapping {
+    /// The single-valued fields by name, in the order the decoder numbers them.
+    pub fn scalars(&self) -> [(&'static str, Option<&FieldSource>); 6] {
+        [
+            ("query_id", Some(&self.query_id)),
+            ("timestamp", Some(&self.timestamp)),
+            ("doc_id", Some(&self.doc_id)),
+            ("action", self.action.as_ref()),
+            ("event_id", self.event_id.as_ref()),
+            ("position", self.position.as_ref()),
+        ]
+    }
+}
+
 /// How a timestamp is written: declared, never guessed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -377,27 +410,10 @@ pub(super) fn validate(cfg: &Config) -> Result<(), ConfigError> {
         }
     }
     if let Some(m) = &cfg.mapping.impressions {
-        let scalars = [
-            ("query_id", Some(&m.query_id)),
-            ("experiment", m.experiment.as_ref()),
-            ("variant", m.variant.as_ref()),
-            ("client_id", m.client_id.as_ref()),
-            ("session_id", m.session_id.as_ref()),
-            ("query", m.query.as_ref()),
-        ];
-        let lists =
-            [("results", Some(&m.results)), ("interleaving", m.interleaving.as_ref()), ("teams", m.teams.as_ref())];
-        check_fields("mapping.impressions", &m.timestamp, &scalars, &lists)?;
+        check_fields("mapping.impressions", &m.timestamp, &m.scalars(), &m.lists())?;
     }
     if let Some(m) = &cfg.mapping.engagements {
-        let scalars = [
-            ("query_id", Some(&m.query_id)),
-            ("doc_id", Some(&m.doc_id)),
-            ("action", m.action.as_ref()),
-            ("event_id", m.event_id.as_ref()),
-            ("position", m.position.as_ref()),
-        ];
-        check_fields("mapping.engagements", &m.timestamp, &scalars, &[])?;
+        check_fields("mapping.engagements", &m.timestamp, &m.scalars(), &[])?;
         for (name, action) in &m.actions {
             if action.is_empty() {
                 return Err(invalid(format!("mapping.engagements.actions.\"{name}\""), "must name a rankpulse action"));
@@ -452,7 +468,7 @@ fn check_fields(
             return Err(invalid(format!("{table}.timestamp"), format!("{p} has a wildcard; a timestamp is one value")));
         }
     }
-    for (name, source) in scalars.iter().chain(lists) {
+    for (name, source) in scalars.iter().chain(lists).filter(|(name, _)| *name != "timestamp") {
         let Some(source) = source else { continue };
         if source.format.is_some() {
             return Err(invalid(format!("{table}.{name}"), "only a timestamp has a `format`"));

@@ -32,8 +32,10 @@ impl<'de> de::Deserializer<'de> for AvroValue<'de> {
             Value::Union(_, inner) => AvroValue(inner).deserialize_any(visitor),
             Value::String(s) | Value::Enum(_, s) => visitor.visit_borrowed_str(s),
             Value::Uuid(u) => visitor.visit_string(u.as_hyphenated().to_string()),
-            Value::Record(fields) => visitor.visit_map(Fields { fields: fields.iter(), value: None }),
-            Value::Map(entries) => visitor.visit_map(Entries { entries: entries.iter(), value: None }),
+            Value::Record(fields) => {
+                visitor.visit_map(Pairs { pairs: fields.iter().map(|(k, v)| (k, v)), value: None })
+            }
+            Value::Map(entries) => visitor.visit_map(Pairs { pairs: entries.iter(), value: None }),
             Value::Array(items) => visitor.visit_seq(Items(items.iter())),
             Value::Bytes(bytes) | Value::Fixed(_, bytes) => visitor.visit_borrowed_bytes(bytes),
             // Never an id or a timestamp: what a mapping reads there is a type fault.
@@ -47,37 +49,17 @@ impl<'de> de::Deserializer<'de> for AvroValue<'de> {
     }
 }
 
-/// A record's fields, in schema order.
-struct Fields<'v> {
-    fields: std::slice::Iter<'v, (String, Value)>,
+/// A record's fields (in schema order) or a map's entries: names and values.
+struct Pairs<'v, I> {
+    pairs: I,
+    /// The value of the name just handed over.
     value: Option<&'v Value>,
 }
 
-impl<'v> MapAccess<'v> for Fields<'v> {
+impl<'v, I: Iterator<Item = (&'v String, &'v Value)>> MapAccess<'v> for Pairs<'v, I> {
     type Error = Error;
     fn next_key_seed<K: DeserializeSeed<'v>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        let Some((name, value)) = self.fields.next() else { return Ok(None) };
-        self.value = Some(value);
-        seed.deserialize(BorrowedStrDeserializer::new(name)).map(Some)
-    }
-    fn next_value_seed<T: DeserializeSeed<'v>>(&mut self, seed: T) -> Result<T::Value, Error> {
-        match self.value.take() {
-            Some(value) => seed.deserialize(AvroValue(value)),
-            None => Err(de::Error::custom("a value without its key")),
-        }
-    }
-}
-
-/// A map's entries.
-struct Entries<'v> {
-    entries: std::collections::hash_map::Iter<'v, String, Value>,
-    value: Option<&'v Value>,
-}
-
-impl<'v> MapAccess<'v> for Entries<'v> {
-    type Error = Error;
-    fn next_key_seed<K: DeserializeSeed<'v>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        let Some((name, value)) = self.entries.next() else { return Ok(None) };
+        let Some((name, value)) = self.pairs.next() else { return Ok(None) };
         self.value = Some(value);
         seed.deserialize(BorrowedStrDeserializer::new(name)).map(Some)
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::mapped::{self, Body, MappedEngagements, MappedImpressions};
 use super::{decode_engagement, decode_impression, impression_into, ubi, wire, EventKind, RawMessage, ResultSink};
 use super::{Engagement, Impression, Rejection};
-use crate::config::{Config, InputFormat, SourceOf};
+use crate::config::{Config, InputFormat};
 use crate::ids::DocKey;
 use crate::schemas::{Input, Schemas};
 use crate::time::EventTime;
@@ -43,6 +43,15 @@ enum Reader<M> {
     MappedJson(Arc<M>),
     /// Avro or Protobuf records through a mapping (the contract's names by default).
     MappedRecord(Arc<M>),
+}
+
+impl<M> Reader<M> {
+    fn mapping(&self) -> Option<&M> {
+        match self {
+            Reader::MappedJson(m) | Reader::MappedRecord(m) => Some(m),
+            Reader::Native | Reader::Ubi => None,
+        }
+    }
 }
 
 /// The `query_attributes` keys of the experiment and the variant (`[ubi]`).
@@ -78,26 +87,8 @@ impl Decoders {
         let records = [k.impressions_format, k.engagements_format]
             .iter()
             .any(|f| matches!(f, InputFormat::Avro | InputFormat::Protobuf));
-        let envelope = |s: Option<&crate::config::FieldSource>| {
-            s.is_some_and(|s| matches!(s.from, SourceOf::Key | SourceOf::Header(_)))
-        };
-        let reads_envelope = cfg.mapping.impressions.as_ref().is_some_and(|m| {
-            [Some(&m.query_id), Some(&m.timestamp), m.experiment.as_ref(), m.variant.as_ref(), m.client_id.as_ref()]
-                .into_iter()
-                .chain([m.session_id.as_ref(), m.query.as_ref()])
-                .any(envelope)
-        }) || cfg.mapping.engagements.as_ref().is_some_and(|m| {
-            [
-                Some(&m.query_id),
-                Some(&m.timestamp),
-                Some(&m.doc_id),
-                m.action.as_ref(),
-                m.event_id.as_ref(),
-                m.position.as_ref(),
-            ]
-            .into_iter()
-            .any(envelope)
-        });
+        let reads_envelope = impressions.mapping().is_some_and(|m| m.reads_envelope())
+            || engagements.mapping().is_some_and(|m| m.reads_envelope());
         Decoders {
             impressions,
             engagements,

@@ -31,12 +31,6 @@ const LIST_FIELDS: usize = 3;
 const INTERLEAVING: usize = 1;
 const TEAMS: usize = 2;
 
-/// The scalar fields of an impression, by slot.
-const IMPRESSION_FIELDS: [&str; 7] =
-    ["query_id", "timestamp", "experiment", "variant", "client_id", "session_id", "query"];
-/// The scalar fields of an engagement, by slot.
-const ENGAGEMENT_FIELDS: [&str; 6] = ["query_id", "timestamp", "doc_id", "action", "event_id", "position"];
-
 /// What a message's body is, for the walk.
 pub(super) enum Body<'a> {
     /// JSON text (already checked to be UTF-8 and to start like an object).
@@ -52,6 +46,8 @@ pub(super) enum Body<'a> {
 struct Compiled<const N: usize> {
     /// Every path of the mapping, merged.
     root: Node,
+    /// Each scalar field's name, for rejections.
+    names: [&'static str; N],
     /// Each scalar field's source, `None` when the mapping leaves it out.
     scalars: [Option<FieldSource>; N],
     /// Each list field's source.
@@ -59,7 +55,13 @@ struct Compiled<const N: usize> {
 }
 
 impl<const N: usize> Compiled<N> {
-    fn new(scalars: [Option<&FieldSource>; N], lists: [Option<&FieldSource>; LIST_FIELDS]) -> Self {
+    fn new(
+        named: [(&'static str, Option<&FieldSource>); N],
+        lists: [(&'static str, Option<&FieldSource>); LIST_FIELDS],
+    ) -> Self {
+        let names = named.map(|(name, _)| name);
+        let scalars = named.map(|(_, source)| source);
+        let lists = lists.map(|(_, source)| source);
         let mut root = Node::default();
         for (slot, source) in scalars.iter().enumerate() {
             if let Some(FieldSource { from: SourceOf::Path(path), .. }) = source {
@@ -71,7 +73,12 @@ impl<const N: usize> Compiled<N> {
                 root.add(path, Capture::Item(list));
             }
         }
-        Compiled { root, scalars: scalars.map(|s| s.cloned()), lists: lists.map(|s| s.cloned()) }
+        Compiled { root, names, scalars: scalars.map(|s| s.cloned()), lists: lists.map(|s| s.cloned()) }
+    }
+
+    /// Whether a field is read from the message's key or a header.
+    fn reads_envelope(&self) -> bool {
+        self.scalars.iter().flatten().any(|s| matches!(s.from, SourceOf::Key | SourceOf::Header(_)))
     }
 
     /// One pass over the body.
@@ -132,11 +139,10 @@ impl<const N: usize> Compiled<N> {
     fn id<'a>(
         &'a self,
         slot: usize,
-        fields: &[&str],
         found: &mut Extracted<'a, N>,
         raw: &RawMessage<'a>,
     ) -> Result<Cow<'a, str>, Rejection> {
-        let name = fields.get(slot).copied().unwrap_or("?");
+        let name = self.names.get(slot).copied().unwrap_or("?");
         match self.value(slot, found, raw)? {
             None => Err(Rejection::missing_mapped(name, &self.describe(slot))),
             Some(Found::Text(t)) if t.is_empty() => Err(Rejection::new(
@@ -151,11 +157,10 @@ impl<const N: usize> Compiled<N> {
     fn label<'a>(
         &'a self,
         slot: usize,
-        fields: &[&str],
         found: &mut Extracted<'a, N>,
         raw: &RawMessage<'a>,
     ) -> Result<Option<Cow<'a, str>>, Rejection> {
-        let name = fields.get(slot).copied().unwrap_or("?");
+        let name = self.names.get(slot).copied().unwrap_or("?");
         match self.value(slot, found, raw)? {
             None => Ok(None),
             Some(value) => text_of(value).map(Some).ok_or_else(|| self.wrong_type(slot, name, "a string")),
@@ -294,18 +299,12 @@ pub struct MappedImpressions(Compiled<7>);
 
 impl MappedImpressions {
     pub fn new(m: &ImpressionMapping) -> Self {
-        MappedImpressions(Compiled::new(
-            [
-                Some(&m.query_id),
-                Some(&m.timestamp),
-                m.experiment.as_ref(),
-                m.variant.as_ref(),
-                m.client_id.as_ref(),
-                m.session_id.as_ref(),
-                m.query.as_ref(),
-            ],
-            [Some(&m.results), m.interleaving.as_ref(), m.teams.as_ref()],
-        ))
+        MappedImpressions(Compiled::new(m.scalars(), m.lists()))
+    }
+
+    /// Whether a field is read from the message's key or a header.
+    pub fn reads_envelope(&self) -> bool {
+        self.0.reads_envelope()
     }
 
     /// Decodes an impression from its body and envelope; result ids go to `results`.
@@ -318,15 +317,14 @@ impl MappedImpressions {
         let c = &self.0;
         results.clear();
         let mut found = c.extract(body, results)?;
-        let f = &IMPRESSION_FIELDS;
-        let query_id = c.id(0, f, &mut found, raw)?;
+        let query_id = c.id(0, &mut found, raw)?;
         let timestamp = c.timestamp(1, &mut found, raw)?;
         if !found.lists_seen.get(RESULTS).copied().unwrap_or(false) {
             let at = c.lists.first().and_then(Option::as_ref).map(FieldSource::describe).unwrap_or_default();
             return Err(Rejection::missing_mapped("results", &at));
         }
-        let experiment = c.label(2, f, &mut found, raw)?;
-        let variant = c.label(3, f, &mut found, raw)?;
+        let experiment = c.label(2, &mut found, raw)?;
+        let variant = c.label(3, &mut found, raw)?;
         let rankers = c.list(INTERLEAVING, &mut found);
         let teams = c.list(TEAMS, &mut found);
         let interleaving = interleaving_of(rankers, teams, results.len(), ["interleaving", "teams"])?;
@@ -358,28 +356,22 @@ pub struct MappedEngagements {
 impl MappedEngagements {
     pub fn new(m: &EngagementMapping) -> Self {
         MappedEngagements {
-            fields: Compiled::new(
-                [
-                    Some(&m.query_id),
-                    Some(&m.timestamp),
-                    Some(&m.doc_id),
-                    m.action.as_ref(),
-                    m.event_id.as_ref(),
-                    m.position.as_ref(),
-                ],
-                [None, None, None],
-            ),
+            fields: Compiled::new(m.scalars(), [("results", None), ("interleaving", None), ("teams", None)]),
             actions: m.actions.iter().map(|(k, v)| (k.as_str().into(), v.as_str().into())).collect(),
         }
+    }
+
+    /// Whether a field is read from the message's key or a header.
+    pub fn reads_envelope(&self) -> bool {
+        self.fields.reads_envelope()
     }
 
     pub(super) fn decode<'a>(&'a self, body: Body<'a>, raw: &RawMessage<'a>) -> Result<Engagement<'a>, Rejection> {
         let c = &self.fields;
         let mut found = c.extract(body, &mut NoResults)?;
-        let f = &ENGAGEMENT_FIELDS;
         // The name first: an event the mapping does not list (a page view) is not an
         // engagement, whatever fields it lacks.
-        let action = match c.label(3, f, &mut found, raw)? {
+        let action = match c.label(3, &mut found, raw)? {
             None => Cow::Borrowed(super::json::DEFAULT_ACTION),
             Some(name) if self.actions.is_empty() => name,
             Some(name) => match self.actions.get(name.as_ref()) {
@@ -392,9 +384,9 @@ impl MappedEngagements {
                 }
             },
         };
-        let query_id = c.id(0, f, &mut found, raw)?;
+        let query_id = c.id(0, &mut found, raw)?;
         let timestamp = c.timestamp(1, &mut found, raw)?;
-        let doc_id = c.id(2, f, &mut found, raw)?;
+        let doc_id = c.id(2, &mut found, raw)?;
         let event_id = c.context(4, &mut found, raw)?;
         let position = match c.value(5, &mut found, raw)? {
             None => None,
@@ -418,39 +410,41 @@ impl ResultSink<'_> for NoResults {
 /// The mapping the contract's own field names make, for Avro and Protobuf records without a
 /// `[mapping.impressions]`: the native shape, in another encoding.
 pub fn native_impression_mapping() -> ImpressionMapping {
-    let path = |p: &str| FieldSource::path(p).ok();
-    let timestamp = FieldSource::path("/timestamp")
-        .map(|s| FieldSource { format: Some(TimestampFormat::Rfc3339OrEpochMillis), ..s })
-        .ok();
     ImpressionMapping {
-        query_id: path("/query_id").unwrap_or_else(unreachable_path),
-        timestamp: timestamp.unwrap_or_else(unreachable_path),
-        results: path("/results").unwrap_or_else(unreachable_path),
-        experiment: path("/experiment"),
-        variant: path("/variant"),
-        client_id: path("/client_id"),
-        session_id: path("/session_id"),
-        query: path("/query"),
-        interleaving: path("/interleaving"),
-        teams: path("/teams"),
+        query_id: native("/query_id"),
+        timestamp: native_timestamp(),
+        results: native("/results"),
+        experiment: Some(native("/experiment")),
+        variant: Some(native("/variant")),
+        client_id: Some(native("/client_id")),
+        session_id: Some(native("/session_id")),
+        query: Some(native("/query")),
+        interleaving: Some(native("/interleaving")),
+        teams: Some(native("/teams")),
     }
 }
 
 /// As [`native_impression_mapping`], for engagements.
 pub fn native_engagement_mapping() -> EngagementMapping {
-    let path = |p: &str| FieldSource::path(p).ok();
-    let timestamp = FieldSource::path("/timestamp")
-        .map(|s| FieldSource { format: Some(TimestampFormat::Rfc3339OrEpochMillis), ..s })
-        .ok();
     EngagementMapping {
-        query_id: path("/query_id").unwrap_or_else(unreachable_path),
-        timestamp: timestamp.unwrap_or_else(unreachable_path),
-        doc_id: path("/doc_id").unwrap_or_else(unreachable_path),
-        action: path("/action"),
-        event_id: path("/event_id"),
-        position: path("/position"),
+        query_id: native("/query_id"),
+        timestamp: native_timestamp(),
+        doc_id: native("/doc_id"),
+        action: Some(native("/action")),
+        event_id: Some(native("/event_id")),
+        position: Some(native("/position")),
         actions: Default::default(),
     }
+}
+
+/// A field of the contract's shape, by its name.
+fn native(path: &str) -> FieldSource {
+    FieldSource::path(path).unwrap_or_else(|_| unreachable_path())
+}
+
+/// The contract's timestamp: RFC 3339 text or integer milliseconds.
+fn native_timestamp() -> FieldSource {
+    FieldSource { format: Some(TimestampFormat::Rfc3339OrEpochMillis), ..native("/timestamp") }
 }
 
 /// The literal paths above parse; this is never called (a constant, not a `panic!`).
