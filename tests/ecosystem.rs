@@ -243,6 +243,12 @@ fn dashboard_targets(dashboard: &Value) -> Vec<(String, String)> {
     targets
 }
 
+/// Series an alert reads that the demo cannot have, with where they are checked instead.
+const NOT_IN_THE_DEMO: [(&str, &str); 1] = [(
+    "rankpulse_schema_registry_up",
+    "exported only with a [schema_registry] (the demo's events are JSON): tests/your_events.rs scrapes it, and the alert's promtool test fires it",
+)];
+
 #[test]
 fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
     require_tool("prometheus");
@@ -273,6 +279,9 @@ fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
                 _ => metric_names(&rule.expr).into_iter().collect(),
             };
             for name in names {
+                if NOT_IN_THE_DEMO.iter().any(|(series, _)| *series == name) {
+                    continue;
+                }
                 if query(port, &name).unwrap_or(0) == 0 {
                     missing.push(format!("series {name} (rule {})", rule.name));
                 }
