@@ -187,8 +187,41 @@ impl Config {
         self.validate_ab()?;
         self.validate_interleaving()?;
         self.validate_judgments()?;
+        self.validate_repartition()?;
         self.listen_addr()?;
         self.validate_http()?;
+        Ok(())
+    }
+
+    /// `[repartition]`: sizes, and internal topic names that clash with no other topic.
+    fn validate_repartition(&self) -> Result<(), ConfigError> {
+        let r = &self.repartition;
+        if r.replication_factor < 1 {
+            return Err(invalid("repartition.replication_factor", "must be at least 1"));
+        }
+        if r.retention.as_millis_i64() == 0 {
+            return Err(invalid("repartition.retention", "must be positive"));
+        }
+        if r.partitions > 100_000 {
+            return Err(invalid("repartition.partitions", "must be at most 100000 (0 takes the inputs' larger count)"));
+        }
+        let k = &self.kafka;
+        let others = [
+            &k.impressions_topic,
+            &k.engagements_topic,
+            &self.ab.output_topic,
+            &self.state.changelog_topic(&k.group_id),
+            &self.state.aggregates_topic(&k.group_id),
+        ];
+        for input in ["impressions", "engagements"] {
+            let internal = crate::config::RepartitionConfig::topic(&k.group_id, input);
+            if others.contains(&&internal) {
+                return Err(invalid(
+                    "kafka.group_id",
+                    format!("the repartition topic {internal:?} it names is already an input, output or state topic"),
+                ));
+            }
+        }
         Ok(())
     }
 
