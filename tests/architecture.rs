@@ -37,6 +37,7 @@ const STAGES: &[(&str, u32)] = &[
     ("engine", 6),
     // Inputs and outputs around the engine.
     ("source", 7),
+    ("repartition", 7),
     ("replay", 7),
     ("eval", 7),
     ("output", 7),
