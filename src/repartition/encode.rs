@@ -236,7 +236,8 @@ mod tests {
         let mut cfg = Config::default();
         cfg.kafka.engagements_format = InputFormat::Ubi;
         let mut r = Reencoder::new(Decoders::new(&cfg));
-        let ubi = br#"{"action_name":"click","query_id":"q","timestamp":9,"event_attributes":{"object":{"object_id":"a"}}}"#;
+        let ubi =
+            br#"{"action_name":"click","query_id":"q","timestamp":9,"event_attributes":{"object":{"object_id":"a"}}}"#;
         r.reencode(EventKind::Engagement, raw(ubi)).unwrap();
         let got = decode_engagement(r.payload()).unwrap();
         assert_eq!((got.query_id.as_ref(), got.timestamp, got.doc_id.as_ref()), ("q", 9, "a"));

@@ -123,7 +123,9 @@ pub fn plan(cfg: &Config, runtime: &tokio::runtime::Handle) -> Result<Plan, Repa
     let internal_topics = internal_topics(&cfg.kafka.group_id);
     let mut probe_config = cfg.kafka.client_config(ClientRole::Consumer)?;
     // Assigned, never subscribed: the group id is only required by the client.
-    probe_config.set("group.id", format!("{}-repartition-probe", cfg.kafka.group_id)).set("enable.auto.commit", "false");
+    probe_config
+        .set("group.id", format!("{}-repartition-probe", cfg.kafka.group_id))
+        .set("enable.auto.commit", "false");
     let probe: BaseConsumer = probe_config.create().map_err(RepartitionError::Create)?;
     let mut reencoder = Reencoder::new(Decoders::new(cfg));
     let sample = if cfg.repartition.mode == RepartitionMode::Always { 0 } else { cfg.repartition.sample_messages };
@@ -190,7 +192,8 @@ fn ensure_topics(
     partitions: usize,
     runtime: &tokio::runtime::Handle,
 ) -> Result<(), RepartitionError> {
-    let probe: BaseConsumer = cfg.kafka.client_config(ClientRole::Consumer)?.create().map_err(RepartitionError::Create)?;
+    let probe: BaseConsumer =
+        cfg.kafka.client_config(ClientRole::Consumer)?.create().map_err(RepartitionError::Create)?;
     let counts = |probe: &BaseConsumer| -> Result<([usize; 2], usize), RepartitionError> {
         let mut counts = [0; 2];
         let mut brokers = 1;
@@ -215,22 +218,30 @@ fn ensure_topics(
             .zip(has)
             .filter(|(_, count)| *count == 0)
             .map(|(topic, _)| {
-                NewTopic::new(topic, i32::try_from(partitions).unwrap_or(i32::MAX), TopicReplication::Fixed(replication))
-                    .set("cleanup.policy", "delete")
-                    .set("retention.ms", &retention)
+                NewTopic::new(
+                    topic,
+                    i32::try_from(partitions).unwrap_or(i32::MAX),
+                    TopicReplication::Fixed(replication),
+                )
+                .set("cleanup.policy", "delete")
+                .set("retention.ms", &retention)
             })
             .collect();
         let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT)).request_timeout(Some(ADMIN_TIMEOUT));
-        let results = runtime.block_on(admin.create_topics(&new, &options)).map_err(|e| RepartitionError::Topic {
-            topic: topics[0].clone(),
-            problem: format!("creating it: {e}"),
-        })?;
+        let results = runtime
+            .block_on(admin.create_topics(&new, &options))
+            .map_err(|e| RepartitionError::Topic { topic: topics[0].clone(), problem: format!("creating it: {e}") })?;
         for result in results {
             match result {
-                Ok(topic) => tracing::info!(topic, partitions, replication, retention_ms = %retention, "repartition topic created"),
+                Ok(topic) => {
+                    tracing::info!(topic, partitions, replication, retention_ms = %retention, "repartition topic created")
+                }
                 Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((topic, code)) => {
-                    return Err(RepartitionError::Topic { topic, problem: format!("creating it: {code} (does rankpulse have the CREATE ACL on it?)") })
+                    return Err(RepartitionError::Topic {
+                        topic,
+                        problem: format!("creating it: {code} (does rankpulse have the CREATE ACL on it?)"),
+                    })
                 }
             }
         }
@@ -254,7 +265,12 @@ fn ensure_topics(
         }),
         [n, _] => {
             if n != partitions {
-                tracing::info!(?topics, partitions = n, wanted = partitions, "the repartition topics exist; their partition count is kept");
+                tracing::info!(
+                    ?topics,
+                    partitions = n,
+                    wanted = partitions,
+                    "the repartition topics exist; their partition count is kept"
+                );
             }
             Ok(())
         }
@@ -276,7 +292,7 @@ pub fn spawn(
         .client_config(ClientRole::Producer)?
         .set("enable.idempotence", "true")
         .set("acks", "all")
-        .set("linger.ms", "5")
+        .set("linger.ms", "2")
         .create_with_context(stage::DeliveryContext::new(log.clone()))
         .map_err(RepartitionError::Create)?;
     let context = stage::StageContext::new(log, producer, raw_topics.clone(), routing);
@@ -292,7 +308,10 @@ pub fn spawn(
         max_message_bytes: cfg.limits.max_message_bytes,
     };
     let stage = stage::Stage { consumer, forwarder, shutdown };
-    std::thread::Builder::new().name("rankpulse-repartition".into()).spawn(move || stage.run()).map_err(RepartitionError::Thread)
+    std::thread::Builder::new()
+        .name("rankpulse-repartition".into())
+        .spawn(move || stage.run())
+        .map_err(RepartitionError::Thread)
 }
 
 /// The stage's consumer group: its own, so the join's group is assigned only the internal topics.

@@ -165,8 +165,7 @@ pub async fn run(
 
     let (finished, done) = tokio::sync::oneshot::channel();
     let routing = engine.lock().routing().clone();
-    let consume =
-        ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval, routing };
+    let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval, routing };
     std::thread::Builder::new()
         .name("rankpulse-source".into())
         .spawn(move || {
