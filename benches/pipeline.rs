@@ -18,6 +18,8 @@
 //! 6. Issue 21's figures ([`judgments`]): a list of one million judgments loaded, held and
 //!    looked up, and the cost of judging impressions; [`eval`]: `rankpulse eval` on a run of
 //!    100,000 queries x 100 against trec_eval (pytrec-eval-terrier) and ranx.
+//! 7. Issue 39's figures ([`repartition`]): the repartition path's events per CPU-second and the
+//!    latency it adds, against co-partitioned input, in one run.
 
 use std::time::{Duration, Instant};
 
@@ -39,6 +41,7 @@ mod common;
 mod eval;
 mod handover;
 mod judgments;
+mod repartition;
 use common::alloc::{live, Counting};
 
 #[global_allocator]
@@ -456,6 +459,7 @@ fn main() {
         ("changelog rate", handover::changelog_rate),
         ("judgments", judgments::judgments),
         ("eval", eval::eval),
+        ("repartition", repartition::repartition),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -591,6 +595,7 @@ fn main() {
     rows.push(("changelog bytes/s, demo traffic, 5s interval", fmt(get("changelog_bytes_per_second"), 0), "", ""));
     rows.extend(judgments::rows(&get));
     rows.extend(eval::rows(&get));
+    rows.extend(repartition::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>30} {target:>12} {ok:>8}");
