@@ -139,7 +139,7 @@ fn get(m: &BTreeMap<String, f64>, name: &str, labels: &[(&str, &str)]) -> f64 {
     m.get(&series(name, labels)).copied().unwrap_or(0.0)
 }
 
-fn variant<'a>(v: &'a str) -> [(&'static str, &'a str); 2] {
+fn variant(v: &str) -> [(&'static str, &str); 2] {
     [("experiment", "x"), ("variant", v)]
 }
 
@@ -185,12 +185,7 @@ fn cluster() -> Broker {
 /// Produces the traffic in batches with `replicas` running (applying `plan` as it goes), waits
 /// until the live replicas' summed series are final, and returns them with the truth and every
 /// replica's log.
-fn run(
-    broker: &Broker,
-    mode: &str,
-    replicas: &[&'static str],
-    plan: &[(usize, Step)],
-) -> (BTreeMap<String, f64>, Vec<BTreeMap<String, f64>>, Truth, String) {
+fn run(broker: &Broker, mode: &str, replicas: &[&'static str], plan: &[(usize, Step)]) -> Outcome {
     let brokers = broker.bootstrap();
     // Without crashes nothing stalls: a short bound, so the stream is final sooner.
     let disorder = if plan.is_empty() { "5s" } else { "15s" };
@@ -274,7 +269,19 @@ fn run(
     if let Some(path) = std::env::var_os("REPARTITION_TEST_LOG") {
         std::fs::write(path, &logs).unwrap();
     }
-    (last, last_each, truth, logs)
+    Outcome { summed: last, each: last_each, truth, logs }
+}
+
+/// What a run ends with.
+struct Outcome {
+    /// The live replicas' series, summed.
+    summed: BTreeMap<String, f64>,
+    /// Each live replica's series.
+    each: Vec<BTreeMap<String, f64>>,
+    /// What the traffic adds up to.
+    truth: Truth,
+    /// Every replica's log, the SIGKILLed ones' included.
+    logs: String,
 }
 
 /// Compares the summed series with the truth: impressions, engaged impressions and reciprocal
@@ -312,7 +319,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn inputs_keyed_by_user_and_session_are_repartitioned_and_exact() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let broker = cluster();
-    let (m, each, truth, logs) = run(&broker, "auto", &["a", "b"], &[]);
+    let Outcome { summed: m, each, truth, logs } = run(&broker, "auto", &["a", "b"], &[]);
     assert_truth(&m, &truth);
     // Decided at start, and why: the partition counts differ (3 and 5).
     for replica in &each {
@@ -334,7 +341,7 @@ fn a_replica_sigkilled_twice_loses_nothing_and_counts_nothing_twice() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let broker = cluster();
     let plan = [(20, Step::KillAndRestart("b")), (40, Step::KillAndRestart("b"))];
-    let (m, _, truth, _) = run(&broker, "auto", &["a", "b"], &plan);
+    let Outcome { summed: m, truth, .. } = run(&broker, "auto", &["a", "b"], &plan);
     assert_truth(&m, &truth);
     // The crashes made the stage re-send: the join saw copies and counted each event once.
     let forwarded: f64 =
@@ -346,7 +353,7 @@ fn a_replica_sigkilled_twice_loses_nothing_and_counts_nothing_twice() {
 fn with_repartitioning_off_the_mismatch_is_counted_alerted_and_named() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let broker = cluster();
-    let (m, _, truth, logs) = run(&broker, "never", &["a"], &[]);
+    let Outcome { summed: m, truth, logs, .. } = run(&broker, "never", &["a"], &[]);
     assert_eq!(get(&m, "rankpulse_repartition_active", &[("reason", "disabled")]), 0.0);
     let mismatched = get(&m, "rankpulse_input_key_mismatches_total", &[("topic", ENG_TOPIC)]);
     let checked = get(&m, "rankpulse_input_keys_checked_total", &[("topic", ENG_TOPIC)]);

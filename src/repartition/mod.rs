@@ -76,8 +76,8 @@ pub enum RepartitionError {
     Metadata { topic: String, error: KafkaError },
     #[error("the repartition topic {topic}: {problem}")]
     Topic { topic: String, problem: String },
-    #[error("subscribing the repartition stage to {topics:?}: {error}")]
-    Subscribe { topics: [String; 2], error: KafkaError },
+    #[error("subscribing the repartition stage to {topics}: {error}")]
+    Subscribe { topics: String, error: KafkaError },
     #[error("producing to the repartition topics: {0}")]
     Produce(String),
     #[error("starting the repartition stage's thread: {0}")]
@@ -300,7 +300,7 @@ pub fn spawn(
         consumer_config(cfg)?.create_with_context(context).map_err(RepartitionError::Create)?;
     consumer
         .subscribe(&[raw_topics[0].as_str(), raw_topics[1].as_str()])
-        .map_err(|error| RepartitionError::Subscribe { topics: raw_topics.clone(), error })?;
+        .map_err(|error| RepartitionError::Subscribe { topics: raw_topics.join(", "), error })?;
     tracing::info!(group = %stage_group(&cfg.kafka.group_id), ?raw_topics, internal = ?plan.internal_topics, "repartition stage consuming");
     let forwarder = stage::Forwarder {
         reencoder: Reencoder::new(Decoders::new(cfg)),
