@@ -49,7 +49,8 @@
 //! id in them claims.
 //!
 //! * **The no-panic rule.** The files that read them (every file of [`event`], [`time`],
-//!   [`checkpoint`], [`config`], [`source::chunks`] and the changelog and aggregates readers,
+//!   [`checkpoint`], [`config`], [`source::chunks`], the repartition stage's re-encoder and the
+//!   changelog and aggregates readers,
 //!   and `engine`'s restore) deny `clippy::unwrap_used`, `clippy::expect_used`, `clippy::panic`
 //!   and `clippy::indexing_slicing` outside tests, as their first line; `tests/architecture.rs`
 //!   checks that it is there. It covers the explicit panics and the implicit ones of indexing,

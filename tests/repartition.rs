@@ -326,9 +326,11 @@ fn inputs_keyed_by_user_and_session_are_repartitioned_and_exact() {
         assert_eq!(get(replica, "rankpulse_repartition_active", &[("reason", "partition_counts")]), 1.0);
     }
     assert!(logs.contains("repartitioning: the inputs are re-keyed by query id"), "{logs}");
-    // Rejected once, at the stage, under the raw topic; the join read only valid native events.
+    // Rejected at the stage, under the raw topic (a message re-read after a rebalance whose
+    // commit failed is counted again: the stage's counts are at least once); the join read only
+    // valid native events.
     let rejected = get(&m, "rankpulse_events_rejected_total", &[("topic", ENG_TOPIC), ("reason", "invalid_json")]);
-    assert_eq!(rejected, truth.malformed as f64);
+    assert!(rejected >= truth.malformed as f64 && truth.malformed > 0, "{rejected} of {} rejected", truth.malformed);
     let internal = format!("{GROUP}-engagements-repartition");
     assert_eq!(get(&m, "rankpulse_events_rejected_total", &[("topic", &internal), ("reason", "invalid_json")]), 0.0);
     // The internal topics are keyed by query id: the join's key check finds nothing wrong.

@@ -38,9 +38,13 @@ fn not_the_broker(name: &str) -> bool {
 
 /// One path's figures.
 struct Figures {
+    /// Raw events through the path per second of wall time.
     events_per_second: f64,
+    /// Raw events per CPU-second of every thread but the mock cluster's.
     events_per_cpu_second: f64,
+    /// Raw events per CPU-second of the stage's own thread (the repartition path only).
     stage_events_per_cpu_second: Option<f64>,
+    /// Send to consumed by the join, median of the probes.
     latency_ms: f64,
     /// Send to the stage's acknowledgement (when its raw offset may be committed).
     acknowledged_ms: f64,

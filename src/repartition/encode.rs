@@ -29,7 +29,7 @@ pub struct RawInput<'a> {
     pub key: Option<&'a [u8]>,
 }
 
-/// One decoded message: the borrowed event and, for an impression, its result ids as text.
+/// One decoded message, borrowed from it (an impression's result ids are in the caller's list).
 enum Decoded<'a> {
     Impression(Impression<'a>),
     Engagement(Engagement<'a>),
@@ -49,22 +49,33 @@ fn decode<'a>(
     }
 }
 
-/// An impression as the native format writes it.
+/// An impression as the native format writes it: every field [`Impression`] carries, under the
+/// contract's names, so the native decoder gives back the same impression.
 #[derive(Serialize)]
 struct NativeImpression<'e> {
+    /// What the join and the key are by.
     query_id: &'e str,
+    /// Integer milliseconds: whatever the raw form, the parsed instant.
     timestamp: i64,
+    /// `none` when the raw event had none, written out (the decoder's default).
     experiment: &'e str,
+    /// For an interleaved list the rankers' joined names, which the decoder derives again.
     variant: &'e str,
+    /// The A/B unit with `ab.unit = "client_id"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     client_id: Option<&'e str>,
+    /// The A/B unit with `ab.unit = "session_id"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<&'e str>,
+    /// What judgment lists are keyed by with `judgments.key = "query"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     query: Option<&'e str>,
+    /// The result ids as text, in rank order (hashes cannot be decoded again).
     results: &'e [Cow<'e, str>],
+    /// The rankers of an interleaved list.
     #[serde(skip_serializing_if = "Option::is_none")]
     interleaving: Option<&'e [Cow<'e, str>]>,
+    /// Each result's ranker, by name.
     #[serde(skip_serializing_if = "Option::is_none")]
     teams: Option<Teams<'e>>,
 }
@@ -89,15 +100,22 @@ impl Serialize for Teams<'_> {
     }
 }
 
-/// An engagement as the native format writes it.
+/// An engagement as the native format writes it: every field [`Engagement`] carries, so its
+/// de-duplication identity is the raw event's.
 #[derive(Serialize)]
 struct NativeEngagement<'e> {
+    /// Its impression's query, and its key.
     query_id: &'e str,
+    /// Integer milliseconds (part of the identity of an engagement without `event_id`).
     timestamp: i64,
+    /// The result engaged with.
     doc_id: &'e str,
+    /// The action (`click` when the raw event had none, written out).
     action: &'e str,
+    /// The identity a re-sent copy is recognised by.
     #[serde(skip_serializing_if = "Option::is_none")]
     event_id: Option<&'e str>,
+    /// Informational, kept as the contract carries it.
     #[serde(skip_serializing_if = "Option::is_none")]
     position: Option<i64>,
 }
