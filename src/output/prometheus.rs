@@ -1143,8 +1143,11 @@ mod tests {
             assert_eq!(partitions.get(name), Some(&both), "{name}: one series per partition held");
         }
         // Measurements of the process, not of the partitions' data.
-        let of_the_replica =
-            |k: &str| ["rankpulse_event_processing_seconds", "rankpulse_checkpoint"].iter().any(|p| k.starts_with(p));
+        let of_the_replica = |k: &str| {
+            ["rankpulse_event_processing_seconds", "rankpulse_checkpoint", "rankpulse_input_key"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        };
         let totals: Vec<&String> = one_replica.keys().filter(|k| !of_the_replica(k)).collect();
         assert!(totals.len() > 100, "{totals:?}");
         for name in totals {
