@@ -63,6 +63,8 @@ use crate::shutdown::Shutdown;
 pub use decide::Inspection;
 pub use encode::{RawInput, Reencoder};
 
+/// The pause between two attempts to read the inputs' metadata at start.
+const METADATA_RETRY: Duration = Duration::from_secs(2);
 /// How long creating or checking the internal topics may take.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -129,7 +131,25 @@ pub fn plan(cfg: &Config, runtime: &tokio::runtime::Handle) -> Result<Plan, Repa
     let probe: BaseConsumer = probe_config.create().map_err(RepartitionError::Create)?;
     let mut reencoder = Reencoder::new(Decoders::new(cfg));
     let sample = if cfg.repartition.mode == RepartitionMode::Always { 0 } else { cfg.repartition.sample_messages };
-    let inspection = decide::inspect(&probe, &raw_topics, &mut reencoder, sample)?;
+    // The brokers may be down at start: `serve` waits for them as its consumer would, except with
+    // "never", which needs the check only for its warning.
+    let mut said = false;
+    let inspection = loop {
+        match decide::inspect(&probe, &raw_topics, &mut reencoder, sample) {
+            Ok(inspection) => break inspection,
+            Err(e) if cfg.repartition.mode == RepartitionMode::Never => {
+                tracing::warn!(error = %e, "could not check whether the inputs are co-partitioned by query id; consuming them as they are (repartition.mode = \"never\")");
+                break Inspection::default();
+            }
+            Err(e) => {
+                if !said {
+                    tracing::warn!(error = %e, "waiting for the brokers: whether to repartition is decided from the input topics' metadata");
+                    said = true;
+                }
+                std::thread::sleep(METADATA_RETRY);
+            }
+        }
+    };
     drop(probe);
     let [imp_partitions, eng_partitions] = inspection.partitions;
     let (active, reason) = match cfg.repartition.mode {
@@ -165,6 +185,11 @@ pub fn plan(cfg: &Config, runtime: &tokio::runtime::Handle) -> Result<Plan, Repa
             "not repartitioning: equal partition counts, and no keyed message to sample; if the producers do not key \
              both topics by query_id, set repartition.mode = \"always\" (rankpulse_input_key_mismatches_total counts \
              keys that are not query ids)"
+        ),
+        (false, true) if reason == RoutingReason::Disabled => tracing::info!(
+            ?inspection.partitions,
+            ?keyed,
+            "repartition.mode = \"never\": consuming the input topics as they are (the key check on every message still counts keys that are not query ids)"
         ),
         (false, true) => tracing::info!(?inspection.partitions, ?keyed, "not repartitioning: the inputs are co-partitioned by query id"),
     }
