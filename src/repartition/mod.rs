@@ -194,6 +194,7 @@ pub fn plan(cfg: &Config, runtime: &tokio::runtime::Handle) -> Result<Plan, Repa
         (false, true) => tracing::info!(?inspection.partitions, ?keyed, "not repartitioning: the inputs are co-partitioned by query id"),
     }
     if active {
+        warn_if_disorder_is_short(cfg);
         let partitions = match cfg.repartition.partitions {
             0 => imp_partitions.max(eng_partitions),
             n => n,
@@ -207,6 +208,29 @@ pub fn plan(cfg: &Config, runtime: &tokio::runtime::Handle) -> Result<Plan, Repa
         ensure_topics(cfg, &internal_topics, partitions, runtime)?;
     }
     Ok(Plan { decision: RoutingDecision { active, reason, raw_topics }, internal_topics, inspection })
+}
+
+/// A crashed replica's raw partitions wait out the session timeout before another replica's
+/// stage takes them over, while the other raw partitions run ahead in event time on the
+/// internal topics: unless `join.max_out_of_orderness` covers that, their events arrive behind
+/// the watermark and are counted late. Said once at start, naming the keys.
+fn warn_if_disorder_is_short(cfg: &Config) {
+    // librdkafka's default session timeout, and about a rebalance on top.
+    const DEFAULT_SESSION_MS: i64 = 45_000;
+    const REBALANCE_MS: i64 = 5_000;
+    let session = cfg.kafka.properties.get("session.timeout.ms").and_then(|v| v.parse::<i64>().ok());
+    let stall = session.unwrap_or(DEFAULT_SESSION_MS) + REBALANCE_MS;
+    let disorder = cfg.join.max_out_of_orderness.as_millis_i64();
+    if disorder < stall {
+        tracing::warn!(
+            max_out_of_orderness_ms = disorder,
+            session_timeout_ms = session.unwrap_or(DEFAULT_SESSION_MS),
+            "when a replica crashes, its raw partitions wait out kafka.properties.\"session.timeout.ms\" before another \
+             replica's repartition stage reads them, while the others run ahead in event time: raise \
+             join.max_out_of_orderness above the session timeout + 5 s, or lower the session timeout, or those \
+             events are counted late (README.md, \"Repartitioning\")"
+        );
+    }
 }
 
 /// Makes sure both internal topics exist with the same partition count, creating the missing
