@@ -20,6 +20,8 @@
 //!    100,000 queries x 100 against trec_eval (pytrec-eval-terrier) and ranx.
 //! 7. Issue 32's figures ([`mapping`]): a mapped JSON shape and Avro against native JSON, events
 //!    per CPU second through the engine and through the decoders alone.
+//! 8. Issue 39's figures ([`repartition`]): the repartition path's events per CPU-second and the
+//!    latency it adds, against co-partitioned input, in one run.
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +44,7 @@ mod eval;
 mod handover;
 mod judgments;
 mod mapping;
+mod repartition;
 use common::alloc::{live, Counting};
 
 #[global_allocator]
@@ -460,6 +463,7 @@ fn main() {
         ("judgments", judgments::judgments),
         ("eval", eval::eval),
         ("mapping", mapping::mapping),
+        ("repartition", repartition::repartition),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -596,6 +600,7 @@ fn main() {
     rows.extend(judgments::rows(&get));
     rows.extend(eval::rows(&get));
     rows.extend(mapping::rows(&get));
+    rows.extend(repartition::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>30} {target:>12} {ok:>8}");

@@ -29,6 +29,7 @@
 //! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators; when the cumulative anytime-valid figures look (`experiments::sequential`) |
 //! | [`engine`] | orchestration | the core over per-partition tasks, its state on one thread: decode (which may run ahead on other threads) → join → watermark → finalize → accumulate; its snapshot and restore |
 //! | [`source`] | input | the Kafka consumer on its own thread (decoding), the engine's work on another: positions recorded after processing, each partition's snapshot to the changelog then commit, restore on assignment, the aggregates reader |
+//! | [`repartition`] | input | inputs not co-partitioned by query id: the start-up check (partition counts, sampled keys), the stage that re-keys every event by its query id onto internal topics (consumer group of its own, commit after acknowledgement) for the join to consume |
 //! | [`replay`] | input | JSON-lines files read and decoded on reader threads, merged on event time through the same engine; the replay report and TREC files |
 //! | [`eval`] | offline | `rankpulse eval`: trec_eval's measures over run and qrels files by the same metric code, and AutoRAG's grouped measures |
 //! | [`output`] | output | Prometheus exposition; HTTP `/metrics`, `/healthz`, `/readyz` and the A/B API; the A/B output topic |
@@ -49,7 +50,8 @@
 //! id in them claims.
 //!
 //! * **The no-panic rule.** The files that read them (every file of [`event`], [`time`],
-//!   [`checkpoint`], [`config`], [`schemas`], [`source::chunks`] and the changelog and aggregates readers,
+//!   [`checkpoint`], [`config`], [`schemas`], [`source::chunks`], the repartition stage's re-encoder and the
+//!   changelog and aggregates readers,
 //!   and `engine`'s restore) deny `clippy::unwrap_used`, `clippy::expect_used`, `clippy::panic`
 //!   and `clippy::indexing_slicing` outside tests, as their first line; `tests/architecture.rs`
 //!   checks that it is there. It covers the explicit panics and the implicit ones of indexing,
@@ -86,6 +88,7 @@ pub mod kafka_log;
 pub mod metrics;
 pub mod output;
 pub mod pipeline;
+pub mod repartition;
 pub mod replay;
 pub mod schemas;
 pub mod shutdown;

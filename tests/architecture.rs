@@ -40,6 +40,7 @@ const STAGES: &[(&str, u32)] = &[
     ("engine", 7),
     // Inputs and outputs around the engine.
     ("source", 8),
+    ("repartition", 8),
     ("replay", 8),
     ("eval", 8),
     ("output", 8),

@@ -50,6 +50,10 @@ max_past = "3650d"
 checkpoint_interval = "500ms"
 [ab]
 unit = "client_id"
+# The producer places every event by its query id's hash itself, in every shape, though the
+# OpenSearch shape's key is the user: the topics are co-partitioned, and no stage is needed.
+[repartition]
+mode = "never"
 "#;
 
 fn repo(path: &str) -> PathBuf {

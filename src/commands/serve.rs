@@ -9,24 +9,48 @@ use crate::config::Config;
 use crate::engine::{Engine, SharedEngine};
 use crate::judgments::JudgmentSource;
 use crate::pipeline;
+use crate::repartition;
 use crate::shutdown::Shutdown;
 use crate::source::Durability;
 
 pub fn run(config: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(Some(config))?;
-    let mut engine = Engine::new(&cfg);
+    let runtime = super::runtime()?;
+    // Before the engine: when the inputs are re-keyed, the join reads the internal topics in
+    // the native format, and the engine is built for those.
+    let plan = repartition::plan(&cfg, runtime.handle())?;
+    let join_cfg = plan.join_config(&cfg);
+    let mut engine = Engine::new(&join_cfg);
+    let routing = engine.routing().clone();
+    routing.decide(plan.decision.clone());
     let judgments = JudgmentSource::from_config(&cfg.judgments)?;
     if let Some(judgments) = &judgments {
         engine.set_judgments(Arc::clone(judgments));
     }
     let engine = SharedEngine::new(engine);
     let durability = Durability { state: cfg.state.clone() };
-    super::runtime()?.block_on(async {
+    runtime.block_on(async {
         let shutdown = Shutdown::new();
         shutdown.on_signals();
         if let Some(judgments) = judgments {
             tokio::spawn(judgments.watch(cfg.judgments.reload_interval.as_duration(), shutdown.clone()));
         }
-        pipeline::run(&cfg, engine, shutdown, Some(durability)).await
+        let stage = match plan.decision.active {
+            true => Some(repartition::spawn(&cfg, &plan, routing, shutdown.clone())?),
+            false => None,
+        };
+        let served = pipeline::run(&join_cfg, engine, shutdown.clone(), Some(durability)).await;
+        shutdown.trigger();
+        if let Some(stage) = stage {
+            // The stage's own final flush and commit; its error (a delivery that failed for
+            // good) is the process's.
+            let stopped = tokio::task::spawn_blocking(move || stage.join()).await;
+            match stopped {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => return Err(e.into()),
+                Ok(Err(_)) | Err(_) => anyhow::bail!("the repartition stage's thread panicked"),
+            }
+        }
+        served
     })
 }

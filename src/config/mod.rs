@@ -30,7 +30,8 @@ pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,
     InterleavingCredit, JoinConfig, JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig,
-    LimitsConfig, MetricsConfig, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
+    LimitsConfig, MetricsConfig, RepartitionConfig, RepartitionMode, StateConfig, TlsServerConfig, UbiConfig,
+    REDACTED_HASH,
 };
 
 /// A configuration that could not be loaded or is inconsistent. The message names the key.

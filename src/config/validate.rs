@@ -188,8 +188,41 @@ impl Config {
         self.validate_interleaving()?;
         self.validate_judgments()?;
         super::inputs::validate(self)?;
+        self.validate_repartition()?;
         self.listen_addr()?;
         self.validate_http()?;
+        Ok(())
+    }
+
+    /// `[repartition]`: sizes, and internal topic names that clash with no other topic.
+    fn validate_repartition(&self) -> Result<(), ConfigError> {
+        let r = &self.repartition;
+        if r.replication_factor < 1 {
+            return Err(invalid("repartition.replication_factor", "must be at least 1"));
+        }
+        if r.retention.as_millis_i64() == 0 {
+            return Err(invalid("repartition.retention", "must be positive"));
+        }
+        if r.partitions > 100_000 {
+            return Err(invalid("repartition.partitions", "must be at most 100000 (0 takes the inputs' larger count)"));
+        }
+        let k = &self.kafka;
+        let others = [
+            &k.impressions_topic,
+            &k.engagements_topic,
+            &self.ab.output_topic,
+            &self.state.changelog_topic(&k.group_id),
+            &self.state.aggregates_topic(&k.group_id),
+        ];
+        for input in ["impressions", "engagements"] {
+            let internal = crate::config::RepartitionConfig::topic(&k.group_id, input);
+            if others.contains(&&internal) {
+                return Err(invalid(
+                    "kafka.group_id",
+                    format!("the repartition topic {internal:?} it names is already an input, output or state topic"),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -404,6 +437,11 @@ mod tests {
             ("[ab.experiments.e]\nsplit = { a = 0.5, b = 0.5 }", "ab.experiments.e.split"),
             ("[ab.experiments.e]\nsplit = { control = 1.5, t = -0.5 }", "ab.experiments.e.split.control"),
             ("[kafka]\nengagements_topic = \"search-impressions\"", "kafka.engagements_topic"),
+            ("[repartition]\nreplication_factor = 0", "repartition.replication_factor"),
+            ("[repartition]\nretention = \"0s\"", "repartition.retention"),
+            ("[repartition]\npartitions = 1000000", "repartition.partitions"),
+            ("[repartition]\nmode = \"sometimes\"", "unknown variant `sometimes`"),
+            ("[kafka]\ngroup_id = \"g\"\nimpressions_topic = \"g-engagements-repartition\"", "kafka.group_id"),
             ("[kafka.properties]\n\"enable.auto.commit\" = \"true\"", "enable.auto.commit"),
             ("[kafka.properties_from_env]\n\"group.id\" = \"GROUP\"", "kafka.properties.\"group.id\""),
             ("[kafka.properties_from_file]\n\"sasl.password\" = \"\"", "kafka.properties_from_file.\"sasl.password\""),

@@ -21,6 +21,7 @@
 //! | [`aggregation`] | a finalized impression's metric values into its partition's totals; closed windows merged |
 //! | [`telemetry`] | event counters, latency distributions, checkpoint health |
 //! | `read` | what exporters and reports read: every partition's sums merged, closed windows, labels |
+//! | [`routing`] | [`Routing`]: whether events reach their impression's partition (the repartition stage's counts, the join input's key check) |
 //! | [`reject_log`] | [`RejectLog`]: the rate limit on logging rejected messages, which the callers log (only they know where a message came from) |
 //! | [`shared`] | [`SharedEngine`]: the engine behind one lock, and the locking rule |
 //!
@@ -37,6 +38,7 @@ mod offload;
 mod prepare;
 mod read;
 mod reject_log;
+mod routing;
 mod shared;
 mod task;
 mod telemetry;
@@ -62,6 +64,7 @@ pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
 pub use prepare::{Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash};
 pub use reject_log::RejectLog;
+pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;
 pub use task::{Task, Tasks, Totals};
 pub use telemetry::{CheckpointStats, Counters, Distribution};
@@ -135,6 +138,9 @@ pub struct Engine {
     /// Scores impressions of judged queries against the judgment list; `None` until
     /// [`Engine::set_judgments`] (and always without `judgments.file`).
     judge: Option<judge::Judge>,
+    /// Whether events reach their impression's partition: the repartition stage's counts and
+    /// the key check, counted off the engine lock by the threads that see the messages.
+    routing: Arc<Routing>,
 }
 
 /// How a partition's task starts: empty sums of the configured shape, with every window the
@@ -253,6 +259,7 @@ impl Engine {
             checkpoint_stats: CheckpointStats::default(),
             ab: cfg.ab.clone(),
             judge: None,
+            routing: Routing::new(),
         }
     }
 
@@ -401,6 +408,11 @@ impl Engine {
             Some(task) => &mut task.totals.counters,
             None => unowned,
         }
+    }
+
+    /// The routing counters, shared with the threads that count into them.
+    pub fn routing(&self) -> &Arc<Routing> {
+        &self.routing
     }
 
     /// What decodes messages for this engine: replay clones it onto its reader threads.

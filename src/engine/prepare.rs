@@ -189,6 +189,16 @@ impl PreparedBatch {
         }
     }
 
+    /// The query of the newest message, `None` when it was rejected: what the source checks
+    /// the message's Kafka key against.
+    pub fn last_query(&self) -> Option<QueryKey> {
+        match self.events.last()? {
+            PreparedEvent::Impression(impression) => Some(impression.query),
+            PreparedEvent::Engagement(engagement) => Some(engagement.query),
+            PreparedEvent::Rejected(_) => None,
+        }
+    }
+
     fn label(&mut self, text: &str) -> Range<usize> {
         let start = self.labels.len();
         self.labels.push_str(text);

@@ -161,6 +161,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     families.extend(impression_counters(engine));
     families.extend(event_counters(engine));
     families.extend(outcome_counters(engine));
+    families.extend(routing_families(engine));
     families.extend(checkpoint_families(engine));
     families.extend(label_families(engine));
     families.extend(state_gauges(engine));
@@ -283,10 +284,76 @@ fn event_counters(engine: &Engine) -> Vec<MetricFamily> {
     if unowned.consumed.iter().any(|&n| n > 0) {
         add(unowned, None);
     }
+    // The repartition stage's raw topics: without a `partition` label, since these counts are
+    // this process's (the stage's partitions are not the join's, and its counts do not move on
+    // a handover).
+    let routing = engine.routing();
+    if let Some(decision) = routing.decision().filter(|d| d.active) {
+        let counts = routing.counts();
+        for kind in EventKind::ALL {
+            let topic = label("topic", &decision.raw_topics[kind.index()]);
+            consumed.push(counter(vec![topic.clone()], counts.stage_consumed[kind.index()] as f64));
+            for reason in RejectReason::ALL {
+                let value = counts.stage_rejected[kind.index()][reason.index()] as f64;
+                rejected.push(counter(vec![topic.clone(), label("reason", reason.label())], value));
+            }
+        }
+    }
     vec![
         family("rankpulse_events_consumed_total", "Messages consumed, valid or not.", MetricType::COUNTER, consumed),
         family("rankpulse_events_rejected_total", "Messages rejected, by reason.", MetricType::COUNTER, rejected),
     ]
+}
+
+/// Whether events reach their impression's partition: the repartition decision and stage, and
+/// the key check on the join's input.
+fn routing_families(engine: &Engine) -> Vec<MetricFamily> {
+    let routing = engine.routing();
+    let counts = routing.counts();
+    let mut families = Vec::new();
+    if let Some(decision) = routing.decision() {
+        let active = gauge(vec![label("reason", decision.reason.label())], if decision.active { 1.0 } else { 0.0 });
+        families.push(family(
+            "rankpulse_repartition_active",
+            "1 when the inputs are re-keyed by query id through the internal repartition topics; reason says why (configured, partition_counts, keys) or why not (co_partitioned, disabled).",
+            MetricType::GAUGE,
+            vec![active],
+        ));
+        if decision.active {
+            let forwarded = EventKind::ALL
+                .iter()
+                .map(|k| {
+                    let topic = label("topic", &decision.raw_topics[k.index()]);
+                    counter(vec![topic], counts.stage_forwarded[k.index()] as f64)
+                })
+                .collect();
+            families.push(family(
+                "rankpulse_repartition_forwarded_total",
+                "Events of this input topic re-keyed by query id and acknowledged on its repartition topic (a message re-read after a crash is counted again).",
+                MetricType::COUNTER,
+                forwarded,
+            ));
+        }
+    }
+    let (mut checked, mut mismatched) = (Vec::new(), Vec::new());
+    for kind in EventKind::ALL {
+        let topic = label("topic", engine.topic(kind));
+        checked.push(counter(vec![topic.clone()], counts.keys_checked[kind.index()] as f64));
+        mismatched.push(counter(vec![topic], counts.keys_mismatched[kind.index()] as f64));
+    }
+    families.push(family(
+        "rankpulse_input_keys_checked_total",
+        "Valid messages the join consumed with a Kafka key, whose key was compared with their query_id.",
+        MetricType::COUNTER,
+        checked,
+    ));
+    families.push(family(
+        "rankpulse_input_key_mismatches_total",
+        "Valid messages the join consumed whose Kafka key is not their query_id: the topic is not keyed by query id, so engagements miss their impression's partition (set repartition.mode).",
+        MetricType::COUNTER,
+        mismatched,
+    ));
+    families
 }
 
 /// The outcome counters of one partition, in the order of [`OUTCOME_COUNTERS`].
@@ -1076,8 +1143,11 @@ mod tests {
             assert_eq!(partitions.get(name), Some(&both), "{name}: one series per partition held");
         }
         // Measurements of the process, not of the partitions' data.
-        let of_the_replica =
-            |k: &str| ["rankpulse_event_processing_seconds", "rankpulse_checkpoint"].iter().any(|p| k.starts_with(p));
+        let of_the_replica = |k: &str| {
+            ["rankpulse_event_processing_seconds", "rankpulse_checkpoint", "rankpulse_input_key"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        };
         let totals: Vec<&String> = one_replica.keys().filter(|k| !of_the_replica(k)).collect();
         assert!(totals.len() > 100, "{totals:?}");
         for name in totals {

@@ -61,6 +61,8 @@ pub(super) struct Pushed {
     pub(super) at: Instant,
     /// The batch is full and should be sent.
     pub(super) full: bool,
+    /// The message's query, `None` when it was rejected: what its Kafka key is checked against.
+    pub(super) query: Option<crate::ids::QueryKey>,
 }
 
 /// The consumer thread's side of the engine thread.
@@ -105,7 +107,8 @@ impl Handoff {
         self.preparer.prepare(kind, raw, &mut self.filling.prepared);
         let decoded = Instant::now();
         self.filling.messages.push(Polled { kind, partition, offset, decode: decoded - started });
-        Pushed { at: decoded, full: self.filling.messages.len() >= BATCH_MESSAGES }
+        let query = self.filling.prepared.last_query();
+        Pushed { at: decoded, full: self.filling.messages.len() >= BATCH_MESSAGES, query }
     }
 
     /// Whether a mapping reads a message's key or headers, which are then handed over.

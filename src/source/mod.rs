@@ -43,7 +43,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 
 use crate::config::{ClientRole, KafkaClientError, KafkaConfig, StateConfig};
-use crate::engine::SharedEngine;
+use crate::engine::{Routing, SharedEngine};
 use crate::event::{EventKind, RawMessage};
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
@@ -164,7 +164,8 @@ pub async fn run(
     tracing::info!(brokers = %cfg.brokers, group = %cfg.group_id, ?topics, "consuming");
 
     let (finished, done) = tokio::sync::oneshot::channel();
-    let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval };
+    let routing = engine.lock().routing().clone();
+    let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval, routing };
     std::thread::Builder::new()
         .name("rankpulse-source".into())
         .spawn(move || {
@@ -194,12 +195,17 @@ struct ConsumeLoop {
     topics: [String; 2],
     /// How often the state is checkpointed and the offsets it covers committed.
     checkpoint_interval: Duration,
+    /// Where each message's Kafka key is checked against its event's query id: a key that is
+    /// not the query id means the partition need not hold the impression (see [`Routing`]).
+    routing: Arc<Routing>,
 }
 
 impl ConsumeLoop {
     /// Consumes until shutdown; returns the error that stopped it, if one did.
     fn run(self) -> Option<ChangelogError> {
-        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval } = &self;
+        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval, routing } = &self;
+        // The cause is named once; the count goes on.
+        let mut key_mismatch_said = false;
         let context = consumer.context();
         let mut last_advance = Instant::now();
         let mut next_checkpoint = last_advance + *checkpoint_interval;
@@ -247,6 +253,14 @@ impl ConsumeLoop {
                     };
                     let raw = RawMessage { payload, key: message.key(), headers: &headers };
                     let pushed = handoff.push(kind, message.partition(), message.offset(), raw);
+                    // A message without a key was placed by its producer (or at random): nothing
+                    // to check. One with a key that is not its query id was placed by that key.
+                    if let (Some(key), Some(query)) = (message.key(), pushed.query) {
+                        if routing.check_key(kind, key, query) && !key_mismatch_said {
+                            key_mismatch_said = true;
+                            say_key_mismatch(&topics[kind.index()], message.partition(), key);
+                        }
+                    }
                     if pushed.full {
                         // Offsets are recorded as the engine thread hands batches back.
                         handoff.send(&mut context.state().positions).unwrap_or_else(stopped);
@@ -304,4 +318,18 @@ impl ConsumeLoop {
         health.set_ready(false);
         fatal
     }
+}
+
+/// The one log line naming why metrics are biased when the join's input is keyed by something
+/// else than the query id (counted in `rankpulse_input_key_mismatches_total` from then on).
+fn say_key_mismatch(topic: &str, partition: i32, key: &[u8]) {
+    tracing::warn!(
+        topic,
+        partition,
+        key = %crate::event::excerpt(key, 60, false),
+        "a message's Kafka key is not its query_id: the producers do not key this topic by query id, so engagements \
+         land on partitions whose join never saw their impression and are counted as orphans, biasing every metric \
+         downwards. Set repartition.mode = \"auto\" or \"always\" to re-key the inputs through internal topics, or \
+         key both topics by query_id"
+    );
 }

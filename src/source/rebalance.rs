@@ -247,7 +247,7 @@ fn input_partitions(consumer: &BaseConsumer<SourceContext>, topics: &[String; 2]
         }
     }
     if counts.len() == 2 && counts[0] != counts[1] {
-        tracing::warn!(impressions = counts[0], engagements = counts[1], "the input topics have different partition counts: partition n of both must be one partition's state; give them the same count");
+        tracing::warn!(impressions = counts[0], engagements = counts[1], "the input topics have different partition counts: partition n of both must be one partition's state; give them the same count, or let rankpulse re-key them (repartition.mode = \"auto\")");
     }
     most
 }
