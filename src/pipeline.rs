@@ -20,7 +20,7 @@ const HTTP_DRAIN: Duration = Duration::from_secs(3);
 /// The Avro and Protobuf schemas at start: a local schema that does not load, or a registry
 /// whose credentials cannot be read, stops the start; a registry that does not answer only
 /// warns, because ids are fetched when first seen and the registry may be back by then.
-fn check_schemas(schemas: &crate::schemas::Schemas) -> anyhow::Result<()> {
+pub fn check_schemas(schemas: &crate::schemas::Schemas) -> anyhow::Result<()> {
     match schemas.check() {
         Ok(report) => {
             for line in report {
@@ -48,7 +48,6 @@ pub async fn run(
     let health = Arc::new(Health::default());
     let schemas = engine.lock().preparer().decoders().schemas().cloned();
     if let Some(schemas) = &schemas {
-        check_schemas(schemas)?;
         schemas.spawn_probe(shutdown.clone());
     }
     let addr = cfg.listen_addr()?;

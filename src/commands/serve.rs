@@ -15,6 +15,13 @@ use crate::source::Durability;
 
 pub fn run(config: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(Some(config))?;
+    // Every file the configuration names is read before anything waits for the brokers (the
+    // repartition plan does): a broken one stops the start at once, naming it.
+    crate::output::HttpSecurity::load(&cfg.http)?;
+    let judgments = JudgmentSource::from_config(&cfg.judgments)?;
+    if let Some(schemas) = crate::event::Decoders::new(&cfg).schemas() {
+        pipeline::check_schemas(schemas)?;
+    }
     let runtime = super::runtime()?;
     // Before the engine: when the inputs are re-keyed, the join reads the internal topics in
     // the native format, and the engine is built for those.
@@ -23,7 +30,6 @@ pub fn run(config: &Path) -> anyhow::Result<()> {
     let mut engine = Engine::new(&join_cfg);
     let routing = engine.routing().clone();
     routing.decide(plan.decision.clone());
-    let judgments = JudgmentSource::from_config(&cfg.judgments)?;
     if let Some(judgments) = &judgments {
         engine.set_judgments(Arc::clone(judgments));
     }

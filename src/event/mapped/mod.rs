@@ -81,29 +81,34 @@ impl<const N: usize> Compiled<N> {
         self.scalars.iter().flatten().any(|s| matches!(s.from, SourceOf::Key | SourceOf::Header(_)))
     }
 
-    /// One pass over the body.
-    fn extract<'a, S: ResultSink<'a>>(&self, body: Body<'a>, sink: &mut S) -> Result<Extracted<'a, N>, Rejection> {
-        let mut out = Extracted::default();
+    /// One pass over the body, into `out` (fresh): filled in place rather than returned, as it
+    /// is a few hundred bytes, moved per message otherwise.
+    fn extract<'a, S: ResultSink<'a>>(
+        &self,
+        body: Body<'a>,
+        sink: &mut S,
+        out: &mut Extracted<'a, N>,
+    ) -> Result<(), Rejection> {
         match body {
             // The scanner first; serde_json where it declines.
-            Body::Json(text) if scan::walk(text, &self.root, &mut out, sink).is_some() => {}
+            Body::Json(text) if scan::walk(text, &self.root, out, sink).is_some() => {}
             Body::Json(text) => {
-                out = Extracted::default();
+                *out = Extracted::default();
                 sink.clear();
                 let mut de = serde_json::Deserializer::from_str(text);
-                walk::walk::<N, S, Borrow, _>(&self.root, &mut de, &mut out, sink)
+                walk::walk::<N, S, Borrow, _>(&self.root, &mut de, out, sink)
                     .and_then(|()| de.end())
                     .map_err(|e| super::json::classify(e, text))?;
             }
-            Body::Tree(value) => walk::walk_value(&self.root, &value, &mut out, sink),
+            Body::Tree(value) => walk::walk_value(&self.root, &value, out, sink),
             Body::Avro(value) => {
-                walk::walk::<N, S, walk::Own, _>(&self.root, super::avro_value::AvroValue(&value), &mut out, sink)
+                walk::walk::<N, S, walk::Own, _>(&self.root, super::avro_value::AvroValue(&value), out, sink)
                     .map_err(|e| Rejection::new(RejectReason::Undecodable, format!("an Avro record: {e}")))?
             }
         }
         match out.fault.take() {
             Some(fault) => Err(fault),
-            None => Ok(out),
+            None => Ok(()),
         }
     }
 
@@ -316,7 +321,8 @@ impl MappedImpressions {
     ) -> Result<Impression<'a>, Rejection> {
         let c = &self.0;
         results.clear();
-        let mut found = c.extract(body, results)?;
+        let mut found = Extracted::default();
+        c.extract(body, results, &mut found)?;
         let query_id = c.id(0, &mut found, raw)?;
         let timestamp = c.timestamp(1, &mut found, raw)?;
         if !found.lists_seen.get(RESULTS).copied().unwrap_or(false) {
@@ -368,7 +374,8 @@ impl MappedEngagements {
 
     pub(super) fn decode<'a>(&'a self, body: Body<'a>, raw: &RawMessage<'a>) -> Result<Engagement<'a>, Rejection> {
         let c = &self.fields;
-        let mut found = c.extract(body, &mut NoResults)?;
+        let mut found = Extracted::default();
+        c.extract(body, &mut NoResults, &mut found)?;
         // The name first: an event the mapping does not list (a page view) is not an
         // engagement, whatever fields it lacks.
         let action = match c.label(3, &mut found, raw)? {
