@@ -23,6 +23,13 @@ pub fn run(config: &Path) -> anyhow::Result<()> {
         pipeline::check_schemas(schemas)?;
     }
     let runtime = super::runtime()?;
+    // Signals are handled from here on: a SIGTERM while the repartition plan reads the brokers
+    // stops the daemon cleanly once it returns, not by the signal's default action.
+    let shutdown = Shutdown::new();
+    {
+        let _in_runtime = runtime.enter();
+        shutdown.on_signals();
+    }
     // Before the engine: when the inputs are re-keyed, the join reads the internal topics in
     // the native format, and the engine is built for those.
     let plan = repartition::plan(&cfg, runtime.handle())?;
@@ -36,8 +43,6 @@ pub fn run(config: &Path) -> anyhow::Result<()> {
     let engine = SharedEngine::new(engine);
     let durability = Durability { state: cfg.state.clone() };
     runtime.block_on(async {
-        let shutdown = Shutdown::new();
-        shutdown.on_signals();
         if let Some(judgments) = judgments {
             tokio::spawn(judgments.watch(cfg.judgments.reload_interval.as_duration(), shutdown.clone()));
         }

@@ -45,8 +45,8 @@ impl Inspection {
 }
 
 /// Reads the partition counts, then samples up to `sample` messages of each topic from its end.
-pub fn inspect(
-    consumer: &BaseConsumer,
+pub fn inspect<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
     topics: &[String; 2],
     reencoder: &mut Reencoder,
     sample: usize,

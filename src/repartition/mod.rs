@@ -108,6 +108,10 @@ impl Plan {
             join.kafka.engagements_topic = engagements;
             join.kafka.impressions_format = InputFormat::Json;
             join.kafka.engagements_format = InputFormat::Json;
+            // The stage applied the mapping and the schemas: the internal topics hold
+            // rankpulse's own events.
+            join.mapping = Default::default();
+            join.schemas = Default::default();
         }
         join
     }
@@ -128,11 +132,15 @@ pub fn plan(cfg: &Config, runtime: &tokio::runtime::Handle) -> Result<Plan, Repa
     probe_config
         .set("group.id", format!("{}-repartition-probe", cfg.kafka.group_id))
         .set("enable.auto.commit", "false");
-    let probe: BaseConsumer = probe_config.create().map_err(RepartitionError::Create)?;
+    // Its errors are logged as the consumer's would be: with wrong credentials or certificates,
+    // the wait below says why (SASL authentication error, certificate required, ...).
+    let log = crate::kafka_log::SharedLog(Arc::new(KafkaLog::new("consumer", &cfg.kafka.brokers)));
+    let probe: BaseConsumer<crate::kafka_log::SharedLog> =
+        probe_config.create_with_context(log).map_err(RepartitionError::Create)?;
     let mut reencoder = Reencoder::new(Decoders::new(cfg));
     let sample = if cfg.repartition.mode == RepartitionMode::Always { 0 } else { cfg.repartition.sample_messages };
-    // The brokers may be down at start: `serve` waits for them as its consumer would, except with
-    // "never", which needs the check only for its warning.
+    // The brokers may be down at start: with "always" `serve` waits for them (the internal topics
+    // must exist); "auto" and "never" go on without the check.
     let mut said = false;
     let inspection = loop {
         match decide::inspect(&probe, &raw_topics, &mut reencoder, sample) {
@@ -141,12 +149,21 @@ pub fn plan(cfg: &Config, runtime: &tokio::runtime::Handle) -> Result<Plan, Repa
                 tracing::warn!(error = %e, "could not check whether the inputs are co-partitioned by query id; consuming them as they are (repartition.mode = \"never\")");
                 break Inspection::default();
             }
+            // "auto" does not hold the daemon back: its endpoint comes up, /readyz says the
+            // brokers are not reachable, and the consumer logs why (credentials, certificates).
+            // The key check on every message still counts keys that are not query ids.
+            Err(e) if cfg.repartition.mode == RepartitionMode::Auto => {
+                tracing::warn!(error = %e, "could not read the input topics' metadata at start: consuming them as they are, without repartitioning; rankpulse_input_key_mismatches_total (alert RankpulseInputNotKeyedByQuery) counts keys that are not query ids, and a restart once the brokers answer lets repartition.mode = \"auto\" decide");
+                break Inspection::default();
+            }
             Err(e) => {
                 if !said {
                     tracing::warn!(error = %e, "waiting for the brokers: whether to repartition is decided from the input topics' metadata");
                     said = true;
                 }
-                std::thread::sleep(METADATA_RETRY);
+                // Polling serves the client's error queue: why the brokers do not answer
+                // (authentication, certificates) is logged while it waits.
+                let _ = probe.poll(METADATA_RETRY);
             }
         }
     };
@@ -380,4 +397,40 @@ fn consumer_config(cfg: &Config) -> Result<ClientConfig, RepartitionError> {
         c.set("group.instance.id", format!("{}-repartition", cfg.kafka.group_instance_id));
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stage applies the mapping and the schemas; the join of re-keyed inputs reads
+    /// rankpulse's own events, and must not apply them a second time.
+    #[test]
+    fn the_join_of_re_keyed_inputs_reads_native_events() {
+        let cfg = Config::from_toml_with_env(
+            "[kafka]\nimpressions_format = \"avro\"\n[schema_registry]\nurl = \"http://registry:8081\"\n\
+             [mapping.engagements]\nquery_id = \"/q\"\ndoc_id = \"/d\"\ntimestamp = { path = \"/t\", format = \"epoch_millis\" }\n",
+            "test",
+            std::iter::empty(),
+        )
+        .unwrap();
+        let decision = |active| RoutingDecision {
+            active,
+            reason: RoutingReason::Configured,
+            raw_topics: [cfg.kafka.impressions_topic.clone(), cfg.kafka.engagements_topic.clone()],
+        };
+        let plan = |active| Plan {
+            decision: decision(active),
+            internal_topics: internal_topics(&cfg.kafka.group_id),
+            inspection: Inspection::default(),
+        };
+        let join = plan(true).join_config(&cfg);
+        assert_eq!(
+            (join.kafka.impressions_format, join.kafka.engagements_format),
+            (InputFormat::Json, InputFormat::Json)
+        );
+        assert!(join.mapping.engagements.is_none() && join.schemas.impressions.is_none());
+        assert!(Decoders::new(&join).schemas().is_none(), "no registry for the internal topics");
+        assert_eq!(plan(false).join_config(&cfg), cfg, "not re-keyed: the inputs as configured");
+    }
 }
