@@ -17,6 +17,7 @@ mod inputs;
 mod kafka_client;
 mod load;
 pub mod path;
+mod repartition;
 mod schema;
 mod validate;
 
@@ -27,11 +28,11 @@ pub use inputs::{
     SchemaRegistryConfig, SchemasConfig, TimestampFormat,
 };
 pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
+pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,
     InterleavingCredit, JoinConfig, JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig,
-    LimitsConfig, MetricsConfig, RepartitionConfig, RepartitionMode, StateConfig, TlsServerConfig, UbiConfig,
-    REDACTED_HASH,
+    LimitsConfig, MetricsConfig, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
 };
 
 /// A configuration that could not be loaded or is inconsistent. The message names the key.
