@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::upgrade::{self, RetiredKey};
 use super::{Config, ConfigError};
 
 impl Config {
@@ -20,16 +21,45 @@ impl Config {
     }
 
     /// Parses TOML text plus environment overrides; split from [`Config::load`] so tests can
-    /// inject an environment.
+    /// inject an environment. Keys of earlier releases are read with a warning (see
+    /// [`Config::upgraded_from_toml_with_env`]).
     pub fn from_toml_with_env(
         text: &str,
         origin: &str,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
+        let (cfg, retired) = Self::upgraded_from_toml_with_env(text, origin, env)?;
+        for key in &retired {
+            tracing::warn!(origin, "{key}");
+        }
+        Ok(cfg)
+    }
+
+    /// [`Config::from_toml_with_env`], returning the keys of earlier releases it found and read
+    /// in their new place (`upgrade`) instead of logging them.
+    pub fn upgraded_from_toml_with_env(
+        text: &str,
+        origin: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(Config, Vec<RetiredKey>), ConfigError> {
         let parse_err =
             |e: &dyn std::fmt::Display| ConfigError::Parse { origin: origin.to_string(), message: e.to_string() };
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_err(&e))?;
+        let mut retired = upgrade::upgrade_file(&mut table);
+        // Only a file with retired keys is rewritten: the strict parse of the file as written
+        // points its errors at the file's own line numbers.
+        let upgraded;
+        let text = if retired.is_empty() {
+            text
+        } else {
+            upgraded = toml::to_string(&table).map_err(|e| parse_err(&e))?;
+            upgraded.as_str()
+        };
         // Parse the file strictly first, so its errors point at the file with line numbers.
         let _: Config = toml::from_str(text).map_err(|e| parse_err(&e))?;
+        let (env, retired_env) =
+            upgrade::upgrade_env(env.into_iter().filter(|(k, _)| k.starts_with("RANKPULSE__")).collect());
+        retired.extend(retired_env);
         let env_source = config::Environment::with_prefix("RANKPULSE")
             .prefix_separator("__")
             .separator("__")
@@ -37,7 +67,7 @@ impl Config {
             .list_separator(",")
             .with_list_parse_key("metrics.cutoffs")
             .with_list_parse_key("metrics.windows")
-            .source(Some(env.into_iter().filter(|(k, _)| k.starts_with("RANKPULSE__")).collect()));
+            .source(Some(env.into_iter().collect()));
         let merged = config::Config::builder()
             .add_source(config::File::from_str(text, config::FileFormat::Toml))
             .add_source(env_source)
@@ -47,7 +77,7 @@ impl Config {
             .try_deserialize()
             .map_err(|e| parse_err(&format!("{e} (after applying RANKPULSE__* environment overrides)")))?;
         cfg.validate()?;
-        Ok(cfg)
+        Ok((cfg, retired))
     }
 
     /// The effective configuration as TOML, for `check-config`; bcrypt hashes are not shown.

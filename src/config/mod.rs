@@ -7,7 +7,8 @@
 //!
 //! The schema (every section and its defaults) is in `schema`, reading the file and the
 //! environment in `load`, the cross-field rules in `validate`, and what each Kafka client is
-//! built from (role properties, secrets, librdkafka's own checks) in `kafka_client`.
+//! built from (role properties, secrets, librdkafka's own checks) in `kafka_client`, and the
+//! keys of earlier releases, read with a warning naming their replacement, in `upgrade`.
 //!
 //! The file and the environment are input: the config module and its submodules are under the
 //! no-panic rule (crate documentation, "Hostile input"); the attribute here covers them all.
@@ -19,6 +20,7 @@ mod load;
 pub mod path;
 mod repartition;
 mod schema;
+mod upgrade;
 mod validate;
 
 use std::path::PathBuf;
@@ -34,6 +36,7 @@ pub use schema::{
     InterleavingCredit, JoinConfig, JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig,
     LimitsConfig, MetricsConfig, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
 };
+pub use upgrade::RetiredKey;
 
 /// A configuration that could not be loaded or is inconsistent. The message names the key.
 #[derive(Debug, thiserror::Error)]

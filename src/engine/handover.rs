@@ -86,7 +86,7 @@ impl TaskSnapshot {
 /// A snapshot that cannot be restored into this configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
-    #[error("the state was written with a different configuration ({what} differs: snapshot {snapshot}, configuration {configured}); run the configuration it was written with, or use a new changelog topic (and state.dir) to start afresh")]
+    #[error("the state was written with a different configuration ({what} differs: snapshot {snapshot}, configuration {configured}); run the configuration it was written with, or set a new state.changelog_topic to start afresh")]
     Configuration {
         /// The configuration key that differs.
         what: &'static str,

@@ -7,8 +7,8 @@ use std::time::Duration;
 pub type Messages = Vec<(i32, String)>;
 
 /// Writes `dir/{name}.toml` for `rankpulse serve`: the test's own `sections` (TOML) plus the
-/// keys that differ from run to run, which `sections` leaves out: `kafka.brokers`, `http.listen`
-/// on `port`, and `state.dir` (`dir/{name}-state`, so that several daemons can share `dir`).
+/// keys that differ from run to run, which `sections` leaves out: `kafka.brokers` and
+/// `http.listen` on `port`.
 pub fn serve_config(dir: &Path, name: &str, brokers: &str, port: u16, sections: &str) -> PathBuf {
     let mut config: toml::Table = toml::from_str(sections).unwrap_or_else(|e| panic!("{name}: {e}"));
     for (section, key, value) in
