@@ -75,6 +75,14 @@ impl Config {
                 ));
             }
         }
+        if !cfg!(feature = "oidc") {
+            if let Some(method) = k.properties.get("sasl.oauthbearer.method").filter(|m| m.eq_ignore_ascii_case("oidc")) {
+                return Err(invalid(
+                    "kafka.properties.\"sasl.oauthbearer.method\"",
+                    format!("`{method}` needs librdkafka's libcurl, which this rankpulse was built without: build with `cargo build --release --features oidc` (needs libcurl4-openssl-dev and pkg-config), or use the Docker image, which has it"),
+                ));
+            }
+        }
         for (key, value) in
             [("ubi.experiment_key", &self.ubi.experiment_key), ("ubi.variant_key", &self.ubi.variant_key)]
         {
@@ -417,6 +425,18 @@ fn is_bcrypt_hash(value: &str) -> bool {
 mod tests {
     use super::super::load::tests::parse;
     use super::is_bcrypt_hash;
+
+    /// Without the `oidc` feature, an OIDC configuration is refused at start, saying how to get
+    /// it, rather than by librdkafka when the first client is built.
+    #[cfg(not(feature = "oidc"))]
+    #[test]
+    fn oidc_without_its_feature_is_refused_saying_how_to_build_it() {
+        let err = parse("[kafka.properties]\n\"sasl.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.method\" = \"OIDC\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sasl.oauthbearer.method") && err.contains("--features oidc"), "{err}");
+        parse("[kafka.properties]\n\"sasl.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.method\" = \"default\"\n").unwrap();
+    }
 
     #[test]
     fn cross_field_errors_name_the_key() {

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The first command on a machine with only Rust and a C compiler: builds rankpulse from this
+# checkout inside a Debian chroot that has a C and C++ compiler, make and perl (build-essential,
+# what the official rust image carries) and none of pkg-config, libssl-dev, libcurl4-openssl-dev
+# or zlib1g-dev; checks that the binary links none of those libraries, that an OIDC
+# configuration (the `oidc` feature, which needs libcurl) is refused saying how to get it, then
+# runs `rankpulse demo` there for a few seconds and checks that events went through to /metrics.
+# tests/run.sh runs it.
+#
+#   bash tests/clean_room.sh [--release]
+#
+# The chroot is made once with Debian's debootstrap (about 2 minutes, from Debian's mirror) into
+# target/clean-room/root and kept; the build goes to target/clean-room/build (a debug build
+# unless --release), so a second run is incremental. The host's Rust toolchain and cargo's
+# registry cache are bind-mounted read-only and read-write, in a private mount namespace
+# (unshare), so nothing stays mounted when the script ends. Needs root (debootstrap, chroot).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+profile=debug
+cargo_flags=(--locked)
+if [ "${1:-}" = --release ]; then profile=release; cargo_flags+=(--release); fi
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+command -v debootstrap >/dev/null 2>&1 || {
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+}
+
+room=$repo/target/clean-room
+root=$room/root
+suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+# What a Rust image carries to build -sys crates: C and C++ compilers (librdkafka's configure
+# refuses to run without a C++ one), make and perl (OpenSSL's Configure is perl).
+# ca-certificates only so the chroot looks like such an image; the build is offline.
+packages=gcc,g++,libc6-dev,make,perl,ca-certificates
+if [ ! -x "$root/usr/bin/g++" ]; then
+  echo "clean room: debootstrap $suite ($packages) into $root..."
+  rm -rf "$root"
+  mkdir -p "$room"
+  start=$(date +%s)
+  as_root debootstrap --variant=minbase --include="$packages" "$suite" "$root" http://deb.debian.org/debian >"$room/debootstrap.log" 2>&1 \
+    || { tail -20 "$room/debootstrap.log" >&2; exit 1; }
+  echo "clean room: made in $(($(date +%s) - start)) s"
+fi
+
+# The point of the exercise: none of what the build used to need from the system is there.
+for absent in usr/bin/pkg-config usr/include/openssl/ssl.h usr/include/x86_64-linux-gnu/curl/curl.h usr/include/curl/curl.h usr/include/zlib.h; do
+  if [ -e "$root/$absent" ]; then
+    echo "clean room: $root/$absent exists; the chroot is not clean (rm -rf $root)" >&2
+    exit 1
+  fi
+done
+
+rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+mkdir -p "$room/build"
+# Cargo.lock's crates are in the host's registry cache (tests/run.sh builds before this), so the
+# chroot builds offline: no network, no DNS, and no system library can come in that way.
+cat >"$room/inside.sh" <<EOF
+set -euo pipefail
+export RUSTUP_HOME=/opt/rustup CARGO_HOME=/opt/cargo PATH=/opt/cargo/bin:/usr/bin:/bin
+export CARGO_TARGET_DIR=/build CARGO_NET_OFFLINE=true
+cd /src
+start=\$(date +%s)
+cargo build ${cargo_flags[*]} --bin rankpulse
+echo "clean room: built in \$((\$(date +%s) - start)) s"
+bin=/build/$profile/rankpulse
+if ldd "\$bin" | grep -E 'libssl|libcrypto|libcurl|libz\.'; then
+  echo "clean room: rankpulse links the system's libraries above" >&2
+  exit 1
+fi
+cd /tmp
+printf '[kafka.properties]\n"sasl.mechanisms" = "OAUTHBEARER"\n"sasl.oauthbearer.method" = "oidc"\n' >/tmp/oidc.toml
+if "\$bin" check-config --config /tmp/oidc.toml >/tmp/oidc.log 2>&1 || ! grep -q -- '--features oidc' /tmp/oidc.log; then
+  echo "clean room: an OIDC configuration was not refused with the way to build it:" >&2
+  cat /tmp/oidc.log >&2
+  exit 1
+fi
+"\$bin" demo --listen 127.0.0.1:19464 >/tmp/demo.log 2>&1 &
+demo=\$!
+for _ in \$(seq 1 60); do
+  sleep 0.5
+  if exec 3<>/dev/tcp/127.0.0.1/19464 2>/dev/null; then
+    printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
+    # Events went through the in-process Kafka cluster and the engine.
+    processed=\$(grep -m1 '^rankpulse_event_processing_seconds_count ' <&3 | cut -d' ' -f2 || true)
+    if [ -n "\$processed" ] && [ "\$processed" != 0 ]; then
+      kill -INT \$demo; wait \$demo || true
+      echo "clean room: the demo processed \$processed events and served them on /metrics"
+      exit 0
+    fi
+    exec 3>&-
+  fi
+  kill -0 \$demo 2>/dev/null || break
+done
+echo "clean room: the demo did not serve its metrics; its output:" >&2
+cat /tmp/demo.log >&2
+kill \$demo 2>/dev/null || true
+exit 1
+EOF
+
+mkdir -p "$root/opt/rustup" "$root/opt/cargo" "$root/src" "$root/build"
+as_root unshare --mount --fork bash -euc "
+  mount --make-rprivate /
+  mount --bind '$rustup_home' '$root/opt/rustup' && mount -o remount,bind,ro '$root/opt/rustup'
+  mount --bind '$cargo_home' '$root/opt/cargo'
+  mount --bind '$repo' '$root/src' && mount -o remount,bind,ro '$root/src'
+  mount --bind '$room/build' '$root/build'
+  mount -t proc proc '$root/proc'
+  mount --bind /dev '$root/dev'
+  chroot '$root' /bin/bash /src/target/clean-room/inside.sh
+"
