@@ -23,7 +23,8 @@ use crate::demo::FaultRate;
 #[derive(Debug, Parser)]
 #[command(
     name = "rankpulse",
-    version,
+    // `0.1.0 (abed8b2 2026-11-26)`: the commit, from build.rs.
+    version = env!("RANKPULSE_VERSION"),
     about = "Streaming online evaluation of search ranking quality: Kafka impressions and engagements to click-based IR metrics on a Prometheus endpoint"
 )]
 pub struct Cli {
