@@ -41,8 +41,13 @@ fn from_git(dir: &Path) -> Option<String> {
 
 /// Runs the script again when HEAD moves (a checkout or a commit), and when the index changes
 /// (a staged or committed edit, which may change dirtiness). `--git-path` maps each to where it
-/// lives: a worktree's own HEAD and index, the branch ref in the shared directory.
+/// lives: a worktree's own HEAD and index, the branch ref in the shared directory. An edit not
+/// yet staged changes no git file: the sources the binary is built from are watched too (an
+/// edit there rebuilds the crate anyway), so that such an edit makes the version `-dirty`.
 fn watch_git_files(dir: &Path) {
+    for source in ["src", "Cargo.toml", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={source}");
+    }
     let mut watched = vec!["HEAD".to_string(), "index".to_string(), "packed-refs".to_string()];
     if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"]) {
         watched.push(branch);
