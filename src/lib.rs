@@ -36,7 +36,7 @@
 //! | [`demo`] | demo | the in-process Kafka cluster and a realistic A/B traffic generator |
 //! | [`pipeline`] | wiring | the daemon: HTTP, publisher and source started and stopped together |
 //! | [`fuzzing`] | hostile input | one entry point per fuzz target (`fuzz/`), replayed by the tests: decoders, snapshots and changelog records through the real engine |
-//! | [`commands`] | CLI | parses and calls: `demo`, `serve`, `replay`, `generate`, `produce`, `check-config` |
+//! | [`commands`] | CLI | parses and calls: `demo`, `serve`, `replay`, `generate`, `produce`, `interleave`, `eval`, `check-config`; `completions` and `man` generated from the same clap definitions, with the examples of every `--help` |
 //!
 //! The engine is deliberately synchronous and owns all evaluation state: the Kafka source and
 //! `replay` feed it the same way, which is why offline backfills and online numbers agree.

@@ -55,6 +55,20 @@ fi
 # (9.5 minutes on 2 cores) on every fresh machine.
 bash audit/check.sh
 
+# --- completions and man pages ---
+# Generated from the clap definitions by the debug binary, as a user's install would: shell
+# completions into target/completions/, one man page per command into target/man/. Any failure
+# fails the test command (set -e); tests/cli.rs checks what they contain.
+cargo build --locked --features oidc
+rm -rf target/completions target/man
+mkdir -p target/completions
+./target/debug/rankpulse completions bash >target/completions/rankpulse.bash
+./target/debug/rankpulse completions zsh >target/completions/_rankpulse
+./target/debug/rankpulse completions fish >target/completions/rankpulse.fish
+./target/debug/rankpulse man --out target/man >/dev/null
+echo "completions in target/completions, $(ls target/man | wc -l) man pages in target/man"
+# --- end of completions and man pages ---
+
 cargo test --all-targets --locked --features oidc
 
 # The first command on a machine with only Rust and build-essential: rankpulse built (default

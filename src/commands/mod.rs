@@ -1,13 +1,17 @@
 //! The command line: every command parses its arguments here and calls its own file, which only
 //! loads what it needs and calls the library: `demo`, `serve`, `replay`, `generate`, `produce`,
-//! `interleave`, `eval`, `check-config`.
+//! `interleave`, `eval`, `check-config`; and the shell completions and man pages of this very
+//! command line, `completions` and `man`.
 
 pub mod check_config;
+pub mod completions;
 pub mod demo;
 pub mod eval;
+pub mod examples;
 pub mod generate;
 pub mod interleave;
 pub mod logging;
+pub mod man;
 pub mod produce;
 pub mod replay;
 pub mod serve;
@@ -23,7 +27,9 @@ use crate::demo::FaultRate;
 #[derive(Debug, Parser)]
 #[command(
     name = "rankpulse",
-    version,
+    // `0.1.0 (abed8b2 2026-11-26)`: the commit, from build.rs.
+    version = env!("RANKPULSE_VERSION"),
+    after_help = examples::TOP,
     about = "Streaming online evaluation of search ranking quality: Kafka impressions and engagements to click-based IR metrics on a Prometheus endpoint"
 )]
 pub struct Cli {
@@ -40,6 +46,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the whole pipeline with no outside service: an in-process Kafka cluster, an A/B
     /// traffic generator, the consumer, the metrics and the HTTP endpoint.
+    #[command(after_help = examples::DEMO)]
     Demo {
         /// Address of the metrics endpoint.
         #[arg(long, default_value = "127.0.0.1:9464")]
@@ -56,6 +63,7 @@ pub enum Command {
         faults: FaultRate,
     },
     /// Run the daemon against real Kafka brokers.
+    #[command(after_help = examples::SERVE)]
     Serve {
         /// Configuration file (TOML). Every key has a default.
         #[arg(long)]
@@ -63,6 +71,7 @@ pub enum Command {
     },
     /// Run the same join and metrics over JSON-lines files (one event per line) and print the
     /// results, as if every event had been consumed and the stream had then gone idle.
+    #[command(after_help = examples::REPLAY)]
     Replay {
         /// Impressions, one JSON object per line (format: `kafka.impressions_format`).
         #[arg(long)]
@@ -96,6 +105,7 @@ pub enum Command {
         max_rejects: crate::replay::MaxRejects,
     },
     /// Write the demo's generated A/B traffic as JSON-lines files, to try `replay` without Kafka.
+    #[command(after_help = examples::GENERATE)]
     Generate {
         /// Where to write the impressions (JSON lines; overwritten).
         #[arg(long)]
@@ -133,6 +143,7 @@ pub enum Command {
     },
     /// Produce the demo's generated A/B traffic to real Kafka topics in real time, to try
     /// `serve` against a real cluster (the docker compose quick start runs it).
+    #[command(after_help = examples::PRODUCE)]
     Produce {
         /// Take the brokers, the topics and the librdkafka properties and secrets (TLS, SASL)
         /// from this configuration file's `[kafka]` section, as `serve` does.
@@ -163,6 +174,7 @@ pub enum Command {
     },
     /// Team-draft interleave rankings (JSON lines with `query_id` and `rankings`, from a file or
     /// stdin) into interleaved impressions on stdout, exactly as the README documents.
+    #[command(after_help = examples::INTERLEAVE)]
     Interleave {
         /// The input file (default: stdin).
         #[arg(long)]
@@ -171,6 +183,7 @@ pub enum Command {
     /// Evaluate a TREC run against qrels as NIST trec_eval does, printing what it prints
     /// (`rankpulse eval qrels.txt run.txt`), on every core; or against AutoRAG's grouped ground
     /// truth (`--ground-truth`).
+    #[command(after_help = examples::EVAL)]
     Eval {
         /// `QRELS RUN`, as trec_eval takes them (or use --qrels and --run).
         files: Vec<PathBuf>,
@@ -226,6 +239,7 @@ pub enum Command {
         threads: Option<usize>,
     },
     /// Validate a configuration file: prints the effective configuration, or names the key at fault.
+    #[command(after_help = examples::CHECK_CONFIG)]
     CheckConfig {
         /// The configuration file (TOML) to check.
         #[arg(long)]
@@ -240,6 +254,20 @@ pub enum Command {
         /// How many sample lines to print per file (all are decoded and counted).
         #[arg(long, default_value_t = 5)]
         lines: usize,
+    },
+    /// Print the shell completion script of this command line.
+    #[command(after_help = examples::COMPLETIONS)]
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page of this command line, or write one page per command into a directory.
+    #[command(after_help = examples::MAN)]
+    Man {
+        /// Write rankpulse.1 and rankpulse-COMMAND.1 of every command into this directory
+        /// (created if missing) instead of printing rankpulse.1.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -327,6 +355,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig { config, impressions, engagements, lines } => {
             check_config::run(&config, [impressions.as_deref(), engagements.as_deref()], lines)
         }
+        Command::Completions { shell } => completions::run(shell),
+        Command::Man { out } => man::run(out.as_deref()),
     }
 }
 
