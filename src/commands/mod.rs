@@ -162,7 +162,7 @@ pub enum Command {
         faults: FaultRate,
     },
     /// Team-draft interleave rankings (JSON lines with `query_id` and `rankings`, from a file or
-    /// stdin) into interleaved impressions on stdout, exactly as the README documents.
+    /// stdin) into interleaved impressions on stdout, exactly as the manual documents (docs/src/interleaving.md).
     Interleave {
         /// The input file (default: stdin).
         #[arg(long)]
