@@ -4,7 +4,7 @@
 //! manifests, the docker compose file, the Dockerfile and Grafana's provisioning.
 //!
 //! promtool comes with Debian's `prometheus` package and YAML is parsed with python3's PyYAML;
-//! the README's test command (tests/run.sh) installs both when missing, and without them these
+//! the test command (tests/run.sh, README.md) installs both when missing, and without them these
 //! tests fail rather than skip.
 
 use std::path::{Path, PathBuf};
@@ -268,7 +268,7 @@ fn uncomment(text: &str, starts: &[&str]) -> String {
         .collect()
 }
 
-/// The Kubernetes files' commented-out HTTPS settings (README.md, "Protecting the endpoint"),
+/// The Kubernetes files' commented-out HTTPS settings (docs/src/security.md, "Protecting the endpoint"),
 /// uncommented, fit together: the Secret the Deployment mounts is the one the ServiceMonitor
 /// reads, the configuration's files are in its mount, and the token the ServiceMonitor sends
 /// is the file rankpulse reads.
@@ -373,7 +373,10 @@ fn compose_file_wires_kafka_rankpulse_prometheus_and_grafana() {
     }
     assert_eq!(configs[0], configs[1], "one configuration, one consumer group");
     assert_ne!(host_ports[0], host_ports[1]);
-    assert!(host_ports.contains(&"9464".to_string()), "the README's http://localhost:9464/metrics");
+    assert!(
+        host_ports.contains(&"9464".to_string()),
+        "the manual's http://localhost:9464/metrics (docs/src/getting-started.md)"
+    );
     let cfg = &configs[0];
     let listen_port = port_of(cfg["http"]["listen"].as_str().unwrap());
     for service in ["rankpulse-1", "rankpulse-2", "producer"] {

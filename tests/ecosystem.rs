@@ -10,7 +10,7 @@
 //!   exists, so an alert on a misspelt or missing metric fails here even while it is not firing;
 //! - every variable of deploy/grafana/dashboards/rankpulse.json resolves to values, and every
 //!   panel query, with the variables substituted as Grafana would, returns at least one series;
-//! - every query of the README's PromQL cookbook evaluates, and returns data unless it looks a
+//! - every query of the manual's PromQL cookbook (docs/src/promql.md) evaluates, and returns data unless it looks a
 //!   day back (`offset 1d`: no such history here);
 //! - the live `/metrics` passes `promtool check metrics`.
 //!
@@ -72,11 +72,12 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
     names
 }
 
-/// The queries of README.md's PromQL cookbook: its first `promql` block, one query per run of
-/// lines that are neither blank nor comments.
+/// The queries of the manual's PromQL cookbook (docs/src/promql.md): the first `promql` block
+/// of its "PromQL cookbook" section, one query per run of lines that are neither blank nor
+/// comments.
 fn cookbook_queries() -> Vec<String> {
-    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
-    let section = readme.split_once("### PromQL cookbook").expect("README.md has a PromQL cookbook").1;
+    let page = std::fs::read_to_string(repo("docs/src/promql.md")).unwrap();
+    let section = page.split_once("\n## PromQL cookbook\n").expect("docs/src/promql.md has a PromQL cookbook").1;
     let block = section.split_once("```promql\n").unwrap().1.split_once("```").unwrap().0;
     let mut queries = Vec::new();
     let mut current = String::new();

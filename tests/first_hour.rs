@@ -1,5 +1,6 @@
-//! The first hour of a new user, through the real binary: the README's replay example prints
-//! what the README shows; `generate` writes what it says (malformed lines only on request);
+//! The first hour of a new user, through the real binary: the replay examples of README.md and
+//! of the manual (docs/src/commands.md, judgments.md, interleaving.md) print what they show;
+//! `generate` writes what it says (malformed lines only on request);
 //! `replay`'s table fits a screen, adds windows and the curve on request, prints nothing empty
 //! for an empty input, and warns when the A/B unit ignores the client ids the data carries;
 //! `demo` says that it injects faults and how to stop it; every option has help text.
@@ -13,7 +14,7 @@ use std::time::Duration;
 use clap::CommandFactory;
 use common::*;
 
-/// The repository, where the README and `config/` are.
+/// The repository, where the README, the manual (`docs/src/`) and `config/` are.
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn run(dir: &Path, args: &[&str]) -> Output {
@@ -60,7 +61,7 @@ fn fenced_block(lines: &[&str], from: usize) -> (Vec<String>, usize) {
     (lines[from + 1..end].iter().map(|l| l.to_string()).collect(), end + 1)
 }
 
-/// Whether `actual` is `shown` with the README's elisions: a line `...` stands for one or more
+/// Whether `actual` is `shown` with the documentation's elisions: a line `...` stands for one or more
 /// lines; every other line must be there exactly, in order, the first first and the last last.
 fn matches_with_elisions(shown: &[String], actual: &[&str]) -> Result<(), String> {
     // Runs of shown lines between elisions; each run must appear contiguously, after the last.
@@ -81,14 +82,14 @@ fn matches_with_elisions(shown: &[String], actual: &[&str]) -> Result<(), String
             (at + 1..=actual.len()).find(|&s| fits(s))
         };
         let Some(start) = found else {
-            // Where the run comes closest: the first README line that differs, and the output's.
+            // Where the run comes closest: the first shown line that differs, and the output's.
             let agree = |start: usize| run.iter().zip(&actual[start..]).take_while(|(s, a)| s == a).count();
             let from = if first { 0 } else { at + usize::from(n > 0) };
             let (start, agreed) =
                 (from..actual.len()).map(|s| (s, agree(s))).max_by_key(|&(_, a)| a).unwrap_or((at, 0));
             let expected = run.get(agreed).map_or("(the end of the output)", |l| l.as_str());
             let printed = actual.get(start + agreed).copied().unwrap_or("(the end of the output)");
-            return Err(format!("the README shows {expected:?}\nwhere the output has {printed:?}"));
+            return Err(format!("the documentation shows {expected:?}\nwhere the output has {printed:?}"));
         };
         at = start + run.len();
     }
@@ -97,31 +98,39 @@ fn matches_with_elisions(shown: &[String], actual: &[&str]) -> Result<(), String
 
 #[test]
 fn the_readme_replay_example_prints_what_the_readme_shows() {
-    readme_example_prints_what_the_readme_shows(|l| l.contains("cargo run --release -- generate "), 15);
+    example_prints_what_it_shows("README.md", |l| l.contains("cargo run --release -- generate "), 15);
 }
 
 #[test]
-fn the_readme_judgments_example_prints_what_the_readme_shows() {
-    readme_example_prints_what_the_readme_shows(
+fn the_manual_replay_example_prints_what_the_manual_shows() {
+    example_prints_what_it_shows("docs/src/commands.md", |l| l.contains("cargo run --release -- generate "), 15);
+}
+
+#[test]
+fn the_manual_judgments_example_prints_what_the_manual_shows() {
+    example_prints_what_it_shows(
+        "docs/src/judgments.md",
         |l| l.contains("cargo run --release -- generate ") && l.contains("--judgments"),
         18,
     );
 }
 
 #[test]
-fn the_readme_interleaving_example_prints_what_the_readme_shows() {
-    readme_example_prints_what_the_readme_shows(
+fn the_manual_interleaving_example_prints_what_the_manual_shows() {
+    example_prints_what_it_shows(
+        "docs/src/interleaving.md",
         |l| l.contains("cargo run --release -- generate ") && l.contains("--interleaving"),
         8,
     );
 }
 
-/// Runs the README's first generate-then-replay example whose generate line `is_example`, and
-/// compares what it prints with the output block after it (at least `min_shown` lines).
-fn readme_example_prints_what_the_readme_shows(is_example: impl Fn(&str) -> bool, min_shown: usize) {
-    let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
-    let lines: Vec<&str> = readme.lines().collect();
-    let start = lines.iter().position(|l| is_example(l)).expect("the README has a generate example");
+/// Runs the first generate-then-replay example of `file` (README.md or a chapter of the
+/// manual) whose generate line `is_example`, and compares what it prints with the output block
+/// after it (at least `min_shown` lines).
+fn example_prints_what_it_shows(file: &str, is_example: impl Fn(&str) -> bool, min_shown: usize) {
+    let doc = std::fs::read_to_string(format!("{ROOT}/{file}")).unwrap();
+    let lines: Vec<&str> = doc.lines().collect();
+    let start = lines.iter().position(|l| is_example(l)).unwrap_or_else(|| panic!("{file} has a generate example"));
     let fence = (0..start).rev().find(|&i| lines[i].starts_with("```")).unwrap();
     let (commands, after) = fenced_block(&lines, fence);
     let output_fence = (after..lines.len()).find(|&i| lines[i].starts_with("```")).unwrap();
@@ -155,7 +164,7 @@ fn readme_example_prints_what_the_readme_shows(is_example: impl Fn(&str) -> bool
     if let Err(e) = matches_with_elisions(&shown, &actual) {
         panic!("{e}\n\nthe whole output:\n{printed}");
     }
-    // The README's block is an excerpt, not a guess: much of the output is shown.
+    // The shown block is an excerpt, not a guess: much of the output is shown.
     assert!(shown.len() >= min_shown, "{} lines shown", shown.len());
 }
 

@@ -111,7 +111,7 @@ fn the_committed_corpus_replays_through_every_entry_point() {
     let mut total = 0;
     for target in TARGETS {
         let files = corpus(target);
-        assert!(files.len() >= 10, "{target}: {} corpus files; run the fuzzer and cmin (README)", files.len());
+        assert!(files.len() >= 10, "{target}: {} corpus files; run the fuzzer and cmin (docs/src/contributing.md)", files.len());
         total += files.len();
         let mut tally: BTreeMap<String, usize> = BTreeMap::new();
         for (name, data) in &files {
@@ -720,7 +720,7 @@ fn every_seed_goes_through_its_target() {
     }
 }
 
-/// Writes the seeds to `fuzz/seeds/<target>/`, where the fuzzers start (see README, Fuzzing).
+/// Writes the seeds to `fuzz/seeds/<target>/`, where the fuzzers start (see docs/src/contributing.md, Fuzzing).
 #[test]
 #[ignore = "writes fuzz/seeds/, run by hand before fuzzing"]
 fn write_seeds() {

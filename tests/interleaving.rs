@@ -4,7 +4,7 @@
 //! three-ranker multileaving, duplicates across teams, clicks below the depth, graded and
 //! unknown actions, repeated engagements, ties, impressions without engagement, engagements
 //! outside the window, invalid lines, A/B impressions that must not count) and, from its own
-//! implementation of the README's definitions (scipy for the tests), what rankpulse must say
+//! implementation of the manual's definitions (docs/src/interleaving.md) (scipy for the tests), what rankpulse must say
 //! under two configurations: clicks over every rank with impression units (the multileaving
 //! impressions are then over `interleaving.max_rankers` and rejected), and graded credit to
 //! depth 5 with client units. Here `rankpulse replay` runs on the same files: every

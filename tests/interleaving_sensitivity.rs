@@ -11,7 +11,8 @@
 //! comparison of MRR; the same mixture boundary), for which "first below 0.01" is a valid
 //! stopping rule; the fixed-horizon tests (sign test, Welch) are reported too, but stopping at
 //! their first crossing is peeking, so that ratio is noisier. The median ratio over seeds is
-//! what the README quotes; the test fails if interleaving is not at least 3 times as sensitive.
+//! what the manual quotes (docs/src/interleaving.md); the test fails if interleaving is not at
+//! least 3 times as sensitive.
 //!
 //! Both sides count impressions as independent (`ab.unit = "impression"`), the same rule for
 //! both; the A/B side is Welch's test on MRR, the metric the demo shows.

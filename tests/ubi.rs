@@ -364,7 +364,8 @@ fn ubi_documents_through_kafka_match_native_replay() {
     let mut produced = 0;
     for (topic, path) in [(IMPRESSIONS, &queries), (ENGAGEMENTS, &events)] {
         for line in std::fs::read_to_string(path).unwrap().lines() {
-            // Keyed by query_id, as the README asks producers to, so a query and its events co-partition.
+            // Keyed by query_id, as the manual asks producers to (docs/src/events.md), so a query
+            // and its events co-partition.
             let key = serde_json::from_str::<Value>(line)
                 .ok()
                 .and_then(|v| v["query_id"].as_str().map(str::to_string))

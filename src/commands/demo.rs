@@ -105,7 +105,7 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
                 // The figures that may be watched like this, at one look per closed minute.
                 let sequence = match mrr.difference_cs {
                     Some([low, high]) => Some(format!("[{low:+.3}, {high:+.3}]")),
-                    // Never printed inverted: see README, "Anytime-valid figures".
+                    // Never printed inverted: see docs/src/anytime-valid.md, "Empty sequences".
                     None if mrr.difference_cs_empty => Some("sequence empty (the effect changed)".to_string()),
                     None => None,
                 };

@@ -99,7 +99,7 @@ mod tests {
     fn a_line_becomes_an_impression_with_its_teams() {
         let line = r#"{"query_id":"q1","timestamp":5,"experiment":"duel","length":6,"rankings":{"a":["d1","d2","d3","d4"],"b":["d2","d5","d1","d6"]}}"#;
         let out = interleave_line(line).unwrap();
-        // The README's first test vector.
+        // The manual's first test vector (docs/src/interleaving.md).
         assert_eq!(out["results"], serde_json::json!(["d1", "d2", "d3", "d5", "d6", "d4"]));
         assert_eq!(out["teams"], serde_json::json!(["a", "b", "a", "b", "b", "a"]));
         assert_eq!(out["interleaving"], serde_json::json!(["a", "b"]));

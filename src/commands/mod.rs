@@ -173,7 +173,7 @@ pub enum Command {
         faults: FaultRate,
     },
     /// Team-draft interleave rankings (JSON lines with `query_id` and `rankings`, from a file or
-    /// stdin) into interleaved impressions on stdout, exactly as the README documents.
+    /// stdin) into interleaved impressions on stdout, exactly as the manual documents (docs/src/interleaving.md).
     #[command(after_help = examples::INTERLEAVE)]
     Interleave {
         /// The input file (default: stdin).

@@ -511,7 +511,8 @@ mod tests {
     #[test]
     fn the_demo_rate_writes_the_traffic_the_generator_always_wrote() {
         // Pinned from `rankpulse generate --count 5000 --seed 11` before the fault rate became
-        // an option (it was 1 in 1,000, always): tests and README figures depend on this traffic.
+        // an option (it was 1 in 1,000, always): tests and the figures of README.md and the manual
+        // depend on this traffic.
         // The duel's lines (query ids `d-…`), added since, are left out: the rest is unchanged,
         // and is what `generate` writes without `--interleaving`.
         let (imp, eng, summary) = traffic(5000, 11, FaultRate::DEMO);

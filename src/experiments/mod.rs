@@ -55,7 +55,7 @@ pub struct ExperimentReport {
     /// The input partitions whose impressions this process holds (assigned now, or restored and
     /// not yet handed back). Each replica of a consumer group reports on
     /// the impressions of its own partitions; for experiment-wide figures, run the A/B feed in a
-    /// group of its own with one replica (see README, "A/B statistics").
+    /// group of its own with one replica (see docs/src/ab.md).
     pub partitions: Vec<i32>,
     /// `ab.unit`: what the standard errors treat as independent.
     pub unit: &'static str,

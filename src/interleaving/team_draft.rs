@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn test_vectors() {
-        // The README's test vectors, computed by an independent Python transcription of the
+        // The manual's test vectors (docs/src/interleaving.md), computed by an independent Python transcription of the
         // module documentation (SplitMix64, FNV-1a, the shuffle and the picks).
         let a = ["d1", "d2", "d3", "d4"];
         let b = ["d2", "d5", "d1", "d6"];

@@ -30,7 +30,7 @@
 //! raw partition's consumer stalls (a crashed replica's partitions wait out the session
 //! timeout, then a rebalance), the others run ahead in event time. `join.max_out_of_orderness`
 //! must cover that stall, or the stalled events arrive behind the watermark and are counted
-//! late. The README says how to size it.
+//! late. The manual (docs/src/repartitioning.md) says how to size it.
 //!
 //! | file | owns |
 //! |---|---|
@@ -245,7 +245,7 @@ fn warn_if_disorder_is_short(cfg: &Config) {
             "when a replica crashes, its raw partitions wait out kafka.properties.\"session.timeout.ms\" before another \
              replica's repartition stage reads them, while the others run ahead in event time: raise \
              join.max_out_of_orderness above the session timeout + 5 s, or lower the session timeout, or those \
-             events are counted late (README.md, \"Repartitioning\")"
+             events are counted late (the manual, docs/src/repartitioning.md)"
         );
     }
 }

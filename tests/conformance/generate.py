@@ -222,7 +222,7 @@ def contract_metrics(gains, threshold):
         # Largest precision@i over ranks that reached the level. trec_eval 9.0.8 counts the
         # level as reached at int(level * |R| + 0.9) relevant results in double precision: the
         # ceiling, except where the product rounds below a tenth (0.7 * 3 = 2.0999999999999996
-        # gives 2). The contract follows trec_eval there; see README "iprec".
+        # gives 2). The contract follows trec_eval there; see docs/src/metrics.md, "iprec".
         needed = max(1, int(tenths / 10 * num_rel + 0.9))
         best = 0.0
         for i in range(len(gains)):

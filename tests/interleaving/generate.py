@@ -14,7 +14,7 @@ unknown actions, repeated engagements on one result (the best counts, never the 
 engagements before the impression, after its 30 minute window and on its last millisecond,
 engagements on results not shown, and invalid interleaved lines of every kind.
 
-The reference is written from README.md's "Interleaving" section, not from the Rust code:
+The reference is written from the manual's "Interleaving" chapter (docs/src/interleaving.md), not from the Rust code:
 attribution (the best action gain of a result's engagements within [t, t + 30m], at the first
 rank showing the document), credit per ranker, the outcome, and per comparison (cumulative and
 per closed 1h window) the counts, every pair's preference with its Student t interval
@@ -268,7 +268,7 @@ def figures(rows, names, cfg, with_tests=True):
 
 
 def running(f, exp, var, windows, cfg):
-    """The cumulative report's anytime-valid figures (README, "Anytime-valid figures", Looks): a
+    """The cumulative report's anytime-valid figures (docs/src/anytime-valid.md, Looks): a
     look at every closed 1h window over the rows of every window so far, the running
     intersection of the looks' sequences (absent and flagged once empty) and the running minimum
     of their p-values (absent before a look had them). A window without rows of the group looks
