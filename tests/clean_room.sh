@@ -81,7 +81,7 @@ fi
 demo=\$!
 for _ in \$(seq 1 60); do
   sleep 0.5
-  if exec 3<>/dev/tcp/127.0.0.1/19464 2>/dev/null; then
+  if { exec 3<>/dev/tcp/127.0.0.1/19464; } 2>/dev/null; then
     printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
     # Events went through the in-process Kafka cluster and the engine.
     processed=\$(grep -m1 '^rankpulse_event_processing_seconds_count ' <&3 | cut -d' ' -f2 || true)
