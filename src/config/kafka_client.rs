@@ -244,6 +244,17 @@ impl KafkaConfig {
             }
         }
         config.set("bootstrap.servers", &self.brokers);
+        // OpenSSL is linked statically (Cargo.toml): its built-in CA path is its own build's
+        // (/usr/local/ssl), not the system's, so without a CA setting of the user's, TLS would
+        // trust nothing. `probe` makes librdkafka look in the standard places (Debian's
+        // /etc/ssl/certs, RHEL's /etc/pki/tls, Alpine's ...), as it does by itself on macOS and
+        // when it knows OpenSSL is static; the same for the OIDC token endpoint's HTTPS.
+        if !["ssl.ca.location", "ssl.ca.pem"].iter().any(|k| config.get(k).is_some()) {
+            config.set("ssl.ca.location", "probe");
+        }
+        if cfg!(feature = "oidc") && !["https.ca.location", "https.ca.pem"].iter().any(|k| config.get(k).is_some()) {
+            config.set("https.ca.location", "probe");
+        }
         config.create_native_config().map_err(|error| self.property_error(error))?;
         Ok(config)
     }
@@ -444,6 +455,18 @@ mod tests {
             ("sasl.oauthbearer.token.endpoint.url", "https://idp.example/token"),
         ]);
         kafka.check_clients().unwrap();
+    }
+
+    /// The statically linked OpenSSL does not know the system's CAs: unless the user names
+    /// theirs, librdkafka probes the standard places.
+    #[test]
+    fn the_system_s_cas_are_probed_unless_a_ca_is_configured() {
+        let config = kafka(&[("security.protocol", "SSL")]).client_config(ClientRole::Consumer).unwrap();
+        assert_eq!(config.get("ssl.ca.location"), Some("probe"));
+        let own = kafka(&[("security.protocol", "SSL"), ("ssl.ca.location", "/etc/kafka/ca.pem")]);
+        assert_eq!(own.client_config(ClientRole::Producer).unwrap().get("ssl.ca.location"), Some("/etc/kafka/ca.pem"));
+        let pem = kafka(&[("ssl.ca.pem", "-----BEGIN CERTIFICATE-----")]);
+        assert_eq!(pem.client_config(ClientRole::Consumer).unwrap().get("ssl.ca.location"), None);
     }
 
     #[test]
