@@ -111,7 +111,11 @@ fn the_committed_corpus_replays_through_every_entry_point() {
     let mut total = 0;
     for target in TARGETS {
         let files = corpus(target);
-        assert!(files.len() >= 10, "{target}: {} corpus files; run the fuzzer and cmin (docs/src/contributing.md)", files.len());
+        assert!(
+            files.len() >= 10,
+            "{target}: {} corpus files; run the fuzzer and cmin (docs/src/contributing.md)",
+            files.len()
+        );
         total += files.len();
         let mut tally: BTreeMap<String, usize> = BTreeMap::new();
         for (name, data) in &files {

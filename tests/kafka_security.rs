@@ -569,7 +569,10 @@ fn check_config_names_the_key_and_never_prints_a_secret() {
     if cfg!(feature = "oidc") {
         assert!(ok, "OAUTHBEARER with OIDC is built in (libcurl):\n{text}");
     } else {
-        assert!(!ok && text.contains("--features oidc"), "without the oidc feature, OIDC is refused saying how to build it:\n{text}");
+        assert!(
+            !ok && text.contains("--features oidc"),
+            "without the oidc feature, OIDC is refused saying how to build it:\n{text}"
+        );
     }
 }
 

@@ -76,7 +76,8 @@ impl Config {
             }
         }
         if !cfg!(feature = "oidc") {
-            if let Some(method) = k.properties.get("sasl.oauthbearer.method").filter(|m| m.eq_ignore_ascii_case("oidc")) {
+            if let Some(method) = k.properties.get("sasl.oauthbearer.method").filter(|m| m.eq_ignore_ascii_case("oidc"))
+            {
                 return Err(invalid(
                     "kafka.properties.\"sasl.oauthbearer.method\"",
                     format!("`{method}` needs librdkafka's libcurl, which this rankpulse was built without: build with `cargo build --release --features oidc` (needs libcurl4-openssl-dev and pkg-config), or use the Docker image, which has it"),
@@ -431,11 +432,14 @@ mod tests {
     #[cfg(not(feature = "oidc"))]
     #[test]
     fn oidc_without_its_feature_is_refused_saying_how_to_build_it() {
-        let err = parse("[kafka.properties]\n\"sasl.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.method\" = \"OIDC\"\n")
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            "[kafka.properties]\n\"sasl.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.method\" = \"OIDC\"\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("sasl.oauthbearer.method") && err.contains("--features oidc"), "{err}");
-        parse("[kafka.properties]\n\"sasl.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.method\" = \"default\"\n").unwrap();
+        parse("[kafka.properties]\n\"sasl.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.method\" = \"default\"\n")
+            .unwrap();
     }
 
     #[test]
