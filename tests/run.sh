@@ -8,6 +8,24 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
+# What takes the time: each phase's wall-clock seconds, printed at the end (and on failure).
+phase_started=$(date +%s)
+phase_name="installing what is missing"
+phases=()
+phase() {
+  local now
+  now=$(date +%s)
+  phases+=("$(printf '%6d s  %s' $((now - phase_started)) "$phase_name")")
+  phase_started=$now
+  phase_name=$1
+}
+report_phases() {
+  phase done
+  echo "test command phases:"
+  printf '  %s\n' "${phases[@]}"
+}
+trap report_phases EXIT
+
 # Debian's prometheus package: promtool checks every /metrics exposition the tests scrape, the
 # shipped configuration and rules (and runs their unit tests), and tests/ecosystem.rs runs the
 # prometheus server itself against the demo. python3 with PyYAML parses the deployment files.
@@ -45,6 +63,7 @@ fi
 # security tests. Its sqlite storage (feature libsql) is the one that keeps SCRAM users, which
 # tests/kafka_security.rs needs. About 15 minutes to build on 2 cores, so an installed one with
 # both storage engines is reused.
+phase "tansu (cargo install, once)"
 if ! tansu --help 2>/dev/null | grep -q '^Storage engines:.*libsql'; then
   echo "installing tansu (a Kafka-compatible broker, with sqlite storage for SCRAM users)..."
   cargo install tansu --locked --features dynostore,libsql
@@ -54,9 +73,11 @@ fi
 # unedited and complete here, prints its date; tests/advisories.rs audits both lockfiles against
 # it with the rustsec crate, as `cargo audit --deny warnings` would, without building cargo-audit
 # (9.5 minutes on 2 cores) on every fresh machine.
+phase "advisory snapshot check"
 bash audit/check.sh
 
 # --- the manual (docs/) ---
+phase "the manual (mdbook install once, build)"
 # The manual is an mdBook: tests/manual.rs checks its links, anchors, chapters and includes
 # offline; here mdbook builds it into target/book (book.toml's build-dir), and a book that does
 # not build fails the test command. mdbook without its default features (the `serve` and `watch`
@@ -70,6 +91,7 @@ mdbook build docs
 # --- end of the manual ---
 
 # --- completions and man pages ---
+phase "build, completions and man pages"
 # Generated from the clap definitions by the debug binary, as a user's install would: shell
 # completions into target/completions/, one man page per command into target/man/. Any failure
 # fails the test command (set -e); tests/cli.rs checks what they contain.
@@ -83,10 +105,12 @@ mkdir -p target/completions
 echo "completions in target/completions, $(ls target/man | wc -l) man pages in target/man"
 # --- end of completions and man pages ---
 
+phase "cargo test"
 cargo test --all-targets --locked --features oidc
 
 # The first command on a machine with only Rust and build-essential: rankpulse built (default
 # features) in a Debian chroot without pkg-config, libssl-dev, libcurl4-openssl-dev or zlib1g-dev,
 # and `demo` run there for a few seconds (about 1 minute for the chroot, once, and a debug build
 # from scratch).
+phase "clean-room build and demo"
 bash tests/clean_room.sh
