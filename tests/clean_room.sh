@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first command on a machine with only Rust and a C compiler: builds rankpulse from this
+# The first command on a machine with only Rust and build-essential: builds rankpulse from this
 # checkout inside a Debian chroot that has a C and C++ compiler, make and perl (build-essential,
 # what the official rust image carries) and none of pkg-config, libssl-dev, libcurl4-openssl-dev
 # or zlib1g-dev; checks that the binary links none of those libraries, that an OIDC
@@ -9,7 +9,7 @@
 #
 #   bash tests/clean_room.sh [--release]
 #
-# The chroot is made once with Debian's debootstrap (about 2 minutes, from Debian's mirror) into
+# The chroot is made once with Debian's debootstrap (about 45 s, from Debian's mirror) into
 # target/clean-room/root and kept; the build goes to target/clean-room/build (a debug build
 # unless --release), so a second run is incremental. The host's Rust toolchain and cargo's
 # registry cache are bind-mounted read-only and read-write, in a private mount namespace
