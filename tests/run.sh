@@ -43,6 +43,8 @@ command -v stunnel4 >/dev/null 2>&1 || missing+=(stunnel4)
 # plain make (gcc), about 10 seconds each, into target/trec_eval/.
 command -v make >/dev/null 2>&1 || missing+=(make)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+# librdkafka's configure refuses to run without a C++ compiler (it also builds its C++ wrapper).
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}..."
