@@ -67,7 +67,7 @@ pub use reject_log::RejectLog;
 pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;
 pub use task::{Task, Tasks, Totals};
-pub use telemetry::{CheckpointStats, Counters, Distribution};
+pub use telemetry::{CheckpointStats, Counters, Distribution, RebalanceKind, RebalanceStats, Restore, RestoreSource};
 pub use watermark::InputClock;
 
 use aggregation::{Aggregation, ClosedWindows};
@@ -132,6 +132,8 @@ pub struct Engine {
     single: PreparedBatch,
     /// Health of the checkpoints taken of this engine, for the gauges.
     checkpoint_stats: CheckpointStats,
+    /// What rebalances did to the partitions (the source records, the exposition reads).
+    rebalance_stats: RebalanceStats,
     /// `[ab]`: the unit's bucket count, and what the reports built from this engine's
     /// accumulators compare.
     ab: AbConfig,
@@ -257,6 +259,7 @@ impl Engine {
             preparer: Preparer::new(cfg, input_limits),
             single: PreparedBatch::default(),
             checkpoint_stats: CheckpointStats::default(),
+            rebalance_stats: RebalanceStats::default(),
             ab: cfg.ab.clone(),
             judge: None,
             routing: Routing::new(),
@@ -633,6 +636,29 @@ impl Engine {
         } else {
             stats.failed += 1;
         }
+    }
+
+    /// Records a rebalance callback that assigned, revoked or lost `partitions`.
+    pub fn record_rebalance(&mut self, kind: RebalanceKind, partitions: &[i32]) {
+        if partitions.is_empty() {
+            return;
+        }
+        let stats = &mut self.rebalance_stats;
+        if let Some(i) = RebalanceKind::ALL.iter().position(|&k| k == kind) {
+            stats.rebalances[i] += 1;
+        }
+        if kind != RebalanceKind::Assign {
+            for p in partitions {
+                stats.last_restore.remove(p);
+            }
+        }
+    }
+
+    /// Records a partition's restore from a snapshot.
+    pub fn record_restore(&mut self, partition: i32, restore: Restore) {
+        let stats = &mut self.rebalance_stats;
+        stats.restores[usize::from(restore.source == RestoreSource::Standby)] += 1;
+        stats.last_restore.insert(partition, restore);
     }
 
     /// Wall-clock milliseconds at the monotonic instant `now`.

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::task::Totals;
-use super::telemetry::{CheckpointStats, Counters, Distribution};
+use super::telemetry::{CheckpointStats, Counters, Distribution, RebalanceStats};
 use super::{watermark, Engine, StateSize};
 use crate::accumulate::{ClosedWindow, GroupTable, Groups};
 use crate::config::AbConfig;
@@ -167,6 +167,11 @@ impl Engine {
     }
     pub fn checkpoint_stats(&self) -> CheckpointStats {
         self.checkpoint_stats
+    }
+
+    /// What rebalances did to this replica's partitions.
+    pub fn rebalance_stats(&self) -> &RebalanceStats {
+        &self.rebalance_stats
     }
 
     pub fn processing_time(&self) -> &Distribution {

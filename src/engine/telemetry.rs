@@ -231,6 +231,73 @@ pub struct CheckpointStats {
     pub last_success_ms: Option<EventTime>,
 }
 
+/// How a rebalance changed this replica's partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebalanceKind {
+    /// Partitions were assigned (and restored).
+    Assign,
+    /// Partitions were revoked (snapshotted, then handed on).
+    Revoke,
+    /// Partitions were lost: this member was expelled from the group, nothing was written.
+    Lost,
+}
+
+impl RebalanceKind {
+    pub const ALL: [RebalanceKind; 3] = [RebalanceKind::Assign, RebalanceKind::Revoke, RebalanceKind::Lost];
+
+    /// The `kind` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            RebalanceKind::Assign => "assign",
+            RebalanceKind::Revoke => "revoke",
+            RebalanceKind::Lost => "lost",
+        }
+    }
+}
+
+/// Where a restored partition's snapshot came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreSource {
+    /// Read from the changelog topic on assignment.
+    Changelog,
+    /// The copy a warm standby kept while another replica owned the partition.
+    Standby,
+}
+
+impl RestoreSource {
+    /// The `source` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            RestoreSource::Changelog => "changelog",
+            RestoreSource::Standby => "standby",
+        }
+    }
+}
+
+/// One partition's last restore.
+#[derive(Debug, Clone, Copy)]
+pub struct Restore {
+    /// How long reading, decoding and restoring the snapshot took.
+    pub took: Duration,
+    /// Where the snapshot came from.
+    pub source: RestoreSource,
+    /// From the restored snapshot's write (its previous owner's last act on it, at a revoke
+    /// or an interval) to the restore's end: how long no replica processed the partition, as
+    /// far as this one can tell (the brokers' clocks and this host's are compared).
+    pub unowned: Option<Duration>,
+}
+
+/// What rebalances did to this replica's partitions, for operators.
+#[derive(Debug, Default, Clone)]
+pub struct RebalanceStats {
+    /// Rebalance callbacks that changed something, per [`RebalanceKind`] (`ALL`'s order).
+    pub rebalances: [u64; 3],
+    /// Restores per [`RestoreSource`] (changelog, standby).
+    pub restores: [u64; 2],
+    /// Each partition's last restore, kept while this replica owns it.
+    pub last_restore: std::collections::BTreeMap<i32, Restore>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

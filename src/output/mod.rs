@@ -21,6 +21,7 @@ mod interleaving_families;
 mod judged_families;
 mod prometheus;
 mod publish;
+mod rebalance_families;
 mod schema_families;
 mod tls;
 mod watch;

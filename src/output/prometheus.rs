@@ -163,6 +163,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     families.extend(outcome_counters(engine));
     families.extend(routing_families(engine));
     families.extend(checkpoint_families(engine));
+    families.extend(super::rebalance_families::families(engine));
     families.extend(label_families(engine));
     families.extend(state_gauges(engine));
     families.extend(window_gauges(engine));

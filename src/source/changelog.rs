@@ -107,6 +107,9 @@ pub struct Recovered {
     pub offset: i64,
     /// The snapshot's bytes, for [`crate::checkpoint::decode`].
     pub bytes: Vec<u8>,
+    /// When its first chunk was written (the record's timestamp, in ms since the epoch), if the
+    /// brokers kept one: when the previous owner last snapshotted the partition.
+    pub written_ms: Option<i64>,
 }
 
 /// The changelog topic's producer and reader, and the aggregates topic's producer.
@@ -319,6 +322,8 @@ impl Changelog {
         let deadline = Instant::now() + READ_TIMEOUT;
         tracing::debug!(topic = %self.topic, partition, low, high, "reading the newest snapshot");
         let mut tail = Tail::default();
+        // Record timestamps by offset, for the one snapshot taken.
+        let mut written = HashMap::new();
         let mut rejected = HashSet::new();
         let mut last_rejection = None;
         let (mut from, mut step) = (high, FIRST_STEP);
@@ -326,7 +331,7 @@ impl Changelog {
             let end = from;
             from = (from - step).max(low);
             step = step.saturating_mul(4);
-            self.read_range(partition, from, end, deadline, &mut tail).map_err(read_error)?;
+            self.read_range(partition, from, end, deadline, &mut tail, &mut written).map_err(read_error)?;
             if let Some(after) = tail.next_sequence() {
                 let next = self.next_sequence.entry(partition).or_insert(0);
                 *next = (*next).max(after);
@@ -335,7 +340,8 @@ impl Changelog {
                 if rejected.contains(&id) {
                     continue;
                 }
-                let recovered = Recovered { id, offset, bytes: tail.assemble(id) };
+                let written_ms = written.get(&offset).copied();
+                let recovered = Recovered { id, offset, bytes: tail.assemble(id), written_ms };
                 match usable(&recovered) {
                     Ok(value) => return Ok(Some((recovered, value))),
                     Err(why) => {
@@ -352,7 +358,8 @@ impl Changelog {
         }
     }
 
-    /// Reads the records of `[from, end)` of a partition into `tail`.
+    /// Reads the records of `[from, end)` of a partition into `tail`, and their timestamps into
+    /// `written`.
     fn read_range(
         &self,
         partition: i32,
@@ -360,6 +367,7 @@ impl Changelog {
         end: i64,
         deadline: Instant,
         tail: &mut Tail,
+        written: &mut HashMap<i64, i64>,
     ) -> Result<(), String> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&self.topic, partition, Offset::Offset(from)).map_err(|e| e.to_string())?;
@@ -378,6 +386,9 @@ impl Changelog {
                     if offset < end {
                         if let Some((header, payload)) = message.payload().and_then(ChunkHeader::read) {
                             tail.add(offset, header, payload);
+                            if let Some(ms) = message.timestamp().to_millis() {
+                                written.insert(offset, ms);
+                            }
                         }
                     }
                     // Compaction may have removed the record at `end - 1`: anything at or past

@@ -5,7 +5,7 @@
 //! brokers acknowledged the changelog snapshot that covers them: a commit never runs ahead of
 //! the state that would resume from it, whichever replica resumes it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::changelog::{Changelog, ChangelogError};
 use super::positions::Positions;
+use super::rebalance::TaskInputs;
 use crate::checkpoint;
 use crate::engine::{Engine, SharedEngine, TaskSnapshot};
 use crate::event::EventKind;
@@ -54,6 +55,12 @@ pub(super) struct SourceState {
     /// Partitions assigned to this consumer now: only their offsets may be committed (a
     /// revoked partition may already belong to someone else).
     pub assigned: BTreeSet<i32>,
+    /// Every task the group's assignment brought, with its input partitions: what a revoke
+    /// unassigns. Unlike `assigned`, kept through the final snapshot at shutdown, whose
+    /// unsubscribe revokes them.
+    pub tasks: BTreeMap<i32, TaskInputs>,
+    /// Both input topics' partition counts, as last read at an assignment (0 when unknown).
+    pub counts: [usize; 2],
     /// Where snapshots go; `None` in the demo, which only commits.
     pub changelog: Option<Changelog>,
     /// A failure the source cannot go on after (the changelog unreadable, or its state written

@@ -9,10 +9,18 @@
 //! snapshot's offsets, not the group's: every message is in the state exactly once, whichever
 //! replica owned the partition before and however it stopped.
 //!
-//! Partition n of both topics must be one replica's: the range assignor does that for topics
-//! with equal partition counts (the cooperative-sticky one does not), so rebalances are eager;
-//! static membership (`kafka.group_instance_id`) keeps a restarted replica's partitions from
-//! moving at all.
+//! Partition n of both topics must be one replica's, and a rebalance should stop only the
+//! partitions that move. librdkafka's cooperative-sticky assignor rebalances incrementally but
+//! does not keep partition n of two topics together; the range assignor does, but only eagerly
+//! (every member revokes everything at every join and leave). So, as Kafka Streams assigns
+//! tasks rather than partitions, the group assigns only the impressions topic's partitions,
+//! with cooperative-sticky, and each brings its *task*: the engine partition of that number,
+//! whose engagements partition the rebalance callback assigns beside it by hand (an
+//! engagements partition beyond the impressions topic's count goes with the one its number
+//! wraps to, `rebalance::tasks_of`). Offsets of both are committed to the group as before.
+//! Static membership (`kafka.group_instance_id`) keeps a restarted replica's partitions from
+//! moving at all; without it, stopping sends a LeaveGroup after the final snapshot, so the
+//! group rebalances at once rather than after the session timeout.
 //!
 //! | file | owns |
 //! |---|---|
@@ -100,8 +108,8 @@ fn client_config(cfg: &KafkaConfig) -> Result<ClientConfig, KafkaClientError> {
     c.set("group.id", &cfg.group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        // Partition n of both topics to one member (see the module documentation).
-        .set("partition.assignment.strategy", "range");
+        // Incremental: a rebalance revokes only the partitions that move (module documentation).
+        .set("partition.assignment.strategy", "cooperative-sticky");
     if !cfg.group_instance_id.is_empty() {
         c.set("group.instance.id", &cfg.group_instance_id);
     }
@@ -144,7 +152,14 @@ pub async fn run(
         }
         None => (None, commit_interval),
     };
-    let state = SourceState { positions: Positions::default(), assigned: BTreeSet::new(), changelog, fatal: None };
+    let state = SourceState {
+        positions: Positions::default(),
+        assigned: BTreeSet::new(),
+        tasks: Default::default(),
+        counts: [0; 2],
+        changelog,
+        fatal: None,
+    };
     let handoff = handoff::Handoff::start(engine.clone(), topics.clone())
         .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the engine thread: {e}"))))?;
     let context = SourceContext {
@@ -158,8 +173,10 @@ pub async fn run(
     };
     let consumer: BaseConsumer<SourceContext> =
         client_config(cfg)?.create_with_context(context).map_err(SourceError::Create)?;
+    // Only the impressions topic: the group assigns its partitions, and each brings the
+    // engagements partition of its number (`rebalance`).
     consumer
-        .subscribe(&[topics[0].as_str(), topics[1].as_str()])
+        .subscribe(&[topics[0].as_str()])
         .map_err(|error| SourceError::Subscribe { topics: topics.clone(), error })?;
     tracing::info!(brokers = %cfg.brokers, group = %cfg.group_id, ?topics, "consuming");
 

@@ -18,7 +18,7 @@ use super::changelog::ChangelogError;
 use super::commit::{checkpoint_and_commit, PartitionSnapshot, SourceState};
 use super::handoff::Handoff;
 use crate::checkpoint;
-use crate::engine::SharedEngine;
+use crate::engine::{RebalanceKind, Restore, RestoreSource, SharedEngine};
 use crate::event::EventKind;
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
@@ -100,46 +100,107 @@ impl ConsumerContext for SourceContext {
         if !self.barrier() {
             return;
         }
+        // The group assigns impressions partitions; each brings its tasks' engagements
+        // partitions, which this callback assigns beside them (module documentation).
         let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                self.position_assignment(consumer, tpl);
-                let assigned = if cooperative { consumer.incremental_assign(tpl) } else { consumer.assign(tpl) };
+                let mut inputs = self.position_assignment(consumer, &partitions_of(tpl));
+                let assigned = if cooperative {
+                    consumer.incremental_assign(&inputs)
+                } else {
+                    // Eager (a user's assignor): the assignment is replaced as a whole.
+                    inputs = self.input_partitions_of(&self.state().assigned);
+                    consumer.assign(&inputs)
+                };
                 if let Err(e) = assigned {
                     tracing::error!(error = %e, "assigning partitions failed");
                 }
-                self.health.set_ready(tpl.count() > 0);
+                drop(inputs);
+                let owned = !self.state().assigned.is_empty();
+                self.health.set_ready(owned);
                 // The group coordinator answered: the cluster is back, even on idle topics.
                 self.log.recovered("partitions were assigned");
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                self.release(consumer, tpl);
-                let released = if cooperative { consumer.incremental_unassign(tpl) } else { consumer.unassign() };
+                let inputs = self.release(consumer, &partitions_of(tpl));
+                let released = if cooperative { consumer.incremental_unassign(&inputs) } else { consumer.unassign() };
                 if let Err(e) = released {
                     tracing::error!(error = %e, "unassigning partitions failed");
                 }
-                self.health.set_ready(false);
+                drop(inputs);
+                let owned = !self.state().assigned.is_empty();
+                self.health.set_ready(owned);
             }
             other => tracing::error!(error = ?other, "rebalance error"),
         }
     }
 }
 
+/// What a task was assigned with.
+pub(super) struct TaskInputs {
+    /// The impressions partition whose assignment by the group brought the task: revoking it
+    /// revokes the task.
+    pub via: i32,
+    /// Whether each input (impressions, engagements) has the task's partition number, and so
+    /// was assigned for it.
+    pub inputs: [bool; 2],
+}
+
 fn partitions_of(tpl: &TopicPartitionList) -> BTreeSet<i32> {
     tpl.elements().iter().map(|e| e.partition()).collect()
 }
 
+/// The tasks (engine partitions) that come with a set of impressions partitions, given both
+/// topics' partition counts: task *t* for every partition number *t* of either topic whose
+/// impressions partition `t % impressions` is in the set. With equal counts that is the set
+/// itself; an engagements partition beyond the impressions topic's count has no impressions
+/// partition of its own, and goes with the one its number wraps to, so it is still consumed
+/// (its engagements are orphans: no impression can share its partition). With a count unknown
+/// (0), the set itself.
+pub(super) fn tasks_of(impressions: &BTreeSet<i32>, counts: [usize; 2]) -> BTreeSet<i32> {
+    let [imp, eng] = counts;
+    if imp == 0 {
+        return impressions.clone();
+    }
+    let all = i32::try_from(imp.max(eng)).unwrap_or(i32::MAX);
+    let imp = i32::try_from(imp).unwrap_or(i32::MAX);
+    (0..all).filter(|t| impressions.contains(&(t % imp))).collect()
+}
+
 impl SourceContext {
-    /// Restores each assigned partition from its newest changelog snapshot and starts it at
-    /// that snapshot's offsets; a partition without one starts empty from the group's offsets.
-    fn position_assignment(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
-        let partitions = partitions_of(tpl);
-        tracing::debug!(?partitions, "assignment: restoring the partitions");
+    /// The input partitions of these tasks (as assigned with them), without offsets.
+    fn input_partitions_of(&self, tasks: &BTreeSet<i32>) -> TopicPartitionList {
+        let state = self.state();
+        let mut tpl = TopicPartitionList::new();
+        for t in tasks {
+            if let Some(task) = state.tasks.get(t) {
+                for kind in EventKind::ALL.into_iter().filter(|k| task.inputs[k.index()]) {
+                    tpl.add_partition(&self.topics[kind.index()], *t);
+                }
+            }
+        }
+        tpl
+    }
+
+    /// Takes on the tasks that come with newly assigned impressions partitions: restores each
+    /// from its newest changelog snapshot, and returns their input partitions (both topics) to
+    /// assign, at that snapshot's offsets; a task without one starts empty from the group's
+    /// offsets.
+    fn position_assignment(&self, consumer: &BaseConsumer<Self>, impressions: &BTreeSet<i32>) -> TopicPartitionList {
         let mut state = self.state();
+        if let Some(counts) = input_counts(consumer, &self.topics) {
+            state.counts = counts;
+        }
+        let counts = state.counts;
+        let partitions = tasks_of(impressions, counts);
+        let mut inputs = TopicPartitionList::new();
+        tracing::debug!(?impressions, tasks = ?partitions, "assignment: restoring the partitions");
         if let Some(changelog) = state.changelog.as_mut() {
-            let needed = input_partitions(consumer, &self.topics).max(partitions.last().map_or(0, |&p| p as usize + 1));
+            let needed = counts[0].max(counts[1]).max(partitions.last().map_or(0, |&p| p as usize + 1));
             if let Err(e) = changelog.ensure_topics(needed) {
-                return self.fail(&mut state, e);
+                self.fail(&mut state, e);
+                return inputs;
             }
         }
         for &p in &partitions {
@@ -153,10 +214,17 @@ impl SourceContext {
                     Ok(snapshot)
                 }) {
                     Ok(found) => found,
-                    Err(e) => return self.fail(&mut state, e),
+                    Err(e) => {
+                        self.fail(&mut state, e);
+                        return inputs;
+                    }
                 },
             };
+            // Which inputs have partition p: both, unless a count is known and smaller.
+            let has = |kind: EventKind| counts[kind.index()] == 0 || (p as usize) < counts[kind.index()];
+            let task_inputs = [has(EventKind::Impression), has(EventKind::Engagement)];
             let mut engine = self.engine.lock();
+            let mut resume = [None; 2];
             match restored {
                 Some((recovered, snapshot)) => {
                     let pending = snapshot.task.pending_impressions();
@@ -165,12 +233,14 @@ impl SourceContext {
                         // Checked while reading: only a bug gets here.
                         tracing::error!(partition = p, error = %e, "restoring the partition failed");
                     }
-                    for kind in EventKind::ALL {
-                        if let Some(offset) = positions[kind.index()] {
-                            let _ = tpl.set_partition_offset(&self.topics[kind.index()], p, Offset::Offset(offset));
-                        }
-                    }
+                    resume = positions;
                     state.positions.set(p, positions);
+                    let took = started.elapsed();
+                    let unowned = recovered.written_ms.and_then(|written| {
+                        let now = chrono::Utc::now().timestamp_millis();
+                        Some(Duration::from_millis(u64::try_from(now.checked_sub(written)?).ok()?))
+                    });
+                    engine.record_restore(p, Restore { took, source: RestoreSource::Changelog, unowned });
                     tracing::info!(
                         partition = p,
                         snapshot = recovered.id.sequence,
@@ -193,17 +263,39 @@ impl SourceContext {
                     }
                 }
             }
+            for kind in EventKind::ALL.into_iter().filter(|k| task_inputs[k.index()]) {
+                let offset = resume[kind.index()].map_or(Offset::Invalid, Offset::Offset);
+                let _ = inputs.add_partition_offset(&self.topics[kind.index()], p, offset);
+            }
+            let via = match i32::try_from(counts[0]) {
+                Ok(imp) if imp > 0 => p % imp,
+                _ => p,
+            };
+            state.tasks.insert(p, TaskInputs { via, inputs: task_inputs });
             state.assigned.insert(p);
         }
+        let assigned: Vec<i32> = partitions.iter().copied().collect();
+        self.engine.lock().record_rebalance(RebalanceKind::Assign, &assigned);
         tracing::info!(?partitions, "partitions assigned");
+        inputs
     }
 
-    /// Revoke: snapshots the revoked partitions, commits exactly what the snapshots cover and,
-    /// with a changelog, drops their state: the next owner restores it from there.
-    fn release(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList) {
+    /// Revoke: snapshots the tasks that came with the revoked impressions partitions, commits
+    /// exactly what the snapshots cover and, with a changelog, drops their state: the next
+    /// owner restores it from there. Returns their input partitions, to unassign.
+    fn release(&self, consumer: &BaseConsumer<Self>, impressions: &BTreeSet<i32>) -> TopicPartitionList {
+        let tasks: BTreeSet<i32> =
+            self.state().tasks.iter().filter(|(_, t)| impressions.contains(&t.via)).map(|(&p, _)| p).collect();
+        let inputs = self.input_partitions_of(&tasks);
         let mut state = self.state();
-        let partitions: BTreeSet<i32> = partitions_of(tpl).intersection(&state.assigned).copied().collect();
-        if consumer.assignment_lost() {
+        // At shutdown the final snapshot is already written, and nothing is `assigned` any more.
+        let partitions: BTreeSet<i32> = tasks.intersection(&state.assigned).copied().collect();
+        let lost = consumer.assignment_lost();
+        let kind = if lost { RebalanceKind::Lost } else { RebalanceKind::Revoke };
+        self.engine.lock().record_rebalance(kind, &partitions.iter().copied().collect::<Vec<_>>());
+        if partitions.is_empty() {
+            // Nothing of ours to write (the shutdown's final snapshot is already written).
+        } else if lost {
             // Expelled from the group (a session timeout while this process stalled): another
             // member may already own these partitions and have written newer snapshots, which a
             // snapshot written now would supersede. Drop them unwritten; their next owner
@@ -218,13 +310,15 @@ impl SourceContext {
             checkpoint_and_commit(consumer, engine, &mut state, &partitions, topics, CommitMode::Sync, "revoke");
         }
         let mut engine = self.engine.lock();
-        for &p in &partitions {
-            if state.changelog.is_some() {
+        for &p in &tasks {
+            if state.changelog.is_some() && state.assigned.contains(&p) {
                 engine.remove_partition(p);
                 state.positions.forget(p);
             }
             state.assigned.remove(&p);
+            state.tasks.remove(&p);
         }
+        inputs
     }
 
     /// Stops the source with an error it cannot go on after.
@@ -235,19 +329,39 @@ impl SourceContext {
     }
 }
 
-/// The most partitions either input topic has (0 if the metadata cannot be read).
-fn input_partitions(consumer: &BaseConsumer<SourceContext>, topics: &[String; 2]) -> usize {
-    let mut most = 0;
-    let mut counts = Vec::new();
-    for topic in topics {
-        if let Ok(metadata) = consumer.fetch_metadata(Some(topic), COMMITTED_TIMEOUT) {
-            let n = metadata.topics().iter().find(|t| t.name() == topic).map_or(0, |t| t.partitions().len());
-            counts.push(n);
-            most = most.max(n);
-        }
+/// Both input topics' partition counts, `None` if either's metadata cannot be read.
+fn input_counts(consumer: &BaseConsumer<SourceContext>, topics: &[String; 2]) -> Option<[usize; 2]> {
+    let mut counts = [0; 2];
+    for (count, topic) in counts.iter_mut().zip(topics) {
+        let metadata = consumer.fetch_metadata(Some(topic), COMMITTED_TIMEOUT).ok()?;
+        *count = metadata.topics().iter().find(|t| t.name() == topic).map_or(0, |t| t.partitions().len());
     }
-    if counts.len() == 2 && counts[0] != counts[1] {
+    if counts[0] != counts[1] && counts[0] != 0 && counts[1] != 0 {
         tracing::warn!(impressions = counts[0], engagements = counts[1], "the input topics have different partition counts: partition n of both must be one partition's state; give them the same count, or let rankpulse re-key them (repartition.mode = \"auto\")");
     }
-    most
+    Some(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(items: &[i32]) -> BTreeSet<i32> {
+        items.iter().copied().collect()
+    }
+
+    #[test]
+    fn tasks_follow_their_impressions_partition() {
+        // Co-partitioned: the assigned impressions partitions themselves.
+        assert_eq!(tasks_of(&set(&[0, 2]), [4, 4]), set(&[0, 2]));
+        // More engagements partitions: 4 and 5 wrap to 0 and 1, so every one is consumed.
+        assert_eq!(tasks_of(&set(&[0]), [4, 6]), set(&[0, 4]));
+        assert_eq!(tasks_of(&set(&[1, 3]), [4, 6]), set(&[1, 3, 5]));
+        let every: BTreeSet<i32> = (0..4).flat_map(|p| tasks_of(&set(&[p]), [4, 9])).collect();
+        assert_eq!(every, (0..9).collect());
+        // More impressions partitions: each is its own task.
+        assert_eq!(tasks_of(&set(&[5]), [6, 4]), set(&[5]));
+        // Counts unknown: the set itself.
+        assert_eq!(tasks_of(&set(&[7]), [0, 0]), set(&[7]));
+    }
 }
