@@ -411,6 +411,14 @@ pub struct StateConfig {
     /// How often every owned partition is snapshotted to the changelog; Kafka offsets are
     /// committed right after the brokers acknowledge it. Default `5s`.
     pub checkpoint_interval: HumanDuration,
+    /// Keep a warm standby, as Kafka Streams' `num.standby.replicas` does: this replica tails
+    /// the changelog and keeps every partition's newest snapshot in memory, so when it is
+    /// assigned a partition (a failover, a rebalance) it restores from that copy instead of
+    /// reading the changelog. It costs memory (every partition's newest snapshot: the sum of
+    /// `rankpulse_checkpoint_bytes` over the replicas) and changelog reads (every snapshot,
+    /// every `checkpoint_interval`). A copy is used only once it is as new as the changelog;
+    /// otherwise the changelog is read as without a standby. Default `false`.
+    pub warm_standby: bool,
 }
 
 impl StateConfig {
@@ -440,6 +448,7 @@ impl Default for StateConfig {
             aggregates_topic: String::new(),
             changelog_replication_factor: 3,
             checkpoint_interval: HumanDuration::from_millis(5_000),
+            warm_standby: false,
         }
     }
 }

@@ -305,6 +305,21 @@ impl Changelog {
         Ok(bytes)
     }
 
+    /// The end offset of a changelog partition (the offset its next record gets).
+    pub fn end_offset(&self, partition: i32) -> Result<i64, ChangelogError> {
+        let (_, high) = self.reader.fetch_watermarks(&self.topic, partition, ADMIN_TIMEOUT).map_err(|e| {
+            ChangelogError::Read { topic: self.topic.clone(), partition, error: format!("watermarks: {e}") }
+        })?;
+        Ok(high)
+    }
+
+    /// Notes the sequence a partition's next snapshot continues from, learnt without reading
+    /// the partition here (from the warm standby's copy).
+    pub fn continue_sequence(&mut self, partition: i32, next: u64) {
+        let known = self.next_sequence.entry(partition).or_insert(0);
+        *known = (*known).max(next);
+    }
+
     /// The newest complete snapshot of a partition that `usable` accepts (it decodes and fits
     /// the configuration), or `None` if the partition has none. Snapshots `usable` rejects
     /// are reported and skipped for the one before; if it rejects every one, that is an error

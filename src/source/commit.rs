@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::changelog::{Changelog, ChangelogError};
 use super::positions::Positions;
 use super::rebalance::TaskInputs;
+use super::standby::Standby;
 use crate::checkpoint;
 use crate::engine::{Engine, SharedEngine, TaskSnapshot};
 use crate::event::EventKind;
@@ -63,6 +64,8 @@ pub(super) struct SourceState {
     pub counts: [usize; 2],
     /// Where snapshots go; `None` in the demo, which only commits.
     pub changelog: Option<Changelog>,
+    /// The warm standby's copies of the changelog (`state.warm_standby`).
+    pub standby: Option<Standby>,
     /// A failure the source cannot go on after (the changelog unreadable, or its state written
     /// with another configuration): the poll loop stops with it.
     pub fatal: Option<ChangelogError>,

@@ -31,7 +31,8 @@
 //! | `aggregates` | the aggregates topic's reader: every partition's A/B sums into the experiment-wide view |
 //! | [`positions`] | the next offset of every input partition in the state |
 //! | [`commit`] | snapshot, then commit: the only path by which offsets reach the group |
-//! | `rebalance` | assignment (restore from the changelog) and revoke (snapshot, commit, drop) |
+//! | `rebalance` | assignment (restore from the changelog or the standby's copy) and revoke (snapshot, commit, drop); which tasks come with an impressions partition |
+//! | `standby` | the warm standby: the changelog tailed, every partition's newest snapshot kept |
 
 mod aggregates;
 mod changelog;
@@ -40,6 +41,7 @@ mod commit;
 mod handoff;
 mod positions;
 mod rebalance;
+mod standby;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -59,6 +61,7 @@ use crate::shutdown::Shutdown;
 use changelog::Changelog;
 use commit::{checkpoint_and_commit, SourceState};
 use rebalance::SourceContext;
+use standby::Standby;
 
 pub use changelog::ChangelogError;
 pub use commit::{encode_partition, PartitionSnapshot};
@@ -131,7 +134,7 @@ pub async fn run(
 ) -> Result<(), SourceError> {
     let topics = [cfg.impressions_topic.clone(), cfg.engagements_topic.clone()];
     let log = Arc::new(KafkaLog::new("consumer", &cfg.brokers));
-    let (changelog, checkpoint_interval) = match durability {
+    let (changelog, standby, checkpoint_interval) = match durability {
         Some(Durability { state }) => {
             let (topic, aggregates_topic) =
                 (state.changelog_topic(&cfg.group_id), state.aggregates_topic(&cfg.group_id));
@@ -148,9 +151,13 @@ pub async fn run(
             // the aggregates topic, and nothing but complete windows is ever published.
             engine.lock().enable_global_view(0);
             aggregates::spawn(cfg, aggregates_topic, engine.clone(), shutdown.clone(), log.clone())?;
-            (Some(changelog), state.checkpoint_interval.as_duration())
+            let standby = match state.warm_standby {
+                true => Some(Standby::spawn(cfg, topic, shutdown.clone(), log.clone())?),
+                false => None,
+            };
+            (Some(changelog), standby, state.checkpoint_interval.as_duration())
         }
-        None => (None, commit_interval),
+        None => (None, None, commit_interval),
     };
     let state = SourceState {
         positions: Positions::default(),
@@ -158,6 +165,7 @@ pub async fn run(
         tasks: Default::default(),
         counts: [0; 2],
         changelog,
+        standby,
         fatal: None,
     };
     let handoff = handoff::Handoff::start(engine.clone(), topics.clone())

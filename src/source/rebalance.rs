@@ -14,7 +14,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 
-use super::changelog::ChangelogError;
+use super::changelog::{ChangelogError, Recovered};
 use super::commit::{checkpoint_and_commit, PartitionSnapshot, SourceState};
 use super::handoff::Handoff;
 use crate::checkpoint;
@@ -26,6 +26,10 @@ use crate::shutdown::Shutdown;
 
 /// How long an assignment may wait for the topics' metadata.
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an assignment waits for the warm standby to have read a changelog partition to its
+/// end before reading it itself: the previous owner's last snapshot was acknowledged before
+/// the rebalance, so a tailing standby normally has it already.
+const STANDBY_CATCH_UP: Duration = Duration::from_millis(500);
 
 /// The consumer's context: what its callbacks need, and the source state they share with the
 /// poll loop.
@@ -205,20 +209,12 @@ impl SourceContext {
         }
         for &p in &partitions {
             let started = Instant::now();
-            let restored = match state.changelog.as_mut() {
-                None => None,
-                Some(changelog) => match changelog.read_newest(p, |recovered| {
-                    let mut snapshot: PartitionSnapshot =
-                        checkpoint::decode(&recovered.bytes).map_err(|e| e.to_string())?;
-                    self.engine.lock().check_compatible(p, &mut snapshot.task).map_err(|e| e.to_string())?;
-                    Ok(snapshot)
-                }) {
-                    Ok(found) => found,
-                    Err(e) => {
-                        self.fail(&mut state, e);
-                        return inputs;
-                    }
-                },
+            let restored = match self.newest_snapshot(&mut state, p) {
+                Ok(found) => found,
+                Err(e) => {
+                    self.fail(&mut state, e);
+                    return inputs;
+                }
             };
             // Which inputs have partition p: both, unless a count is known and smaller.
             let has = |kind: EventKind| counts[kind.index()] == 0 || (p as usize) < counts[kind.index()];
@@ -226,7 +222,7 @@ impl SourceContext {
             let mut engine = self.engine.lock();
             let mut resume = [None; 2];
             match restored {
-                Some((recovered, snapshot)) => {
+                Some((recovered, snapshot, source)) => {
                     let pending = snapshot.task.pending_impressions();
                     let positions = snapshot.positions;
                     if let Err(e) = engine.restore_partition(p, snapshot.task, Instant::now()) {
@@ -240,16 +236,18 @@ impl SourceContext {
                         let now = chrono::Utc::now().timestamp_millis();
                         Some(Duration::from_millis(u64::try_from(now.checked_sub(written)?).ok()?))
                     });
-                    engine.record_restore(p, Restore { took, source: RestoreSource::Changelog, unowned });
+                    engine.record_restore(p, Restore { took, source, unowned });
                     tracing::info!(
                         partition = p,
                         snapshot = recovered.id.sequence,
                         changelog_offset = recovered.offset,
                         bytes = recovered.bytes.len(),
                         pending,
-                        took_ms = started.elapsed().as_millis() as u64,
+                        took_ms = took.as_millis() as u64,
+                        unowned_ms = unowned.map(|d| d.as_millis() as u64),
+                        source = source.label(),
                         ?positions,
-                        "partition restored from the changelog"
+                        "partition restored"
                     );
                 }
                 None => {
@@ -278,6 +276,37 @@ impl SourceContext {
         self.engine.lock().record_rebalance(RebalanceKind::Assign, &assigned);
         tracing::info!(?partitions, "partitions assigned");
         inputs
+    }
+
+    /// A partition's newest snapshot that decodes and fits the configuration: the warm
+    /// standby's copy if it has read the whole changelog partition, else read from the
+    /// changelog. `None` without a changelog, or when the partition has no snapshot.
+    fn newest_snapshot(
+        &self,
+        state: &mut SourceState,
+        partition: i32,
+    ) -> Result<Option<(Recovered, PartitionSnapshot, RestoreSource)>, ChangelogError> {
+        let usable = |recovered: &Recovered| -> Result<PartitionSnapshot, String> {
+            let mut snapshot: PartitionSnapshot = checkpoint::decode(&recovered.bytes).map_err(|e| e.to_string())?;
+            self.engine.lock().check_compatible(partition, &mut snapshot.task).map_err(|e| e.to_string())?;
+            Ok(snapshot)
+        };
+        let SourceState { changelog, standby, .. } = state;
+        let Some(changelog) = changelog.as_mut() else { return Ok(None) };
+        if let Some(standby) = standby.as_ref() {
+            let end = changelog.end_offset(partition)?;
+            if let Some(warm) = standby.take_current(partition, end, STANDBY_CATCH_UP) {
+                changelog.continue_sequence(partition, warm.next_sequence);
+                match usable(&warm.recovered) {
+                    Ok(snapshot) => return Ok(Some((warm.recovered, snapshot, RestoreSource::Standby))),
+                    Err(why) => tracing::warn!(partition, reason = %why, "the warm standby's copy is unusable: reading the changelog"),
+                }
+            } else {
+                tracing::debug!(partition, end, "no current standby copy: reading the changelog");
+            }
+        }
+        let found = changelog.read_newest(partition, usable)?;
+        Ok(found.map(|(recovered, snapshot)| (recovered, snapshot, RestoreSource::Changelog)))
     }
 
     /// Revoke: snapshots the tasks that came with the revoked impressions partitions, commits

@@ -2,7 +2,7 @@
 //! it (`process`), what it is fed (`inputs`), the broker it reads from (`broker`), reading what
 //! it exports (`scrape`), the counting allocator of the memory measurements (`alloc`), a
 //! throwaway PKI (`certs`), brokers behind TLS (`secure`), an HTTPS client (`https`), a
-//! real Prometheus server (`prometheus`) and the Kafka source in-process (`source`).
+//! real Prometheus server (`prometheus`) the Kafka source in-process (`source`) and a steady event stream (`stream`).
 // Each test crate compiles this module and uses a different part of it.
 #![allow(dead_code, unused_imports)]
 
@@ -17,6 +17,7 @@ mod prometheus;
 mod scrape;
 mod secure;
 mod source;
+mod stream;
 
 pub use broker::*;
 pub use certs::*;
@@ -28,3 +29,4 @@ pub use prometheus::*;
 pub use scrape::*;
 pub use secure::*;
 pub use source::*;
+pub use stream::*;

@@ -137,6 +137,9 @@ pub fn totals(m: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
             (name.ends_with("_sum") || name.ends_with("_count") || name.ends_with("_total"))
                 && !name.starts_with("rankpulse_event_processing_seconds")
                 && !name.starts_with("rankpulse_checkpoint")
+                // Rebalances and restores are what happened to this process's partitions.
+                && !name.starts_with("rankpulse_rebalances")
+                && !name.starts_with("rankpulse_partition_restores")
                 // The key check and the repartition stage count per process, not per partition.
                 && !name.starts_with("rankpulse_input_key")
                 && !name.starts_with("rankpulse_repartition")
