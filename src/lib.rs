@@ -28,7 +28,7 @@
 //! | [`accumulate`] | aggregation | label groups and their limits, exact (fixed-point) sums and unit buckets per group, cumulative and per tumbling window |
 //! | [`experiments`] | A/B feed | which variant is compared with which: per-experiment reports from the accumulators; when the cumulative anytime-valid figures look (`experiments::sequential`) |
 //! | [`engine`] | orchestration | the core over per-partition tasks, its state on one thread: decode (which may run ahead on other threads) → join → watermark → finalize → accumulate; its snapshot and restore |
-//! | [`source`] | input | the Kafka consumer on its own thread (decoding), the engine's work on another: positions recorded after processing, each partition's snapshot to the changelog then commit, restore on assignment, the aggregates reader |
+//! | [`source`] | input | the Kafka consumer on its own thread (decoding), the engine's work on another: positions recorded after processing, each partition's snapshot to the changelog then commit, incremental rebalancing that keeps co-partitioning, restore on assignment (from the changelog or a warm standby's copy), the aggregates reader |
 //! | [`repartition`] | input | inputs not co-partitioned by query id: the start-up check (partition counts, sampled keys), the stage that re-keys every event by its query id onto internal topics (consumer group of its own, commit after acknowledgement) for the join to consume |
 //! | [`replay`] | input | JSON-lines files read and decoded on reader threads, merged on event time through the same engine; the replay report and TREC files |
 //! | [`eval`] | offline | `rankpulse eval`: trec_eval's measures over run and qrels files by the same metric code, and AutoRAG's grouped measures |
