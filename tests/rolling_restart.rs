@@ -49,6 +49,8 @@ const RESTART_DELAY: Duration = Duration::from_millis(600);
 /// How long the group must stay settled before the next step: a rollout waits for readiness,
 /// and the replacement writes a snapshot or two of what it took over.
 const SETTLE_QUIET: Duration = Duration::from_secs(3);
+/// How often a run says where it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 /// The longest a partition that stays with its replica may go unconsumed during a step: well
 /// below the mock coordinator's shortest rebalance (`SESSION_MS - 1000`), which an eager
 /// rebalance would stop every partition for, and above a scrape interval, a batch and a slow
@@ -373,6 +375,19 @@ enum Phase {
     Draining(usize),
 }
 
+impl Phase {
+    /// For the progress line of long runs.
+    fn describe(&self) -> &'static str {
+        match self {
+            Phase::Settling { balanced_at: None, .. } => "waiting for the group to settle",
+            Phase::Settling { .. } => "settled, quiet",
+            Phase::Stopping { .. } => "waiting for a replica to stop",
+            Phase::Holding(_) => "holding",
+            Phase::Draining(_) => "draining",
+        }
+    }
+}
+
 fn time_s(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
@@ -452,6 +467,7 @@ fn run(broker: &Broker, plan: &[Action], budget: Duration) -> Run {
     let mut current: Option<(String, Instant)> = None;
     let mut phase = Phase::Settling { since: Instant::now(), balanced_at: None };
     let deadline = Instant::now() + budget;
+    let mut next_progress = Instant::now() + PROGRESS_EVERY;
     loop {
         let drain = matches!(phase, Phase::Draining(0));
         for (topic, partition, payload) in stream.batch(BATCH_IMPRESSIONS, drain) {
@@ -467,6 +483,11 @@ fn run(broker: &Broker, plan: &[Action], budget: Duration) -> Run {
         }
         assert!(Instant::now() < deadline, "the plan did not finish within {budget:?}");
         let now = Instant::now();
+        if now >= next_progress {
+            next_progress = now + PROGRESS_EVERY;
+            let live: Vec<&str> = replicas.iter().flatten().map(|r| r.incarnation.as_str()).collect();
+            eprintln!("{:6.0} s: {} ({live:?} live, {} steps done)", (now - began).as_secs_f64(), phase.describe(), steps.len());
+        }
         phase = match phase {
             Phase::Settling { since, balanced_at: None } => {
                 Phase::Settling { since, balanced_at: settled(&replicas, since).then_some(now) }

@@ -1145,8 +1145,14 @@ mod tests {
         }
         // Measurements of the process, not of the partitions' data.
         let of_the_replica = |k: &str| {
-            ["rankpulse_event_processing_seconds", "rankpulse_checkpoint", "rankpulse_input_key"]
-                .iter()
+            [
+                "rankpulse_event_processing_seconds",
+                "rankpulse_checkpoint",
+                "rankpulse_input_key",
+                "rankpulse_rebalances",
+                "rankpulse_partition_restores",
+            ]
+            .iter()
                 .any(|p| k.starts_with(p))
         };
         let totals: Vec<&String> = one_replica.keys().filter(|k| !of_the_replica(k)).collect();
