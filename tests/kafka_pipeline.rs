@@ -249,12 +249,7 @@ fn totals_are_per_partition(exposition: &str, merged: &BTreeMap<String, f64>) {
     for (key, value) in &raw {
         let name = key.split('{').next().unwrap();
         let total = ["_sum", "_count", "_bucket", "_total"].iter().any(|s| name.ends_with(s));
-        // Counts of what this process saw (its processing, checkpoints, the key check on its
-        // consumer): they do not move with a partition.
-        let of_the_process = name.starts_with("rankpulse_event_processing_seconds")
-            || name.starts_with("rankpulse_checkpoint")
-            || name.starts_with("rankpulse_input_key");
-        assert_eq!(key.contains("partition=\""), total && !of_the_process, "{key}");
+        assert_eq!(key.contains("partition=\""), total && !of_the_process(name), "{key}");
         let without_partition = match key.split_once('{') {
             Some((name, labels)) => {
                 let kept: Vec<&str> =

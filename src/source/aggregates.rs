@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
@@ -80,21 +80,7 @@ fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, 
     tracing::info!(topic, partitions, "reading every partition's A/B sums");
     let mut records = InOrder::default();
     while !shutdown.is_triggered() {
-        let message = match consumer.poll(POLL_TIMEOUT) {
-            None => continue,
-            Some(Err(e)) => {
-                // Broker outages are the consumer's to report (see `SharedLog`).
-                if !matches!(
-                    e.rdkafka_error_code(),
-                    Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure)
-                ) {
-                    log.consume_error(&e);
-                }
-                std::thread::sleep(POLL_TIMEOUT);
-                continue;
-            }
-            Some(Ok(message)) => message,
-        };
+        let Some(message) = super::poll_state_reader(consumer, POLL_TIMEOUT, log) else { continue };
         let Some((header, payload)) = message.payload().and_then(ChunkHeader::read) else { continue };
         let partition = message.partition();
         let Some(record) = records.add(partition, header, payload) else { continue };

@@ -345,6 +345,31 @@ impl ConsumeLoop {
     }
 }
 
+/// One poll of a state-topic reader (the aggregates reader, the warm standby): the message, or
+/// `None` after nothing arrived or an error, which is logged unless it is a broker outage (those
+/// are the input consumer's to report, see [`crate::kafka_log::SharedLog`]) and followed by a
+/// pause, so a broken connection recovers without spinning.
+fn poll_state_reader<'c>(
+    consumer: &'c BaseConsumer<crate::kafka_log::SharedLog>,
+    timeout: Duration,
+    log: &KafkaLog,
+) -> Option<rdkafka::message::BorrowedMessage<'c>> {
+    match consumer.poll(timeout)? {
+        Ok(message) => Some(message),
+        Err(e) => {
+            let outage = matches!(
+                e.rdkafka_error_code(),
+                Some(rdkafka::error::RDKafkaErrorCode::AllBrokersDown | rdkafka::error::RDKafkaErrorCode::BrokerTransportFailure)
+            );
+            if !outage {
+                log.consume_error(&e);
+            }
+            std::thread::sleep(timeout);
+            None
+        }
+    }
+}
+
 /// The one log line naming why metrics are biased when the join's input is keyed by something
 /// else than the query id (counted in `rankpulse_input_key_mismatches_total` from then on).
 fn say_key_mismatch(topic: &str, partition: i32, key: &[u8]) {

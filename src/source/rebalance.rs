@@ -109,14 +109,11 @@ impl ConsumerContext for SourceContext {
         let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                let mut inputs = self.position_assignment(consumer, &partitions_of(tpl));
-                let assigned = if cooperative {
-                    consumer.incremental_assign(&inputs)
-                } else {
-                    // Eager (a user's assignor): the assignment is replaced as a whole.
-                    inputs = self.input_partitions_of(&self.state().assigned);
-                    consumer.assign(&inputs)
-                };
+                let inputs = self.position_assignment(consumer, &partitions_of(tpl));
+                // Eager (not configured, but librdkafka decides): every partition was revoked
+                // first, so the new assignment is the whole one.
+                let assigned =
+                    if cooperative { consumer.incremental_assign(&inputs) } else { consumer.assign(&inputs) };
                 if let Err(e) = assigned {
                     tracing::error!(error = %e, "assigning partitions failed");
                 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
@@ -159,21 +159,7 @@ fn tail(
             std::thread::sleep(POLL_TIMEOUT);
             continue;
         }
-        let message = match consumer.poll(POLL_TIMEOUT) {
-            None => continue,
-            Some(Err(e)) => {
-                // Broker outages are the consumer's to report (see `SharedLog`).
-                if !matches!(
-                    e.rdkafka_error_code(),
-                    Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure)
-                ) {
-                    log.consume_error(&e);
-                }
-                std::thread::sleep(POLL_TIMEOUT);
-                continue;
-            }
-            Some(Ok(message)) => message,
-        };
+        let Some(message) = super::poll_state_reader(consumer, POLL_TIMEOUT, log) else { continue };
         let (partition, offset) = (message.partition(), message.offset());
         let mut copies = shared.0.lock().unwrap_or_else(|p| p.into_inner());
         let copy = copies.partitions.entry(partition).or_default();

@@ -128,21 +128,30 @@ pub fn promtool_check(exposition: &str) {
     assert!(out.status.success() && text.trim().is_empty(), "promtool check metrics complained:\n{text}");
 }
 
-/// Every `_sum`, `_count` and `_total` series except wall-clock measurements of the process:
-/// what must equal an uninterrupted run's whatever happened to the daemons.
+/// Whether a family counts what this process saw rather than a partition's data (its
+/// processing, checkpoints, the key check on its consumer, the repartition stage, rebalances
+/// and restores): such counts do not move with a partition, and carry no `partition` label.
+pub fn of_the_process(name: &str) -> bool {
+    [
+        "rankpulse_event_processing_seconds",
+        "rankpulse_checkpoint",
+        "rankpulse_input_key",
+        "rankpulse_repartition",
+        "rankpulse_rebalances",
+        "rankpulse_partition_restores",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+}
+
+/// Every `_sum`, `_count` and `_total` series except the process's own counts
+/// ([`of_the_process`]): what must equal an uninterrupted run's whatever happened to the
+/// daemons.
 pub fn totals(m: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
     m.iter()
         .filter(|(k, _)| {
             let name = k.split('{').next().unwrap();
-            (name.ends_with("_sum") || name.ends_with("_count") || name.ends_with("_total"))
-                && !name.starts_with("rankpulse_event_processing_seconds")
-                && !name.starts_with("rankpulse_checkpoint")
-                // Rebalances and restores are what happened to this process's partitions.
-                && !name.starts_with("rankpulse_rebalances")
-                && !name.starts_with("rankpulse_partition_restores")
-                // The key check and the repartition stage count per process, not per partition.
-                && !name.starts_with("rankpulse_input_key")
-                && !name.starts_with("rankpulse_repartition")
+            (name.ends_with("_sum") || name.ends_with("_count") || name.ends_with("_total")) && !of_the_process(name)
         })
         .map(|(k, v)| (k.clone(), *v))
         .collect()
