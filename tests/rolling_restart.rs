@@ -181,14 +181,19 @@ fn pauses(samples: &[Sample], from: Instant, to: Instant) -> StepPauses {
         inside.insert(0, before);
         inside.push(after);
         // Clipped to the step: a pause the previous step left running counts there.
-        let longest = inside.windows(2).map(|w| w[1].min(to).saturating_duration_since(w[0].max(from))).max().unwrap_or_default();
+        let longest =
+            inside.windows(2).map(|w| w[1].min(to).saturating_duration_since(w[0].max(from))).max().unwrap_or_default();
         let kept = owners.get(&p).is_some_and(|o| o.len() == 1);
         if kept {
             step.unmoved.insert(p, longest);
         } else {
             step.moved.insert(p, longest);
             // The last owner's account in the step (a partition that moved twice: its last move).
-            let account = samples.iter().rev().filter(|s| s.at <= to).find_map(|s| Some((*s.unowned.get(&p)?, *s.restore.get(&p)?)));
+            let account = samples
+                .iter()
+                .rev()
+                .filter(|s| s.at <= to)
+                .find_map(|s| Some((*s.unowned.get(&p)?, *s.restore.get(&p)?)));
             if let Some(account) = account {
                 step.handover.insert(p, account);
             }
@@ -289,9 +294,8 @@ fn run(broker: &Broker, plan: &[Action], budget: Duration) -> Run {
     let names = ["a", "b", "c"];
     let mut generation = [0usize; 3];
     let mut replicas: Vec<Option<Replica>> = names.iter().map(|n| Some(start(dir.path(), &brokers, n, 0))).collect();
-    let targets: Targets = Arc::new(Mutex::new(
-        replicas.iter().flatten().map(|r| (r.incarnation.clone(), r.port)).collect(),
-    ));
+    let targets: Targets =
+        Arc::new(Mutex::new(replicas.iter().flatten().map(|r| (r.incarnation.clone(), r.port)).collect()));
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let stop_scraping = Arc::new(AtomicBool::new(false));
     let scraping = scraper(targets.clone(), samples.clone(), stop_scraping.clone());
@@ -347,7 +351,12 @@ fn run(broker: &Broker, plan: &[Action], budget: Duration) -> Run {
         if now >= next_progress {
             next_progress = now + PROGRESS_EVERY;
             let live: Vec<&str> = replicas.iter().flatten().map(|r| r.incarnation.as_str()).collect();
-            eprintln!("{:6.0} s: {} ({live:?} live, {} steps done)", (now - began).as_secs_f64(), phase.describe(), steps.len());
+            eprintln!(
+                "{:6.0} s: {} ({live:?} live, {} steps done)",
+                (now - began).as_secs_f64(),
+                phase.describe(),
+                steps.len()
+            );
         }
         phase = match phase {
             Phase::Settling { since, balanced_at: None } => {
@@ -404,7 +413,9 @@ fn run(broker: &Broker, plan: &[Action], budget: Duration) -> Run {
                 replicas[index] = Some(replica);
                 Phase::Settling { since, balanced_at: None }
             }
-            Phase::Holding(until) if now >= until => Phase::Settling { since: until, balanced_at: Some(now - SETTLE_QUIET) },
+            Phase::Holding(until) if now >= until => {
+                Phase::Settling { since: until, balanced_at: Some(now - SETTLE_QUIET) }
+            }
             Phase::Draining(left) => Phase::Draining(left.saturating_sub(1)),
             other => other,
         };
@@ -424,7 +435,8 @@ fn run(broker: &Broker, plan: &[Action], budget: Duration) -> Run {
         Duration::from_millis(500),
         "the live replicas never showed the whole stream final",
         || {
-            let bodies: Option<Vec<String>> = live.iter().map(|r| http_get(r.port, "/metrics").map(|(_, b)| b)).collect();
+            let bodies: Option<Vec<String>> =
+                live.iter().map(|r| http_get(r.port, "/metrics").map(|(_, b)| b)).collect();
             let bodies = bodies?;
             let mut merged: BTreeMap<String, f64> = BTreeMap::new();
             for body in &bodies {
@@ -514,12 +526,14 @@ fn check_pauses(run: &Run, coordinator: Duration) {
         }
         for (p, pause) in &step.unmoved {
             if *pause > UNMOVED_BOUND {
-                failures.push(format!("{name}: partition {p} stayed with its replica but went unconsumed {}", time_s(*pause)));
+                failures.push(format!(
+                    "{name}: partition {p} stayed with its replica but went unconsumed {}",
+                    time_s(*pause)
+                ));
             }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-
 }
 
 fn setup(broker: &Broker) {
@@ -547,13 +561,16 @@ fn a_rolling_restart_stops_only_the_partitions_that_move_and_a_crash_fails_over_
     let mut from_standby = 0.0;
     for body in &run.expositions {
         let m = parse_exposition_raw(body);
-        from_standby += m.get(&series("rankpulse_partition_restores_total", &[("source", "standby")])).copied().unwrap_or(0.0);
-        for line in body.lines().filter(|l| l.starts_with("rankpulse_partition_restore_seconds{") || l.starts_with("rankpulse_partition_unowned_seconds{")) {
+        from_standby +=
+            m.get(&series("rankpulse_partition_restores_total", &[("source", "standby")])).copied().unwrap_or(0.0);
+        for line in body.lines().filter(|l| {
+            l.starts_with("rankpulse_partition_restore_seconds{")
+                || l.starts_with("rankpulse_partition_unowned_seconds{")
+        }) {
             eprintln!("  {line}");
         }
     }
     assert!(from_standby >= 2.0, "the survivors restored {from_standby} partitions from a standby copy");
-
 }
 
 /// The soak: `SOAK_MINUTES` (default 20) of steady traffic with a rolling restart of all three
@@ -587,8 +604,13 @@ fn soak() {
         eprintln!("  {at:7.1} {incarnation:5} {:.1}", *bytes as f64 / (1 << 20) as f64);
     }
     let end = run.rss.last().map_or(0.0, |r| r.0);
-    let largest = |from: f64, to: f64| run.rss.iter().filter(|r| r.0 >= from && r.0 < to).map(|r| r.2).max().unwrap_or(0);
+    let largest =
+        |from: f64, to: f64| run.rss.iter().filter(|r| r.0 >= from && r.0 < to).map(|r| r.2).max().unwrap_or(0);
     let (first, last) = (largest(0.0, end / 3.0), largest(2.0 * end / 3.0, f64::MAX));
-    eprintln!("largest resident set: first third {:.1} MiB, last third {:.1} MiB", first as f64 / 1048576.0, last as f64 / 1048576.0);
+    eprintln!(
+        "largest resident set: first third {:.1} MiB, last third {:.1} MiB",
+        first as f64 / 1048576.0,
+        last as f64 / 1048576.0
+    );
     assert!(last as f64 <= first as f64 * 1.5 + 16.0 * 1048576.0, "memory grew over the soak: {first} -> {last} bytes");
 }

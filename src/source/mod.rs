@@ -359,7 +359,10 @@ fn poll_state_reader<'c>(
         Err(e) => {
             let outage = matches!(
                 e.rdkafka_error_code(),
-                Some(rdkafka::error::RDKafkaErrorCode::AllBrokersDown | rdkafka::error::RDKafkaErrorCode::BrokerTransportFailure)
+                Some(
+                    rdkafka::error::RDKafkaErrorCode::AllBrokersDown
+                        | rdkafka::error::RDKafkaErrorCode::BrokerTransportFailure
+                )
             );
             if !outage {
                 log.consume_error(&e);

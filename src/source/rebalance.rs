@@ -296,7 +296,9 @@ impl SourceContext {
                 changelog.continue_sequence(partition, warm.next_sequence);
                 match usable(&warm.recovered) {
                     Ok(snapshot) => return Ok(Some((warm.recovered, snapshot, RestoreSource::Standby))),
-                    Err(why) => tracing::warn!(partition, reason = %why, "the warm standby's copy is unusable: reading the changelog"),
+                    Err(why) => {
+                        tracing::warn!(partition, reason = %why, "the warm standby's copy is unusable: reading the changelog")
+                    }
                 }
             } else {
                 tracing::debug!(partition, end, "no current standby copy: reading the changelog");

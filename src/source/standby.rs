@@ -73,7 +73,12 @@ impl Standby {
     /// Starts tailing `topic` on a thread and client of its own.
     // Called once at start-up, where the error's size costs nothing.
     #[allow(clippy::result_large_err)]
-    pub fn spawn(kafka: &KafkaConfig, topic: String, shutdown: Shutdown, log: Arc<KafkaLog>) -> Result<Standby, SourceError> {
+    pub fn spawn(
+        kafka: &KafkaConfig,
+        topic: String,
+        shutdown: Shutdown,
+        log: Arc<KafkaLog>,
+    ) -> Result<Standby, SourceError> {
         let consumer: BaseConsumer<SharedLog> = kafka
             .client_config(ClientRole::Consumer)?
             .set("group.id", format!("{}-standby", kafka.group_id))
@@ -151,7 +156,9 @@ fn tail(
                         tracing::info!(topic, partitions = n, "warm standby: tailing the changelog");
                         assigned = n;
                     }
-                    Err(e) => tracing::error!(topic, error = %e, "the warm standby cannot read the changelog; partitions are restored from it on assignment"),
+                    Err(e) => {
+                        tracing::error!(topic, error = %e, "the warm standby cannot read the changelog; partitions are restored from it on assignment")
+                    }
                 }
             }
         }

@@ -129,4 +129,3 @@ pub fn finished(m: &BTreeMap<String, f64>, produced: [usize; 2], impressions: us
         && finalized == impressions as f64
         && m.get("rankpulse_pending_impressions") == Some(&0.0)
 }
-

@@ -14,7 +14,6 @@ use rdkafka::ClientContext;
 use super::common::{wait_for, IMP_TOPIC};
 use super::{PARTITIONS, RESTART_DELAY, SESSION_MS};
 
-
 /// When a plain consumer gained or lost partitions: (when, consumer, owned from then on, which).
 type OwnershipLog = Arc<Mutex<Vec<(Instant, usize, bool, Vec<i32>)>>>;
 
@@ -68,7 +67,11 @@ fn plain_consumer(brokers: &str, id: usize, log: OwnershipLog, stop: Arc<AtomicB
 
 /// Owners of each partition over time, from an ownership log: per partition, the intervals
 /// (from, to) during which no consumer owned it, after `since`.
-fn unowned_intervals(log: &[(Instant, usize, bool, Vec<i32>)], since: Instant, until: Instant) -> BTreeMap<i32, Duration> {
+fn unowned_intervals(
+    log: &[(Instant, usize, bool, Vec<i32>)],
+    since: Instant,
+    until: Instant,
+) -> BTreeMap<i32, Duration> {
     let mut owners: BTreeMap<i32, BTreeSet<usize>> = BTreeMap::new();
     let mut unowned_since: BTreeMap<i32, Instant> = BTreeMap::new();
     let mut longest: BTreeMap<i32, Duration> = BTreeMap::new();
@@ -121,7 +124,9 @@ pub fn coordinator_delay(brokers: &str) -> Duration {
     let settled = |log: &OwnershipLog, members: &[usize]| {
         let owners = owned_by(log);
         owners.len() == PARTITIONS as usize
-            && members.iter().all(|m| owners.values().filter(|o| *o == m).count() == PARTITIONS as usize / members.len())
+            && members
+                .iter()
+                .all(|m| owners.values().filter(|o| *o == m).count() == PARTITIONS as usize / members.len())
     };
     let mut stops: Vec<Arc<AtomicBool>> = Vec::new();
     let mut threads = Vec::new();
@@ -131,7 +136,9 @@ pub fn coordinator_delay(brokers: &str) -> Duration {
         stops.push(stop);
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    wait_for(deadline, Duration::from_millis(50), "plain consumers never settled", || settled(&log, &[0, 1, 2]).then_some(()));
+    wait_for(deadline, Duration::from_millis(50), "plain consumers never settled", || {
+        settled(&log, &[0, 1, 2]).then_some(())
+    });
     let left = Instant::now();
     stops[0].store(true, Ordering::Relaxed);
     threads.remove(0).join().unwrap();
