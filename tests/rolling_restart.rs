@@ -369,7 +369,7 @@ fn run(broker: &Broker, plan: &[Action], budget: Duration) -> Run {
                     steps.push((name, started, at));
                 }
                 for r in replicas.iter().flatten() {
-                    if let Some(bytes) = r.daemon.child.id().try_into().ok().and_then(rss_bytes) {
+                    if let Some(bytes) = rss_bytes(r.daemon.child.id()) {
                         rss.push(((now - began).as_secs_f64(), r.incarnation.clone(), bytes));
                     }
                 }
@@ -482,7 +482,7 @@ fn check_pauses(run: &Run, coordinator: Duration) {
     let samples = samples.as_slice();
     let mut failures = Vec::new();
     for (name, from, to) in steps {
-        let step = pauses(&samples, *from, *to);
+        let step = pauses(samples, *from, *to);
         let longest = |m: &BTreeMap<i32, Duration>| m.values().max().copied().unwrap_or_default();
         // A moved partition's pause is the coordinator's share (from the previous owner's last
         // snapshot to the restore's start, as the new owner exports it) and rankpulse's own:
