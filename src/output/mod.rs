@@ -5,6 +5,8 @@
 //! | `prometheus.rs` | the Prometheus text exposition: one collector builds every family at scrape time, one function per group of families |
 //! | `interleaving_families.rs` | the exposition's interleaving families: outcome counters per partition, preference gauges from the reports |
 //! | `judged_families.rs` | the exposition's judged families: judged sums per partition, judged window means and A/B comparisons, the judgment list's loads |
+//! | `window_families.rs` | the exposition's window and A/B families: the newest closed window of each size, the A/B feed over those windows and the cumulative report |
+//! | `rebalance_families.rs` | the exposition's rebalance families: rebalances by kind, restores by source, each held partition's last restore and unowned time |
 //! | `schema_families.rs` | the exposition's Schema Registry families (up, cached ids, fetches), for Avro and Protobuf inputs |
 //! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B JSON API `/api/v1/experiments[/{id}]`, over HTTP or HTTPS |
 //! | `tls.rs` | `[http.tls_server_config]`: certificate, key and client CA into rustls, reloaded when the files change |
@@ -25,6 +27,7 @@ mod rebalance_families;
 mod schema_families;
 mod tls;
 mod watch;
+mod window_families;
 
 pub use self::http::{experiment_report, HttpSecurity, HttpServer, ReportError};
 pub use self::prometheus::{gather, registry, render};
