@@ -71,6 +71,7 @@
 
 pub mod accumulate;
 pub mod checkpoint;
+pub mod clicks;
 pub mod commands;
 pub mod config;
 pub mod demo;

@@ -18,6 +18,7 @@ mod inputs;
 mod kafka_client;
 mod load;
 pub mod path;
+mod clicks;
 mod repartition;
 mod schema;
 mod upgrade;
@@ -30,6 +31,7 @@ pub use inputs::{
     SchemaRegistryConfig, SchemasConfig, TimestampFormat,
 };
 pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
+pub use clicks::{ClicksConfig, MAX_TRACKED_RANKS};
 pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::inputs::{MappingConfig, SchemaRegistryConfig, SchemasConfig};
+use super::clicks::ClicksConfig;
 use super::repartition::RepartitionConfig;
 use crate::time::HumanDuration;
 
@@ -50,6 +51,9 @@ pub struct Config {
     /// `[repartition]`: re-keying inputs that are not co-partitioned by query id through
     /// internal topics. Default: see [`RepartitionConfig`] (`auto`).
     pub repartition: RepartitionConfig,
+    /// `[clicks]`: the click log behind the click models and implicit judgments. Default:
+    /// see [`ClicksConfig`] (off).
+    pub clicks: ClicksConfig,
 }
 
 /// `[kafka]`: where events come from. Its `Debug` shows secrets redacted (see

@@ -198,6 +198,7 @@ impl Config {
         self.validate_judgments()?;
         super::inputs::validate(self)?;
         self.validate_repartition()?;
+        self.clicks.validate()?;
         self.listen_addr()?;
         self.validate_http()?;
         Ok(())

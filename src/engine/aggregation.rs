@@ -96,6 +96,9 @@ impl Aggregation {
         if let Some(worker) = &mut self.worker {
             return worker.finalized(&f);
         }
+        if let Some(log) = &mut totals.clicks {
+            log.finalize(f.query, f.timestamp, f.gains);
+        }
         let values = &mut self.values;
         if f.gains.iter().all(|&g| g == 0) {
             values.copy_from_slice(&self.unengaged_values);

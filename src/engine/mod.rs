@@ -51,6 +51,7 @@ use crate::accumulate::{Accumulators, ClosedWindow, FoldedLabel, Groups, LabelLi
 use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
 use crate::event::{EventKind, RawMessage, RejectReason, Rejection};
 use crate::experiments::sequential::Looks;
+use crate::clicks::log::{ClickLog, LogSettings, Offered};
 use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
 use crate::judgments::JudgmentSource;
@@ -62,7 +63,7 @@ pub use global::PartitionAggregates;
 pub use handover::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
-pub use prepare::{Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash};
+pub use prepare::{ClickNames, Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash};
 pub use reject_log::RejectLog;
 pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;
@@ -158,6 +159,8 @@ struct TaskTemplate {
     /// The watermark the engine last closed windows on: a new partition's impressions in
     /// windows closed before it are late, as they would be for the partitions already there.
     windows_closed_at: Option<EventTime>,
+    /// `[clicks]` when the click log is on.
+    clicks: Option<LogSettings>,
 }
 
 impl TaskTemplate {
@@ -171,6 +174,7 @@ impl TaskTemplate {
             counters: Counters::default(),
             first_engagement_delay: self.delay_distribution(),
             recent_closed: Vec::new(),
+            clicks: self.clicks.map(ClickLog::new),
         })
     }
 
@@ -212,6 +216,12 @@ impl Engine {
             window_sizes_ms: window_sizes,
             attribution_window_ms: attribution_window,
             windows_closed_at: None,
+            clicks: cfg.clicks.enabled.then(|| LogSettings {
+                max_rank: cfg.clicks.max_rank,
+                max_queries: cfg.clicks.max_queries_per_partition,
+                horizon_ms: cfg.clicks.horizon.as_millis_i64(),
+                click_threshold: cfg.metrics.relevance_threshold,
+            }),
         };
         let mut closed = ClosedWindows::new(cfg.metrics.windows.len());
         // Closed windows wait for the A/B publisher when there is one.
@@ -365,8 +375,8 @@ impl Engine {
         self.counters_of(partition).consumed[kind.index()] += 1;
         let result = match event {
             Prepared::Rejected(rejection) => Err(rejection.clone()),
-            Prepared::Impression { impression, docs, teams, experiment, variant } => self
-                .process_impression(partition, impression, (docs, teams), [experiment, variant], now)
+            Prepared::Impression { impression, docs, teams, experiment, variant, names } => self
+                .process_impression(partition, impression, (docs, teams, names), [experiment, variant], now)
                 .map(|outcome| match outcome {
                     ImpressionOutcome::Pending => Accepted::PendingImpression,
                     _ => Accepted::NotPending,
@@ -433,7 +443,7 @@ impl Engine {
         &mut self,
         partition: i32,
         impression: &PreparedImpression,
-        (docs, teams): (&[DocKey], &[u8]),
+        (docs, teams, names): (&[DocKey], &[u8], Option<ClickNames<'_>>),
         [experiment, variant]: [&str; 2],
         now: Instant,
     ) -> Result<ImpressionOutcome, Rejection> {
@@ -481,6 +491,10 @@ impl Engine {
             if let Some(values) = judge.score(key, judged_query, docs) {
                 aggregation.add_judged(totals, group, timestamp, unit, first, values);
             }
+        }
+        if let (ImpressionOutcome::Pending, Some(log), Some(names)) = (outcome, &mut totals.clicks, names) {
+            let doc_name = |rank| names.doc(rank);
+            log.offer(key, &Offered { query: Some(names.query), docs, doc_name: &doc_name });
         }
         let counters = &mut totals.counters;
         match outcome {
@@ -584,6 +598,7 @@ impl Engine {
             ),
             counters: Counters::default(),
             recent_closed: Vec::new(),
+            clicks: task.totals.clicks.take(),
         };
         let mut on_worker = Aggregation::new(self.aggregation.layout().clone());
         on_worker.observer = self.aggregation.observer.take();
@@ -598,6 +613,7 @@ impl Engine {
         self.aggregation.observer = finished.aggregation.observer;
         if let Some(task) = self.tasks.iter_mut().next() {
             task.totals.accumulators = finished.totals.accumulators;
+            task.totals.clicks = finished.totals.clicks;
             task.totals.first_engagement_delay = finished.totals.first_engagement_delay;
         }
         for windows in finished.closed {
@@ -662,6 +678,11 @@ impl Engine {
     }
 
     /// Wall-clock milliseconds at the monotonic instant `now`.
+    /// `clicks.max_rank` when the click log is on.
+    fn template_click_rank(&self) -> Option<usize> {
+        self.template.clicks.map(|c| c.max_rank)
+    }
+
     fn wall_clock_ms(&self, now: Instant) -> EventTime {
         let (origin, origin_ms) = self.wall_clock_origin;
         let since = i64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(i64::MAX);

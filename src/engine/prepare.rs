@@ -16,9 +16,9 @@ use std::ops::Range;
 
 use super::limits::InputLimits;
 use crate::config::{AbUnit, Config, JudgmentsKey};
-use crate::event::{Decoders, EventKind, Impression, RawMessage, RejectReason, Rejection};
+use crate::event::{Decoders, EventKind, Impression, NamedResults, RawMessage, RejectReason, Rejection};
 use crate::ids::{doc_key, query_key, DocKey, EngagementId, QueryKey};
-use crate::judgments::{judged_query_key, JudgedQueryKey};
+use crate::judgments::{judged_query_key, normalize_query, JudgedQueryKey};
 use crate::time::EventTime;
 
 /// Decodes messages into [`PreparedBatch`]es: the engine's decoding, movable to any thread.
@@ -40,6 +40,9 @@ pub struct Preparer {
     /// `judgments.key` when a judgment list is configured: which field an impression's
     /// judged query is keyed from.
     judged_key: Option<JudgmentsKey>,
+    /// `clicks.enabled`: impressions keep their normalized query text and result ids, which
+    /// the click log names its pairs by.
+    clicks: bool,
 }
 
 /// An impression's A/B unit, as the accumulators need it, with what counters it moves.
@@ -67,6 +70,9 @@ pub struct PreparedImpression {
     pub judged_query: Option<JudgedQueryKey>,
     /// Its result keys in rank order, in the batch's `docs`.
     docs: Range<usize>,
+    /// With the click log on: its normalized query text in the batch's `names` (empty when
+    /// it has none) with the text's hash, and its result ids' ends in the batch's `name_ends`.
+    click_names: Option<ClickRanges>,
     /// Its results' teams (ranker index + 1) in the batch's `teams`; empty when the list was
     /// not interleaved.
     teams: Range<usize>,
@@ -115,6 +121,10 @@ pub struct PreparedBatch {
     scratch: Vec<DocKey>,
     /// A query's normalized text while its judged key is computed.
     query_scratch: String,
+    /// With the click log on: every impression's normalized query and result ids, back to back.
+    names: String,
+    /// Where each result id ends in `names`.
+    name_ends: Vec<usize>,
 }
 
 /// One prepared message, borrowed from its batch: what [`super::Engine::process_prepared`] takes.
@@ -132,9 +142,43 @@ pub enum Prepared<'a> {
         experiment: &'a str,
         /// Its variant.
         variant: &'a str,
+        /// Its normalized query text and result ids, with the click log on.
+        names: Option<ClickNames<'a>>,
     },
     Engagement(&'a PreparedEngagement),
     Rejected(&'a Rejection),
+}
+
+/// Where an impression's names are in its batch (see [`ClickNames`]).
+#[derive(Debug, Clone)]
+struct ClickRanges {
+    /// The normalized query text in `names`, and its hash.
+    query: Range<usize>,
+    hash: u64,
+    /// Where the result ids start in `names`, and their ends in `name_ends`.
+    ids_start: usize,
+    ends: Range<usize>,
+}
+
+/// An impression's normalized query text and result ids, for the click log.
+#[derive(Debug, Clone, Copy)]
+pub struct ClickNames<'a> {
+    /// The normalized query text (empty when the impression has none) and its hash.
+    pub query: (&'a str, u64),
+    /// The result ids, back to back, and where each ends.
+    text: &'a str,
+    ends: &'a [usize],
+    /// Where the first id starts in `text`.
+    start: usize,
+}
+
+impl<'a> ClickNames<'a> {
+    /// The result id at a rank ("" past the end).
+    pub fn doc(&self, rank: usize) -> &'a str {
+        let start = if rank == 0 { self.start } else { self.ends.get(rank - 1).copied().unwrap_or(self.start) };
+        let end = self.ends.get(rank).copied().unwrap_or(start);
+        self.text.get(start..end).unwrap_or("")
+    }
 }
 
 impl Prepared<'_> {
@@ -164,6 +208,8 @@ impl PreparedBatch {
         self.docs.clear();
         self.teams.clear();
         self.labels.clear();
+        self.names.clear();
+        self.name_ends.clear();
     }
 
     pub fn len(&self) -> usize {
@@ -183,6 +229,12 @@ impl PreparedBatch {
                 teams: &self.teams[impression.teams.clone()],
                 experiment: &self.labels[impression.experiment.clone()],
                 variant: &self.labels[impression.variant.clone()],
+                names: impression.click_names.as_ref().map(|r| ClickNames {
+                    query: (&self.names[r.query.clone()], r.hash),
+                    text: &self.names,
+                    ends: &self.name_ends[r.ends.clone()],
+                    start: r.ids_start,
+                }),
             },
             PreparedEvent::Engagement(engagement) => Prepared::Engagement(engagement),
             PreparedEvent::Rejected(rejection) => Prepared::Rejected(rejection),
@@ -215,6 +267,7 @@ impl Preparer {
             action_gains: cfg.metrics.action_gains.iter().map(|(a, &g)| (a.as_str().into(), g)).collect(),
             max_rankers: cfg.interleaving.max_rankers,
             judged_key: (!cfg.judgments.file.is_empty()).then_some(cfg.judgments.key),
+            clicks: cfg.clicks.enabled,
         }
     }
 
@@ -245,15 +298,41 @@ impl Preparer {
     fn impression(&self, raw: RawMessage<'_>, batch: &mut PreparedBatch) -> PreparedEvent {
         // The decoder replaces what is in the buffer it fills (a repeated field replaces the
         // list), so it fills the batch's scratch, whose keys are then appended to the batch's.
-        let PreparedBatch { scratch, docs, teams, query_scratch, .. } = batch;
-        let decoded = self.decoders.impression(raw, scratch).and_then(|impression| {
+        let PreparedBatch { scratch, docs, teams, query_scratch, names, name_ends, .. } = batch;
+        // With the click log on, the query's normalized text goes first, then the ids.
+        let names_start = (names.len(), name_ends.len());
+        let decoded = if self.clicks {
+            self.decoders.impression_named(raw, &mut NamedResults::new(scratch, names, name_ends))
+        } else {
+            self.decoders.impression(raw, scratch)
+        };
+        let decoded = decoded.and_then(|impression| {
             self.limits.check_results(scratch.len())?;
             self.check_rankers(&impression)?;
             Ok(impression)
         });
         match decoded {
-            Err(rejection) => PreparedEvent::Rejected(rejection),
+            Err(rejection) => {
+                names.truncate(names_start.0);
+                name_ends.truncate(names_start.1);
+                PreparedEvent::Rejected(rejection)
+            }
             Ok(impression) => {
+                let click_names = self.clicks.then(|| {
+                    let ids_end = names.len();
+                    if let Some(q) = impression.query.as_deref() {
+                        normalize_query(q, query_scratch);
+                        names.push_str(query_scratch);
+                    }
+                    let hash = xxhash_rust::xxh3::xxh3_64(&names.as_bytes()[ids_end..]);
+                    // The ids were written from `names_start`; the query follows them.
+                    ClickRanges {
+                        query: ids_end..names.len(),
+                        hash,
+                        ids_start: names_start.0,
+                        ends: names_start.1..name_ends.len(),
+                    }
+                });
                 let start = docs.len();
                 docs.extend_from_slice(scratch);
                 let teams_start = teams.len();
@@ -273,6 +352,7 @@ impl Preparer {
                     timestamp: impression.timestamp,
                     unit: self.unit_hash(&impression),
                     docs: start..docs.len(),
+                    click_names,
                     teams: teams_start..teams.len(),
                     experiment: batch.label(&impression.experiment),
                     variant: batch.label(&impression.variant),

@@ -8,6 +8,8 @@ use super::task::Totals;
 use super::telemetry::{CheckpointStats, Counters, Distribution, RebalanceStats};
 use super::{watermark, Engine, StateSize};
 use crate::accumulate::{ClosedWindow, GroupTable, Groups};
+use crate::clicks::log::LogSummary;
+use crate::clicks::named::NamedTable;
 use crate::config::AbConfig;
 use crate::event::{Decoders, EventKind};
 use crate::experiments::sequential::Looks;
@@ -17,6 +19,23 @@ use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 
 impl Engine {
+    /// The click log of every owned partition, merged by name, with its counts; `None` when
+    /// `clicks.enabled` is off.
+    pub fn click_table(&self) -> Option<(NamedTable, LogSummary)> {
+        let mut logs = self.tasks.tasks().filter_map(|t| t.totals.clicks.as_ref()).peekable();
+        let max_rank = logs.peek().map(|log| log.settings().max_rank).or(self.template_click_rank())?;
+        let (mut table, mut summary) = (NamedTable::new(max_rank), LogSummary::default());
+        for log in logs {
+            log.add_to(&mut table);
+            summary.counts.add(&log.counts);
+            let (queries, pairs, pending) = log.sizes();
+            summary.queries += queries;
+            summary.pairs += pairs;
+            summary.pending += pending;
+        }
+        Some((table, summary))
+    }
+
     pub fn layout(&self) -> &MetricLayout {
         self.aggregation.layout()
     }

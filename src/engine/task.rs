@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::telemetry::{Counters, Distribution};
 use super::watermark::InputClock;
 use crate::accumulate::{Accumulators, ClosedWindow};
+use crate::clicks::log::ClickLog;
 use crate::event::EventKind;
 use crate::join::Shard;
 use crate::time::EventTime;
@@ -29,6 +30,11 @@ pub struct Totals {
     /// The partition's newest closed windows (a few per size), for the experiment-wide view
     /// (`super::global`); empty unless the engine keeps them.
     pub recent_closed: Vec<ClosedWindow>,
+    /// The partition's click log, with `clicks.enabled`. Not in the positional encoding of
+    /// the snapshot: `super::handover` writes it after everything else, so that snapshots of
+    /// either version restore.
+    #[serde(skip)]
+    pub clicks: Option<ClickLog>,
 }
 
 /// The state of one partition number, shared by the co-partitioned impressions and
@@ -123,6 +129,7 @@ mod tests {
             counters: Counters::default(),
             first_engagement_delay: Distribution::new(1000),
             recent_closed: Vec::new(),
+            clicks: None,
         })
     }
 

@@ -147,6 +147,16 @@ impl Decoders {
         self.impression_into(raw, ids)
     }
 
+    /// [`Decoders::impression`], keeping the result ids' text beside their keys (the click
+    /// log's names). The same decoding, so it accepts and rejects exactly what the engine does.
+    pub fn impression_named<'a>(
+        &'a self,
+        raw: RawMessage<'a>,
+        results: &mut super::NamedResults<'_>,
+    ) -> Result<Impression<'a>, Rejection> {
+        self.impression_into(raw, results)
+    }
+
     fn impression_into<'a, S: ResultSink<'a>>(
         &'a self,
         raw: RawMessage<'a>,

@@ -366,6 +366,54 @@ impl<'a> ResultSink<'a> for Vec<Cow<'a, str>> {
     }
 }
 
+/// Result ids hashed into keys, as the engine keys them, and kept as text too, back to back
+/// in one buffer: what the click log names its pairs by, without a string per result.
+pub struct NamedResults<'b> {
+    /// The ids' keys in rank order.
+    pub keys: &'b mut Vec<DocKey>,
+    /// The ids' text, back to back.
+    pub names: &'b mut String,
+    /// Where each id's text ends in `names`.
+    pub ends: &'b mut Vec<usize>,
+    /// Where this message's ids start in `names` and `ends`: a repeated field's list replaces
+    /// only this message's.
+    start: (usize, usize),
+}
+
+impl<'b> NamedResults<'b> {
+    pub fn new(keys: &'b mut Vec<DocKey>, names: &'b mut String, ends: &'b mut Vec<usize>) -> Self {
+        let start = (names.len(), ends.len());
+        keys.clear();
+        NamedResults { keys, names, ends, start }
+    }
+
+    fn push_str(&mut self, id: &str) {
+        self.keys.push(doc_key(id));
+        self.names.push_str(id);
+        self.ends.push(self.names.len());
+    }
+}
+
+impl ResultSink<'_> for NamedResults<'_> {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.names.truncate(self.start.0);
+        self.ends.truncate(self.start.1);
+    }
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+    fn push(&mut self, id: Cow<'_, str>) {
+        self.push_str(&id);
+    }
+    fn push_borrowed(&mut self, id: &str) {
+        self.push_str(id);
+    }
+    fn push_copied(&mut self, id: &str) {
+        self.push_str(id);
+    }
+}
+
 /// Decodes an impression; result ids are hashed into `results` (cleared first), in rank order.
 pub fn decode_impression<'a>(payload: &'a [u8], results: &mut Vec<DocKey>) -> Result<Impression<'a>, Rejection> {
     impression_into(payload, results)

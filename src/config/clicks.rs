@@ -1,0 +1,78 @@
+//! `[clicks]`: the click log behind the click models (the math is `crate::clicks`, the state
+//! `crate::clicks::log`).
+
+use serde::{Deserialize, Serialize};
+
+use super::ConfigError;
+use crate::time::HumanDuration;
+
+/// The most ranks the click log tracks: a pending tracked impression keeps one pair number per
+/// tracked rank in a fixed array, so none of it is allocated per impression.
+pub const MAX_TRACKED_RANKS: usize = 20;
+
+/// `[clicks]`: per (normalized query, document), how often it was shown at each rank and
+/// clicked there, for the position-bias propensities, COEC and the click model's
+/// attractiveness (`/clicks`, the `rankpulse_click_*` gauges, `rankpulse judgments
+/// --from-clicks`). A result counts as clicked when its attributed gain is at least
+/// `metrics.relevance_threshold`, the rule every click metric uses.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClicksConfig {
+    /// Keep the click log. Impressions are keyed by their `query` text (UBI's `user_query`),
+    /// normalized as judgment lists are; an impression without one is counted, not tracked.
+    /// Default false.
+    pub enabled: bool,
+    /// Ranks 1 to `max_rank` are tracked (at most 20): each is a parameter of the click model,
+    /// and deep ranks get too few clicks to estimate one. Default 10.
+    pub max_rank: usize,
+    /// The most queries tracked per partition: the head of the traffic. A query not tracked
+    /// replaces the least-shown tracked one once its own showings (counted in a fixed-size
+    /// sketch) exceed that one's; the rest are counted. Default 10000.
+    pub max_queries_per_partition: usize,
+    /// The click log covers the current and the previous `horizon` of event time: older
+    /// counts are dropped as time moves on, so the estimates follow the rankers and the users.
+    /// Default `7d`.
+    pub horizon: HumanDuration,
+    /// EM iterations for the position-based model at most; it stops earlier once no
+    /// parameter moves by more than 1e-7. Default 200.
+    pub em_iterations: usize,
+    /// The gauges and `/clicks` refit the models at most this often (a fit reads the whole
+    /// log). Default `1m`.
+    pub refit_interval: HumanDuration,
+}
+
+impl Default for ClicksConfig {
+    fn default() -> Self {
+        ClicksConfig {
+            enabled: false,
+            max_rank: 10,
+            max_queries_per_partition: 10_000,
+            horizon: HumanDuration::from_millis(7 * 24 * 3_600_000),
+            em_iterations: 200,
+            refit_interval: HumanDuration::from_millis(60_000),
+        }
+    }
+}
+
+impl ClicksConfig {
+    /// The checks serde cannot express, naming the key.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, problem: String| ConfigError::Invalid { key: key.to_string(), problem };
+        if !(1..=MAX_TRACKED_RANKS).contains(&self.max_rank) {
+            return Err(invalid("clicks.max_rank", format!("is {} but must be from 1 to {MAX_TRACKED_RANKS}", self.max_rank)));
+        }
+        if self.max_queries_per_partition == 0 {
+            return Err(invalid("clicks.max_queries_per_partition", "must be at least 1".to_string()));
+        }
+        if self.horizon.as_millis_i64() < 60_000 {
+            return Err(invalid("clicks.horizon", "must be at least 1m".to_string()));
+        }
+        if self.em_iterations == 0 {
+            return Err(invalid("clicks.em_iterations", "must be at least 1".to_string()));
+        }
+        if self.refit_interval.as_millis_i64() < 100 {
+            return Err(invalid("clicks.refit_interval", "must be at least 100ms".to_string()));
+        }
+        Ok(())
+    }
+}
