@@ -116,3 +116,27 @@ pub(crate) mod simulate {
         (ClickTable { max_rank: docs, pairs }, alpha)
     }
 }
+
+/// Every estimate of a table: what `rankpulse judgments --from-clicks`, `/api/v1/clicks/models`
+/// and the gauges report.
+#[derive(Debug, Clone)]
+pub struct Fitted {
+    /// The position-based model by EM.
+    pub pbm: pbm::PbmFit,
+    /// The examination ratios to rank 1 by intervention harvesting.
+    pub harvest: Vec<Option<harvest::Ratio>>,
+    /// SRW's COEC per pair.
+    pub coec: Vec<coec::Coec>,
+}
+
+impl Fitted {
+    pub fn fit(table: &ClickTable, em: pbm::EmSettings) -> Fitted {
+        Fitted { pbm: pbm::fit(table, em), harvest: harvest::ratios_to_top(table), coec: coec::coec(table) }
+    }
+
+    /// A pair's attractiveness on the scale of rank 1 (α × γ_1: the click-through rate it
+    /// would have at the top), which is identified where α alone is not.
+    pub fn attractiveness_at_top(&self, pair: usize) -> Option<f64> {
+        Some(self.pbm.attractiveness.get(pair)? * self.pbm.examination.first().copied().flatten()?)
+    }
+}

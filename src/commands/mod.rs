@@ -5,11 +5,13 @@
 
 pub mod check_config;
 pub mod completions;
+pub mod counterfactual;
 pub mod demo;
 pub mod eval;
 pub mod examples;
 pub mod generate;
 pub mod interleave;
+pub mod judgments;
 pub mod logging;
 pub mod man;
 pub mod produce;
@@ -237,6 +239,69 @@ pub enum Command {
         /// Threads (default: every core).
         #[arg(long)]
         threads: Option<usize>,
+        /// Counterfactual evaluation: score the --run candidate against these click tables
+        /// (`judgments --from-clicks --table-out`) by inverse propensity weighting, instead of
+        /// against judgments (repeatable: tables add up).
+        #[arg(long, requires = "run", conflicts_with_all = ["qrels", "ground_truth"])]
+        clicks: Vec<PathBuf>,
+        /// With --clicks: the position-bias propensities, `pbm` or `harvest` (estimated from the
+        /// tables) or numbers relative to rank 1, comma separated.
+        #[arg(long, default_value = "harvest")]
+        propensities: String,
+        /// With --clicks: propensities below this count as this (clipping; 0 for none).
+        #[arg(long, default_value_t = 0.0)]
+        clip: f64,
+        /// With --clicks: the candidate's ranks scored (its DCG cutoff).
+        #[arg(long, default_value_t = 10)]
+        cutoff: usize,
+        /// With --clicks: the ranks the tables track.
+        #[arg(long, default_value_t = 10)]
+        max_rank: usize,
+    },
+    /// Write a judgment list from clicks: per (normalized query, document), SRW's COEC or the
+    /// position-based click model's attractiveness mapped to grades, in the formats
+    /// `[judgments]` and `eval` read; with the position-bias estimates (`--models-out`).
+    #[command(after_help = examples::JUDGMENTS)]
+    Judgments {
+        /// The only source of judgments so far: the click log (required, for clarity).
+        #[arg(long, required = true)]
+        from_clicks: bool,
+        /// Logged impressions to replay (JSON lines, as `replay` reads them).
+        #[arg(long, requires = "engagements")]
+        impressions: Option<PathBuf>,
+        /// Logged engagements to replay.
+        #[arg(long, requires = "impressions")]
+        engagements: Option<PathBuf>,
+        /// Configuration for the replay (`[clicks]` is turned on whatever it says).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A running rankpulse's HTTP address: its `/api/v1/clicks` (repeatable: every replica).
+        #[arg(long)]
+        url: Vec<String>,
+        /// A saved click table (`--table-out`; repeatable: tables add up).
+        #[arg(long)]
+        table: Vec<PathBuf>,
+        /// The estimate a grade is read from.
+        #[arg(long, value_enum, default_value_t = judgments::Estimate::Coec)]
+        estimate: judgments::Estimate,
+        /// Ascending thresholds: the grade is how many of them the estimate reaches.
+        #[arg(long, value_delimiter = ',', default_value = "0.5,1.0,2.0")]
+        grades: Vec<f64>,
+        /// Pairs shown fewer times than this are left out: their estimates are noise.
+        #[arg(long, default_value_t = 20)]
+        min_impressions: u64,
+        /// Ranks tracked (`clicks.max_rank` of the sources).
+        #[arg(long, default_value_t = 10)]
+        max_rank: usize,
+        /// The judgment list (JSON lines; TREC qrels when it ends in .qrels or .txt). Default: stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write the merged click table.
+        #[arg(long)]
+        table_out: Option<PathBuf>,
+        /// Also write the position-bias estimates (PBM by EM, intervention harvesting) as JSON.
+        #[arg(long)]
+        models_out: Option<PathBuf>,
     },
     /// Validate a configuration file: prints the effective configuration, or names the key at fault.
     #[command(after_help = examples::CHECK_CONFIG)]
@@ -334,7 +399,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             max_grade,
             format,
             threads,
+            clicks,
+            propensities,
+            clip,
+            cutoff,
+            max_rank,
         } => {
+            if !clicks.is_empty() {
+                let run = run.ok_or_else(|| anyhow::anyhow!("--clicks scores the --run candidate"))?;
+                let json = format == EvalFormat::Json;
+                let flags = counterfactual::Flags { tables: clicks, propensities, clip, cutoff, max_rank, json };
+                return counterfactual::run(&run, flags);
+            }
             let inputs = eval::Inputs { files, qrels, run, ground_truth };
             let flags = eval::Flags {
                 measures,
@@ -354,6 +430,33 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::CheckConfig { config, impressions, engagements, lines } => {
             check_config::run(&config, [impressions.as_deref(), engagements.as_deref()], lines)
+        }
+        Command::Judgments {
+            from_clicks: _,
+            impressions,
+            engagements,
+            config,
+            url,
+            table,
+            estimate,
+            grades,
+            min_impressions,
+            max_rank,
+            out,
+            table_out,
+            models_out,
+        } => {
+            if !grades.windows(2).all(|w| w[0] < w[1]) {
+                anyhow::bail!("--grades must be ascending thresholds, e.g. 0.5,1.0,2.0");
+            }
+            if !(1..=crate::config::MAX_TRACKED_RANKS).contains(&max_rank) {
+                anyhow::bail!("--max-rank must be from 1 to {}", crate::config::MAX_TRACKED_RANKS);
+            }
+            let replay = impressions.zip(engagements).map(|(i, e)| (i, e, config));
+            judgments::run(
+                judgments::Sources { replay, urls: url, tables: table },
+                judgments::Output { estimate, grades, min_impressions, max_rank, out, table_out, models_out },
+            )
         }
         Command::Completions { shell } => completions::run(shell),
         Command::Man { out } => man::run(out.as_deref()),

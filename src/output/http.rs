@@ -174,6 +174,20 @@ async fn get_experiment(
     }
 }
 
+/// `GET /api/v1/clicks`: the click log of the partitions this replica owns, as click table
+/// lines (`crate::clicks::named`), which `rankpulse judgments --from-clicks --url` merges over
+/// replicas. 404 when `clicks.enabled` is off. The copy is made under the engine's lock: a
+/// log of 100,000 pairs takes milliseconds.
+async fn clicks(State(state): State<AppState>) -> axum::response::Response {
+    let engine = state.engine.clone();
+    let table = tokio::task::spawn_blocking(move || engine.lock().click_table().map(|(t, _)| t)).await;
+    match table {
+        Ok(Some(table)) => ([(header::CONTENT_TYPE, "application/x-ndjson")], table.to_lines()).into_response(),
+        Ok(None) => json_error(StatusCode::NOT_FOUND, "the click log is off: set clicks.enabled = true".to_string()),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let body = tokio::task::spawn_blocking(move || render(&state.registry)).await.unwrap_or_default();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
@@ -282,7 +296,8 @@ impl HttpServer {
         let protected = Router::new()
             .route("/metrics", get(metrics))
             .route("/api/v1/experiments", get(list_experiments))
-            .route("/api/v1/experiments/{id}", get(get_experiment));
+            .route("/api/v1/experiments/{id}", get(get_experiment))
+            .route("/api/v1/clicks", get(clicks));
         let protected = match &security.auth {
             Some(auth) => {
                 registry.register(Box::new(auth.refused_counter())).expect("the refusal counter registers once");

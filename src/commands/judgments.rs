@@ -1,0 +1,192 @@
+//! `rankpulse judgments --from-clicks`: implicit judgments from the click log, of a replay of
+//! logged events, of running daemons (`/api/v1/clicks`) or of saved click tables, with the
+//! position-bias estimates they rest on.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+
+use crate::clicks::named::NamedTable;
+use crate::clicks::pbm::EmSettings;
+use crate::clicks::Fitted;
+use crate::config::Config;
+use crate::engine::Engine;
+
+/// Where the click log comes from.
+pub struct Sources {
+    /// Logged events to replay: (impressions, engagements, configuration).
+    pub replay: Option<(PathBuf, PathBuf, Option<PathBuf>)>,
+    /// Running daemons' base URLs.
+    pub urls: Vec<String>,
+    /// Saved click tables.
+    pub tables: Vec<PathBuf>,
+}
+
+/// What is written, and how estimates become grades.
+pub struct Output {
+    pub estimate: Estimate,
+    pub grades: Vec<f64>,
+    pub min_impressions: u64,
+    pub max_rank: usize,
+    pub out: Option<PathBuf>,
+    pub table_out: Option<PathBuf>,
+    pub models_out: Option<PathBuf>,
+}
+
+/// Which estimate a grade is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Estimate {
+    /// SRW's clicks over expected clicks.
+    Coec,
+    /// The position-based model's attractiveness on the scale of rank 1.
+    Attractiveness,
+}
+
+pub fn run(sources: Sources, output: Output) -> anyhow::Result<()> {
+    let table = collect(&sources, output.max_rank)?;
+    if let Some(path) = &output.table_out {
+        std::fs::write(path, table.to_lines()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let fitted = Fitted::fit(&table.table, EmSettings::default());
+    let models = models_json(&table, &fitted);
+    if let Some(path) = &output.models_out {
+        std::fs::write(path, serde_json::to_string_pretty(&models)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let (lines, kept, too_few) = judgment_lines(&table, &fitted, &output)?;
+    match &output.out {
+        Some(path) => std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?,
+        None => std::io::stdout().write_all(lines.as_bytes())?,
+    }
+    eprintln!(
+        "{kept} judgments of {} pairs ({too_few} with fewer than {} impressions left out); examination relative to rank 1 (pbm | harvest): {}",
+        table.names.len(),
+        output.min_impressions,
+        relative_line(&fitted)
+    );
+    Ok(())
+}
+
+/// The merged click table of every source.
+fn collect(sources: &Sources, max_rank: usize) -> anyhow::Result<NamedTable> {
+    let mut table = NamedTable::new(max_rank);
+    if sources.replay.is_none() && sources.urls.is_empty() && sources.tables.is_empty() {
+        bail!("give the clicks: --impressions and --engagements (a replay), --url (a running rankpulse, repeatable), or --table (a saved click table, repeatable)");
+    }
+    if let Some((impressions, engagements, config)) = &sources.replay {
+        table.merge(&replay_table(impressions, engagements, config.as_deref(), max_rank)?);
+    }
+    for url in &sources.urls {
+        let url = format!("{}/api/v1/clicks", url.trim_end_matches('/'));
+        let body = ureq::get(&url)
+            .call()
+            .with_context(|| format!("cannot read {url}"))?
+            .into_body()
+            .read_to_string()
+            .with_context(|| format!("cannot read {url}"))?;
+        add_text(&mut table, &body, &url)?;
+    }
+    for path in &sources.tables {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        add_text(&mut table, &text, &path.display().to_string())?;
+    }
+    Ok(table)
+}
+
+fn add_text(table: &mut NamedTable, text: &str, source: &str) -> anyhow::Result<()> {
+    let bad = table.add_lines(text);
+    if let Some(first) = bad.first() {
+        bail!("{source}: {} lines are not click table lines; line {}: {}", bad.len(), first.line, first.problem);
+    }
+    Ok(())
+}
+
+/// The click log of a replay of the files, with `[clicks]` on whatever the configuration says.
+fn replay_table(impressions: &Path, engagements: &Path, config: Option<&Path>, max_rank: usize) -> anyhow::Result<NamedTable> {
+    let mut cfg = Config::load(config)?;
+    cfg.clicks.enabled = true;
+    cfg.clicks.max_rank = max_rank;
+    let (impressions, engagements, _converted) = crate::replay::records::prepare(&mut cfg, impressions, engagements)?;
+    let engine = Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
+    let engine = crate::replay::run(&impressions, &engagements, engine)?;
+    let (table, summary) = engine.click_table().context("the click log is on")?;
+    let c = summary.counts;
+    eprintln!(
+        "replay: {} impressions tracked, {} of untracked queries, {} without a query text, {} outside the horizon",
+        c.tracked, c.untracked, c.without_query, c.outside_horizon
+    );
+    Ok(table)
+}
+
+/// The judgment list as JSON lines (`{"query", "doc_id", "grade", ...}`, what `[judgments]`
+/// and `eval` read), or TREC qrels when `out` ends in `.qrels` or `.txt`.
+fn judgment_lines(table: &NamedTable, fitted: &Fitted, output: &Output) -> anyhow::Result<(String, usize, usize)> {
+    let qrels = output.out.as_ref().and_then(|p| p.extension()).is_some_and(|e| e == "qrels" || e == "txt");
+    let (mut out, mut kept, mut too_few) = (String::new(), 0, 0);
+    for (pair, (query, doc)) in table.names.iter().enumerate() {
+        let coec = fitted.coec[pair];
+        if coec.impressions < output.min_impressions {
+            too_few += 1;
+            continue;
+        }
+        let value = match output.estimate {
+            Estimate::Coec => coec.coec,
+            Estimate::Attractiveness => fitted.attractiveness_at_top(pair).unwrap_or(0.0),
+        };
+        let grade = output.grades.iter().filter(|&&t| value >= t).count();
+        if qrels {
+            if query.contains(char::is_whitespace) || doc.contains(char::is_whitespace) {
+                bail!("query {query:?} has whitespace, which TREC qrels cannot hold: write JSON lines (an --out ending in .jsonl)");
+            }
+            out.push_str(&format!("{query} 0 {doc} {grade}\n"));
+        } else {
+            let line = serde_json::json!({
+                "query": query, "doc_id": doc, "grade": grade,
+                "estimate": value, "coec": coec.coec, "attractiveness": fitted.attractiveness_at_top(pair),
+                "impressions": coec.impressions, "clicks": coec.clicks,
+            });
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+        kept += 1;
+    }
+    Ok((out, kept, too_few))
+}
+
+/// The position-bias estimates as JSON.
+fn models_json(table: &NamedTable, fitted: &Fitted) -> serde_json::Value {
+    let ranks: Vec<serde_json::Value> = (0..table.table.max_rank)
+        .map(|r| {
+            let harvest = fitted.harvest.get(r).copied().flatten();
+            serde_json::json!({
+                "rank": r + 1,
+                "pbm_examination": fitted.pbm.examination[r],
+                "pbm_examination_stderr": fitted.pbm.examination_stderr[r],
+                "pbm_relative": fitted.pbm.relative()[r],
+                "harvest_relative": harvest.map(|h| h.ratio),
+                "harvest_stderr": harvest.and_then(|h| h.stderr),
+                "harvest_pairs": harvest.map_or(0, |h| h.pairs),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "pairs": table.names.len(),
+        "em_iterations": fitted.pbm.iterations,
+        "em_converged": fitted.pbm.converged,
+        "log_likelihood": fitted.pbm.log_likelihood,
+        "ranks": ranks,
+    })
+}
+
+fn relative_line(fitted: &Fitted) -> String {
+    let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    fitted
+        .pbm
+        .relative()
+        .iter()
+        .zip(&fitted.harvest)
+        .map(|(p, h)| format!("{} | {}", show(*p), show(h.map(|h| h.ratio))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
