@@ -15,6 +15,9 @@ use super::ClickTable;
 pub struct Propensities {
     /// p_r / p_1 per 0-based rank; ranks past the end are not weighted (a click there counts 0).
     pub relative: Vec<f64>,
+    /// The standard error of each (0 for propensities known, not estimated): carried into
+    /// the counterfactual estimate's standard error. Empty: all known.
+    pub stderr: Vec<f64>,
     /// τ: a propensity below it is taken as τ (0: no clipping).
     pub clip: f64,
 }
@@ -47,10 +50,13 @@ pub fn discount(rank: usize) -> f64 {
 pub struct Counterfactual {
     /// The IPS estimate (per logged impression).
     pub estimate: f64,
-    /// Its standard error: clicks as independent Bernoulli trials per showing with the
-    /// observed rate of their cell, the position-based model's own assumption, given which
-    /// pairs were shown how often.
+    /// Its standard error: the clicks' share (independent Bernoulli trials per showing with
+    /// the observed rate of their cell, the position-based model's own assumption, given which
+    /// pairs were shown how often) and the propensities' (the delta method over each rank's
+    /// weight, their errors taken as independent), added in quadrature.
     pub stderr: f64,
+    /// The clicks' share of the standard error alone.
+    pub stderr_clicks: f64,
     /// The same average without weights: what the clicks say before position bias is removed.
     pub naive: f64,
     /// The logged impressions averaged over.
@@ -72,10 +78,15 @@ pub fn counterfactual(
     unlogged: u64,
 ) -> Counterfactual {
     let (mut weighted, mut naive, mut variance) = (0.0, 0.0, 0.0);
+    // Per rank, the discounted clicks weighted there: the estimate is Σ_r S_r / p_r.
+    let mut per_rank = vec![0.0; propensities.relative.len()];
     for (pair, rank, cell) in table.cells() {
         let Some(j) = candidate_rank.get(pair).copied().flatten() else { continue };
         let value = discount(j) * propensities.weight(rank);
         weighted += cell.clicks as f64 * value;
+        if let Some(s) = per_rank.get_mut(rank) {
+            *s += cell.clicks as f64 * discount(j);
+        }
         naive += cell.clicks as f64 * discount(j);
         if cell.impressions > 0 {
             let rate = cell.clicks as f64 / cell.impressions as f64;
@@ -83,9 +94,19 @@ pub fn counterfactual(
         }
     }
     let n = impressions.max(1) as f64;
+    // d(S_r / p_r)/dp_r = -S_r / p_r², where the weight is not clipped.
+    let from_propensities: f64 = per_rank
+        .iter()
+        .enumerate()
+        .map(|(rank, s)| {
+            let (p, se) = (propensities.relative[rank], propensities.stderr.get(rank).copied().unwrap_or(0.0));
+            if p > propensities.clip && p > 0.0 { (s / (p * p) * se).powi(2) } else { 0.0 }
+        })
+        .sum();
     Counterfactual {
         estimate: weighted / n,
-        stderr: variance.sqrt() / n,
+        stderr: (variance + from_propensities).sqrt() / n,
+        stderr_clicks: variance.sqrt() / n,
         naive: naive / n,
         impressions,
         unlogged,
@@ -99,13 +120,13 @@ mod tests {
 
     #[test]
     fn weights_are_clipped_and_unknown_ranks_count_nothing() {
-        let p = Propensities { relative: vec![1.0, 0.5, 0.01, 0.0], clip: 0.1 };
+        let p = Propensities { relative: vec![1.0, 0.5, 0.01, 0.0], stderr: vec![], clip: 0.1 };
         assert_eq!(p.weight(0), 1.0);
         assert_eq!(p.weight(1), 2.0);
         assert_eq!(p.weight(2), 10.0);
         assert_eq!(p.weight(3), 10.0);
         assert_eq!(p.weight(4), 0.0);
-        let unclipped = Propensities { relative: vec![0.0], clip: 0.0 };
+        let unclipped = Propensities { relative: vec![0.0], stderr: vec![], clip: 0.0 };
         assert_eq!(unclipped.weight(0), 0.0);
     }
 
@@ -113,10 +134,15 @@ mod tests {
     fn a_click_counts_its_candidate_discount_over_its_logged_propensity() {
         let cell = |impressions, clicks| Cell { impressions, clicks };
         let table = ClickTable { max_rank: 2, pairs: vec![vec![(1, cell(4, 2))], vec![(0, cell(4, 1))]] };
-        let p = Propensities { relative: vec![1.0, 0.5], clip: 0.0 };
+        let mut p = Propensities { relative: vec![1.0, 0.5], stderr: vec![], clip: 0.0 };
         let out = counterfactual(&table, &[Some(0), None], &p, 4, 0);
         assert!((out.estimate - 2.0 * 2.0 / 4.0).abs() < 1e-12);
         assert!((out.naive - 2.0 / 4.0).abs() < 1e-12);
         assert!((out.stderr - (4.0f64 * 0.25 * 4.0).sqrt() / 4.0).abs() < 1e-12);
+        // An estimated propensity adds (S / p² · se)² = (2 / 0.25 · 0.1)² to the variance of the sum.
+        p.stderr = vec![0.0, 0.1];
+        let out = counterfactual(&table, &[Some(0), None], &p, 4, 0);
+        assert!((out.stderr - (4.0f64 + 0.64).sqrt() / 4.0).abs() < 1e-12);
+        assert!((out.stderr_clicks - 1.0 / 4.0).abs() < 1e-12);
     }
 }

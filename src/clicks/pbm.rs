@@ -58,6 +58,24 @@ pub struct PbmFit {
 }
 
 impl PbmFit {
+    /// [`PbmFit::relative`] with standard errors by the delta method over the two
+    /// examinations' errors (taken as independent): ratio · √((se_r/γ_r)² + (se_1/γ_1)²).
+    pub fn relative_with_stderr(&self) -> Vec<Option<(f64, f64)>> {
+        let top = self.examination.first().copied().flatten().filter(|&g| g > 0.0);
+        let top_se = self.examination_stderr.first().copied().flatten().unwrap_or(0.0);
+        let mut out = Vec::with_capacity(self.examination.len());
+        for (rank, (g, se)) in self.examination.iter().zip(&self.examination_stderr).enumerate() {
+            let (Some(g), Some(top)) = (*g, top) else {
+                out.push(None);
+                continue;
+            };
+            let ratio = g / top;
+            let se = if rank == 0 { 0.0 } else { ratio * ((se.unwrap_or(0.0) / g).powi(2) + (top_se / top).powi(2)).sqrt() };
+            out.push(Some((ratio, se)));
+        }
+        out
+    }
+
     /// γ_r / γ_1 per rank: the position-bias propensities relative to the top rank.
     pub fn relative(&self) -> Vec<Option<f64>> {
         let top = self.examination.first().copied().flatten().filter(|&g| g > 0.0);

@@ -81,7 +81,7 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
     let half = 1.959963984540054 * result.stderr;
     if flags.json {
         let out = serde_json::json!({
-            "estimate": result.estimate, "stderr": result.stderr,
+            "estimate": result.estimate, "stderr": result.stderr, "stderr_clicks": result.stderr_clicks,
             "ci95": [result.estimate - half, result.estimate + half],
             "naive": result.naive, "impressions": result.impressions, "unlogged": result.unlogged,
             "queries": impressions.len(), "propensities": propensities.relative, "clip": propensities.clip,
@@ -98,25 +98,29 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
 
 /// The propensities the flags name, estimated from the table or given.
 fn propensities(table: &NamedTable, flags: &Flags) -> anyhow::Result<Propensities> {
-    let relative: Vec<f64> = match flags.propensities.as_str() {
+    let (relative, stderr): (Vec<f64>, Vec<f64>) = match flags.propensities.as_str() {
         "pbm" | "harvest" => {
             let fitted = Fitted::fit(&table.table, EmSettings::default());
-            let estimates: Vec<Option<f64>> = if flags.propensities == "pbm" {
-                fitted.pbm.relative()
+            let estimates: Vec<Option<(f64, f64)>> = if flags.propensities == "pbm" {
+                fitted.pbm.relative_with_stderr()
             } else {
-                fitted.harvest.iter().map(|h| h.map(|h| h.ratio)).collect()
+                fitted.harvest.iter().map(|h| h.map(|h| (h.ratio, h.stderr.unwrap_or(0.0)))).collect()
             };
             // A rank without an estimate ends the weighted ranks: its clicks count nothing.
-            estimates.iter().map_while(|p| *p).collect()
+            estimates.iter().map_while(|p| *p).unzip()
         }
-        list => list
-            .split(',')
-            .map(|p| p.trim().parse::<f64>().ok().filter(|p| *p > 0.0 && *p <= 1.0))
-            .collect::<Option<Vec<f64>>>()
-            .with_context(|| format!("--propensities {list:?}: give pbm, harvest, or numbers in (0, 1] per rank"))?,
+        list => {
+            let known = list
+                .split(',')
+                .map(|p| p.trim().parse::<f64>().ok().filter(|p| *p > 0.0 && *p <= 1.0))
+                .collect::<Option<Vec<f64>>>()
+                .with_context(|| format!("--propensities {list:?}: give pbm, harvest, or numbers in (0, 1] per rank"))?;
+            let zeros = vec![0.0; known.len()];
+            (known, zeros)
+        }
     };
     if relative.is_empty() {
         bail!("no propensity could be estimated: the tables have no clicks at rank 1");
     }
-    Ok(Propensities { relative, clip: flags.clip })
+    Ok(Propensities { relative, stderr, clip: flags.clip })
 }

@@ -585,7 +585,10 @@ impl Engine {
     /// partition that keeps no windows for the aggregates topic (replay's). The results are
     /// the same either way. Returns whether it did.
     pub fn offload_finalization(&mut self) -> std::io::Result<bool> {
-        if self.tasks.iter().count() != 1 || self.retain_recent_closed || self.aggregation.worker.is_some() {
+        // The click log takes impressions here and their finalization there: it stays whole
+        // on this thread.
+        let clicks = self.template.clicks.is_some();
+        if self.tasks.iter().count() != 1 || self.retain_recent_closed || self.aggregation.worker.is_some() || clicks {
             return Ok(false);
         }
         let Some(task) = self.tasks.iter_mut().next() else { return Ok(false) };
@@ -598,7 +601,7 @@ impl Engine {
             ),
             counters: Counters::default(),
             recent_closed: Vec::new(),
-            clicks: task.totals.clicks.take(),
+            clicks: None,
         };
         let mut on_worker = Aggregation::new(self.aggregation.layout().clone());
         on_worker.observer = self.aggregation.observer.take();
@@ -613,7 +616,6 @@ impl Engine {
         self.aggregation.observer = finished.aggregation.observer;
         if let Some(task) = self.tasks.iter_mut().next() {
             task.totals.accumulators = finished.totals.accumulators;
-            task.totals.clicks = finished.totals.clicks;
             task.totals.first_engagement_delay = finished.totals.first_engagement_delay;
         }
         for windows in finished.closed {
