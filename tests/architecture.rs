@@ -23,6 +23,7 @@ const STAGES: &[(&str, u32)] = &[
     ("interleaving", 0),
     ("metrics", 1),
     ("stats", 1),
+    ("clicks", 1),
     // Start-up: the configuration schema and its checks.
     ("config", 2),
     // Reference data read from files or a registry (judgment lists, Avro and Protobuf
@@ -147,6 +148,7 @@ const NO_PANIC_FILES: &[&str] = &[
     "source/changelog.rs",
     "source/aggregates.rs",
     "engine/handover.rs",
+    "clicks/named.rs",
 ];
 
 #[test]

@@ -1,4 +1,3 @@
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 //! A click table with its names: what the engine hands out, `/clicks` serves and
 //! `rankpulse judgments --from-clicks` reads, merges and writes.
 //!
@@ -8,6 +7,7 @@
 //! replicas (or days) merge by concatenation. Read back, every line is checked (a rank of 0
 //! or past `max_rank`, clicks over impressions, a missing field) and a bad one is counted
 //! and named, never guessed at.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use std::collections::HashMap;
 

@@ -84,11 +84,9 @@ Examples:
 pub const JUDGMENTS: &str = "\
 Examples:
   # Implicit judgments from logged events, with the position-bias estimates
-  rankpulse judgments --from-clicks --impressions imp.jsonl --engagements eng.jsonl \\
-      --out clicks-judgments.jsonl --models-out propensities.json
+  rankpulse judgments --from-clicks --impressions imp.jsonl --engagements eng.jsonl --out clicks-judgments.jsonl --models-out propensities.json
   # From every replica of a running deployment, graded by the click model
-  rankpulse judgments --from-clicks --url http://rankpulse-0:9464 --url http://rankpulse-1:9464 \\
-      --estimate attractiveness --grades 0.1,0.3,0.6 --out clicks-judgments.jsonl
+  rankpulse judgments --from-clicks --url http://rankpulse-0:9464 --url http://rankpulse-1:9464 --estimate attractiveness --grades 0.1,0.3,0.6 --out clicks-judgments.jsonl
   # Keep the click table, to merge days later with --table
   rankpulse judgments --from-clicks --impressions imp.jsonl --engagements eng.jsonl --table-out monday.clicks.jsonl";
 
