@@ -143,6 +143,6 @@ mod tests {
         p.stderr = vec![0.0, 0.1];
         let out = counterfactual(&table, &[Some(0), None], &p, 4, 0);
         assert!((out.stderr - (4.0f64 + 0.64).sqrt() / 4.0).abs() < 1e-12);
-        assert!((out.stderr_clicks - 1.0 / 4.0).abs() < 1e-12);
+        assert!((out.stderr_clicks - 0.5).abs() < 1e-12);
     }
 }

@@ -19,6 +19,7 @@ use super::limits::StateSize;
 use super::task::Task;
 use super::telemetry::LaterRejections;
 use super::{watermark, Engine};
+use crate::clicks::log::{ClickLog, LogState, LogStateRef};
 use crate::config::AbUnit;
 use crate::ids::{GroupId, GroupMap};
 use crate::time::EventTime;
@@ -60,6 +61,9 @@ struct TaskSnapshotRef<'a> {
     task: &'a Task,
     /// Last, so that an older rankpulse leaves it unread (see `telemetry::RejectCounts`).
     later_rejections: LaterRejections,
+    /// The partition's click log, with `clicks.enabled`; after everything else for the same
+    /// reason.
+    clicks: Option<LogStateRef<'a>>,
 }
 
 /// One partition's state as read back: [`TaskSnapshotRef`]'s fields, owned, in the same order
@@ -74,6 +78,19 @@ pub struct TaskSnapshot {
     task: Task,
     /// Absent (zeros) in a snapshot of format 5.
     later_rejections: LaterRejections,
+    /// Absent in a snapshot written before the click log existed.
+    clicks: ClicksTail,
+}
+
+/// A snapshot's click log, if it has one: a snapshot written before the click log existed
+/// ends before it, which reads as none (as [`LaterRejections`] does).
+#[derive(Debug, Default)]
+struct ClicksTail(Option<LogState>);
+
+impl<'de> Deserialize<'de> for ClicksTail {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(ClicksTail(Option::<LogState>::deserialize(d).unwrap_or_default()))
+    }
 }
 
 impl TaskSnapshot {
@@ -147,6 +164,7 @@ impl Engine {
             frontier: self.watermarks.frontier,
             task,
             later_rejections: task.totals.counters.rejected.later(),
+            clicks: task.totals.clicks.as_ref().map(ClickLog::state),
         })
     }
 
@@ -224,8 +242,17 @@ impl Engine {
         now: Instant,
     ) -> Result<(), RestoreError> {
         self.check_compatible(partition, &mut snapshot)?;
-        let TaskSnapshot { groups, frontier, mut task, later_rejections, .. } = snapshot;
+        let TaskSnapshot { groups, frontier, mut task, later_rejections, clicks, .. } = snapshot;
         task.totals.counters.rejected.set_later(&later_rejections);
+        // A snapshot without a click log (written before it existed, or with it off) starts
+        // an empty one; one written with it on and restored with it off is dropped.
+        task.totals.clicks = match (self.template.clicks, clicks.0) {
+            (None, _) => None,
+            (Some(settings), None) => Some(ClickLog::new(settings)),
+            (Some(settings), Some(state)) => {
+                Some(ClickLog::restore(settings, state).map_err(RestoreError::Inconsistent)?)
+            }
+        };
         let map = self.intern_names(&groups);
         task.join.remap_groups(&map);
         task.totals.accumulators.remap_groups(&map);
@@ -447,6 +474,38 @@ mod tests {
     /// The reject reasons added after snapshot format 5 are counted in a trailing field: a
     /// restore keeps them, a format-5 snapshot (without the field) reads as zeros, and a
     /// format-5 reader reads the new snapshot (postcard leaves the field unread).
+    #[test]
+    fn the_click_log_moves_with_its_partition_and_older_snapshots_start_an_empty_one() {
+        let mut on = Config::default();
+        on.clicks.enabled = true;
+        let mut engine = Engine::new(&on).without_past_limit();
+        let now = Instant::now();
+        for i in 0..4 {
+            let shown = format!(r#"{{"query_id":"i{i}","timestamp":{},"results":["x","y"],"query":"Red  Shoes"}}"#, 1000 + i);
+            engine.process(EventKind::Impression, 0, shown.as_bytes(), now).unwrap();
+            let click = format!(r#"{{"query_id":"i{i}","timestamp":{},"doc_id":"y"}}"#, 1001 + i);
+            engine.process(EventKind::Engagement, 0, click.as_bytes(), now).unwrap();
+        }
+        // All four pending when the snapshot is taken: they are counted once finalized, by
+        // whichever engine holds the partition then.
+        let bytes = encode_partition(&engine, &Positions::default(), 0).unwrap();
+        let written = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+        let mut restored = Engine::new(&on).without_past_limit();
+        restored.restore_partition(0, written, now).unwrap();
+        assert_eq!(restored.click_table().unwrap().0.to_lines(), engine.click_table().unwrap().0.to_lines());
+        assert_eq!(restored.click_table().unwrap().1.pending, 4);
+        restored.finish();
+        engine.finish();
+        let (table, summary) = restored.click_table().unwrap();
+        assert_eq!(table.to_lines(), engine.click_table().unwrap().0.to_lines());
+        assert_eq!((summary.counts.tracked, summary.pending), (4, 0));
+        assert!(table.to_lines().contains(r#"{"query":"red shoes","doc_id":"y","rank":2,"impressions":4,"clicks":4}"#));
+        // A snapshot written without the log restores with an empty one.
+        let mut engine = Engine::new(&on).without_past_limit();
+        engine.restore_partition(0, snapshot(), now).unwrap();
+        assert_eq!(engine.click_table().unwrap().1.pending, 0);
+    }
+
     #[test]
     fn later_reject_reasons_survive_a_restore_and_either_version_reads_the_other() {
         use crate::event::RejectReason;
