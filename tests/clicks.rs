@@ -272,3 +272,71 @@ fn a_cascade_user_breaks_the_position_based_assumption_visibly() {
         assert!((truth - estimate) > 5.0 * stderr, "{propensities}: a cascade user's clicks should not fit");
     }
 }
+
+/// A running daemon keeps the same click log as a replay of the same events, serves it on
+/// `/api/v1/clicks` (where `judgments --from-clicks --url` reads it) and exports the
+/// estimates as gauges; a daemon without the log answers 404.
+#[test]
+fn a_running_daemon_serves_its_click_log_and_the_estimates() {
+    use rdkafka::mocking::MockCluster;
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::new(6, 4, 21);
+    let user = User::Pbm(EXAMINATION.to_vec());
+    let (logged, impressions, engagements) =
+        world.traffic(1_500, &user, |i| if i % 2 == 0 { Ranker::Shuffled } else { Ranker::Production }, 22);
+    // Co-partitioned by impression: an impression and its clicks on the same partition.
+    let partition_of = |line: &str| -> i32 {
+        let v: Value = serde_json::from_str(line).unwrap();
+        v["query_id"].as_str().unwrap()["imp-".len()..].parse::<i32>().unwrap() % 2
+    };
+    let messages = |text: &str| -> Vec<(i32, String)> { text.lines().map(|l| (partition_of(l), l.to_string())).collect() };
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("imp", 2, 1).unwrap();
+    cluster.create_topic("eng", 2, 1).unwrap();
+    common::create_state_topics(&cluster, "clicks-it", 2);
+    let brokers = cluster.bootstrap_servers();
+    common::produce_to_partitions(&brokers, &[("imp", &messages(&impressions)), ("eng", &messages(&engagements))]);
+    let sections = r#"
+[kafka]
+group_id = "clicks-it"
+impressions_topic = "imp"
+engagements_topic = "eng"
+[join]
+attribution_window = "2s"
+max_out_of_orderness = "0s"
+idle_timeout = "1s"
+[limits]
+max_past = "3650d"
+[clicks]
+enabled = true
+max_rank = 4
+refit_interval = "100ms"
+"#;
+    let port = common::free_port();
+    let cfg = common::serve_config(dir.path(), "rankpulse", &brokers, port, sections);
+    let daemon = common::Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
+    let tracked = common::series("rankpulse_click_log_impressions_total", &[("outcome", "tracked")]);
+    let (_, m) = common::scrape_until(port, std::time::Duration::from_secs(90), |m| {
+        m.get(&tracked) == Some(&(logged.len() as f64))
+    });
+    let examination = |estimator: &str, rank: &str| {
+        m[&common::series("rankpulse_click_examination", &[("estimator", estimator), ("rank", rank)])]
+    };
+    assert_eq!(examination("pbm", "1"), 1.0);
+    assert!((examination("harvest", "2") - EXAMINATION[1]).abs() < 0.15, "{}", examination("harvest", "2"));
+    assert!(m.contains_key(&common::series("rankpulse_click_examination_stderr", &[("estimator", "pbm"), ("rank", "2")])));
+
+    // The daemon's table is the replay's, and `--url` reads it.
+    let (imp, eng) = (write(dir.path(), "imp.jsonl", &impressions), write(dir.path(), "eng.jsonl", &engagements));
+    let (_, _, replayed) = from_clicks(dir.path(), &imp, &eng, 4);
+    let url = format!("http://127.0.0.1:{port}");
+    let served = dir.path().join("served.jsonl");
+    rankpulse(&["judgments", "--from-clicks", "--url", &url, "--max-rank", "4", "--table-out", served.to_str().unwrap()]);
+    let sorted = |text: String| {
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(sorted(std::fs::read_to_string(&served).unwrap()), sorted(replayed));
+    daemon.terminate(std::time::Duration::from_secs(30));
+}

@@ -117,6 +117,15 @@ pub(crate) mod simulate {
     }
 }
 
+/// How often and how long the models are fitted on a running replica (`[clicks]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitSettings {
+    /// The EM's limits.
+    pub em: pbm::EmSettings,
+    /// The gauges refit at most this often.
+    pub refit_interval: std::time::Duration,
+}
+
 /// Every estimate of a table: what `rankpulse judgments --from-clicks`, `/api/v1/clicks/models`
 /// and the gauges report.
 #[derive(Debug, Clone)]

@@ -52,6 +52,8 @@ use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
 use crate::event::{EventKind, RawMessage, RejectReason, Rejection};
 use crate::experiments::sequential::Looks;
 use crate::clicks::log::{ClickLog, LogSettings, Offered};
+use crate::clicks::pbm::EmSettings;
+use crate::clicks::FitSettings;
 use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
 use crate::judgments::JudgmentSource;
@@ -161,6 +163,8 @@ struct TaskTemplate {
     windows_closed_at: Option<EventTime>,
     /// `[clicks]` when the click log is on.
     clicks: Option<LogSettings>,
+    /// `[clicks]`' fitting settings, for the gauges.
+    click_fit: FitSettings,
 }
 
 impl TaskTemplate {
@@ -216,6 +220,10 @@ impl Engine {
             window_sizes_ms: window_sizes,
             attribution_window_ms: attribution_window,
             windows_closed_at: None,
+            click_fit: FitSettings {
+                em: EmSettings { max_iterations: cfg.clicks.em_iterations, ..EmSettings::default() },
+                refit_interval: cfg.clicks.refit_interval.as_duration(),
+            },
             clicks: cfg.clicks.enabled.then(|| LogSettings {
                 max_rank: cfg.clicks.max_rank,
                 max_queries: cfg.clicks.max_queries_per_partition,
@@ -683,6 +691,11 @@ impl Engine {
     /// `clicks.max_rank` when the click log is on.
     fn template_click_rank(&self) -> Option<usize> {
         self.template.clicks.map(|c| c.max_rank)
+    }
+
+    /// How the click models are fitted for the gauges, when the click log is on.
+    pub fn click_fit_settings(&self) -> Option<FitSettings> {
+        self.template.clicks.map(|_| self.template.click_fit)
     }
 
     fn wall_clock_ms(&self, now: Instant) -> EventTime {

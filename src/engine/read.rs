@@ -22,18 +22,26 @@ impl Engine {
     /// The click log of every owned partition, merged by name, with its counts; `None` when
     /// `clicks.enabled` is off.
     pub fn click_table(&self) -> Option<(NamedTable, LogSummary)> {
-        let mut logs = self.tasks.tasks().filter_map(|t| t.totals.clicks.as_ref()).peekable();
-        let max_rank = logs.peek().map(|log| log.settings().max_rank).or(self.template_click_rank())?;
-        let (mut table, mut summary) = (NamedTable::new(max_rank), LogSummary::default());
-        for log in logs {
+        let summary = self.click_summary()?;
+        let mut table = NamedTable::new(self.template_click_rank()?);
+        for log in self.tasks.tasks().filter_map(|t| t.totals.clicks.as_ref()) {
             log.add_to(&mut table);
+        }
+        Some((table, summary))
+    }
+
+    /// [`Engine::click_table`]'s counts alone: cheap enough for every scrape.
+    pub fn click_summary(&self) -> Option<LogSummary> {
+        self.template_click_rank()?;
+        let mut summary = LogSummary::default();
+        for log in self.tasks.tasks().filter_map(|t| t.totals.clicks.as_ref()) {
             summary.counts.add(&log.counts);
             let (queries, pairs, pending) = log.sizes();
             summary.queries += queries;
             summary.pairs += pairs;
             summary.pending += pending;
         }
-        Some((table, summary))
+        Some(summary)
     }
 
     pub fn layout(&self) -> &MetricLayout {

@@ -288,6 +288,11 @@ impl HttpServer {
         let local_addr = listener.local_addr()?;
         let registry = registry(engine.clone());
         let schemas = engine.lock().preparer().decoders().schemas().cloned();
+        if let Some(settings) = engine.lock().click_fit_settings() {
+            registry
+                .register(Box::new(super::click_families::ClickCollector::new(engine.clone(), settings)))
+                .expect("the click collector registers once");
+        }
         if let Some(schemas) = &schemas {
             registry
                 .register(Box::new(super::schema_families::SchemaCollector::new(schemas.clone())))

@@ -7,8 +7,9 @@
 //! | `judged_families.rs` | the exposition's judged families: judged sums per partition, judged window means and A/B comparisons, the judgment list's loads |
 //! | `window_families.rs` | the exposition's window and A/B families: the newest closed window of each size, the A/B feed over those windows and the cumulative report |
 //! | `rebalance_families.rs` | the exposition's rebalance families: rebalances by kind, restores by source, each held partition's last restore and unowned time |
+//! | `click_families.rs` | the click log's families (with `clicks.enabled`): impressions by outcome, its size, and the position-bias estimates with their standard errors, refitted at most every `clicks.refit_interval` |
 //! | `schema_families.rs` | the exposition's Schema Registry families (up, cached ids, fetches), for Avro and Protobuf inputs |
-//! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B JSON API `/api/v1/experiments[/{id}]`, over HTTP or HTTPS |
+//! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B JSON API `/api/v1/experiments[/{id}]`, the click log `/api/v1/clicks`, over HTTP or HTTPS |
 //! | `tls.rs` | `[http.tls_server_config]`: certificate, key and client CA into rustls, reloaded when the files change |
 //! | `auth.rs` | `[http]`'s credentials for `/metrics` and the API: basic auth against bcrypt hashes, a bearer token file |
 //! | `watch.rs` | noticing that files changed (time stamp, length, inode), at most once a second |
@@ -18,6 +19,7 @@
 //! the publisher only tells the engine which closed windows it may forget.
 
 mod auth;
+mod click_families;
 mod http;
 mod interleaving_families;
 mod judged_families;

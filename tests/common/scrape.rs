@@ -139,6 +139,8 @@ pub fn of_the_process(name: &str) -> bool {
         "rankpulse_repartition",
         "rankpulse_rebalances",
         "rankpulse_partition_restores",
+        "rankpulse_click_examination",
+        "rankpulse_click_harvest",
     ]
     .iter()
     .any(|prefix| name.starts_with(prefix))
