@@ -18,8 +18,8 @@
 //! | [`kafka_log`] | lifecycle | what every Kafka client logs: repeated conditions limited, an outage reported once, with summaries and one recovery line |
 //! | [`checkpoint`] | durability | the encoding of a state snapshot: a payload with a format version and a checksum, verified when read back |
 //! | [`interleaving`] | metric math | pure: an interleaved impression's credit per ranker and its outcome, the sums kept for it; the reference team-draft interleaver |
-//! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
 //! | [`clicks`] | click models | pure: position bias from clicks (PBM by EM, intervention harvesting), SRW's COEC, inverse-propensity weighting and the counterfactual estimate; the bounded per-partition click log they read, and its text form |
+//! | [`metrics`] | metric math | pure trec_eval definitions over a ranked gain list; no I/O, no state |
 //! | [`stats`] | A/B math | pure: estimates, Welch's t-test, cluster-robust (delta-method) errors, the chi-square split test; anytime-valid confidence sequences, always-valid p-values and the sequential split test (`stats::sequential`) |
 //! | [`config`] | start-up | the TOML schema with its defaults (`schema`), loading and env overrides (`load`), cross-field checks naming the key (`validate`), each Kafka client's librdkafka configuration with its secrets and `check-config`'s dry run (`kafka_client`) |
 //! | [`judgments`] | reference data | judgment lists (TREC qrels, JSON lines): lines parsed with counted rejects, keyed by normalized query and document for lookups |

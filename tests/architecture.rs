@@ -21,36 +21,37 @@ const STAGES: &[(&str, u32)] = &[
     // Pure interleaving credit (the metric layout keeps its sums), metric math (trec_eval
     // definitions) and A/B statistics.
     ("interleaving", 0),
-    ("metrics", 1),
     ("stats", 1),
+    // Click models (the inverse-propensity weights the metric layout applies are theirs).
     ("clicks", 1),
+    ("metrics", 2),
     // Start-up: the configuration schema and its checks.
-    ("config", 2),
+    ("config", 3),
     // Reference data read from files or a registry (judgment lists, Avro and Protobuf
     // schemas), as configured.
-    ("judgments", 3),
-    ("schemas", 3),
+    ("judgments", 4),
+    ("schemas", 4),
     // Decoding (with the schemas).
-    ("event", 4),
+    ("event", 5),
     // Attribution and aggregation.
-    ("join", 5),
-    ("accumulate", 5),
+    ("join", 6),
+    ("accumulate", 6),
     // The A/B reports over the accumulators.
-    ("experiments", 6),
+    ("experiments", 7),
     // Orchestration.
-    ("engine", 7),
+    ("engine", 8),
     // Inputs and outputs around the engine.
-    ("source", 8),
-    ("repartition", 8),
-    ("replay", 8),
-    ("eval", 8),
-    ("output", 8),
-    ("demo", 8),
+    ("source", 9),
+    ("repartition", 9),
+    ("replay", 9),
+    ("eval", 9),
+    ("output", 9),
+    ("demo", 9),
     // Wiring and the command line; the hostile-input entry points, which drive inputs and
     // outputs together.
-    ("pipeline", 9),
-    ("fuzzing", 9),
-    ("commands", 10),
+    ("pipeline", 10),
+    ("fuzzing", 10),
+    ("commands", 11),
 ];
 
 /// Every `.rs` file under `dir`.

@@ -23,6 +23,11 @@ pub struct Propensities {
 }
 
 impl Propensities {
+    /// Every known rank's [`Propensities::weight`].
+    pub fn weights(&self) -> Vec<f64> {
+        (0..self.relative.len()).map(|rank| self.weight(rank)).collect()
+    }
+
     /// The weight of a click at `rank`: 1 / max(p, τ); 0 past the known ranks or where the
     /// propensity (clipped) is not positive.
     pub fn weight(&self, rank: usize) -> f64 {

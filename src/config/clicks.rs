@@ -36,9 +36,21 @@ pub struct ClicksConfig {
     /// EM iterations for the position-based model at most; it stops earlier once no
     /// parameter moves by more than 1e-7. Default 200.
     pub em_iterations: usize,
-    /// The gauges and `/clicks` refit the models at most this often (a fit reads the whole
-    /// log). Default `1m`.
+    /// The gauges refit the models at most this often (a fit reads the whole log). Default
+    /// `1m`.
     pub refit_interval: HumanDuration,
+    /// Position-bias propensities relative to rank 1, rank 1 first (each in (0, 1]; the
+    /// `rankpulse_click_examination` gauges or `judgments --from-clicks --models-out` estimate
+    /// them). When given, every cutoff k gets `ips_clicks@k` and `ips_dcg@k`: clicks weighted by
+    /// 1 / max(propensity, clip), per experiment and variant with their A/B comparisons, beside
+    /// the raw metrics; a click below the last given rank counts 0. Independent of `enabled`.
+    /// Pinned rather than refitted live, so that every impression of an experiment is weighted
+    /// alike. Default empty (off).
+    pub propensities: Vec<f64>,
+    /// Propensities below this count as this (clipping, Strehl et al. 2010): caps each click's
+    /// weight at 1/clip, trading a bias towards the top ranks for less variance. 0 is no
+    /// clipping. Default 0.
+    pub clip: f64,
 }
 
 impl Default for ClicksConfig {
@@ -50,6 +62,8 @@ impl Default for ClicksConfig {
             horizon: HumanDuration::from_millis(7 * 24 * 3_600_000),
             em_iterations: 200,
             refit_interval: HumanDuration::from_millis(60_000),
+            propensities: Vec::new(),
+            clip: 0.0,
         }
     }
 }
@@ -69,6 +83,15 @@ impl ClicksConfig {
         }
         if self.em_iterations == 0 {
             return Err(invalid("clicks.em_iterations", "must be at least 1".to_string()));
+        }
+        if let Some(bad) = self.propensities.iter().find(|p| !(**p > 0.0 && **p <= 1.0)) {
+            return Err(invalid("clicks.propensities", format!("has {bad}, but each must be in (0, 1]: relative to rank 1")));
+        }
+        if self.propensities.len() > 1000 {
+            return Err(invalid("clicks.propensities", "lists more than 1000 ranks".to_string()));
+        }
+        if !(0.0..=1.0).contains(&self.clip) {
+            return Err(invalid("clicks.clip", format!("is {} but must be from 0 to 1", self.clip)));
         }
         if self.refit_interval.as_millis_i64() < 100 {
             return Err(invalid("clicks.refit_interval", "must be at least 100ms".to_string()));

@@ -198,6 +198,7 @@ impl Engine {
         let max_gain = cfg.metrics.action_gains.values().copied().max().unwrap_or(cfg.metrics.relevance_threshold);
         let il = &cfg.interleaving;
         let layout = MetricLayout::new(&cfg.metrics.cutoffs, cfg.metrics.relevance_threshold, max_gain)
+            .with_ips(&cfg.clicks.propensities, cfg.clicks.clip)
             .with_interleaving(il.max_rankers, il.credit == InterleavingCredit::Gains, il.depth)
             .with_recall_rounding(cfg.metrics.trec_eval);
         let layout = if cfg.judgments.file.is_empty() {

@@ -81,6 +81,12 @@ pub enum MetricKind {
     /// One point of the 11-point interpolated precision-recall curve; its [`MetricKey::k`] is
     /// the recall level in tenths (0 to 10).
     InterpolatedPrecision,
+    /// Clicks in the top k, each weighted by the inverse of its rank's position-bias
+    /// propensity (`clicks.propensities`, clipped at `clicks.clip`): the relevant results in
+    /// the top k had every rank been examined (Joachims, Swaminathan, Schnabel, WSDM 2017).
+    IpsClicks,
+    /// [`MetricKind::IpsClicks`] discounted by rank as DCG is, 1 / log2(rank + 1).
+    IpsDcg,
 }
 
 /// Recall levels of the interpolated precision-recall curve, in tenths.
@@ -114,6 +120,8 @@ impl MetricKind {
             MetricKind::Err => "err",
             MetricKind::RPrecision => "r_precision",
             MetricKind::InterpolatedPrecision => "iprec",
+            MetricKind::IpsClicks => "ips_clicks",
+            MetricKind::IpsDcg => "ips_dcg",
         }
     }
 }
@@ -164,6 +172,10 @@ pub struct MetricLayout {
     judged: Option<JudgedBlock>,
     /// `metrics.trec_eval`: where `iprec@r` counts recall level r as reached.
     recall_rounding: TrecEval,
+    /// `clicks.propensities`: the weight of a click at each rank, 1 / max(p, clip) (0 past
+    /// the list), when the inverse-propensity-weighted metrics are on; their slots follow
+    /// every cutoff's metrics, two per cutoff.
+    ips_weights: Option<Vec<f64>>,
 }
 
 /// How the interleaving sums' name in [`MetricLayout::slot_names`] begins.
@@ -205,7 +217,27 @@ impl MetricLayout {
             interleaving: None,
             judged: None,
             recall_rounding: TrecEval::V9,
+            ips_weights: None,
         }
+    }
+
+    /// This layout with `ips_clicks@k` and `ips_dcg@k` for every cutoff, a click at rank r
+    /// weighted 1 / max(propensities[r], clip) (0 past the list); none when `propensities` is
+    /// empty. Call before [`Self::with_interleaving`] and [`Self::with_judged`].
+    pub fn with_ips(mut self, propensities: &[f64], clip: f64) -> MetricLayout {
+        if propensities.is_empty() {
+            return self;
+        }
+        self.ips_weights = Some(crate::clicks::ips::Propensities {
+            relative: propensities.to_vec(),
+            stderr: Vec::new(),
+            clip,
+        }.weights());
+        for &k in &self.cutoffs {
+            self.keys.push(MetricKey { kind: MetricKind::IpsClicks, k: Some(k) });
+            self.keys.push(MetricKey { kind: MetricKind::IpsDcg, k: Some(k) });
+        }
+        self
     }
 
     /// This layout with `iprec@r` placed as `version` places it (`metrics.trec_eval`); call
@@ -420,6 +452,28 @@ impl MetricLayout {
             f64::from(relevant_at_r.unwrap_or(prefix.relevant)) / f64::from(num_relevant)
         };
         out[IPREC_FIRST_SLOT..FIXED_SLOTS].copy_from_slice(&interpolated);
+        if let Some(weights) = &self.ips_weights {
+            let first = FIXED_SLOTS + self.cutoffs.len() * MetricKind::AT_K.len();
+            self.evaluate_ips(ranked, weights, &mut out[first..]);
+        }
+    }
+
+    /// The inverse-propensity-weighted click metrics of every cutoff, into `out` (two per
+    /// cutoff): a result is clicked when its gain reaches the relevance threshold.
+    fn evaluate_ips(&self, ranked: &[u8], weights: &[f64], out: &mut [f64]) {
+        let (mut clicks, mut dcg, mut rank) = (0.0, 0.0, 0usize);
+        for (i, &k) in self.cutoffs.iter().enumerate() {
+            while rank < (k as usize).min(ranked.len()) {
+                if ranked[rank] >= self.relevance_threshold {
+                    let w = weights.get(rank).copied().unwrap_or(0.0);
+                    clicks += w;
+                    dcg += w / discount(rank + 1);
+                }
+                rank += 1;
+            }
+            out[2 * i] = clicks;
+            out[2 * i + 1] = dcg;
+        }
     }
 }
 
@@ -816,6 +870,23 @@ mod tests {
         let v = eval(&layout, &[3, 0, 1], &[]);
         assert!(close(get(&layout, &v, MetricKind::Err, Some(1)), 7.0 / 8.0));
         assert!(close(get(&layout, &v, MetricKind::Err, Some(3)), 7.0 / 8.0 + (1.0 / 8.0) * (1.0 / 8.0) / 3.0));
+    }
+
+    #[test]
+    fn inverse_propensity_weighted_clicks_are_clipped_and_stop_at_the_known_ranks() {
+        // Weights 1, 1/0.5, 1/max(0.1, 0.25): a click past the third rank counts nothing.
+        let layout = MetricLayout::new(&[1, 2, 5], 1, 3).with_ips(&[1.0, 0.5, 0.1], 0.25);
+        let v = eval(&layout, &[1, 0, 2, 1], &[]);
+        let d = |rank: f64| 1.0 / (rank + 1.0).log2();
+        assert!(close(get(&layout, &v, MetricKind::IpsClicks, Some(1)), 1.0));
+        assert!(close(get(&layout, &v, MetricKind::IpsClicks, Some(2)), 1.0));
+        assert!(close(get(&layout, &v, MetricKind::IpsClicks, Some(5)), 1.0 + 4.0));
+        assert!(close(get(&layout, &v, MetricKind::IpsDcg, Some(5)), d(1.0) + 4.0 * d(3.0)));
+        // The metrics before them are those of the layout without.
+        let plain = MetricLayout::new(&[1, 2, 5], 1, 3);
+        assert_eq!(&v[..plain.len()], &eval(&plain, &[1, 0, 2, 1], &[])[..]);
+        assert_eq!(layout.keys()[plain.len()].name(), "ips_clicks@1");
+        assert!(MetricLayout::new(&[1], 1, 3).with_ips(&[], 0.0).keys().len() == MetricLayout::new(&[1], 1, 3).keys().len());
     }
 
     #[test]

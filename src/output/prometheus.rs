@@ -45,6 +45,14 @@ fn summary_family(kind: MetricKind) -> Option<(&'static str, &'static str)> {
             "rankpulse_interpolated_precision",
             "Largest precision at any rank whose recall reaches the recall label (trec_eval iprec_at_recall): the 11-point curve.",
         ),
+        MetricKind::IpsClicks => (
+            "rankpulse_ips_clicks",
+            "Clicks in the top k weighted by the inverse of their rank's position-bias propensity (clicks.propensities, clipped at clicks.clip): relevant results had every rank been examined.",
+        ),
+        MetricKind::IpsDcg => (
+            "rankpulse_ips_dcg",
+            "rankpulse_ips_clicks discounted by rank as DCG is (1 / log2(rank + 1)): the DCG of the results users found attractive, position bias taken out.",
+        ),
         MetricKind::Abandonment => return None,
     })
 }
