@@ -200,6 +200,8 @@ fn series_of(kind: MetricKind, k: Option<u32>) -> Option<(&'static str, Vec<(&'s
         MetricKind::InterpolatedPrecision => {
             ("rankpulse_interpolated_precision", vec![("recall", recall_level_label(k.unwrap()))])
         }
+        MetricKind::IpsClicks => ("rankpulse_ips_clicks", k_label()),
+        MetricKind::IpsDcg => ("rankpulse_ips_dcg", k_label()),
         MetricKind::Abandonment => return None,
     })
 }

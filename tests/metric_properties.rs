@@ -121,7 +121,7 @@ proptest! {
         threshold in threshold(),
         cutoffs in cutoffs(),
     ) {
-        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN);
+        let layout = MetricLayout::new(&cutoffs, threshold, MAX_GAIN).with_ips(&PROPENSITIES, CLIP);
         prop_assert_eq!(layout.cutoffs(), &cutoffs[..]);
         let out = evaluate(&layout, &ranked, &unretrieved);
         let no_relevant = num_relevant(&ranked, &unretrieved, threshold) == 0;
@@ -141,6 +141,8 @@ proptest! {
                 MetricKind::Err => reference::err(r, k, MAX_GAIN),
                 MetricKind::RPrecision => reference::r_precision(r, u, t),
                 MetricKind::InterpolatedPrecision => reference::interpolated_precision(r, u, t, k as u32),
+                MetricKind::IpsClicks => ips_reference(r, t, k, false),
+                MetricKind::IpsDcg => ips_reference(r, t, k, true),
             };
             prop_assert!(
                 (v - expected).abs() <= EPS,
@@ -149,6 +151,25 @@ proptest! {
             );
         }
     }
+}
+
+/// The propensities of the inverse-propensity-weighted metrics checked here, and their clip.
+const PROPENSITIES: [f64; 5] = [1.0, 0.6, 0.45, 0.3, 0.1];
+const CLIP: f64 = 0.2;
+
+/// `ips_clicks@k` (or `ips_dcg@k`) by its definition: every relevant result in the top k
+/// weighted 1 / max(p, clip) (0 past the propensities), discounted by log2(rank + 1) for DCG.
+fn ips_reference(ranked: &[u8], threshold: u8, k: usize, discounted: bool) -> f64 {
+    ranked
+        .iter()
+        .take(k)
+        .enumerate()
+        .filter(|(_, &g)| g >= threshold)
+        .map(|(i, _)| {
+            let weight = PROPENSITIES.get(i).map_or(0.0, |p| 1.0 / p.max(CLIP));
+            if discounted { weight / ((i + 2) as f64).log2() } else { weight }
+        })
+        .sum()
 }
 
 proptest! {
