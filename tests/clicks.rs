@@ -162,14 +162,19 @@ fn relative(models: &Value) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
-/// A candidate ranking as a JSON-lines run, its queries written as users typed them.
+/// A candidate ranking as a JSON-lines run, its queries written as users typed them
+/// (`eval --clicks` normalizes them).
 fn candidate_run(dir: &Path, name: &str, orders: &[Vec<usize>]) -> PathBuf {
+    run_file(dir, name, orders, |q| format!("QUERY {q}"))
+}
+
+fn run_file(dir: &Path, name: &str, orders: &[Vec<usize>], query: impl Fn(usize) -> String) -> PathBuf {
     let lines: String = orders
         .iter()
         .enumerate()
         .map(|(q, order)| {
             let results: Vec<String> = order.iter().map(|&d| sim::doc_id(q, d)).collect();
-            format!("{}\n", serde_json::json!({"query": format!("QUERY {q}"), "results": results}))
+            format!("{}\n", serde_json::json!({"query": query(q), "results": results}))
         })
         .collect();
     write(dir, name, &lines)
@@ -380,4 +385,90 @@ fn debiased_click_metrics_per_variant_equal_a_direct_computation() {
     let treatment = &experiment["variants"].as_array().unwrap().iter().find(|v| v["variant"] != experiment["control"]).unwrap();
     assert!(treatment["metrics"]["ips_dcg@10"]["se"].as_f64().unwrap() > 0.0, "{treatment}");
     assert!(experiment.to_string().contains("\"ips_dcg@10\""));
+}
+
+/// nDCG@k of `docs` against `grades` as trec_eval computes it (linear gain, ideal from every
+/// judged document of the query), and P@k with relevance from grade 1.
+fn ndcg_and_precision(docs: &[String], grades: &HashMap<&str, u64>, k: usize) -> (f64, f64) {
+    let gain = |d: &String| grades.get(d.as_str()).copied().unwrap_or(0) as f64;
+    let dcg: f64 = docs.iter().take(k).enumerate().map(|(i, d)| gain(d) / ((i + 2) as f64).log2()).sum();
+    let mut ideal: Vec<f64> = grades.values().map(|&g| g as f64).collect();
+    ideal.sort_by(|a, b| b.total_cmp(a));
+    let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, g)| g / ((i + 2) as f64).log2()).sum();
+    let relevant = docs.iter().take(k).filter(|d| gain(d) >= 1.0).count();
+    (if idcg > 0.0 { dcg / idcg } else { 0.0 }, relevant as f64 / k as f64)
+}
+
+/// The judgment list `judgments --from-clicks` writes is one `[judgments]` and `eval` read:
+/// graded from the click model's attractiveness, it agrees with the simulation's true
+/// relevance, and both read it into exactly the judged metrics its grades give.
+#[test]
+fn judgments_from_clicks_feed_the_judged_metrics_and_eval() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::new(20, 6, 41);
+    let ranker = |i: usize| if i % 4 == 0 { Ranker::Shuffled } else { Ranker::Production };
+    let (logged, impressions, engagements) = world.traffic(20_000, &User::Pbm(EXAMINATION.to_vec()), ranker, 42);
+    let (imp, eng) = (write(dir.path(), "imp.jsonl", &impressions), write(dir.path(), "eng.jsonl", &engagements));
+    let judgments = dir.path().join("clicks.jsonl");
+    let thresholds = [0.25, 0.5, 0.75];
+    rankpulse(&[
+        "judgments", "--from-clicks", "--impressions", imp.to_str().unwrap(), "--engagements", eng.to_str().unwrap(),
+        "--max-rank", "6", "--estimate", "attractiveness", "--grades", "0.25,0.5,0.75", "--out", judgments.to_str().unwrap(),
+    ]);
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&judgments).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 20 * 6, "every pair was shown at least 20 times");
+    let grade_of = |alpha: f64| thresholds.iter().filter(|&&t| alpha >= t).count() as u64;
+    let agree = lines
+        .iter()
+        .filter(|l| {
+            let (q, d) = (l["query"].as_str().unwrap(), l["doc_id"].as_str().unwrap());
+            let (q, d): (usize, usize) = (q["query ".len()..].parse().unwrap(), d.rsplit("-d").next().unwrap().parse().unwrap());
+            l["grade"].as_u64().unwrap() == grade_of(world.alpha[q][d])
+        })
+        .count();
+    eprintln!("{agree} of {} grades equal the true relevance's", lines.len());
+    assert!(agree * 10 >= lines.len() * 9, "{agree} of {} grades agree with the truth", lines.len());
+
+    let mut grades: HashMap<&str, HashMap<&str, u64>> = HashMap::new();
+    for l in &lines {
+        grades.entry(l["query"].as_str().unwrap()).or_default().insert(l["doc_id"].as_str().unwrap(), l["grade"].as_u64().unwrap());
+    }
+    // eval: the production ranking as a run, scored against the list (trec_eval matches
+    // query ids exactly: the run names them as the list does).
+    let run = run_file(dir.path(), "production.jsonl", &world.production, sim::query_text);
+    let out = rankpulse(&[
+        "eval", "--qrels", judgments.to_str().unwrap(), "--run", run.to_str().unwrap(), "-q", "-m", "ndcg_cut.5", "-m", "P.3", "--format", "json",
+    ]);
+    let eval: Value = serde_json::from_str(&out).unwrap();
+    let (mut ndcg_sum, mut p_sum) = (0.0, 0.0);
+    for (q, order) in world.production.iter().enumerate() {
+        let docs: Vec<String> = order.iter().map(|&d| sim::doc_id(q, d)).collect();
+        let ndcg = ndcg_and_precision(&docs, &grades[sim::query_text(q).as_str()], 5).0;
+        let p3 = ndcg_and_precision(&docs, &grades[sim::query_text(q).as_str()], 3).1;
+        ndcg_sum += ndcg;
+        p_sum += p3;
+    }
+    close(eval["all"]["ndcg_cut_5"].as_f64().unwrap(), ndcg_sum / 20.0, "eval ndcg_cut_5");
+    close(eval["all"]["P_3"].as_f64().unwrap(), p_sum / 20.0, "eval P_3");
+
+    // [judgments]: every replayed impression is judged against the list.
+    let config = write(
+        dir.path(),
+        "judged.toml",
+        &format!("[metrics]\ncutoffs = [3, 5]\n[judgments]\nfile = \"{}\"\nkey = \"query\"\n", judgments.display()),
+    );
+    let report = common::replay_json(&imp, &eng, &config);
+    for group in report["groups"].as_array().unwrap() {
+        let variant = group["variant"].as_str().unwrap();
+        let parity = usize::from(variant == "production");
+        let mine: Vec<&sim::Logged> = logged.iter().enumerate().filter(|(i, _)| (i % 4 != 0) as usize == parity).map(|(_, l)| l).collect();
+        let judged = &group["judged"];
+        assert_eq!(judged["impressions"].as_u64().unwrap(), mine.len() as u64, "{variant}: every impression judged");
+        let n = mine.len() as f64;
+        let ndcg: f64 = mine.iter().map(|l| ndcg_and_precision(&l.docs, &grades[l.query.as_str()], 5).0).sum::<f64>() / n;
+        let p3: f64 = mine.iter().map(|l| ndcg_and_precision(&l.docs, &grades[l.query.as_str()], 3).1).sum::<f64>() / n;
+        close(judged["metrics"]["ndcg@5"].as_f64().unwrap(), ndcg, &format!("{variant}: judged ndcg@5"));
+        close(judged["metrics"]["precision@3"].as_f64().unwrap(), p3, &format!("{variant}: judged precision@3"));
+    }
 }
