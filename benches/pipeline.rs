@@ -22,6 +22,8 @@
 //!    per CPU second through the engine and through the decoders alone.
 //! 8. Issue 39's figures ([`repartition`]): the repartition path's events per CPU-second and the
 //!    latency it adds, against co-partitioned input, in one run.
+//! 9. Issue 34's figures ([`clicks`]): the click log's cost per impression and memory per
+//!    tracked pair, a fit of the click models on a full log, the weighted metrics' cost.
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +42,7 @@ use rdkafka::Message;
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod clicks;
 mod eval;
 mod handover;
 mod judgments;
@@ -449,7 +452,7 @@ fn main() {
         return;
     }
     // RANKPULSE_BENCH_ONLY=replay (or "end to end", "memory", "render", "handover", "changelog
-    // rate", "judgments", "eval", "mapping") runs one stage, to profile it.
+    // rate", "judgments", "eval", "mapping", "repartition", "clicks") runs one stage, to profile it.
     let only = std::env::var("RANKPULSE_BENCH_ONLY").ok();
     let mut results = serde_json::Map::new();
     results.insert("cores".into(), std::thread::available_parallelism().map_or(0, |n| n.get()).into());
@@ -464,6 +467,7 @@ fn main() {
         ("eval", eval::eval),
         ("mapping", mapping::mapping),
         ("repartition", repartition::repartition),
+        ("clicks", clicks::clicks),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -601,6 +605,7 @@ fn main() {
     rows.extend(eval::rows(&get));
     rows.extend(mapping::rows(&get));
     rows.extend(repartition::rows(&get));
+    rows.extend(clicks::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>30} {target:>12} {ok:>8}");

@@ -21,6 +21,9 @@
 
 use std::collections::HashMap;
 
+/// The log's maps: looked up for every rank of every tracked impression, where SipHash showed.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 use serde::{Deserialize, Serialize};
 
 use super::named::NamedTable;
@@ -159,15 +162,15 @@ pub struct ClickLog {
     epoch: Option<i64>,
     /// Query slots (`None`: free), and the hash of each tracked one to its slot.
     queries: Vec<Option<Query>>,
-    query_index: HashMap<u64, u32>,
+    query_index: Map<u64, u32>,
     /// Pair slots (`None`: free), and (query slot, document) to a pair's slot.
     pairs: Vec<Option<Pair>>,
-    pair_index: HashMap<(u32, DocKey), u32>,
+    pair_index: Map<(u32, DocKey), u32>,
     /// Free slots of each, reused before the vectors grow.
     free_queries: Vec<u32>,
     free_pairs: Vec<u32>,
     /// Offered impressions not yet finalized, by their query key.
-    showings: HashMap<QueryKey, Showing>,
+    showings: Map<QueryKey, Showing>,
     /// Showings of queries not tracked, by hash: the admission test.
     sketch: Vec<u32>,
     /// A lower bound of the least traffic of a tracked query: a sketch count above it makes
@@ -186,7 +189,7 @@ pub struct LogStateRef<'a> {
     epoch: Option<i64>,
     queries: &'a [Option<Query>],
     pairs: &'a [Option<Pair>],
-    showings: &'a HashMap<QueryKey, Showing>,
+    showings: &'a Map<QueryKey, Showing>,
     sketch: &'a [u32],
     admissions: u32,
     counts: LogCounts,
@@ -198,7 +201,7 @@ pub struct LogState {
     epoch: Option<i64>,
     queries: Vec<Option<Query>>,
     pairs: Vec<Option<Pair>>,
-    showings: HashMap<QueryKey, Showing>,
+    showings: Map<QueryKey, Showing>,
     sketch: Vec<u32>,
     admissions: u32,
     counts: LogCounts,
@@ -221,12 +224,12 @@ impl ClickLog {
             settings,
             epoch: None,
             queries: Vec::new(),
-            query_index: HashMap::new(),
+            query_index: Map::default(),
             pairs: Vec::new(),
-            pair_index: HashMap::new(),
+            pair_index: Map::default(),
             free_queries: Vec::new(),
             free_pairs: Vec::new(),
-            showings: HashMap::new(),
+            showings: Map::default(),
             sketch: vec![0; SKETCH_WIDTH],
             least_traffic: 0,
             admissions: 0,
