@@ -321,8 +321,10 @@ refit_interval = "100ms"
     let cfg = common::serve_config(dir.path(), "rankpulse", &brokers, port, sections);
     let daemon = common::Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
     let tracked = common::series("rankpulse_click_log_impressions_total", &[("outcome", "tracked")]);
+    // The estimates are fitted on a thread of their own: a scrape shows the last finished fit.
+    let pbm_rank_2 = common::series("rankpulse_click_examination", &[("estimator", "pbm"), ("rank", "2")]);
     let (_, m) = common::scrape_until(port, std::time::Duration::from_secs(90), |m| {
-        m.get(&tracked) == Some(&(logged.len() as f64))
+        m.get(&tracked) == Some(&(logged.len() as f64)) && m.contains_key(&pbm_rank_2)
     });
     let examination = |estimator: &str, rank: &str| {
         m[&common::series("rankpulse_click_examination", &[("estimator", estimator), ("rank", rank)])]

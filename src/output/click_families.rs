@@ -2,12 +2,14 @@
 //! position-bias estimates fitted on it (`crate::clicks`), with their standard errors.
 //!
 //! The counts are the owned partitions' sums, like every other total. The estimates are this
-//! replica's: fitted on the pairs of the partitions it owns, refitted at most every
-//! `clicks.refit_interval` (a fit reads the whole log; the table is copied under the engine's
-//! lock and fitted after it is released). For one figure over every replica, merge their
-//! `/api/v1/clicks` with `rankpulse judgments --from-clicks --url ... --models-out`.
+//! replica's: fitted on the pairs of the partitions it owns, at most every
+//! `clicks.refit_interval`, on a thread of their own (a fit of a million pairs takes seconds,
+//! longer than a scrape may; the table is copied under the engine's lock, milliseconds, and
+//! fitted after it is released). A scrape shows the last finished fit. For one figure over
+//! every replica, merge their `/api/v1/clicks` with `rankpulse judgments --from-clicks --url
+//! ... --models-out`.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus::core::{Collector, Desc};
@@ -42,9 +44,8 @@ const HARVEST_PAIRS: (&str, &str) =
 pub(super) struct ClickCollector {
     engine: SharedEngine,
     settings: FitSettings,
-    /// The last fit's families, and when it was made: a scrape refits only when it is older
-    /// than `clicks.refit_interval`.
-    fitted: Mutex<Option<(Instant, Vec<MetricFamily>)>>,
+    /// The last finished fit, shared with the fitting thread.
+    fits: Arc<Mutex<Fits>>,
     /// Declared: a registry tells collectors apart by their descriptors.
     descs: Vec<Desc>,
 }
@@ -63,19 +64,44 @@ impl ClickCollector {
             desc(STDERR, &["rank", "estimator"]),
             desc(HARVEST_PAIRS, &["rank"]),
         ];
-        ClickCollector { engine, settings, fitted: Mutex::new(None), descs }
+        ClickCollector { engine, settings, fits: Arc::new(Mutex::new(Fits::default())), descs }
     }
 
-    /// The estimates' families, refitted when the last fit is stale.
-    fn estimates(&self, table: impl FnOnce() -> Option<crate::clicks::named::NamedTable>) -> Vec<MetricFamily> {
-        let mut fitted = self.fitted.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let fresh = fitted.as_ref().is_some_and(|(at, _)| at.elapsed() < self.settings.refit_interval);
-        if !fresh {
-            let families = table().map(|t| fit_families(&Fitted::fit(&t.table, self.settings.em))).unwrap_or_default();
-            *fitted = Some((Instant::now(), families));
+    /// The last fit's families; starts a refit on a thread of its own when that one is older
+    /// than `clicks.refit_interval` and none is running.
+    fn estimates(&self) -> Vec<MetricFamily> {
+        let mut fits = self.fits.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let due = !fits.running && fits.started.is_none_or(|at| at.elapsed() >= self.settings.refit_interval);
+        if due {
+            let (engine, settings, shared) = (self.engine.clone(), self.settings, self.fits.clone());
+            let spawned = std::thread::Builder::new().name("rankpulse-click-fit".into()).spawn(move || {
+                let table = engine.lock().click_table().map(|(t, _)| t);
+                let families = table.map(|t| fit_families(&Fitted::fit(&t.table, settings.em))).unwrap_or_default();
+                let mut fits = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                fits.families = families;
+                fits.running = false;
+            });
+            match spawned {
+                Ok(_) => {
+                    fits.running = true;
+                    fits.started = Some(Instant::now());
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot start the click models' fit; the gauges keep the last one"),
+            }
         }
-        fitted.as_ref().map(|(_, f)| f.clone()).unwrap_or_default()
+        fits.families.clone()
     }
+}
+
+/// The fits of the click models for the gauges.
+#[derive(Default)]
+struct Fits {
+    /// The last finished fit's families.
+    families: Vec<MetricFamily>,
+    /// When the last fit started: the next starts `clicks.refit_interval` later.
+    started: Option<Instant>,
+    /// A fit is running: no second one starts.
+    running: bool,
 }
 
 impl Collector for ClickCollector {
@@ -84,16 +110,7 @@ impl Collector for ClickCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let stale = self.fitted.lock().map_or(true, |f| {
-            f.as_ref().is_none_or(|(at, _)| at.elapsed() >= self.settings.refit_interval)
-        });
-        // One lock for the counts and, when a refit is due, the table's copy.
-        let (summary, table) = {
-            let engine = self.engine.lock();
-            let table = if stale { engine.click_table().map(|(t, _)| t) } else { None };
-            (engine.click_summary(), table)
-        };
-        let Some(summary) = summary else { return Vec::new() };
+        let Some(summary) = self.engine.lock().click_summary() else { return Vec::new() };
         let c = summary.counts;
         let outcomes = [
             ("tracked", c.tracked),
@@ -118,7 +135,7 @@ impl Collector for ClickCollector {
             ),
             family(REPLACED.0, REPLACED.1, MetricType::COUNTER, vec![counter(vec![], c.queries_replaced as f64)]),
         ];
-        families.extend(self.estimates(|| table));
+        families.extend(self.estimates());
         families.retain(|f| !f.get_metric().is_empty());
         families
     }
