@@ -40,7 +40,8 @@ pub struct EventOutcome {
     pub engagement: Result<(), RejectReason>,
 }
 
-/// The default configuration, with both inputs in `format`.
+/// The default configuration, with both inputs in `format` and the click log on (so that
+/// decoding keeps the result ids' text, and a snapshot's click log is restored and used).
 fn config(format: InputFormat) -> &'static Config {
     static JSON: OnceLock<Config> = OnceLock::new();
     static UBI: OnceLock<Config> = OnceLock::new();
@@ -53,6 +54,7 @@ fn config(format: InputFormat) -> &'static Config {
         let mut cfg = Config::default();
         cfg.kafka.impressions_format = format;
         cfg.kafka.engagements_format = format;
+        cfg.clicks.enabled = true;
         cfg
     })
 }
@@ -261,7 +263,9 @@ fn probe_events(timestamp: i64) -> [(EventKind, String); 2] {
     [
         (
             EventKind::Impression,
-            format!(r#"{{"query_id":"probe","timestamp":{timestamp},"results":["a","b","c"],"variant":"v"}}"#),
+            format!(
+                r#"{{"query_id":"probe","timestamp":{timestamp},"results":["a","b","c"],"variant":"v","query":"probe"}}"#
+            ),
         ),
         (EventKind::Engagement, format!(r#"{{"query_id":"probe","timestamp":{timestamp},"doc_id":"b"}}"#)),
     ]

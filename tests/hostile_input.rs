@@ -402,6 +402,29 @@ proptest! {
         fuzzing::snapshot(&damaged[HEADER.min(damaged.len())..]);
     }
 
+    /// Click-table lines (`/api/v1/clicks` of another replica, a saved table) mutated: every
+    /// line is read or named as bad, nothing panics, and what is read keeps its invariants.
+    #[test]
+    fn mutated_click_table_lines_are_read_or_named(
+        mutations in prop::collection::vec(mutation(), 1..5),
+        max_rank in 1usize..21,
+    ) {
+        let seed = concat!(
+            r#"{"query":"red shoes","doc_id":"d1","rank":1,"impressions":40,"clicks":9}"#, "\n",
+            r#"{"query":"red shoes","doc_id":"d2","rank":3,"impressions":18446744073709551615,"clicks":3}"#, "\n",
+        );
+        let bytes = mutate(seed.as_bytes().to_vec(), &mutations);
+        let text = String::from_utf8_lossy(&bytes);
+        let mut table = rankpulse::clicks::named::NamedTable::new(max_rank);
+        let bad = table.add_lines(&text);
+        let read = text.lines().filter(|l| !l.trim().is_empty()).count() - bad.len();
+        prop_assert!(table.table.cells().count() <= read);
+        for (_, rank, cell) in table.table.cells() {
+            prop_assert!(rank < max_rank && cell.clicks <= cell.impressions);
+        }
+        let _ = rankpulse::clicks::Fitted::fit(&table.table, rankpulse::clicks::pbm::EmSettings { max_iterations: 5, tolerance: 0.0 });
+    }
+
     /// Changelog records with huge sequences, counts and indexes, reordered, dropped or doubled,
     /// around damaged snapshots.
     #[test]
@@ -564,8 +587,12 @@ fn state_seeds() -> &'static StateSeeds {
     SEEDS.get_or_init(|| {
         let now = Instant::now();
         let (mut snapshots, mut aggregates) = (Vec::new(), Vec::new());
+        // The click log on, and the impressions given a query text, so that the seeds carry a
+        // click log for the damage to reach.
+        let mut cfg = Config::default();
+        cfg.clicks.enabled = true;
         for (count, finish) in [(0, false), (3, false), (12, false), (12, true)] {
-            let mut engine = Engine::new(&Config::default()).without_past_limit();
+            let mut engine = Engine::new(&cfg).without_past_limit();
             engine.enable_global_view(1);
             engine.assign(0, now);
             let mut positions = Positions::default();
@@ -573,6 +600,7 @@ fn state_seeds() -> &'static StateSeeds {
             let mut offset = 0;
             for i in 0..count {
                 let (_, impression, engagements) = generator.impression(START_MS + i * 90_000);
+                let impression = impression.replacen('{', &format!(r#"{{"query":"q{}","#, i % 4), 1);
                 for (kind, payload) in std::iter::once((EventKind::Impression, impression))
                     .chain(engagements.into_iter().map(|e| (EventKind::Engagement, e.payload)))
                 {

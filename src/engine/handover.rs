@@ -228,6 +228,9 @@ impl Engine {
         for window in &totals.recent_closed {
             window.check(template.shape, template.window_sizes_ms.len())?;
         }
+        if let (Some(_), Some(clicks)) = (template.clicks, &snapshot.clicks.0) {
+            clicks.check()?;
+        }
         let recent = totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
         let used = join.pending_groups().chain(totals.accumulators.groups()).chain(recent);
         check_named(&snapshot.groups, used)
@@ -249,6 +252,7 @@ impl Engine {
         task.totals.clicks = match (self.template.clicks, clicks.0) {
             (None, _) => None,
             (Some(settings), None) => Some(ClickLog::new(settings)),
+            // Checked with the rest of the snapshot (`check_consistent`).
             (Some(settings), Some(state)) => {
                 Some(ClickLog::restore(settings, state).map_err(RestoreError::Inconsistent)?)
             }
