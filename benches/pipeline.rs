@@ -40,9 +40,9 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::Message;
 
+mod clicks;
 #[path = "../tests/common/mod.rs"]
 mod common;
-mod clicks;
 mod eval;
 mod handover;
 mod judgments;

@@ -108,7 +108,9 @@ fn estimates_equal_the_references_on_the_same_events() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| ((a["query"].as_str().unwrap().into(), a["doc"].as_str().unwrap().into()), a["value"].as_f64().unwrap()))
+        .map(|a| {
+            ((a["query"].as_str().unwrap().into(), a["doc"].as_str().unwrap().into()), a["value"].as_f64().unwrap())
+        })
         .collect();
     let coec = reference("coec", &input);
     let coec: HashMap<(String, String), &Value> = coec["pairs"]
@@ -129,7 +131,11 @@ fn estimates_equal_the_references_on_the_same_events() {
     }
     let harvest = reference("harvest", &input);
     for (r, rank) in models["ranks"].as_array().unwrap().iter().enumerate() {
-        close(rank["harvest_relative"].as_f64().unwrap(), harvest["ratio"][r].as_f64().unwrap(), &format!("harvest rank {}", r + 1));
+        close(
+            rank["harvest_relative"].as_f64().unwrap(),
+            harvest["ratio"][r].as_f64().unwrap(),
+            &format!("harvest rank {}", r + 1),
+        );
         assert_eq!(rank["harvest_pairs"], harvest["pairs"][r]);
     }
     // The table's cells are the logged counts.
@@ -144,7 +150,11 @@ fn estimates_equal_the_references_on_the_same_events() {
     let lines: Vec<Value> = table.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), cells.len());
     for line in lines {
-        let key = (line["query"].as_str().unwrap().into(), line["doc_id"].as_str().unwrap().into(), line["rank"].as_u64().unwrap());
+        let key = (
+            line["query"].as_str().unwrap().into(),
+            line["doc_id"].as_str().unwrap().into(),
+            line["rank"].as_u64().unwrap(),
+        );
         assert_eq!((line["impressions"].as_u64().unwrap(), line["clicks"].as_u64().unwrap()), cells[&key], "{key:?}");
     }
 }
@@ -182,8 +192,19 @@ fn run_file(dir: &Path, name: &str, orders: &[Vec<usize>], query: impl Fn(usize)
 
 fn counterfactual(table: &Path, run: &Path, propensities: &str) -> Value {
     let out = rankpulse(&[
-        "eval", "--clicks", table.to_str().unwrap(), "--run", run.to_str().unwrap(), "--propensities", propensities,
-        "--cutoff", "6", "--max-rank", "6", "--format", "json",
+        "eval",
+        "--clicks",
+        table.to_str().unwrap(),
+        "--run",
+        run.to_str().unwrap(),
+        "--propensities",
+        propensities,
+        "--cutoff",
+        "6",
+        "--max-rank",
+        "6",
+        "--format",
+        "json",
     ]);
     serde_json::from_str(&out).unwrap()
 }
@@ -223,7 +244,11 @@ fn a_position_based_users_bias_is_recovered_and_candidates_are_scored_without_it
         eprintln!("rank {}: truth {truth:.3}, pbm {pbm:.4}, harvest {harvest:.4} ± {stderr:.4}", rank + 1);
         assert!((pbm - truth).abs() < 0.03, "rank {}: the EM's {pbm} vs {truth}", rank + 1);
         assert!((harvest - truth).abs() < 0.03, "rank {}: harvesting's {harvest} vs {truth}", rank + 1);
-        assert!((harvest - truth).abs() <= 3.0 * stderr.max(1e-12) || rank == 0, "rank {}: outside 3 standard errors", rank + 1);
+        assert!(
+            (harvest - truth).abs() <= 3.0 * stderr.max(1e-12) || rank == 0,
+            "rank {}: outside 3 standard errors",
+            rank + 1
+        );
     }
     let reversed: Vec<Vec<usize>> = world.production.iter().map(|o| o.iter().rev().copied().collect()).collect();
     let known = EXAMINATION.map(|e| e.to_string()).join(",");
@@ -235,7 +260,10 @@ fn a_position_based_users_bias_is_recovered_and_candidates_are_scored_without_it
             let (estimate, stderr, naive) =
                 (cf["estimate"].as_f64().unwrap(), cf["stderr"].as_f64().unwrap(), cf["naive"].as_f64().unwrap());
             eprintln!("{name} ({propensities}): truth {truth:.4}, IPS {estimate:.4} ± {stderr:.4}, naive {naive:.4}");
-            assert!((estimate - truth).abs() <= 1.96 * stderr, "{name} ({propensities}): {estimate} ± {stderr} vs {truth}");
+            assert!(
+                (estimate - truth).abs() <= 1.96 * stderr,
+                "{name} ({propensities}): {estimate} ± {stderr} vs {truth}"
+            );
             assert!((naive - truth).abs() > 10.0 * stderr, "{name}: the naive estimate {naive} is not off");
             assert_eq!(cf["unlogged"], 0);
         }
@@ -294,7 +322,8 @@ fn a_running_daemon_serves_its_click_log_and_the_estimates() {
         let v: Value = serde_json::from_str(line).unwrap();
         v["query_id"].as_str().unwrap()["imp-".len()..].parse::<i32>().unwrap() % 2
     };
-    let messages = |text: &str| -> Vec<(i32, String)> { text.lines().map(|l| (partition_of(l), l.to_string())).collect() };
+    let messages =
+        |text: &str| -> Vec<(i32, String)> { text.lines().map(|l| (partition_of(l), l.to_string())).collect() };
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic("imp", 2, 1).unwrap();
     cluster.create_topic("eng", 2, 1).unwrap();
@@ -331,14 +360,25 @@ refit_interval = "100ms"
     };
     assert_eq!(examination("pbm", "1"), 1.0);
     assert!((examination("harvest", "2") - EXAMINATION[1]).abs() < 0.15, "{}", examination("harvest", "2"));
-    assert!(m.contains_key(&common::series("rankpulse_click_examination_stderr", &[("estimator", "pbm"), ("rank", "2")])));
+    assert!(
+        m.contains_key(&common::series("rankpulse_click_examination_stderr", &[("estimator", "pbm"), ("rank", "2")]))
+    );
 
     // The daemon's table is the replay's, and `--url` reads it.
     let (imp, eng) = (write(dir.path(), "imp.jsonl", &impressions), write(dir.path(), "eng.jsonl", &engagements));
     let (_, _, replayed) = from_clicks(dir.path(), &imp, &eng, 4);
     let url = format!("http://127.0.0.1:{port}");
     let served = dir.path().join("served.jsonl");
-    rankpulse(&["judgments", "--from-clicks", "--url", &url, "--max-rank", "4", "--table-out", served.to_str().unwrap()]);
+    rankpulse(&[
+        "judgments",
+        "--from-clicks",
+        "--url",
+        &url,
+        "--max-rank",
+        "4",
+        "--table-out",
+        served.to_str().unwrap(),
+    ]);
     let sorted = |text: String| {
         let mut lines: Vec<String> = text.lines().map(String::from).collect();
         lines.sort();
@@ -368,7 +408,8 @@ fn debiased_click_metrics_per_variant_equal_a_direct_computation() {
     let report = common::replay_json(&imp, &eng, &config);
     for (variant, parity) in [("exploration", 0), ("production", 1)] {
         let group = report["groups"].as_array().unwrap().iter().find(|g| g["variant"] == variant).unwrap();
-        let mine: Vec<&sim::Logged> = logged.iter().enumerate().filter(|(i, _)| i % 2 == parity).map(|(_, l)| l).collect();
+        let mine: Vec<&sim::Logged> =
+            logged.iter().enumerate().filter(|(i, _)| i % 2 == parity).map(|(_, l)| l).collect();
         for k in [1usize, 3, 10] {
             let (mut clicks, mut dcg) = (0.0, 0.0);
             for l in &mine {
@@ -379,12 +420,21 @@ fn debiased_click_metrics_per_variant_equal_a_direct_computation() {
                 }
             }
             let n = mine.len() as f64;
-            close(group["metrics"][format!("ips_clicks@{k}")].as_f64().unwrap(), clicks / n, &format!("{variant} ips_clicks@{k}"));
-            close(group["metrics"][format!("ips_dcg@{k}")].as_f64().unwrap(), dcg / n, &format!("{variant} ips_dcg@{k}"));
+            close(
+                group["metrics"][format!("ips_clicks@{k}")].as_f64().unwrap(),
+                clicks / n,
+                &format!("{variant} ips_clicks@{k}"),
+            );
+            close(
+                group["metrics"][format!("ips_dcg@{k}")].as_f64().unwrap(),
+                dcg / n,
+                &format!("{variant} ips_dcg@{k}"),
+            );
         }
     }
     let experiment = &report["experiments"].as_array().unwrap()[0];
-    let treatment = &experiment["variants"].as_array().unwrap().iter().find(|v| v["variant"] != experiment["control"]).unwrap();
+    let treatment =
+        &experiment["variants"].as_array().unwrap().iter().find(|v| v["variant"] != experiment["control"]).unwrap();
     assert!(treatment["metrics"]["ips_dcg@10"]["se"].as_f64().unwrap() > 0.0, "{treatment}");
     assert!(experiment.to_string().contains("\"ips_dcg@10\""));
 }
@@ -414,8 +464,20 @@ fn judgments_from_clicks_feed_the_judged_metrics_and_eval() {
     let judgments = dir.path().join("clicks.jsonl");
     let thresholds = [0.25, 0.5, 0.75];
     rankpulse(&[
-        "judgments", "--from-clicks", "--impressions", imp.to_str().unwrap(), "--engagements", eng.to_str().unwrap(),
-        "--max-rank", "6", "--estimate", "attractiveness", "--grades", "0.25,0.5,0.75", "--out", judgments.to_str().unwrap(),
+        "judgments",
+        "--from-clicks",
+        "--impressions",
+        imp.to_str().unwrap(),
+        "--engagements",
+        eng.to_str().unwrap(),
+        "--max-rank",
+        "6",
+        "--estimate",
+        "attractiveness",
+        "--grades",
+        "0.25,0.5,0.75",
+        "--out",
+        judgments.to_str().unwrap(),
     ]);
     let lines: Vec<Value> =
         std::fs::read_to_string(&judgments).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -425,7 +487,8 @@ fn judgments_from_clicks_feed_the_judged_metrics_and_eval() {
         .iter()
         .filter(|l| {
             let (q, d) = (l["query"].as_str().unwrap(), l["doc_id"].as_str().unwrap());
-            let (q, d): (usize, usize) = (q["query ".len()..].parse().unwrap(), d.rsplit("-d").next().unwrap().parse().unwrap());
+            let (q, d): (usize, usize) =
+                (q["query ".len()..].parse().unwrap(), d.rsplit("-d").next().unwrap().parse().unwrap());
             l["grade"].as_u64().unwrap() == grade_of(world.alpha[q][d])
         })
         .count();
@@ -434,13 +497,27 @@ fn judgments_from_clicks_feed_the_judged_metrics_and_eval() {
 
     let mut grades: HashMap<&str, HashMap<&str, u64>> = HashMap::new();
     for l in &lines {
-        grades.entry(l["query"].as_str().unwrap()).or_default().insert(l["doc_id"].as_str().unwrap(), l["grade"].as_u64().unwrap());
+        grades
+            .entry(l["query"].as_str().unwrap())
+            .or_default()
+            .insert(l["doc_id"].as_str().unwrap(), l["grade"].as_u64().unwrap());
     }
     // eval: the production ranking as a run, scored against the list (trec_eval matches
     // query ids exactly: the run names them as the list does).
     let run = run_file(dir.path(), "production.jsonl", &world.production, sim::query_text);
     let out = rankpulse(&[
-        "eval", "--qrels", judgments.to_str().unwrap(), "--run", run.to_str().unwrap(), "-q", "-m", "ndcg_cut.5", "-m", "P.3", "--format", "json",
+        "eval",
+        "--qrels",
+        judgments.to_str().unwrap(),
+        "--run",
+        run.to_str().unwrap(),
+        "-q",
+        "-m",
+        "ndcg_cut.5",
+        "-m",
+        "P.3",
+        "--format",
+        "json",
     ]);
     let eval: Value = serde_json::from_str(&out).unwrap();
     let (mut ndcg_sum, mut p_sum) = (0.0, 0.0);
@@ -464,11 +541,13 @@ fn judgments_from_clicks_feed_the_judged_metrics_and_eval() {
     for group in report["groups"].as_array().unwrap() {
         let variant = group["variant"].as_str().unwrap();
         let parity = usize::from(variant == "production");
-        let mine: Vec<&sim::Logged> = logged.iter().enumerate().filter(|(i, _)| (i % 4 != 0) as usize == parity).map(|(_, l)| l).collect();
+        let mine: Vec<&sim::Logged> =
+            logged.iter().enumerate().filter(|(i, _)| (i % 4 != 0) as usize == parity).map(|(_, l)| l).collect();
         let judged = &group["judged"];
         assert_eq!(judged["impressions"].as_u64().unwrap(), mine.len() as u64, "{variant}: every impression judged");
         let n = mine.len() as f64;
-        let ndcg: f64 = mine.iter().map(|l| ndcg_and_precision(&l.docs, &grades[l.query.as_str()], 5).0).sum::<f64>() / n;
+        let ndcg: f64 =
+            mine.iter().map(|l| ndcg_and_precision(&l.docs, &grades[l.query.as_str()], 5).0).sum::<f64>() / n;
         let p3: f64 = mine.iter().map(|l| ndcg_and_precision(&l.docs, &grades[l.query.as_str()], 3).1).sum::<f64>() / n;
         close(judged["metrics"]["ndcg@5"].as_f64().unwrap(), ndcg, &format!("{variant}: judged ndcg@5"));
         close(judged["metrics"]["precision@3"].as_f64().unwrap(), p3, &format!("{variant}: judged precision@3"));

@@ -16,8 +16,13 @@ use syn::{Attribute, Expr, Fields, GenericArgument, Item, Lit, Meta, PathArgumen
 const PAGE: &str = "docs/src/reference/configuration.md";
 /// The files holding the schema's structs and enums (`metrics.trec_eval`'s enum is the metrics'
 /// own).
-const SCHEMA_FILES: &[&str] =
-    &["src/config/schema.rs", "src/config/inputs.rs", "src/config/repartition.rs", "src/config/clicks.rs", "src/metrics/mod.rs"];
+const SCHEMA_FILES: &[&str] = &[
+    "src/config/schema.rs",
+    "src/config/inputs.rs",
+    "src/config/repartition.rs",
+    "src/config/clicks.rs",
+    "src/metrics/mod.rs",
+];
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

@@ -167,7 +167,11 @@ fn ips_reference(ranked: &[u8], threshold: u8, k: usize, discounted: bool) -> f6
         .filter(|(_, &g)| g >= threshold)
         .map(|(i, _)| {
             let weight = PROPENSITIES.get(i).map_or(0.0, |p| 1.0 / p.max(CLIP));
-            if discounted { weight / ((i + 2) as f64).log2() } else { weight }
+            if discounted {
+                weight / ((i + 2) as f64).log2()
+            } else {
+                weight
+            }
         })
         .sum()
 }

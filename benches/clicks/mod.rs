@@ -50,13 +50,18 @@ pub fn clicks(results: &mut Results) {
         ));
         if i % 3 == 0 {
             let doc = &docs[rng.random_range(0..4)];
-            events.push((EventKind::Engagement, format!(r#"{{"query_id":"c-{i}","timestamp":{},"doc_id":"{doc}"}}"#, at + 1)));
+            events.push((
+                EventKind::Engagement,
+                format!(r#"{{"query_id":"c-{i}","timestamp":{},"doc_id":"{doc}"}}"#, at + 1),
+            ));
         }
     }
     let base = "[join]\nmax_pending_impressions = 1000000\n";
-    let config = |extra: &str| Config::from_toml_with_env(&format!("{base}{extra}"), "bench", std::iter::empty()).unwrap();
+    let config =
+        |extra: &str| Config::from_toml_with_env(&format!("{base}{extra}"), "bench", std::iter::empty()).unwrap();
     let (off, on) = (config(""), config("[clicks]\nenabled = true\nmax_queries_per_partition = 100000\n"));
-    let ips = config("[clicks]\npropensities = [1.0, 0.7, 0.55, 0.45, 0.38, 0.32, 0.28, 0.25, 0.22, 0.2]\nclip = 0.1\n");
+    let ips =
+        config("[clicks]\npropensities = [1.0, 0.7, 0.55, 0.45, 0.38, 0.32, 0.28, 0.25, 0.22, 0.2]\nclip = 0.1\n");
     let per_impression = |cfg: &Config| {
         median(
             (0..3)
@@ -81,7 +86,8 @@ pub fn clicks(results: &mut Results) {
 
     // Memory: a log of 1M pairs (100,000 queries x 10 documents), every impression finalized;
     // then 100,000 impressions offered and pending.
-    let settings = LogSettings { max_rank: 10, max_queries: MEMORY_QUERIES as usize, horizon_ms: 86_400_000, click_threshold: 1 };
+    let settings =
+        LogSettings { max_rank: 10, max_queries: MEMORY_QUERIES as usize, horizon_ms: 86_400_000, click_threshold: 1 };
     let before = live();
     let mut log = ClickLog::new(settings);
     let mut names: Vec<String> = Vec::with_capacity(10);
@@ -91,7 +97,8 @@ pub fn clicks(results: &mut Results) {
         names.extend((0..10).map(|d| format!("doc-{q}-{d}")));
         let keys: Vec<u64> = names.iter().map(|d| doc_key(d)).collect();
         let name = |rank: usize| names[rank].as_str();
-        let offered = Offered { query: Some((&text, xxhash_rust::xxh3::xxh3_64(text.as_bytes()))), docs: &keys, doc_name: &name };
+        let offered =
+            Offered { query: Some((&text, xxhash_rust::xxh3::xxh3_64(text.as_bytes()))), docs: &keys, doc_name: &name };
         log.offer(u128::from(q), &offered);
         log.finalize(u128::from(q), 1_000, &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
@@ -104,10 +111,17 @@ pub fn clicks(results: &mut Results) {
         let keys: Vec<u64> = (0..10).map(|d| doc_key(&format!("doc-{q}-{d}"))).collect();
         let text = format!("query {q}");
         let unused = |_: usize| "";
-        let offered = Offered { query: Some((&text, xxhash_rust::xxh3::xxh3_64(text.as_bytes()))), docs: &keys, doc_name: &unused };
+        let offered = Offered {
+            query: Some((&text, xxhash_rust::xxh3::xxh3_64(text.as_bytes()))),
+            docs: &keys,
+            doc_name: &unused,
+        };
         log.offer(u128::from(MEMORY_QUERIES + q), &offered);
     }
-    results.insert("clicks_bytes_per_pending_impression".into(), ((live() - before_pending) as f64 / f64::from(MEMORY_QUERIES)).into());
+    results.insert(
+        "clicks_bytes_per_pending_impression".into(),
+        ((live() - before_pending) as f64 / f64::from(MEMORY_QUERIES)).into(),
+    );
 
     // The models on the full log: what a refit of the gauges costs.
     let mut table = NamedTable::new(10);

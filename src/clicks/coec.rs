@@ -45,7 +45,8 @@ pub fn rank_ctr(table: &ClickTable) -> Vec<f64> {
 /// Every pair's COEC, in the table's order.
 pub fn coec(table: &ClickTable) -> Vec<Coec> {
     let ctr = rank_ctr(table);
-    let mut out = vec![Coec { clicks: 0, impressions: 0, best_rank: None, expected_clicks: 0.0, coec: 0.0 }; table.pairs.len()];
+    let mut out =
+        vec![Coec { clicks: 0, impressions: 0, best_rank: None, expected_clicks: 0.0, coec: 0.0 }; table.pairs.len()];
     for (pair, rank, cell) in table.cells() {
         let entry = &mut out[pair];
         entry.clicks += cell.clicks;
@@ -76,7 +77,11 @@ mod tests {
         // Rank 1: 20 showings, 8 clicks (0.4); rank 2: 20 showings, 2 clicks (0.1).
         let table = ClickTable {
             max_rank: 3,
-            pairs: vec![vec![(0, cell(10, 6)), (1, cell(10, 2))], vec![(0, cell(10, 2)), (1, cell(10, 0))], vec![(2, cell(5, 0))]],
+            pairs: vec![
+                vec![(0, cell(10, 6)), (1, cell(10, 2))],
+                vec![(0, cell(10, 2)), (1, cell(10, 0))],
+                vec![(2, cell(5, 0))],
+            ],
         };
         let out = coec(&table);
         assert_eq!((out[0].clicks, out[0].impressions, out[0].best_rank), (8, 20, Some(0)));

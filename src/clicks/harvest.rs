@@ -39,7 +39,10 @@ pub struct Ratio {
 /// none of those was clicked at rank 1.
 pub fn ratios_to_top(table: &ClickTable) -> Vec<Option<Ratio>> {
     let ctr = |cells: &super::PairCells, rank: usize| {
-        cells.iter().find(|(r, c)| usize::from(*r) == rank && c.impressions > 0).map(|(_, c)| c.clicks as f64 / c.impressions as f64)
+        cells
+            .iter()
+            .find(|(r, c)| usize::from(*r) == rank && c.impressions > 0)
+            .map(|(_, c)| c.clicks as f64 / c.impressions as f64)
     };
     let mut out = Vec::with_capacity(table.max_rank);
     for rank in 0..table.max_rank {
@@ -90,7 +93,11 @@ mod tests {
         let cell = |impressions, clicks| Cell { impressions, clicks };
         let table = ClickTable {
             max_rank: 3,
-            pairs: vec![vec![(0, cell(10, 5)), (1, cell(10, 2))], vec![(2, cell(10, 1))], vec![(0, cell(4, 0)), (1, cell(4, 1))]],
+            pairs: vec![
+                vec![(0, cell(10, 5)), (1, cell(10, 2))],
+                vec![(2, cell(10, 1))],
+                vec![(0, cell(4, 0)), (1, cell(4, 1))],
+            ],
         };
         let ratios = ratios_to_top(&table);
         assert_eq!(ratios[0].unwrap().ratio, 1.0);

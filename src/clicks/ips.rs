@@ -105,7 +105,11 @@ pub fn counterfactual(
         .enumerate()
         .map(|(rank, s)| {
             let (p, se) = (propensities.relative[rank], propensities.stderr.get(rank).copied().unwrap_or(0.0));
-            if p > propensities.clip && p > 0.0 { (s / (p * p) * se).powi(2) } else { 0.0 }
+            if p > propensities.clip && p > 0.0 {
+                (s / (p * p) * se).powi(2)
+            } else {
+                0.0
+            }
         })
         .sum();
     Counterfactual {

@@ -235,8 +235,10 @@ impl LogState {
         let mut keys = std::collections::HashSet::new();
         for (slot, pair) in pairs.iter().enumerate() {
             let Some(pair) = pair else { continue };
-            let listed =
-                queries.get(pair.query as usize).and_then(Option::as_ref).is_some_and(|q| q.pairs.contains(&(slot as u32)));
+            let listed = queries
+                .get(pair.query as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|q| q.pairs.contains(&(slot as u32)));
             if !listed || !keys.insert((pair.query, pair.doc_key)) {
                 return Err(format!("click log: pair slot {slot} is not its query's, or tracked twice"));
             }
@@ -331,8 +333,10 @@ impl ClickLog {
                 }
             }
         }
-        log.free_queries = (0..queries.len() as u32).filter(|&s| queries.get(s as usize).is_some_and(Option::is_none)).collect();
-        log.free_pairs = (0..pairs.len() as u32).filter(|&s| pairs.get(s as usize).is_some_and(Option::is_none)).collect();
+        log.free_queries =
+            (0..queries.len() as u32).filter(|&s| queries.get(s as usize).is_some_and(Option::is_none)).collect();
+        log.free_pairs =
+            (0..pairs.len() as u32).filter(|&s| pairs.get(s as usize).is_some_and(Option::is_none)).collect();
         log.epoch = epoch;
         log.queries = queries;
         log.pairs = pairs;
@@ -622,7 +626,14 @@ mod tests {
     fn show(log: &mut ClickLog, id: u128, query: &str, docs: &[&str], at: i64, gains: &[u8]) {
         let keys: Vec<DocKey> = docs.iter().map(|d| doc_key(d)).collect();
         let name = |rank: usize| docs[rank];
-        log.offer(id, &Offered { query: Some((query, xxhash_rust::xxh3::xxh3_64(query.as_bytes()))), docs: &keys, doc_name: &name });
+        log.offer(
+            id,
+            &Offered {
+                query: Some((query, xxhash_rust::xxh3::xxh3_64(query.as_bytes()))),
+                docs: &keys,
+                doc_name: &name,
+            },
+        );
         log.finalize(id, at, gains);
     }
 
@@ -666,13 +677,17 @@ mod tests {
         // own count there exceeds that.
         let keys = [doc_key("c")];
         let name = |_: usize| "c";
-        let offered = Offered { query: Some(("new", xxhash_rust::xxh3::xxh3_64(b"new"))), docs: &keys, doc_name: &name };
+        let offered =
+            Offered { query: Some(("new", xxhash_rust::xxh3::xxh3_64(b"new"))), docs: &keys, doc_name: &name };
         log.offer(4, &offered);
         assert_eq!((log.counts.untracked, log.sizes().0), (1, 2));
         // An impression of "tail" offered, then "tail" replaced before it is finalized.
         let tail = [doc_key("b")];
         let tail_name = |_: usize| "b";
-        log.offer(5, &Offered { query: Some(("tail", xxhash_rust::xxh3::xxh3_64(b"tail"))), docs: &tail, doc_name: &tail_name });
+        log.offer(
+            5,
+            &Offered { query: Some(("tail", xxhash_rust::xxh3::xxh3_64(b"tail"))), docs: &tail, doc_name: &tail_name },
+        );
         log.offer(6, &offered);
         assert_eq!(log.counts.queries_replaced, 1);
         log.finalize(5, 0, &[1]);

@@ -59,7 +59,10 @@ impl ClickTable {
     /// Every cell with its pair index, rank and counts, skipping ranks past `max_rank`.
     pub fn cells(&self) -> impl Iterator<Item = (usize, usize, Cell)> + '_ {
         self.pairs.iter().enumerate().flat_map(move |(pair, cells)| {
-            cells.iter().filter(move |(rank, _)| usize::from(*rank) < self.max_rank).map(move |&(rank, cell)| (pair, usize::from(rank), cell))
+            cells
+                .iter()
+                .filter(move |(rank, _)| usize::from(*rank) < self.max_rank)
+                .map(move |&(rank, cell)| (pair, usize::from(rank), cell))
         })
     }
 
@@ -112,7 +115,8 @@ pub(crate) mod simulate {
                 cell.clicks += u64::from(rng.random_bool(examination[rank] * alpha[q * docs + d]));
             }
         }
-        let pairs = cells.into_iter().map(|c| c.into_iter().enumerate().map(|(r, c)| (r as u16, c)).collect()).collect();
+        let pairs =
+            cells.into_iter().map(|c| c.into_iter().enumerate().map(|(r, c)| (r as u16, c)).collect()).collect();
         (ClickTable { max_rank: docs, pairs }, alpha)
     }
 }

@@ -150,7 +150,10 @@ mod tests {
         assert!(b.add_lines(&a.to_lines()).is_empty());
         assert_eq!(b.table, a.table);
         b.merge(&a);
-        assert_eq!(b.table.pairs[0], vec![(0, Cell { impressions: 8, clicks: 2 }), (2, Cell { impressions: 4, clicks: 0 })]);
+        assert_eq!(
+            b.table.pairs[0],
+            vec![(0, Cell { impressions: 8, clicks: 2 }), (2, Cell { impressions: 4, clicks: 0 })]
+        );
     }
 
     #[test]

@@ -70,7 +70,8 @@ impl PbmFit {
                 continue;
             };
             let ratio = g / top;
-            let se = if rank == 0 { 0.0 } else { ratio * ((se.unwrap_or(0.0) / g).powi(2) + (top_se / top).powi(2)).sqrt() };
+            let se =
+                if rank == 0 { 0.0 } else { ratio * ((se.unwrap_or(0.0) / g).powi(2) + (top_se / top).powi(2)).sqrt() };
             out.push(Some((ratio, se)));
         }
         out

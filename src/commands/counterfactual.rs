@@ -37,7 +37,13 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let bad = table.add_lines(&text);
         if let Some(first) = bad.first() {
-            bail!("{}: {} lines are not click table lines; line {}: {}", path.display(), bad.len(), first.line, first.problem);
+            bail!(
+                "{}: {} lines are not click table lines; line {}: {}",
+                path.display(),
+                bad.len(),
+                first.line,
+                first.problem
+            );
         }
     }
     let propensities = propensities(&table, &flags)?;
@@ -88,10 +94,19 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!("ips_dcg@{}\t{:.6}\t(95% CI {:.6} to {:.6})", flags.cutoff, result.estimate, result.estimate - half, result.estimate + half);
+        println!(
+            "ips_dcg@{}\t{:.6}\t(95% CI {:.6} to {:.6})",
+            flags.cutoff,
+            result.estimate,
+            result.estimate - half,
+            result.estimate + half
+        );
         println!("naive_dcg@{}\t{:.6}\t(clicks without position-bias weights)", flags.cutoff, result.naive);
         println!("impressions\t{}\t({} queries of the run logged)", result.impressions, impressions.len());
-        println!("unlogged\t{}\t(candidate results never shown in the logged ranks: credited nothing)", result.unlogged);
+        println!(
+            "unlogged\t{}\t(candidate results never shown in the logged ranks: credited nothing)",
+            result.unlogged
+        );
     }
     Ok(())
 }
@@ -114,7 +129,9 @@ fn propensities(table: &NamedTable, flags: &Flags) -> anyhow::Result<Propensitie
                 .split(',')
                 .map(|p| p.trim().parse::<f64>().ok().filter(|p| *p > 0.0 && *p <= 1.0))
                 .collect::<Option<Vec<f64>>>()
-                .with_context(|| format!("--propensities {list:?}: give pbm, harvest, or numbers in (0, 1] per rank"))?;
+                .with_context(|| {
+                    format!("--propensities {list:?}: give pbm, harvest, or numbers in (0, 1] per rank")
+                })?;
             let zeros = vec![0.0; known.len()];
             (known, zeros)
         }

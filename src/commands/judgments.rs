@@ -103,7 +103,12 @@ fn add_text(table: &mut NamedTable, text: &str, source: &str) -> anyhow::Result<
 }
 
 /// The click log of a replay of the files, with `[clicks]` on whatever the configuration says.
-fn replay_table(impressions: &Path, engagements: &Path, config: Option<&Path>, max_rank: usize) -> anyhow::Result<NamedTable> {
+fn replay_table(
+    impressions: &Path,
+    engagements: &Path,
+    config: Option<&Path>,
+    max_rank: usize,
+) -> anyhow::Result<NamedTable> {
     let mut cfg = Config::load(config)?;
     cfg.clicks.enabled = true;
     cfg.clicks.max_rank = max_rank;

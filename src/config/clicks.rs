@@ -73,7 +73,10 @@ impl ClicksConfig {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, problem: String| ConfigError::Invalid { key: key.to_string(), problem };
         if !(1..=MAX_TRACKED_RANKS).contains(&self.max_rank) {
-            return Err(invalid("clicks.max_rank", format!("is {} but must be from 1 to {MAX_TRACKED_RANKS}", self.max_rank)));
+            return Err(invalid(
+                "clicks.max_rank",
+                format!("is {} but must be from 1 to {MAX_TRACKED_RANKS}", self.max_rank),
+            ));
         }
         if self.max_queries_per_partition == 0 {
             return Err(invalid("clicks.max_queries_per_partition", "must be at least 1".to_string()));
@@ -85,7 +88,10 @@ impl ClicksConfig {
             return Err(invalid("clicks.em_iterations", "must be at least 1".to_string()));
         }
         if let Some(bad) = self.propensities.iter().find(|p| !(**p > 0.0 && **p <= 1.0)) {
-            return Err(invalid("clicks.propensities", format!("has {bad}, but each must be in (0, 1]: relative to rank 1")));
+            return Err(invalid(
+                "clicks.propensities",
+                format!("has {bad}, but each must be in (0, 1]: relative to rank 1"),
+            ));
         }
         if self.propensities.len() > 1000 {
             return Err(invalid("clicks.propensities", "lists more than 1000 ranks".to_string()));

@@ -14,11 +14,11 @@
 //! no-panic rule (crate documentation, "Hostile input"); the attribute here covers them all.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
+mod clicks;
 mod inputs;
 mod kafka_client;
 mod load;
 pub mod path;
-mod clicks;
 mod repartition;
 mod schema;
 mod upgrade;
@@ -26,12 +26,12 @@ mod validate;
 
 use std::path::PathBuf;
 
+pub use clicks::{ClicksConfig, MAX_TRACKED_RANKS};
 pub use inputs::{
     EngagementMapping, FieldSource, From as SourceOf, ImpressionMapping, LocalSchema, MappingConfig,
     SchemaRegistryConfig, SchemasConfig, TimestampFormat,
 };
 pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
-pub use clicks::{ClicksConfig, MAX_TRACKED_RANKS};
 pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::inputs::{MappingConfig, SchemaRegistryConfig, SchemasConfig};
 use super::clicks::ClicksConfig;
+use super::inputs::{MappingConfig, SchemaRegistryConfig, SchemasConfig};
 use super::repartition::RepartitionConfig;
 use crate::time::HumanDuration;
 

@@ -485,7 +485,8 @@ mod tests {
         let mut engine = Engine::new(&on).without_past_limit();
         let now = Instant::now();
         for i in 0..4 {
-            let shown = format!(r#"{{"query_id":"i{i}","timestamp":{},"results":["x","y"],"query":"Red  Shoes"}}"#, 1000 + i);
+            let shown =
+                format!(r#"{{"query_id":"i{i}","timestamp":{},"results":["x","y"],"query":"Red  Shoes"}}"#, 1000 + i);
             engine.process(EventKind::Impression, 0, shown.as_bytes(), now).unwrap();
             let click = format!(r#"{{"query_id":"i{i}","timestamp":{},"doc_id":"y"}}"#, 1001 + i);
             engine.process(EventKind::Engagement, 0, click.as_bytes(), now).unwrap();

@@ -48,12 +48,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::accumulate::{Accumulators, ClosedWindow, FoldedLabel, Groups, LabelLimits, StatsShape};
-use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
-use crate::event::{EventKind, RawMessage, RejectReason, Rejection};
-use crate::experiments::sequential::Looks;
 use crate::clicks::log::{ClickLog, LogSettings, Offered};
 use crate::clicks::pbm::EmSettings;
 use crate::clicks::FitSettings;
+use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
+use crate::event::{EventKind, RawMessage, RejectReason, Rejection};
+use crate::experiments::sequential::Looks;
 use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
 use crate::judgments::JudgmentSource;

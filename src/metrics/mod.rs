@@ -228,11 +228,9 @@ impl MetricLayout {
         if propensities.is_empty() {
             return self;
         }
-        self.ips_weights = Some(crate::clicks::ips::Propensities {
-            relative: propensities.to_vec(),
-            stderr: Vec::new(),
-            clip,
-        }.weights());
+        self.ips_weights = Some(
+            crate::clicks::ips::Propensities { relative: propensities.to_vec(), stderr: Vec::new(), clip }.weights(),
+        );
         for &k in &self.cutoffs {
             self.keys.push(MetricKey { kind: MetricKind::IpsClicks, k: Some(k) });
             self.keys.push(MetricKey { kind: MetricKind::IpsDcg, k: Some(k) });
@@ -886,7 +884,9 @@ mod tests {
         let plain = MetricLayout::new(&[1, 2, 5], 1, 3);
         assert_eq!(&v[..plain.len()], &eval(&plain, &[1, 0, 2, 1], &[])[..]);
         assert_eq!(layout.keys()[plain.len()].name(), "ips_clicks@1");
-        assert!(MetricLayout::new(&[1], 1, 3).with_ips(&[], 0.0).keys().len() == MetricLayout::new(&[1], 1, 3).keys().len());
+        assert!(
+            MetricLayout::new(&[1], 1, 3).with_ips(&[], 0.0).keys().len() == MetricLayout::new(&[1], 1, 3).keys().len()
+        );
     }
 
     #[test]

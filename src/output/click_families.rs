@@ -27,8 +27,10 @@ const SIZE: (&str, &str) = (
     "rankpulse_click_log_entries",
     "What the click log holds over this replica's partitions: tracked queries, (query, document) pairs, and impressions offered and not finalized yet.",
 );
-const REPLACED: (&str, &str) =
-    ("rankpulse_click_log_queries_replaced_total", "Tracked queries replaced by busier ones (the head of the traffic moving).");
+const REPLACED: (&str, &str) = (
+    "rankpulse_click_log_queries_replaced_total",
+    "Tracked queries replaced by busier ones (the head of the traffic moving).",
+);
 const EXAMINATION: (&str, &str) = (
     "rankpulse_click_examination",
     "Examination probability of each rank relative to rank 1 (the position-bias propensity), by estimator: pbm (the position-based click model by EM) or harvest (intervention harvesting from pairs shown at both ranks). This replica's partitions; refitted every clicks.refit_interval.",
@@ -37,8 +39,10 @@ const STDERR: (&str, &str) = (
     "rankpulse_click_examination_stderr",
     "Standard error of rankpulse_click_examination: pbm's given the fitted attractiveness (a lower bound), harvest's over the pairs shown at both ranks.",
 );
-const HARVEST_PAIRS: (&str, &str) =
-    ("rankpulse_click_harvest_pairs", "Pairs shown both at rank 1 and at this rank: the intervention set harvesting estimates from.");
+const HARVEST_PAIRS: (&str, &str) = (
+    "rankpulse_click_harvest_pairs",
+    "Pairs shown both at rank 1 and at this rank: the intervention set harvesting estimates from.",
+);
 
 /// Collects the click log's families. Registered only with `clicks.enabled`.
 pub(super) struct ClickCollector {
@@ -86,7 +90,9 @@ impl ClickCollector {
                     fits.running = true;
                     fits.started = Some(Instant::now());
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot start the click models' fit; the gauges keep the last one"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the click models' fit; the gauges keep the last one")
+                }
             }
         }
         fits.families.clone()
@@ -144,7 +150,8 @@ impl Collector for ClickCollector {
 /// The estimates as gauges: ranks without an estimate have no series.
 fn fit_families(fitted: &Fitted) -> Vec<MetricFamily> {
     let (mut value, mut stderr, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
-    let labels = |rank: usize, estimator: &str| vec![label("rank", &(rank + 1).to_string()), label("estimator", estimator)];
+    let labels =
+        |rank: usize, estimator: &str| vec![label("rank", &(rank + 1).to_string()), label("estimator", estimator)];
     for (rank, pbm) in fitted.pbm.relative_with_stderr().into_iter().enumerate() {
         if let Some((ratio, se)) = pbm {
             value.push(gauge(labels(rank, "pbm"), ratio));

@@ -149,9 +149,7 @@ impl World {
 
 /// The logged impressions as the references' input.
 pub fn reference_input(logged: &[Logged]) -> serde_json::Value {
-    let impressions: Vec<serde_json::Value> = logged
-        .iter()
-        .map(|l| serde_json::json!({"query": l.query, "docs": l.docs, "clicks": l.clicks}))
-        .collect();
+    let impressions: Vec<serde_json::Value> =
+        logged.iter().map(|l| serde_json::json!({"query": l.query, "docs": l.docs, "clicks": l.clicks})).collect();
     serde_json::json!({ "impressions": impressions })
 }
