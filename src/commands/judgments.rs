@@ -115,6 +115,9 @@ fn replay_table(
     let (impressions, engagements, _converted) = crate::replay::records::prepare(&mut cfg, impressions, engagements)?;
     let engine = Engine::with_topic_labels(&cfg, ["impressions-file".into(), "engagements-file".into()]);
     let engine = crate::replay::run(&impressions, &engagements, engine)?;
+    // Files mostly rejected are not the events they were meant to be: said as `replay` says it.
+    let paths = [impressions.as_path(), engagements.as_path()];
+    crate::replay::check_rejects(crate::replay::MaxRejects::default(), &engine.counters(), paths)?;
     let (table, summary) = engine.click_table().context("the click log is on")?;
     let c = summary.counts;
     eprintln!(

@@ -475,9 +475,6 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// The reject reasons added after snapshot format 5 are counted in a trailing field: a
-    /// restore keeps them, a format-5 snapshot (without the field) reads as zeros, and a
-    /// format-5 reader reads the new snapshot (postcard leaves the field unread).
     #[test]
     fn the_click_log_moves_with_its_partition_and_older_snapshots_start_an_empty_one() {
         let mut on = Config::default();
@@ -511,6 +508,9 @@ mod tests {
         assert_eq!(engine.click_table().unwrap().1.pending, 0);
     }
 
+    /// The reject reasons added after snapshot format 5 are counted in a trailing field: a
+    /// restore keeps them, a format-5 snapshot (without the field) reads as zeros, and a
+    /// format-5 reader reads the new snapshot (postcard leaves the field unread).
     #[test]
     fn later_reject_reasons_survive_a_restore_and_either_version_reads_the_other() {
         use crate::event::RejectReason;

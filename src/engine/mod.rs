@@ -688,7 +688,6 @@ impl Engine {
         stats.last_restore.insert(partition, restore);
     }
 
-    /// Wall-clock milliseconds at the monotonic instant `now`.
     /// `clicks.max_rank` when the click log is on.
     fn template_click_rank(&self) -> Option<usize> {
         self.template.clicks.map(|c| c.max_rank)
@@ -699,6 +698,7 @@ impl Engine {
         self.template.clicks.map(|_| self.template.click_fit)
     }
 
+    /// Wall-clock milliseconds at the monotonic instant `now`.
     fn wall_clock_ms(&self, now: Instant) -> EventTime {
         let (origin, origin_ms) = self.wall_clock_origin;
         let since = i64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(i64::MAX);

@@ -299,7 +299,8 @@ impl Preparer {
         // The decoder replaces what is in the buffer it fills (a repeated field replaces the
         // list), so it fills the batch's scratch, whose keys are then appended to the batch's.
         let PreparedBatch { scratch, docs, teams, query_scratch, names, name_ends, .. } = batch;
-        // With the click log on, the query's normalized text goes first, then the ids.
+        // With the click log on, the ids' text goes to `names` as they are decoded, the
+        // query's normalized text after them; a rejected message's are taken back.
         let names_start = (names.len(), name_ends.len());
         let decoded = if self.clicks {
             self.decoders.impression_named(raw, &mut NamedResults::new(scratch, names, name_ends))
