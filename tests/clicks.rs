@@ -315,8 +315,10 @@ fn a_running_daemon_serves_its_click_log_and_the_estimates() {
     let dir = tempfile::tempdir().unwrap();
     let world = World::new(6, 4, 21);
     let user = User::Pbm(EXAMINATION.to_vec());
-    let (logged, impressions, engagements) =
-        world.traffic(1_500, &user, |i| if i % 2 == 0 { Ranker::Shuffled } else { Ranker::Production }, 22);
+    // Half the impressions of a segment: the estimates come per segment too.
+    let segments = [("", user.clone()), ("tablet", user)];
+    let ranker = |i: usize| if i % 4 < 2 { Ranker::Shuffled } else { Ranker::Production };
+    let (logged, impressions, engagements) = world.traffic_in_segments(1_500, &segments, ranker, 22);
     // Co-partitioned by impression: an impression and its clicks on the same partition.
     let partition_of = |line: &str| -> i32 {
         let v: Value = serde_json::from_str(line).unwrap();
@@ -363,6 +365,13 @@ refit_interval = "100ms"
     assert!(
         m.contains_key(&common::series("rankpulse_click_examination_stderr", &[("estimator", "pbm"), ("rank", "2")]))
     );
+    for segment in ["tablet", "none"] {
+        let top = common::series(
+            "rankpulse_click_examination",
+            &[("estimator", "harvest"), ("rank", "1"), ("segment", segment)],
+        );
+        assert_eq!(m.get(&top), Some(&1.0), "{segment}");
+    }
 
     // The daemon's table is the replay's, and `--url` reads it.
     let (imp, eng) = (write(dir.path(), "imp.jsonl", &impressions), write(dir.path(), "eng.jsonl", &engagements));
@@ -552,4 +561,36 @@ fn judgments_from_clicks_feed_the_judged_metrics_and_eval() {
         close(judged["metrics"]["ndcg@5"].as_f64().unwrap(), ndcg, &format!("{variant}: judged ndcg@5"));
         close(judged["metrics"]["precision@3"].as_f64().unwrap(), p3, &format!("{variant}: judged precision@3"));
     }
+}
+
+/// Impressions that carry a `segment` (a device) have their position bias estimated per
+/// segment: desktop users who read deep and mobile users who do not each get their own
+/// propensities back, while the judgments are made over both.
+#[test]
+fn each_segment_gets_its_own_position_bias() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::new(40, 6, 51);
+    let mobile = [1.0, 0.45, 0.25, 0.14, 0.08, 0.05];
+    let segments = [("desktop", User::Pbm(EXAMINATION.to_vec())), ("mobile", User::Pbm(mobile.to_vec()))];
+    let ranker = |i: usize| if i % 10 < 2 { Ranker::Shuffled } else { Ranker::Production };
+    let (_, impressions, engagements) = world.traffic_in_segments(60_000, &segments, ranker, 52);
+    let (imp, eng) = (write(dir.path(), "imp.jsonl", &impressions), write(dir.path(), "eng.jsonl", &engagements));
+    let (judgments, models, table) = from_clicks(dir.path(), &imp, &eng, 6);
+    assert!(table.lines().next().unwrap().starts_with(r#"{"segment":"#), "the table keeps the segment");
+    assert_eq!(judgments.len(), 40 * 6, "judgments are per (query, document), over both segments");
+    for (segment, truth) in [("desktop", EXAMINATION), ("mobile", mobile)] {
+        for (rank, ((pbm, harvest, stderr), truth)) in
+            relative(&models["segments"][segment]).into_iter().zip(truth).enumerate()
+        {
+            eprintln!(
+                "{segment} rank {}: truth {truth:.3}, pbm {pbm:.4}, harvest {harvest:.4} ± {stderr:.4}",
+                rank + 1
+            );
+            assert!((pbm - truth).abs() < 0.04, "{segment} rank {}: the EM's {pbm} vs {truth}", rank + 1);
+            assert!((harvest - truth).abs() < 0.04, "{segment} rank {}: harvesting's {harvest} vs {truth}", rank + 1);
+        }
+    }
+    // Over both segments the estimate is neither segment's.
+    let (_, overall, _) = relative(&models)[2];
+    assert!(overall < EXAMINATION[2] - 0.05 && overall > mobile[2] + 0.05, "{overall}");
 }

@@ -97,8 +97,12 @@ pub fn clicks(results: &mut Results) {
         names.extend((0..10).map(|d| format!("doc-{q}-{d}")));
         let keys: Vec<u64> = names.iter().map(|d| doc_key(d)).collect();
         let name = |rank: usize| names[rank].as_str();
-        let offered =
-            Offered { query: Some((&text, xxhash_rust::xxh3::xxh3_64(text.as_bytes()))), docs: &keys, doc_name: &name };
+        let offered = Offered {
+            query: Some((&text, xxhash_rust::xxh3::xxh3_64(text.as_bytes()))),
+            segment: "",
+            docs: &keys,
+            doc_name: &name,
+        };
         log.offer(u128::from(q), &offered);
         log.finalize(u128::from(q), 1_000, &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
@@ -113,6 +117,7 @@ pub fn clicks(results: &mut Results) {
         let unused = |_: usize| "";
         let offered = Offered {
             query: Some((&text, xxhash_rust::xxh3::xxh3_64(text.as_bytes()))),
+            segment: "",
             docs: &keys,
             doc_name: &unused,
         };

@@ -26,7 +26,7 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use serde::{Deserialize, Serialize};
 
-use super::named::NamedTable;
+use super::named::{NamedTable, PairName};
 use super::Cell;
 use crate::ids::{DocKey, QueryKey};
 use crate::time::EventTime;
@@ -105,7 +105,10 @@ struct Cell32 {
 struct Query {
     /// Its normalized text: what the judgments are written for.
     text: Box<str>,
-    /// Hash of the text: the key the log finds it by.
+    /// The traffic segment it was shown in (empty: none): the same text in two segments is
+    /// two tracked queries, so that each segment's position bias is estimated apart.
+    segment: Box<str>,
+    /// Hash of the segment and text: the key the log finds it by.
     hash: u64,
     /// Finalized showings in the previous and the current epoch: its traffic, which decides
     /// whether a busier query replaces it.
@@ -257,10 +260,27 @@ impl LogState {
     }
 }
 
+/// The key a query is tracked by: the hash of its normalized text, within its segment (the
+/// text's alone when it has none, as judgment lists hash it).
+pub fn query_hash(segment: &str, normalized: &str) -> u64 {
+    if segment.is_empty() {
+        return xxhash_rust::xxh3::xxh3_64(normalized.as_bytes());
+    }
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    hasher.update(segment.as_bytes());
+    // A separator no text holds, so that ("ab", "c") and ("a", "bc") differ.
+    hasher.update(&[0xff]);
+    hasher.update(normalized.as_bytes());
+    hasher.digest()
+}
+
 /// The names of an offered impression's query and results.
 pub struct Offered<'a> {
-    /// Its normalized query text; `None` when it has none.
+    /// Its normalized query text and the hash of its segment and text ([`query_hash`]); `None`
+    /// when it has none.
     pub query: Option<(&'a str, u64)>,
+    /// Its traffic segment (empty: none).
+    pub segment: &'a str,
     /// Its result keys in rank order.
     pub docs: &'a [DocKey],
     /// The result id at a rank (only asked for a pair not tracked yet).
@@ -362,7 +382,7 @@ impl ClickLog {
             self.counts.without_query += 1;
             return;
         };
-        let Some(query) = self.admit(text, hash) else {
+        let Some(query) = self.admit(text, offered.segment, hash) else {
             self.counts.untracked += 1;
             return;
         };
@@ -427,19 +447,20 @@ impl ClickLog {
     pub fn add_to(&self, table: &mut NamedTable) {
         for pair in self.pairs.iter().flatten() {
             let Some(query) = &self.queries[pair.query as usize] else { continue };
+            let name = PairName { segment: query.segment.clone(), query: query.text.clone(), doc: pair.doc.clone() };
             for &(rank, [previous, current]) in &pair.cells {
                 let cell = Cell {
                     impressions: u64::from(previous.impressions) + u64::from(current.impressions),
                     clicks: u64::from(previous.clicks) + u64::from(current.clicks),
                 };
-                table.add(&query.text, &pair.doc, usize::from(rank), cell);
+                table.add(&name, usize::from(rank), cell);
             }
         }
     }
 
     /// The tracked slot of the query, admitting it if there is room or it is busier than
     /// the least-shown tracked one.
-    fn admit(&mut self, text: &str, hash: u64) -> Option<u32> {
+    fn admit(&mut self, text: &str, segment: &str, hash: u64) -> Option<u32> {
         if let Some(&slot) = self.query_index.get(&hash) {
             return Some(slot);
         }
@@ -462,6 +483,7 @@ impl ClickLog {
         self.admissions = self.admissions.wrapping_add(1);
         let query = Query {
             text: text.into(),
+            segment: segment.into(),
             hash,
             showings: [0; 2],
             credit,
@@ -630,6 +652,7 @@ mod tests {
             id,
             &Offered {
                 query: Some((query, xxhash_rust::xxh3::xxh3_64(query.as_bytes()))),
+                segment: "",
                 docs: &keys,
                 doc_name: &name,
             },
@@ -641,8 +664,8 @@ mod tests {
         let mut t = NamedTable::new(log.settings().max_rank);
         log.add_to(&mut t);
         let mut out = Vec::new();
-        for ((q, d), cells) in t.names.iter().zip(&t.table.pairs) {
-            out.extend(cells.iter().map(|&(r, c)| (q.to_string(), d.to_string(), r, c)));
+        for (n, cells) in t.names.iter().zip(&t.table.pairs) {
+            out.extend(cells.iter().map(|&(r, c)| (n.query.to_string(), n.doc.to_string(), r, c)));
         }
         out.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)));
         out
@@ -677,8 +700,12 @@ mod tests {
         // own count there exceeds that.
         let keys = [doc_key("c")];
         let name = |_: usize| "c";
-        let offered =
-            Offered { query: Some(("new", xxhash_rust::xxh3::xxh3_64(b"new"))), docs: &keys, doc_name: &name };
+        let offered = Offered {
+            query: Some(("new", xxhash_rust::xxh3::xxh3_64(b"new"))),
+            segment: "",
+            docs: &keys,
+            doc_name: &name,
+        };
         log.offer(4, &offered);
         assert_eq!((log.counts.untracked, log.sizes().0), (1, 2));
         // An impression of "tail" offered, then "tail" replaced before it is finalized.
@@ -686,7 +713,12 @@ mod tests {
         let tail_name = |_: usize| "b";
         log.offer(
             5,
-            &Offered { query: Some(("tail", xxhash_rust::xxh3::xxh3_64(b"tail"))), docs: &tail, doc_name: &tail_name },
+            &Offered {
+                query: Some(("tail", xxhash_rust::xxh3::xxh3_64(b"tail"))),
+                segment: "",
+                docs: &tail,
+                doc_name: &tail_name,
+            },
         );
         log.offer(6, &offered);
         assert_eq!(log.counts.queries_replaced, 1);
@@ -718,7 +750,15 @@ mod tests {
         show(&mut log, 1, "q", &["a", "b"], 0, &[1, 0]);
         let keys = [doc_key("a")];
         let name = |_: usize| "a";
-        log.offer(9, &Offered { query: Some(("q", xxhash_rust::xxh3::xxh3_64(b"q"))), docs: &keys, doc_name: &name });
+        log.offer(
+            9,
+            &Offered {
+                query: Some(("q", xxhash_rust::xxh3::xxh3_64(b"q"))),
+                segment: "",
+                docs: &keys,
+                doc_name: &name,
+            },
+        );
         let bytes = postcard::to_stdvec(&log.state()).unwrap();
         let mut restored = ClickLog::restore(log.settings(), postcard::from_bytes(&bytes).unwrap()).unwrap();
         assert_eq!(table(&restored), table(&log));

@@ -3,7 +3,8 @@
 //!
 //! Its text form is JSON lines, one per (query, document, rank) cell:
 //! `{"query": "red shoes", "doc_id": "d1", "rank": 1, "impressions": 40, "clicks": 9}`, rank
-//! 1-based. Lines of the same query, document and rank add up, so the tables of several
+//! 1-based, with `"segment"` first for traffic of a segment. Lines of the same segment, query,
+//! document and rank add up, so the tables of several
 //! replicas (or days) merge by concatenation. Read back, every line is checked (a rank of 0
 //! or past `max_rank`, clicks over impressions, a missing field) and a bad one is counted
 //! and named, never guessed at.
@@ -15,21 +16,33 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cell, ClickTable};
 
-/// A click table and the (normalized query, document id) of each of its pairs.
+/// A click table and the names of each of its pairs.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct NamedTable {
     /// The counts.
     pub table: ClickTable,
-    /// Per pair, in the table's order: its query text and document id.
-    pub names: Vec<(Box<str>, Box<str>)>,
+    /// Per pair, in the table's order: its segment, query text and document id.
+    pub names: Vec<PairName>,
     /// Each name's pair, to merge.
-    index: HashMap<(Box<str>, Box<str>), usize>,
+    index: HashMap<PairName, usize>,
+}
+
+/// Who a pair is: a document for a normalized query, within a segment of the traffic (empty:
+/// none).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
+pub struct PairName {
+    pub segment: Box<str>,
+    pub query: Box<str>,
+    pub doc: Box<str>,
 }
 
 /// One line of the text form.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Line<'a> {
+    /// Absent for traffic without a segment.
+    #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
+    segment: std::borrow::Cow<'a, str>,
     #[serde(borrow)]
     query: std::borrow::Cow<'a, str>,
     #[serde(borrow)]
@@ -53,17 +66,16 @@ impl NamedTable {
     }
 
     /// Adds a cell's counts to the pair's (created if new) at a 0-based rank below `max_rank`.
-    pub fn add(&mut self, query: &str, doc: &str, rank: usize, cell: Cell) {
+    pub fn add(&mut self, name: &PairName, rank: usize, cell: Cell) {
         if rank >= self.table.max_rank || cell.impressions == 0 {
             return;
         }
-        let key: (Box<str>, Box<str>) = (query.into(), doc.into());
-        let pair = match self.index.get(&key) {
+        let pair = match self.index.get(name) {
             Some(&pair) => pair,
             None => {
                 self.table.pairs.push(Vec::new());
-                self.names.push(key.clone());
-                self.index.insert(key, self.table.pairs.len() - 1);
+                self.names.push(name.clone());
+                self.index.insert(name.clone(), self.table.pairs.len() - 1);
                 self.table.pairs.len() - 1
             }
         };
@@ -81,21 +93,53 @@ impl NamedTable {
 
     /// Adds every cell of another table.
     pub fn merge(&mut self, other: &NamedTable) {
-        for ((query, doc), cells) in other.names.iter().zip(&other.table.pairs) {
+        for (name, cells) in other.names.iter().zip(&other.table.pairs) {
             for &(rank, cell) in cells {
-                self.add(query, doc, usize::from(rank), cell);
+                self.add(name, usize::from(rank), cell);
             }
         }
+    }
+
+    /// The segments the table has pairs of, sorted ("" for traffic without one).
+    pub fn segments(&self) -> Vec<&str> {
+        let mut segments: Vec<&str> = self.names.iter().map(|n| n.segment.as_ref()).collect();
+        segments.sort_unstable();
+        segments.dedup();
+        segments
+    }
+
+    /// The pairs of one segment alone.
+    pub fn of_segment(&self, segment: &str) -> NamedTable {
+        let mut out = NamedTable::new(self.table.max_rank);
+        for (name, cells) in self.names.iter().zip(&self.table.pairs).filter(|(n, _)| n.segment.as_ref() == segment) {
+            for &(rank, cell) in cells {
+                out.add(name, usize::from(rank), cell);
+            }
+        }
+        out
+    }
+
+    /// Every segment's counts added up per (query, document): what judgments are made from.
+    pub fn across_segments(&self) -> NamedTable {
+        let mut out = NamedTable::new(self.table.max_rank);
+        for (name, cells) in self.names.iter().zip(&self.table.pairs) {
+            let name = PairName { segment: "".into(), query: name.query.clone(), doc: name.doc.clone() };
+            for &(rank, cell) in cells {
+                out.add(&name, usize::from(rank), cell);
+            }
+        }
+        out
     }
 
     /// The text form, a line per cell, in pair order.
     pub fn to_lines(&self) -> String {
         let mut out = String::new();
-        for ((query, doc), cells) in self.names.iter().zip(&self.table.pairs) {
+        for (name, cells) in self.names.iter().zip(&self.table.pairs) {
             for &(rank, cell) in cells {
                 let line = Line {
-                    query: query.as_ref().into(),
-                    doc_id: doc.as_ref().into(),
+                    segment: name.segment.as_ref().into(),
+                    query: name.query.as_ref().into(),
+                    doc_id: name.doc.as_ref().into(),
                     rank: u64::from(rank) + 1,
                     impressions: cell.impressions,
                     clicks: cell.clicks,
@@ -125,7 +169,8 @@ impl NamedTable {
                 Ok(l) if l.clicks > l.impressions => format!("{} clicks of {} impressions", l.clicks, l.impressions),
                 Ok(l) => {
                     let rank = usize::try_from(l.rank - 1).unwrap_or(usize::MAX);
-                    self.add(&l.query, &l.doc_id, rank, Cell { impressions: l.impressions, clicks: l.clicks });
+                    let name = PairName { segment: l.segment.into(), query: l.query.into(), doc: l.doc_id.into() };
+                    self.add(&name, rank, Cell { impressions: l.impressions, clicks: l.clicks });
                     continue;
                 }
             };
@@ -141,11 +186,17 @@ mod tests {
 
     #[test]
     fn lines_round_trip_and_tables_merge_by_name() {
+        let name = |segment: &str, query: &str, doc: &str| PairName {
+            segment: segment.into(),
+            query: query.into(),
+            doc: doc.into(),
+        };
         let mut a = NamedTable::new(3);
-        a.add("red shoes", "d1", 0, Cell { impressions: 4, clicks: 1 });
-        a.add("red shoes", "d1", 2, Cell { impressions: 2, clicks: 0 });
-        a.add("x", "d\"2", 1, Cell { impressions: 1, clicks: 1 });
-        a.add("x", "d3", 3, Cell { impressions: 1, clicks: 1 });
+        a.add(&name("", "red shoes", "d1"), 0, Cell { impressions: 4, clicks: 1 });
+        a.add(&name("", "red shoes", "d1"), 2, Cell { impressions: 2, clicks: 0 });
+        a.add(&name("", "x", "d\"2"), 1, Cell { impressions: 1, clicks: 1 });
+        a.add(&name("", "x", "d3"), 3, Cell { impressions: 1, clicks: 1 });
+        a.add(&name("mobile", "red shoes", "d1"), 0, Cell { impressions: 3, clicks: 3 });
         let mut b = NamedTable::new(3);
         assert!(b.add_lines(&a.to_lines()).is_empty());
         assert_eq!(b.table, a.table);

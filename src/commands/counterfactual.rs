@@ -46,6 +46,8 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
             );
         }
     }
+    // The candidate is scored on every segment's clicks, with the propensities of all of them.
+    let table = table.across_segments();
     let propensities = propensities(&table, &flags)?;
     let text = std::fs::read_to_string(run_path).with_context(|| format!("cannot read {}", run_path.display()))?;
     let candidate = run::read(run_path, &text, 1, Compat::V10)?;
@@ -63,7 +65,8 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
     let mut impressions: HashMap<&str, u64> = HashMap::new();
     let mut logged: HashMap<&str, std::collections::HashSet<&str>> = HashMap::new();
     let mut candidate_rank = Vec::with_capacity(table.names.len());
-    for ((query, doc), cells) in table.names.iter().zip(&table.table.pairs) {
+    for (name, cells) in table.names.iter().zip(&table.table.pairs) {
+        let (query, doc) = (&name.query, &name.doc);
         let ranked = ranks.get(query.as_ref());
         if ranked.is_some() {
             let top: u64 = cells.iter().filter(|(r, _)| *r == 0).map(|(_, c)| c.impressions).sum();

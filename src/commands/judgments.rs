@@ -2,6 +2,7 @@
 //! logged events, of running daemons (`/api/v1/clicks`) or of saved click tables, with the
 //! position-bias estimates they rest on.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -48,23 +49,47 @@ pub fn run(sources: Sources, output: Output) -> anyhow::Result<()> {
     if let Some(path) = &output.table_out {
         std::fs::write(path, table.to_lines()).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let fitted = Fitted::fit(&table.table, EmSettings::default());
-    let models = models_json(&table, &fitted);
+    // Judgments are per (query, document) over every segment; the position bias is each
+    // segment's own.
+    let across = table.across_segments();
+    let fitted = Fitted::fit(&across.table, EmSettings::default());
+    // With segments, every one is fitted apart (traffic without one as a segment of its own).
+    let named = table.segments();
+    let segmented = named.iter().any(|s| !s.is_empty());
+    let segments: Vec<(&str, NamedTable, Fitted)> = named
+        .into_iter()
+        .filter(|_| segmented)
+        .map(|s| {
+            let of = table.of_segment(s);
+            let fit = Fitted::fit(&of.table, EmSettings::default());
+            (s, of, fit)
+        })
+        .collect();
+    let mut models = models_json(&across, &fitted);
+    if !segments.is_empty() {
+        let per: serde_json::Map<String, serde_json::Value> =
+            segments.iter().map(|(s, of, fit)| (segment_label(s).to_string(), models_json(of, fit))).collect();
+        models["segments"] = per.into();
+    }
     if let Some(path) = &output.models_out {
         std::fs::write(path, serde_json::to_string_pretty(&models)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let (lines, kept, too_few) = judgment_lines(&table, &fitted, &output)?;
+    let attractiveness = attractiveness(&across, &fitted, &segments);
+    let (lines, kept, too_few) = judgment_lines(&across, &fitted, &attractiveness, &output)?;
     match &output.out {
         Some(path) => std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?,
         None => std::io::stdout().write_all(lines.as_bytes())?,
     }
     eprintln!(
         "{kept} judgments of {} pairs ({too_few} with fewer than {} impressions left out); examination relative to rank 1 (pbm | harvest): {}",
-        table.names.len(),
+        across.names.len(),
         output.min_impressions,
         relative_line(&fitted)
     );
+    for (segment, _, fit) in &segments {
+        eprintln!("  segment {}: {}", segment_label(segment), relative_line(fit));
+    }
     Ok(())
 }
 
@@ -127,12 +152,52 @@ fn replay_table(
     Ok(table)
 }
 
+/// Each pair's attractiveness on the scale of rank 1 (α × γ_1): with segments, each
+/// segment's own fit (its own examination), averaged over the segments weighted by the pair's
+/// showings in each; without, the fit over everything.
+fn attractiveness(across: &NamedTable, fitted: &Fitted, segments: &[(&str, NamedTable, Fitted)]) -> Vec<Option<f64>> {
+    if segments.is_empty() {
+        return (0..across.names.len()).map(|pair| fitted.attractiveness_at_top(pair)).collect();
+    }
+    let index: HashMap<(&str, &str), usize> =
+        across.names.iter().enumerate().map(|(i, n)| ((n.query.as_ref(), n.doc.as_ref()), i)).collect();
+    let mut sums = vec![(0.0, 0.0); across.names.len()];
+    for (_, table, fit) in segments {
+        for (pair, name) in table.names.iter().enumerate() {
+            let (Some(&at), Some(value)) =
+                (index.get(&(name.query.as_ref(), name.doc.as_ref())), fit.attractiveness_at_top(pair))
+            else {
+                continue;
+            };
+            let weight = table.table.pair_total(pair).impressions as f64;
+            sums[at].0 += value * weight;
+            sums[at].1 += weight;
+        }
+    }
+    sums.into_iter().map(|(sum, weight)| (weight > 0.0).then(|| sum / weight)).collect()
+}
+
+/// How a segment is named in the output: traffic without one as `(no segment)`.
+fn segment_label(segment: &str) -> &str {
+    if segment.is_empty() {
+        "(no segment)"
+    } else {
+        segment
+    }
+}
+
 /// The judgment list as JSON lines (`{"query", "doc_id", "grade", ...}`, what `[judgments]`
 /// and `eval` read), or TREC qrels when `out` ends in `.qrels` or `.txt`.
-fn judgment_lines(table: &NamedTable, fitted: &Fitted, output: &Output) -> anyhow::Result<(String, usize, usize)> {
+fn judgment_lines(
+    table: &NamedTable,
+    fitted: &Fitted,
+    attractiveness: &[Option<f64>],
+    output: &Output,
+) -> anyhow::Result<(String, usize, usize)> {
     let qrels = output.out.as_ref().and_then(|p| p.extension()).is_some_and(|e| e == "qrels" || e == "txt");
     let (mut out, mut kept, mut too_few) = (String::new(), 0, 0);
-    for (pair, (query, doc)) in table.names.iter().enumerate() {
+    for (pair, name) in table.names.iter().enumerate() {
+        let (query, doc) = (&name.query, &name.doc);
         let coec = fitted.coec[pair];
         if coec.impressions < output.min_impressions {
             too_few += 1;
@@ -140,7 +205,7 @@ fn judgment_lines(table: &NamedTable, fitted: &Fitted, output: &Output) -> anyho
         }
         let value = match output.estimate {
             Estimate::Coec => coec.coec,
-            Estimate::Attractiveness => fitted.attractiveness_at_top(pair).unwrap_or(0.0),
+            Estimate::Attractiveness => attractiveness.get(pair).copied().flatten().unwrap_or(0.0),
         };
         let grade = output.grades.iter().filter(|&&t| value >= t).count();
         if qrels {
@@ -151,7 +216,7 @@ fn judgment_lines(table: &NamedTable, fitted: &Fitted, output: &Output) -> anyho
         } else {
             let line = serde_json::json!({
                 "query": query, "doc_id": doc, "grade": grade,
-                "estimate": value, "coec": coec.coec, "attractiveness": fitted.attractiveness_at_top(pair),
+                "estimate": value, "coec": coec.coec, "attractiveness": attractiveness.get(pair).copied().flatten(),
                 "impressions": coec.impressions, "clicks": coec.clicks,
             });
             out.push_str(&line.to_string());

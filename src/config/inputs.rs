@@ -53,8 +53,11 @@ pub struct ImpressionMapping {
     pub client_id: Option<FieldSource>,
     /// The session id, for `ab.unit = "session_id"`. Default absent.
     pub session_id: Option<FieldSource>,
-    /// The query's text, for `judgments.key = "query"`. Default absent.
+    /// The query's text, for `judgments.key = "query"` and the click log. Default absent.
     pub query: Option<FieldSource>,
+    /// A segment of the traffic (a device, a page type): the click log's counts and
+    /// position-bias estimates are kept per segment. Default absent.
+    pub segment: Option<FieldSource>,
     /// The rankers of an interleaved list (an array of names). Default absent.
     pub interleaving: Option<FieldSource>,
     /// The ranker of each result, in rank order (an array, or each of an array of objects).
@@ -88,7 +91,7 @@ pub struct EngagementMapping {
 
 impl ImpressionMapping {
     /// The single-valued fields by name, in the order the decoder numbers them.
-    pub fn scalars(&self) -> [(&'static str, Option<&FieldSource>); 7] {
+    pub fn scalars(&self) -> [(&'static str, Option<&FieldSource>); 8] {
         [
             ("query_id", Some(&self.query_id)),
             ("timestamp", Some(&self.timestamp)),
@@ -97,6 +100,7 @@ impl ImpressionMapping {
             ("client_id", self.client_id.as_ref()),
             ("session_id", self.session_id.as_ref()),
             ("query", self.query.as_ref()),
+            ("segment", self.segment.as_ref()),
         ]
     }
     /// The list fields by name: the results, the interleaving's rankers, each result's team.

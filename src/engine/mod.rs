@@ -503,7 +503,7 @@ impl Engine {
         }
         if let (ImpressionOutcome::Pending, Some(log), Some(names)) = (outcome, &mut totals.clicks, names) {
             let doc_name = |rank| names.doc(rank);
-            log.offer(key, &Offered { query: Some(names.query), docs, doc_name: &doc_name });
+            log.offer(key, &Offered { query: Some(names.query), segment: names.segment, docs, doc_name: &doc_name });
         }
         let counters = &mut totals.counters;
         match outcome {

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::limits::InputLimits;
+use crate::clicks::log::query_hash;
 use crate::config::{AbUnit, Config, JudgmentsKey};
 use crate::event::{Decoders, EventKind, Impression, NamedResults, RawMessage, RejectReason, Rejection};
 use crate::ids::{doc_key, query_key, DocKey, EngagementId, QueryKey};
@@ -152,8 +153,10 @@ pub enum Prepared<'a> {
 /// Where an impression's names are in its batch (see [`ClickNames`]).
 #[derive(Debug, Clone)]
 struct ClickRanges {
-    /// The normalized query text in `names`, and its hash.
+    /// The normalized query text in `names`, the segment's after it, and the hash of both
+    /// (`clicks::log::query_hash`).
     query: Range<usize>,
+    segment: Range<usize>,
     hash: u64,
     /// Where the result ids start in `names`, and their ends in `name_ends`.
     ids_start: usize,
@@ -163,8 +166,11 @@ struct ClickRanges {
 /// An impression's normalized query text and result ids, for the click log.
 #[derive(Debug, Clone, Copy)]
 pub struct ClickNames<'a> {
-    /// The normalized query text (empty when the impression has none) and its hash.
+    /// The normalized query text (empty when the impression has none) and the hash the click
+    /// log tracks it by (with its segment).
     pub query: (&'a str, u64),
+    /// Its traffic segment (empty: none).
+    pub segment: &'a str,
     /// The result ids, back to back, and where each ends.
     text: &'a str,
     ends: &'a [usize],
@@ -231,6 +237,7 @@ impl PreparedBatch {
                 variant: &self.labels[impression.variant.clone()],
                 names: impression.click_names.as_ref().map(|r| ClickNames {
                     query: (&self.names[r.query.clone()], r.hash),
+                    segment: &self.names[r.segment.clone()],
                     text: &self.names,
                     ends: &self.name_ends[r.ends.clone()],
                     start: r.ids_start,
@@ -325,14 +332,12 @@ impl Preparer {
                         normalize_query(q, query_scratch);
                         names.push_str(query_scratch);
                     }
-                    let hash = xxhash_rust::xxh3::xxh3_64(&names.as_bytes()[ids_end..]);
-                    // The ids were written from `names_start`; the query follows them.
-                    ClickRanges {
-                        query: ids_end..names.len(),
-                        hash,
-                        ids_start: names_start.0,
-                        ends: names_start.1..name_ends.len(),
-                    }
+                    let query_end = names.len();
+                    names.push_str(impression.segment.as_deref().unwrap_or(""));
+                    let (query, segment) = (ids_end..query_end, query_end..names.len());
+                    let hash = query_hash(&names[segment.clone()], &names[query.clone()]);
+                    // The ids were written from `names_start`; the query and segment follow them.
+                    ClickRanges { query, segment, hash, ids_start: names_start.0, ends: names_start.1..name_ends.len() }
                 });
                 let start = docs.len();
                 docs.extend_from_slice(scratch);

@@ -138,6 +138,7 @@ pub(super) fn finish_impression(fields: ImpressionFields<'_>, results: usize) ->
         client_id: fields.client_id.and_then(|t| t.0),
         session_id: fields.session_id.and_then(|t| t.0),
         query: fields.query.and_then(|t| t.0),
+        segment: fields.segment.and_then(|t| t.0),
         interleaving,
     })
 }
@@ -395,6 +396,8 @@ pub(super) struct ImpressionFields<'a> {
     /// The query's text; optional context like the cluster ids (a number is its decimal text,
     /// another type counts as absent).
     pub(super) query: Option<ClusterId<'a>>,
+    /// The traffic segment (`segment`); optional context like the query's text.
+    pub(super) segment: Option<ClusterId<'a>>,
     /// `results` was present and not `null`; the ids themselves went to the sink.
     pub(super) saw_results: bool,
     /// Some result id was empty: rejected once the whole message is read.
@@ -426,6 +429,7 @@ impl<'de, S: ResultSink<'de>> Visitor<'de> for ImpressionVisitor<'_, S> {
                 "client_id" => fields.client_id = map.next_value()?,
                 "session_id" => fields.session_id = map.next_value()?,
                 "query" => fields.query = map.next_value()?,
+                "segment" => fields.segment = map.next_value()?,
                 "interleaving" => fields.interleaving = map.next_value()?,
                 "teams" => fields.teams = map.next_value()?,
                 "results" => {

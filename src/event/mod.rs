@@ -207,6 +207,9 @@ pub struct Impression<'a> {
     /// The query's text, optional (`query`; UBI's `user_query`): what judgment lists are keyed
     /// by with `judgments.key = "query"`.
     pub query: Option<Cow<'a, str>>,
+    /// A segment of the traffic (a device, a page type), optional: the click log keeps its
+    /// counts, and so its position-bias estimates, per segment.
+    pub segment: Option<Cow<'a, str>>,
     /// The ranker behind each result, when the list was interleaved; its `variant` is then the
     /// rankers' names joined by [`RANKER_SEPARATOR`].
     pub interleaving: Option<Interleaving<'a>>,

@@ -277,6 +277,7 @@ pub(super) fn impression<'a, S: ResultSink<'a>>(text: &'a str, results: &mut S) 
             "client_id" => fields.client_id = c.cluster_id()?,
             "session_id" => fields.session_id = c.cluster_id()?,
             "query" => fields.query = c.cluster_id()?,
+            "segment" => fields.segment = c.cluster_id()?,
             "results" => {
                 results.clear();
                 fields.saw_results = !c.null();
@@ -441,6 +442,7 @@ mod tests {
             Just("client_id"),
             Just("session_id"),
             Just("query"),
+            Just("segment"),
             Just("doc_id"),
             Just("action"),
             Just("event_id"),

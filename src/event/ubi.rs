@@ -109,6 +109,8 @@ pub(super) fn query_into<'a, S: ResultSink<'a>>(
         client_id: fields.client_id.and_then(|c| c.0),
         session_id: fields.session_id.and_then(|c| c.0).or(attributes.session_id),
         query: fields.user_query.and_then(|c| c.0),
+        // UBI has no field for it; a segment comes with a mapping of the documents.
+        segment: None,
         interleaving,
     })
 }

@@ -16,6 +16,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{MetricFamily, MetricType};
 
 use super::prometheus::{counter, family, gauge, label};
+use crate::clicks::named::NamedTable;
 use crate::clicks::{FitSettings, Fitted};
 use crate::engine::SharedEngine;
 
@@ -33,7 +34,7 @@ const REPLACED: (&str, &str) = (
 );
 const EXAMINATION: (&str, &str) = (
     "rankpulse_click_examination",
-    "Examination probability of each rank relative to rank 1 (the position-bias propensity), by estimator: pbm (the position-based click model by EM) or harvest (intervention harvesting from pairs shown at both ranks). This replica's partitions; refitted every clicks.refit_interval.",
+    "Examination probability of each rank relative to rank 1 (the position-bias propensity), by estimator: pbm (the position-based click model by EM) or harvest (intervention harvesting from pairs shown at both ranks); over every segment, and per segment (segment label) when impressions carry one. This replica's partitions; refitted every clicks.refit_interval.",
 );
 const STDERR: (&str, &str) = (
     "rankpulse_click_examination_stderr",
@@ -64,9 +65,9 @@ impl ClickCollector {
             desc(IMPRESSIONS, &["outcome"]),
             desc(SIZE, &["kind"]),
             desc(REPLACED, &[]),
-            desc(EXAMINATION, &["rank", "estimator"]),
-            desc(STDERR, &["rank", "estimator"]),
-            desc(HARVEST_PAIRS, &["rank"]),
+            desc(EXAMINATION, &["rank", "estimator", "segment"]),
+            desc(STDERR, &["rank", "estimator", "segment"]),
+            desc(HARVEST_PAIRS, &["rank", "segment"]),
         ];
         ClickCollector { engine, settings, fits: Arc::new(Mutex::new(Fits::default())), descs }
     }
@@ -80,7 +81,7 @@ impl ClickCollector {
             let (engine, settings, shared) = (self.engine.clone(), self.settings, self.fits.clone());
             let spawned = std::thread::Builder::new().name("rankpulse-click-fit".into()).spawn(move || {
                 let table = engine.lock().click_table().map(|(t, _)| t);
-                let families = table.map(|t| fit_families(&Fitted::fit(&t.table, settings.em))).unwrap_or_default();
+                let families = table.map(|t| fit_families(&t, settings)).unwrap_or_default();
                 let mut fits = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 fits.families = families;
                 fits.running = false;
@@ -147,24 +148,39 @@ impl Collector for ClickCollector {
     }
 }
 
-/// The estimates as gauges: ranks without an estimate have no series.
-fn fit_families(fitted: &Fitted) -> Vec<MetricFamily> {
+/// The estimates as gauges, over every segment (no `segment` label) and, when the traffic has
+/// segments, per segment (`segment`; `none` for traffic without one). Ranks without an
+/// estimate have no series.
+fn fit_families(table: &NamedTable, settings: FitSettings) -> Vec<MetricFamily> {
     let (mut value, mut stderr, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
-    let labels =
-        |rank: usize, estimator: &str| vec![label("rank", &(rank + 1).to_string()), label("estimator", estimator)];
-    for (rank, pbm) in fitted.pbm.relative_with_stderr().into_iter().enumerate() {
-        if let Some((ratio, se)) = pbm {
-            value.push(gauge(labels(rank, "pbm"), ratio));
-            stderr.push(gauge(labels(rank, "pbm"), se));
-        }
-    }
-    for (rank, harvest) in fitted.harvest.iter().enumerate() {
-        if let Some(h) = harvest {
-            value.push(gauge(labels(rank, "harvest"), h.ratio));
-            if let Some(se) = h.stderr {
-                stderr.push(gauge(labels(rank, "harvest"), se));
+    let mut add = |fitted: &Fitted, segment: Option<&str>| {
+        let labels = |rank: usize, estimator: Option<&str>| {
+            let mut l = vec![label("rank", &(rank + 1).to_string())];
+            l.extend(estimator.map(|e| label("estimator", e)));
+            l.extend(segment.map(|s| label("segment", if s.is_empty() { "none" } else { s })));
+            l
+        };
+        for (rank, pbm) in fitted.pbm.relative_with_stderr().into_iter().enumerate() {
+            if let Some((ratio, se)) = pbm {
+                value.push(gauge(labels(rank, Some("pbm")), ratio));
+                stderr.push(gauge(labels(rank, Some("pbm")), se));
             }
-            pairs.push(gauge(vec![label("rank", &(rank + 1).to_string())], h.pairs as f64));
+        }
+        for (rank, harvest) in fitted.harvest.iter().enumerate() {
+            if let Some(h) = harvest {
+                value.push(gauge(labels(rank, Some("harvest")), h.ratio));
+                if let Some(se) = h.stderr {
+                    stderr.push(gauge(labels(rank, Some("harvest")), se));
+                }
+                pairs.push(gauge(labels(rank, None), h.pairs as f64));
+            }
+        }
+    };
+    add(&Fitted::fit(&table.across_segments().table, settings.em), None);
+    let segments = table.segments();
+    if segments.iter().any(|s| !s.is_empty()) {
+        for segment in segments {
+            add(&Fitted::fit(&table.of_segment(segment).table, settings.em), Some(segment));
         }
     }
     vec![

@@ -61,6 +61,9 @@ struct NativeImpression<'e> {
     /// What judgment lists are keyed by with `judgments.key = "query"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     query: Option<&'e str>,
+    /// The traffic segment the click log keys its counts by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    segment: Option<&'e str>,
     /// The result ids as text, in rank order (hashes cannot be decoded again).
     results: &'e [Cow<'e, str>],
     /// The rankers of an interleaved list.
@@ -161,6 +164,7 @@ impl Reencoder {
                             client_id: i.client_id.as_deref(),
                             session_id: i.session_id.as_deref(),
                             query: i.query.as_deref(),
+                            segment: i.segment.as_deref(),
                             results: &ids,
                             interleaving: interleaving.map(|il| il.rankers.as_slice()),
                             teams: interleaving.map(|il| Teams { rankers: &il.rankers, teams: &il.teams }),
@@ -215,7 +219,7 @@ mod tests {
     fn a_reencoded_impression_decodes_to_the_same_impression() {
         let mut r = Reencoder::new(Decoders::new(&Config::default()));
         let cases: [&[u8]; 3] = [
-            br#"{"query_id":"q\u0031","timestamp":"2026-11-22T10:05:00Z","results":["a","b\"c"],"client_id":7,"session_id":"s","query":"red shoes","extra":1}"#,
+            br#"{"query_id":"q\u0031","timestamp":"2026-11-22T10:05:00Z","results":["a","b\"c"],"client_id":7,"session_id":"s","query":"red shoes","segment":"mobile","extra":1}"#,
             br#"{"query_id":"q2","timestamp":5,"results":[],"experiment":"e","variant":"v"}"#,
             br#"{"query_id":"q3","timestamp":1,"results":["a","b","c"],"experiment":"duel","interleaving":["base","cand"],"teams":["cand","base","cand"]}"#,
         ];

@@ -80,6 +80,18 @@ impl World {
         ranker: impl Fn(usize) -> Ranker,
         seed: u64,
     ) -> (Vec<Logged>, String, String) {
+        self.traffic_in_segments(n, &[("", user.clone())], ranker, seed)
+    }
+
+    /// [`World::traffic`] of several segments of users (impression i in segment i mod their
+    /// count), each impression carrying its segment's name (none for "").
+    pub fn traffic_in_segments(
+        &self,
+        n: usize,
+        segments: &[(&str, User)],
+        ranker: impl Fn(usize) -> Ranker,
+        seed: u64,
+    ) -> (Vec<Logged>, String, String) {
         let mut rng = SmallRng::seed_from_u64(seed);
         let (mut logged, mut impressions, mut engagements) = (Vec::with_capacity(n), String::new(), String::new());
         let start = 1_795_341_600_000i64;
@@ -94,6 +106,7 @@ impl World {
                 }
             };
             let mut clicks = vec![false; order.len()];
+            let (segment, user) = &segments[i % segments.len()];
             match user {
                 User::Pbm(examination) => {
                     for (rank, &d) in order.iter().enumerate() {
@@ -116,10 +129,13 @@ impl World {
                 Ranker::Production => "production",
                 Ranker::Shuffled => "exploration",
             };
-            let shown = serde_json::json!({
+            let mut shown = serde_json::json!({
                 "query_id": format!("imp-{i}"), "timestamp": at, "results": docs,
                 "query": format!("Query  {q}"), "experiment": "bias", "variant": variant,
             });
+            if !segment.is_empty() {
+                shown["segment"] = (*segment).into();
+            }
             writeln!(impressions, "{shown}").unwrap();
             for (rank, _) in clicks.iter().enumerate().filter(|(_, c)| **c) {
                 let click = serde_json::json!({

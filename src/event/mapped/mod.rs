@@ -300,7 +300,7 @@ fn seconds_to_ms(seconds: f64) -> Option<i128> {
 
 /// `[mapping.impressions]`, compiled.
 #[derive(Debug, Clone)]
-pub struct MappedImpressions(Compiled<7>);
+pub struct MappedImpressions(Compiled<8>);
 
 impl MappedImpressions {
     pub fn new(m: &ImpressionMapping) -> Self {
@@ -346,6 +346,7 @@ impl MappedImpressions {
             client_id: c.context(4, &mut found, raw)?,
             session_id: c.context(5, &mut found, raw)?,
             query: c.context(6, &mut found, raw)?,
+            segment: c.context(7, &mut found, raw)?,
             interleaving,
         })
     }
@@ -426,6 +427,7 @@ pub fn native_impression_mapping() -> ImpressionMapping {
         client_id: Some(native("/client_id")),
         session_id: Some(native("/session_id")),
         query: Some(native("/query")),
+        segment: Some(native("/segment")),
         interleaving: Some(native("/interleaving")),
         teams: Some(native("/teams")),
     }
