@@ -150,6 +150,7 @@ const NO_PANIC_FILES: &[&str] = &[
     "source/aggregates.rs",
     "engine/handover.rs",
     "clicks/named.rs",
+    "clicks/log/snapshot.rs",
 ];
 
 #[test]

@@ -5,7 +5,7 @@
 //! pair, how often it was shown at each rank and how often it was clicked there, summed over
 //! every variant and interleaved list. That table is all that the position-based model's
 //! likelihood, the intervention-harvesting estimator and COEC depend on, so the engine keeps
-//! only it (see `engine::clicks`) and the estimators run on it whenever asked.
+//! only it (see [`log`]) and the estimators run on it whenever asked.
 //!
 //! | file | estimate | source |
 //! |---|---|---|
@@ -13,6 +13,11 @@
 //! | [`harvest`] | examination ratios to rank 1 from pairs shown at both ranks | Agarwal, Zaitsev, Wang, Li, Najork, Joachims, *Estimating Position Bias without Intrusive Interventions*, WSDM 2019, §4 |
 //! | [`coec`] | clicks over expected clicks per pair | OpenSearch Search Relevance Workbench's COEC implicit judgments |
 //! | [`ips`] | inverse-propensity-weighted click values and the counterfactual estimate of a candidate ranking | Joachims, Swaminathan, Schnabel, *Unbiased Learning-to-Rank with Biased Feedback*, WSDM 2017; Strehl et al., NeurIPS 2010 (clipping) |
+//!
+//! Beside them, the state they read: [`log`], one partition's bounded click log (admission of
+//! the head queries, the sliding horizon, segments; `log/snapshot.rs` its form in a partition's
+//! snapshot, checked before it is restored), and [`named`], a click table with the names of
+//! its pairs and its JSON-lines text form (`/api/v1/clicks`, `--table`).
 //!
 //! Ranks are 0-based in code (rank 0 is the top result) and 1-based wherever a person reads them.
 

@@ -22,12 +22,18 @@
 //! ids of 10 to 14 bytes (its query's share included), and about 150 bytes per pending tracked
 //! impression.
 
+mod snapshot;
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 
 /// The log's maps: looked up for every rank of every tracked impression, where SipHash showed.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use serde::{Deserialize, Serialize};
+
+pub use snapshot::{LogState, LogStateRef};
 
 use super::named::{NamedTable, PairName};
 use super::Cell;
@@ -188,81 +194,6 @@ pub struct ClickLog {
     pub counts: LogCounts,
 }
 
-/// A click log as a snapshot carries it (`engine::handover` writes it after the rest of a
-/// partition's state): the slots and counts; the indexes are rebuilt on restore.
-#[derive(Serialize)]
-pub struct LogStateRef<'a> {
-    epoch: Option<i64>,
-    queries: &'a [Option<Query>],
-    pairs: &'a [Option<Pair>],
-    showings: &'a Map<QueryKey, Showing>,
-    sketch: &'a [u32],
-    admissions: u32,
-    counts: LogCounts,
-}
-
-/// [`LogStateRef`] read back: untrusted until [`LogState::check`] has passed it.
-#[derive(Debug, Deserialize)]
-pub struct LogState {
-    epoch: Option<i64>,
-    queries: Vec<Option<Query>>,
-    pairs: Vec<Option<Pair>>,
-    showings: Map<QueryKey, Showing>,
-    sketch: Vec<u32>,
-    admissions: u32,
-    counts: LogCounts,
-}
-
-impl LogState {
-    /// Whether the log is consistent: every slot a query, pair or pending showing refers to
-    /// exists and refers back, no query or pair is tracked twice, a pair's ranks are in order,
-    /// and the sketch has its width. Bytes that pass a checksum can still be forged; the log
-    /// indexes by these numbers, so none is used before this has passed.
-    pub fn check(&self) -> Result<(), String> {
-        let LogState { queries, pairs, showings, sketch, .. } = self;
-        if sketch.len() != SKETCH_WIDTH {
-            return Err(format!("click log: a sketch of {} counters, not {SKETCH_WIDTH}", sketch.len()));
-        }
-        let query_count = u32::try_from(queries.len()).map_err(|_| "click log: too many query slots".to_string())?;
-        let pair_count = u32::try_from(pairs.len()).map_err(|_| "click log: too many pair slots".to_string())?;
-        let mut hashes = std::collections::HashSet::new();
-        for (slot, query) in queries.iter().enumerate() {
-            let Some(query) = query else { continue };
-            if !hashes.insert(query.hash) {
-                return Err(format!("click log: query {:?} is tracked twice", query.text));
-            }
-            for &pair in &query.pairs {
-                let owner = pairs.get(pair as usize).and_then(Option::as_ref).map(|p| p.query);
-                if owner != Some(slot as u32) {
-                    return Err(format!("click log: query {:?} lists pair slot {pair}, which is not its", query.text));
-                }
-            }
-        }
-        let mut keys = std::collections::HashSet::new();
-        for (slot, pair) in pairs.iter().enumerate() {
-            let Some(pair) = pair else { continue };
-            let listed = queries
-                .get(pair.query as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|q| q.pairs.contains(&(slot as u32)));
-            if !listed || !keys.insert((pair.query, pair.doc_key)) {
-                return Err(format!("click log: pair slot {slot} is not its query's, or tracked twice"));
-            }
-            if !pair.cells.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0)) {
-                return Err(format!("click log: pair slot {slot} has its ranks out of order"));
-            }
-        }
-        for showing in showings.values() {
-            let ranks = usize::from(showing.ranks);
-            let pairs_ok = showing.pairs.get(..ranks).is_some_and(|p| p.iter().all(|&s| s < pair_count));
-            if showing.query >= query_count || !pairs_ok {
-                return Err("click log: a pending showing refers to slots that do not exist".to_string());
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The key a query is tracked by: the hash of its normalized text, within its segment (the
 /// text's alone when it has none, as judgment lists hash it).
 pub fn query_hash(segment: &str, normalized: &str) -> u64 {
@@ -308,66 +239,6 @@ impl ClickLog {
             admissions: 0,
             counts: LogCounts::default(),
         }
-    }
-
-    /// What a snapshot carries of the log.
-    pub fn state(&self) -> LogStateRef<'_> {
-        LogStateRef {
-            epoch: self.epoch,
-            queries: &self.queries,
-            pairs: &self.pairs,
-            showings: &self.showings,
-            sketch: &self.sketch,
-            admissions: self.admissions,
-            counts: self.counts,
-        }
-    }
-
-    /// The log a snapshot carried, once [`LogState::check`] has passed it: limits tighter
-    /// than the snapshot's (`clicks.max_rank`, `max_queries_per_partition` lowered) take effect
-    /// as the log moves on; ranks past `max_rank` are dropped now.
-    pub fn restore(settings: LogSettings, state: LogState) -> Result<ClickLog, String> {
-        state.check()?;
-        let mut log = ClickLog::new(settings);
-        let LogState { epoch, mut queries, mut pairs, showings, sketch, admissions, counts } = state;
-        for (slot, query) in queries.iter().enumerate() {
-            if let Some(query) = query {
-                log.query_index.insert(query.hash, slot as u32);
-            }
-        }
-        for (slot, pair) in pairs.iter_mut().enumerate() {
-            if let Some(pair) = pair {
-                log.pair_index.insert((pair.query, pair.doc_key), slot as u32);
-                pair.cells.retain(|(rank, _)| usize::from(*rank) < log.settings.max_rank);
-            }
-        }
-        // The pending counts follow from the showings, whatever the bytes said.
-        queries.iter_mut().flatten().for_each(|q| q.pending = 0);
-        pairs.iter_mut().flatten().for_each(|p| p.pending = 0);
-        for showing in showings.values() {
-            let Some(q) = queries.get_mut(showing.query as usize).and_then(Option::as_mut) else { continue };
-            if q.generation != showing.generation {
-                continue;
-            }
-            q.pending += 1;
-            for &pair in showing.pairs.iter().take(usize::from(showing.ranks)) {
-                if let Some(p) = pairs.get_mut(pair as usize).and_then(Option::as_mut) {
-                    p.pending += 1;
-                }
-            }
-        }
-        log.free_queries =
-            (0..queries.len() as u32).filter(|&s| queries.get(s as usize).is_some_and(Option::is_none)).collect();
-        log.free_pairs =
-            (0..pairs.len() as u32).filter(|&s| pairs.get(s as usize).is_some_and(Option::is_none)).collect();
-        log.epoch = epoch;
-        log.queries = queries;
-        log.pairs = pairs;
-        log.showings = showings;
-        log.sketch = sketch;
-        log.admissions = admissions;
-        log.counts = counts;
-        Ok(log)
     }
 
     pub fn settings(&self) -> LogSettings {
@@ -634,144 +505,4 @@ fn cell_at(cells: &mut Vec<(u16, EpochCells)>, rank: u16) -> &mut EpochCells {
         }
     };
     &mut cells[i].1
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ids::doc_key;
-
-    const HOUR: i64 = 3_600_000;
-
-    fn log(max_queries: usize) -> ClickLog {
-        ClickLog::new(LogSettings { max_rank: 3, max_queries, horizon_ms: HOUR, click_threshold: 1 })
-    }
-
-    /// Offers impression `id` of `query` showing `docs`, then finalizes it at `at` with `gains`.
-    fn show(log: &mut ClickLog, id: u128, query: &str, docs: &[&str], at: i64, gains: &[u8]) {
-        let keys: Vec<DocKey> = docs.iter().map(|d| doc_key(d)).collect();
-        let name = |rank: usize| docs[rank];
-        log.offer(
-            id,
-            &Offered {
-                query: Some((query, xxhash_rust::xxh3::xxh3_64(query.as_bytes()))),
-                segment: "",
-                docs: &keys,
-                doc_name: &name,
-            },
-        );
-        log.finalize(id, at, gains);
-    }
-
-    fn table(log: &ClickLog) -> Vec<(String, String, u16, Cell)> {
-        let mut t = NamedTable::new(log.settings().max_rank);
-        log.add_to(&mut t);
-        let mut out = Vec::new();
-        for (n, cells) in t.names.iter().zip(&t.table.pairs) {
-            out.extend(cells.iter().map(|&(r, c)| (n.query.to_string(), n.doc.to_string(), r, c)));
-        }
-        out.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)));
-        out
-    }
-
-    #[test]
-    fn showings_and_clicks_are_counted_per_rank_up_to_max_rank() {
-        let mut log = log(10);
-        show(&mut log, 1, "shoes", &["a", "b", "c", "d"], 0, &[0, 2, 0, 1]);
-        show(&mut log, 2, "shoes", &["b", "a"], 10, &[1, 0]);
-        let cell = |impressions, clicks| Cell { impressions, clicks };
-        assert_eq!(
-            table(&log),
-            [
-                ("shoes".into(), "a".into(), 0, cell(1, 0)),
-                ("shoes".into(), "a".into(), 1, cell(1, 0)),
-                ("shoes".into(), "b".into(), 0, cell(1, 1)),
-                ("shoes".into(), "b".into(), 1, cell(1, 1)),
-                ("shoes".into(), "c".into(), 2, cell(1, 0)),
-            ]
-        );
-        assert_eq!((log.counts.tracked, log.sizes()), (2, (1, 3, 0)), "d, at rank 4, is not tracked");
-    }
-
-    #[test]
-    fn a_busier_query_replaces_the_least_shown_and_pending_impressions_of_it_are_dropped() {
-        let mut log = log(2);
-        show(&mut log, 1, "head", &["a"], 0, &[1]);
-        show(&mut log, 2, "head", &["a"], 0, &[1]);
-        show(&mut log, 3, "tail", &["b"], 0, &[0]);
-        // A third query is counted in the sketch; it replaces "tail" (1 showing) once its
-        // own count there exceeds that.
-        let keys = [doc_key("c")];
-        let name = |_: usize| "c";
-        let offered = Offered {
-            query: Some(("new", xxhash_rust::xxh3::xxh3_64(b"new"))),
-            segment: "",
-            docs: &keys,
-            doc_name: &name,
-        };
-        log.offer(4, &offered);
-        assert_eq!((log.counts.untracked, log.sizes().0), (1, 2));
-        // An impression of "tail" offered, then "tail" replaced before it is finalized.
-        let tail = [doc_key("b")];
-        let tail_name = |_: usize| "b";
-        log.offer(
-            5,
-            &Offered {
-                query: Some(("tail", xxhash_rust::xxh3::xxh3_64(b"tail"))),
-                segment: "",
-                docs: &tail,
-                doc_name: &tail_name,
-            },
-        );
-        log.offer(6, &offered);
-        assert_eq!(log.counts.queries_replaced, 1);
-        log.finalize(5, 0, &[1]);
-        log.finalize(6, 0, &[1]);
-        assert_eq!(log.counts.dropped, 1, "the replaced query's pending impression");
-        let queries: Vec<String> = table(&log).into_iter().map(|t| t.0).collect();
-        assert_eq!(queries, ["head", "new"]);
-    }
-
-    #[test]
-    fn counts_slide_over_two_horizons_and_older_ones_are_dropped() {
-        let mut log = log(10);
-        show(&mut log, 1, "q", &["a"], 0, &[1]);
-        show(&mut log, 2, "q", &["b"], HOUR, &[1]);
-        assert_eq!(table(&log).len(), 2, "the previous epoch still counts");
-        show(&mut log, 3, "q", &["b"], 2 * HOUR, &[0]);
-        assert_eq!(table(&log).iter().map(|t| (t.1.as_str(), t.3.impressions)).collect::<Vec<_>>(), [("b", 2)]);
-        assert_eq!(log.sizes().1, 1, "a's pair is forgotten");
-        show(&mut log, 4, "q", &["b"], 0, &[0]);
-        assert_eq!(log.counts.outside_horizon, 1);
-        show(&mut log, 5, "r", &["c"], 10 * HOUR, &[0]);
-        assert_eq!(table(&log).len(), 1, "a gap of several epochs drops everything before it");
-    }
-
-    #[test]
-    fn a_snapshot_restores_the_same_log_and_a_forged_one_is_refused() {
-        let mut log = log(10);
-        show(&mut log, 1, "q", &["a", "b"], 0, &[1, 0]);
-        let keys = [doc_key("a")];
-        let name = |_: usize| "a";
-        log.offer(
-            9,
-            &Offered {
-                query: Some(("q", xxhash_rust::xxh3::xxh3_64(b"q"))),
-                segment: "",
-                docs: &keys,
-                doc_name: &name,
-            },
-        );
-        let bytes = postcard::to_stdvec(&log.state()).unwrap();
-        let mut restored = ClickLog::restore(log.settings(), postcard::from_bytes(&bytes).unwrap()).unwrap();
-        assert_eq!(table(&restored), table(&log));
-        restored.finalize(9, 0, &[1]);
-        assert_eq!(restored.counts.tracked, 2, "the pending impression is finalized after the restore");
-        let mut forged: LogState = postcard::from_bytes(&bytes).unwrap();
-        forged.pairs[0].as_mut().unwrap().query = 7;
-        assert!(ClickLog::restore(log.settings(), forged).is_err());
-        let mut forged: LogState = postcard::from_bytes(&bytes).unwrap();
-        forged.showings.values_mut().next().unwrap().pairs[0] = 99;
-        assert!(ClickLog::restore(log.settings(), forged).is_err());
-    }
 }
