@@ -594,3 +594,27 @@ fn each_segment_gets_its_own_position_bias() {
     let (_, overall, _) = relative(&models)[2];
     assert!(overall < EXAMINATION[2] - 0.05 && overall > mobile[2] + 0.05, "{overall}");
 }
+
+/// The manual's "Try it" (docs/src/clicks.md) as written: the generated traffic's head queries
+/// through `judgments --from-clicks` print exactly the lines the manual shows.
+#[test]
+fn the_manuals_try_it_prints_what_the_manual_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/clicks.md")).unwrap();
+    let section = &page[page.find("## Try it").unwrap()..page.find("## The click log").unwrap()];
+    let blocks: Vec<&str> = section.split("```").collect();
+    let (commands, shown) = (blocks[1], blocks[3].trim());
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    for line in commands.lines().filter(|l| l.starts_with("cargo run --release -- ")) {
+        let args: Vec<String> = line["cargo run --release -- ".len()..]
+            .split_whitespace()
+            .map(|a| if a.ends_with(".jsonl") || a.ends_with(".json") { path(a) } else { a.to_string() })
+            .collect();
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
+        if args[0] == "judgments" {
+            assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), shown, "{line}");
+        }
+    }
+    assert!(std::fs::read_to_string(path("clicks.jsonl")).unwrap().lines().count() > 3000);
+}
