@@ -13,7 +13,7 @@
 //! |---|---|
 //! | [`prepare`] | a message decoded into what the engine keeps of it ([`Preparer`]), on any thread: replay's readers decode ahead of the engine |
 //! | [`offload`] | finalization (metrics, sums, closed windows) on a thread of its own, in the engine's order: replay's |
-//! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership |
+//! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership; how a new partition's task starts |
 //! | [`handover`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
@@ -47,8 +47,8 @@ mod watermark;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::accumulate::{Accumulators, ClosedWindow, FoldedLabel, Groups, LabelLimits, StatsShape};
-use crate::clicks::log::{ClickLog, LogSettings, Offered};
+use crate::accumulate::{ClosedWindow, FoldedLabel, Groups, LabelLimits, StatsShape};
+use crate::clicks::log::{LogSettings, Offered};
 use crate::clicks::pbm::EmSettings;
 use crate::clicks::FitSettings;
 use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
@@ -75,6 +75,7 @@ pub use watermark::InputClock;
 
 use aggregation::{Aggregation, ClosedWindows};
 use limits::StateLimits;
+use task::TaskTemplate;
 use watermark::Watermarks;
 
 /// What the engine did with a message it did not reject ([`Engine::process_prepared`]).
@@ -146,46 +147,6 @@ pub struct Engine {
     /// Whether events reach their impression's partition: the repartition stage's counts and
     /// the key check, counted off the engine lock by the threads that see the messages.
     routing: Arc<Routing>,
-}
-
-/// How a partition's task starts: empty sums of the configured shape, with every window the
-/// engine already closed treated as closed.
-#[derive(Debug, Clone)]
-struct TaskTemplate {
-    /// The shape of every group's stats.
-    shape: StatsShape,
-    /// `metrics.windows`, in milliseconds.
-    window_sizes_ms: Vec<i64>,
-    /// `join.attribution_window`, in milliseconds.
-    attribution_window_ms: i64,
-    /// The watermark the engine last closed windows on: a new partition's impressions in
-    /// windows closed before it are late, as they would be for the partitions already there.
-    windows_closed_at: Option<EventTime>,
-    /// `[clicks]` when the click log is on.
-    clicks: Option<LogSettings>,
-    /// `[clicks]`' fitting settings, for the gauges.
-    click_fit: FitSettings,
-}
-
-impl TaskTemplate {
-    fn task(&self) -> Task {
-        let mut accumulators = Accumulators::new(self.shape, &self.window_sizes_ms, self.attribution_window_ms);
-        if let Some(w) = self.windows_closed_at {
-            accumulators.close_windows(w, |_| unreachable!("a new task has no open window"));
-        }
-        Task::new(Totals {
-            accumulators,
-            counters: Counters::default(),
-            first_engagement_delay: self.delay_distribution(),
-            recent_closed: Vec::new(),
-            clicks: self.clicks.map(ClickLog::new),
-        })
-    }
-
-    /// Impression to first engagement, in milliseconds, up to a week.
-    fn delay_distribution(&self) -> Distribution {
-        Distribution::new(86_400_000 * 7)
-    }
 }
 
 impl Engine {

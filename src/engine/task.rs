@@ -1,5 +1,6 @@
 //! Per-partition state: a [`Task`] is everything one partition number contributes to the
-//! engine (what Kafka Streams calls a task), and [`Tasks`] finds it by partition number.
+//! engine (what Kafka Streams calls a task), [`Tasks`] finds it by partition number, and
+//! `TaskTemplate` says how a new partition's task starts.
 //!
 //! A task holds its join state, its two input clocks and its [`Totals`]: every sum and count
 //! its messages contributed. A partition's state moves between replicas as one task (see
@@ -12,8 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::telemetry::{Counters, Distribution};
 use super::watermark::InputClock;
-use crate::accumulate::{Accumulators, ClosedWindow};
-use crate::clicks::log::ClickLog;
+use crate::accumulate::{Accumulators, ClosedWindow, StatsShape};
+use crate::clicks::log::{ClickLog, LogSettings};
+use crate::clicks::FitSettings;
 use crate::event::EventKind;
 use crate::join::Shard;
 use crate::time::EventTime;
@@ -57,6 +59,46 @@ impl Task {
     /// Records that an input delivered a message (with its event time, when it had a valid one).
     pub fn observe(&mut self, kind: EventKind, event_time: Option<EventTime>, now: Instant) {
         self.inputs[kind.index()].observe(event_time, now);
+    }
+}
+
+/// How a partition's task starts: empty sums of the configured shape, with every window the
+/// engine already closed treated as closed.
+#[derive(Debug, Clone)]
+pub(super) struct TaskTemplate {
+    /// The shape of every group's stats.
+    pub(super) shape: StatsShape,
+    /// `metrics.windows`, in milliseconds.
+    pub(super) window_sizes_ms: Vec<i64>,
+    /// `join.attribution_window`, in milliseconds.
+    pub(super) attribution_window_ms: i64,
+    /// The watermark the engine last closed windows on: a new partition's impressions in
+    /// windows closed before it are late, as they would be for the partitions already there.
+    pub(super) windows_closed_at: Option<EventTime>,
+    /// `[clicks]` when the click log is on.
+    pub(super) clicks: Option<LogSettings>,
+    /// `[clicks]`' fitting settings, for the gauges.
+    pub(super) click_fit: FitSettings,
+}
+
+impl TaskTemplate {
+    pub(super) fn task(&self) -> Task {
+        let mut accumulators = Accumulators::new(self.shape, &self.window_sizes_ms, self.attribution_window_ms);
+        if let Some(w) = self.windows_closed_at {
+            accumulators.close_windows(w, |_| unreachable!("a new task has no open window"));
+        }
+        Task::new(Totals {
+            accumulators,
+            counters: Counters::default(),
+            first_engagement_delay: self.delay_distribution(),
+            recent_closed: Vec::new(),
+            clicks: self.clicks.map(ClickLog::new),
+        })
+    }
+
+    /// Impression to first engagement, in milliseconds, up to a week.
+    pub(super) fn delay_distribution(&self) -> Distribution {
+        Distribution::new(86_400_000 * 7)
     }
 }
 
