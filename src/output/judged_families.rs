@@ -7,11 +7,12 @@
 //! engagement families, so that every existing query, recording rule and alert keeps meaning
 //! engagement-based relevance.
 
-use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::proto::{MetricFamily, MetricType};
 
 use super::prometheus::{counter, family, gauge, group_labels, label, summary, with_partition};
+use super::window_families::{push_finite, reports_per_window};
 use crate::engine::Engine;
-use crate::experiments::{Span, CUMULATIVE};
+use crate::experiments::CUMULATIVE;
 
 /// Judged impressions and judged metric sums per group and partition, cumulative; each
 /// closed window's judged means.
@@ -98,20 +99,8 @@ pub(super) fn comparisons(engine: &Engine) -> Vec<MetricFamily> {
         return Vec::new();
     }
     let (mut difference, mut lower, mut upper, mut p_values, mut always_valid) = Default::default();
-    let push = |into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>| {
-        if let Some(v) = value.filter(|v| v.is_finite()) {
-            into.push(gauge(labels.to_vec(), v));
-        }
-    };
-    let windows = engine.newest_closed().map(|closed| {
-        let window = engine.window_label(closed.size_index);
-        let span =
-            Span::Window { label: window, start: closed.start, size_ms: engine.window_size_ms(closed.size_index) };
-        (window, engine.experiment_reports(&closed.groups, span))
-    });
-    let cumulative =
-        std::iter::once((CUMULATIVE, engine.experiment_reports(&engine.ab_cumulative(), Span::Cumulative)));
-    for (window, reports) in windows.chain(cumulative) {
+    let push = push_finite;
+    for (window, reports) in reports_per_window(engine) {
         let fixed_horizon = window != CUMULATIVE;
         for report in &reports {
             let Some(judged) = &report.judged else { continue };

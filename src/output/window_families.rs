@@ -7,7 +7,7 @@ use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
 
 use super::prometheus::{family, gauge, label};
 use crate::engine::Engine;
-use crate::experiments::{Span, CUMULATIVE};
+use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 
 /// The newest closed event-time window of each size: every metric's mean per group, the
 /// group's impressions, and the window's start.
@@ -61,17 +61,9 @@ pub(super) fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
     ]
 }
 
-/// The A/B feed of the newest closed window of each size: treatment minus control per metric,
-/// its confidence interval and Welch p-value, and the sample-ratio test per experiment; and the
-/// anytime-valid figures of those windows and of the cumulative report (`window="cumulative"`).
-pub(super) fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
-    let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
-    let (mut cs_lower, mut cs_upper, mut always_valid, mut ssrm, mut cs_empty) = Default::default();
-    let push = |into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>| {
-        if let Some(v) = value.filter(|v| v.is_finite()) {
-            into.push(gauge(labels.to_vec(), v));
-        }
-    };
+/// The reports every comparison family reads: the newest closed window of each size, then the
+/// cumulative one (`window = CUMULATIVE`).
+pub(super) fn reports_per_window(engine: &Engine) -> Vec<(&str, Vec<ExperimentReport>)> {
     let windows = engine.newest_closed().map(|closed| {
         let window = engine.window_label(closed.size_index);
         let span =
@@ -80,7 +72,25 @@ pub(super) fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
     });
     let cumulative =
         std::iter::once((CUMULATIVE, engine.experiment_reports(&engine.ab_cumulative(), Span::Cumulative)));
-    for (window, reports) in windows.chain(cumulative) {
+    windows.chain(cumulative).collect()
+}
+
+/// Adds a gauge of `value` when there is one and it is finite: a comparison without enough
+/// data has no series rather than a NaN.
+pub(super) fn push_finite(into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>) {
+    if let Some(v) = value.filter(|v| v.is_finite()) {
+        into.push(gauge(labels.to_vec(), v));
+    }
+}
+
+/// The A/B feed of the newest closed window of each size: treatment minus control per metric,
+/// its confidence interval and Welch p-value, and the sample-ratio test per experiment; and the
+/// anytime-valid figures of those windows and of the cumulative report (`window="cumulative"`).
+pub(super) fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
+    let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
+    let (mut cs_lower, mut cs_upper, mut always_valid, mut ssrm, mut cs_empty) = Default::default();
+    let push = push_finite;
+    for (window, reports) in reports_per_window(engine) {
         let fixed_horizon = window != CUMULATIVE;
         for report in reports {
             let experiment = label("experiment", &report.experiment);
