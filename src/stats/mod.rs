@@ -9,6 +9,12 @@
 //! * [`sample_ratio_mismatch`]: Pearson's chi-square test of the observed split against the
 //!   expected one.
 //!
+//! * [`cuped`]: the comparison adjusted by each unit's pre-experiment value (CUPED).
+//! * [`bayes`]: GrowthBook's Bayesian read-out, chance to beat control and risk.
+//! * [`multiple`]: Holm and Benjamini–Hochberg adjusted p-values over an experiment's tests.
+//! * [`power`]: the minimum detectable effect and the time to reach a target one.
+//! * [`guardrail_p_value`]: the one-sided test that a metric got worse.
+//!
 //! * [`preference`]: interleaving's pairwise preference, its interval and its sign test.
 //! * [`sequential`]: the anytime-valid counterparts, valid however often they are looked at:
 //!   confidence sequences and always-valid p-values of the difference, and the sequential split
@@ -17,6 +23,10 @@
 //! The fixed-horizon definitions are scipy's: `scipy.stats.t.interval`, `scipy.stats.ttest_ind(equal_var=False)`
 //! and `scipy.stats.chisquare`; `tests/ab_statistics.rs` holds them to 1e-6 on generated data.
 
+pub mod bayes;
+pub mod cuped;
+pub mod multiple;
+pub mod power;
 pub mod preference;
 pub mod sequential;
 
@@ -299,6 +309,15 @@ pub(crate) fn relative_variance(treatment: &Estimate, control: &Estimate) -> Opt
     }
     let v = se_t * se_t / (mc * mc) + mt * mt * se_c * se_c / mc.powi(4);
     (v > 0.0 && v.is_finite()).then_some(v)
+}
+
+/// One-sided p-value of Welch's test that the treatment is *worse* than the control (greater
+/// when lower is better, smaller otherwise): scipy's `ttest_ind(equal_var=False,
+/// alternative="greater" | "less")` on the same arms. `None` when `cmp` has no test.
+pub fn guardrail_p_value(cmp: &Comparison, lower_is_better: bool) -> Option<f64> {
+    let (t, df) = (cmp.t?, cmp.df?);
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some(if lower_is_better { dist.sf(t) } else { dist.cdf(t) })
 }
 
 /// Pearson's chi-square goodness of fit of `observed` counts to `expected_shares` (which sum
