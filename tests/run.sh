@@ -61,6 +61,15 @@ if ! python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.sc
     -r tests/your_events/requirements.txt
 fi
 
+# tests/experiment_statistics.rs computes its expected figures with GrowthBook's gbstats 0.8.0,
+# statsmodels and scipy (pinned in tests/experiment_statistics/requirements.txt).
+if ! python3 -c 'import gbstats.bayesian.tests, statsmodels.stats.multitest, scipy.stats' >/dev/null 2>&1; then
+  echo "installing gbstats, statsmodels and scipy..."
+  python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
+    -r tests/experiment_statistics/requirements.txt
+  python3 -m pip install --quiet --disable-pip-version-check --break-system-packages --no-deps gbstats==0.8.0
+fi
+
 # tansu: an Apache-Kafka-compatible broker in its own process, for the crash-and-restart and
 # security tests. Its sqlite storage (feature libsql) is the one that keeps SCRAM users, which
 # tests/kafka_security.rs needs. A debug build: 5 min 56 s on 2 cores where the release build
