@@ -21,6 +21,8 @@ const SCHEMA_FILES: &[&str] = &[
     "src/config/inputs.rs",
     "src/config/repartition.rs",
     "src/config/clicks.rs",
+    "src/config/readout.rs",
+    "src/stats/multiple.rs",
     "src/metrics/mod.rs",
 ];
 

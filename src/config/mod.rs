@@ -19,6 +19,7 @@ mod inputs;
 mod kafka_client;
 mod load;
 pub mod path;
+mod readout;
 mod repartition;
 mod schema;
 mod upgrade;
@@ -32,6 +33,7 @@ pub use inputs::{
     SchemaRegistryConfig, SchemasConfig, TimestampFormat,
 };
 pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
+pub use readout::{BayesianConfig, CupedConfig, DifferenceScale};
 pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::clicks::ClicksConfig;
+use super::readout::{BayesianConfig, CupedConfig};
 use super::inputs::{MappingConfig, SchemaRegistryConfig, SchemasConfig};
 use super::repartition::RepartitionConfig;
+use crate::stats::multiple::Correction;
 use crate::time::HumanDuration;
 
 /// The whole configuration file.
@@ -620,6 +622,28 @@ pub struct AbConfig {
     pub output_topic: String,
     /// Per-experiment settings, by experiment name.
     pub experiments: BTreeMap<String, AbExperimentConfig>,
+    /// CUPED: the comparisons adjusted by each unit's own metric before the experiment.
+    pub cuped: CupedConfig,
+    /// The Bayesian read-out: chance to beat control and risk, as GrowthBook computes them.
+    pub bayesian: BayesianConfig,
+    /// Adjusts the fixed-horizon p-values of each experiment's comparisons (every metric of
+    /// `correction_metrics` against every non-control variant) for testing them all at once:
+    /// `holm` (family-wise error rate), `benjamini-hochberg` (false discovery rate) or `none`.
+    /// Both adjusted p-values are always reported; this one is also `adjusted_p_value`, the
+    /// gauge the shipped alerts read. Default `none`.
+    pub correction: Correction,
+    /// The metric keys that form the family adjusted together. Default empty: every metric.
+    pub correction_metrics: Vec<String>,
+    /// The power at which the minimum detectable effect is reported. Default 0.8.
+    pub power: f64,
+    /// The relative effect an experiment should be able to detect: each comparison reports
+    /// how many impressions, and how long at the current traffic, reaching it takes.
+    /// Default 0.01 (1%).
+    pub target_mde: f64,
+    /// Metrics that must not get worse (say `abandonment`), each with its own one-sided test
+    /// that the treatment is worse (higher for abandonment, lower for the rest) and the
+    /// `RankpulseGuardrailWorse` alert. Default empty.
+    pub guardrails: Vec<String>,
 }
 
 impl Default for AbConfig {
@@ -633,6 +657,13 @@ impl Default for AbConfig {
             control: "control".into(),
             output_topic: String::new(),
             experiments: BTreeMap::new(),
+            cuped: CupedConfig::default(),
+            bayesian: BayesianConfig::default(),
+            correction: Correction::None,
+            correction_metrics: Vec::new(),
+            power: 0.8,
+            target_mde: 0.01,
+            guardrails: Vec::new(),
         }
     }
 }

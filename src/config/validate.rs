@@ -394,7 +394,13 @@ impl Config {
                 return Err(invalid(key("split"), format!("does not list the control variant {control:?}")));
             }
         }
-        Ok(())
+        let metric_keys: Vec<String> = crate::metrics::MetricLayout::new(&self.metrics.cutoffs, 1, 1)
+            .with_ips(&self.clicks.propensities, self.clicks.clip)
+            .keys()
+            .iter()
+            .map(|k| k.name())
+            .collect();
+        ab.validate_readout(&metric_keys)
     }
 
     /// The parsed `http.listen` address.
@@ -455,6 +461,12 @@ mod tests {
             ("[join]\nattribution_window = \"0s\"", "join.attribution_window"),
             ("[join]\nattribution_window = \"5 minutes\"", "invalid duration"),
             ("[ab]\nconfidence = 1.0", "ab.confidence"),
+            ("[ab]\nguardrails = [\"latency\"]", "ab.guardrails"),
+            ("[ab.cuped]\nmetrics = [\"mrr\"]", "ab.cuped.metrics"),
+            ("[ab]\nunit = \"client_id\"\n[ab.cuped]\nmetrics = [\"mrr\"]\nlookback_days = 0", "ab.cuped.lookback_days"),
+            ("[ab]\npower = 1.0", "ab.power"),
+            ("[ab]\ntarget_mde = 0", "ab.target_mde"),
+            ("[ab.bayesian]\nprior_stddev = -1", "ab.bayesian.prior_stddev"),
             ("[ab]\nunit_buckets = 1", "ab.unit_buckets"),
             ("[ab]\nsequential_sample_size = 0", "ab.sequential_sample_size"),
             ("[ab]\noutput_topic = \"search-impressions\"", "ab.output_topic"),
