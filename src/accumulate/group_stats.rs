@@ -298,6 +298,11 @@ impl GroupStats {
         self.buckets.values()
     }
 
+    /// The unit buckets' sums with their bucket numbers, in bucket order.
+    pub fn buckets_by_number(&self) -> impl Iterator<Item = (u32, &BucketSums)> {
+        self.buckets.iter().map(|(&b, sums)| (b, sums))
+    }
+
     /// Non-empty unit buckets.
     pub fn bucket_count(&self) -> usize {
         self.buckets.values().filter(|b| b.impressions > 0).count()

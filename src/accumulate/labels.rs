@@ -241,6 +241,10 @@ impl Groups {
         self.last_seen[id as usize]
     }
 
+    /// The id of an active (experiment, variant) pair.
+    pub fn id_of(&self, experiment: &str, variant: &str) -> Option<GroupId> {
+        self.index.get(experiment)?.get(variant).copied()
+    }
     pub fn name(&self, id: GroupId) -> (&str, &str) {
         let (e, v) = &self.names[id as usize];
         (e, v)

@@ -52,7 +52,12 @@ pub struct BayesianConfig {
 
 impl Default for BayesianConfig {
     fn default() -> Self {
-        BayesianConfig { difference: DifferenceScale::Relative, prior_proper: false, prior_mean: 0.0, prior_stddev: 0.3 }
+        BayesianConfig {
+            difference: DifferenceScale::Relative,
+            prior_proper: false,
+            prior_mean: 0.0,
+            prior_stddev: 0.3,
+        }
     }
 }
 
@@ -93,7 +98,10 @@ impl AbConfig {
             ));
         }
         if !(1..=90).contains(&self.cuped.lookback_days) {
-            return Err(invalid("ab.cuped.lookback_days", format!("is {} but must be 1 to 90", self.cuped.lookback_days)));
+            return Err(invalid(
+                "ab.cuped.lookback_days",
+                format!("is {} but must be 1 to 90", self.cuped.lookback_days),
+            ));
         }
         if self.cuped.max_units_per_partition == 0 {
             return Err(invalid("ab.cuped.max_units_per_partition", "must be at least 1"));

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::clicks::ClicksConfig;
-use super::readout::{BayesianConfig, CupedConfig};
 use super::inputs::{MappingConfig, SchemaRegistryConfig, SchemasConfig};
+use super::readout::{BayesianConfig, CupedConfig};
 use super::repartition::RepartitionConfig;
 use crate::stats::multiple::Correction;
 use crate::time::HumanDuration;

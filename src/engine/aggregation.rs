@@ -2,7 +2,7 @@
 
 use super::offload::FinalizeWorker;
 use super::task::Totals;
-use crate::accumulate::{ClosedWindow, GroupTable};
+use crate::accumulate::{ClosedWindow, CupedSettings, GroupTable};
 use crate::ids::GroupId;
 use crate::ids::QueryKey;
 use crate::interleaving::{self, Scored};
@@ -51,6 +51,12 @@ pub(super) struct Aggregation {
     /// Where finalized impressions go instead when finalization runs on a thread of its own
     /// (replay; see [`super::offload`]). `None` on the worker's own aggregation.
     pub worker: Option<FinalizeWorker>,
+    /// `ab.cuped`, when it adjusts any metric: finalized impressions also go to their
+    /// partition's [`crate::accumulate::CupedState`].
+    cuped: Option<CupedSettings>,
+    /// Each group's experiment name, by group id (noted by the engine as it interns groups):
+    /// CUPED's pre-period is the experiment's, whichever variant a unit enters.
+    experiments: Vec<Box<str>>,
 }
 
 impl Aggregation {
@@ -65,6 +71,25 @@ impl Aggregation {
             layout,
             observer: None,
             worker: None,
+            cuped: None,
+            experiments: Vec::new(),
+        }
+    }
+
+    /// This aggregation, keeping CUPED's state with `settings`.
+    pub fn with_cuped(mut self, settings: Option<CupedSettings>) -> Self {
+        self.cuped = settings;
+        self
+    }
+
+    /// Records the experiment of `group` (a new group, or an id reused after retirement).
+    pub fn note_group(&mut self, group: GroupId, experiment: &str) {
+        let i = group as usize;
+        if self.experiments.len() <= i {
+            self.experiments.resize(i + 1, Box::from(""));
+        }
+        if *self.experiments[i] != *experiment {
+            self.experiments[i] = experiment.into();
         }
     }
 
@@ -116,6 +141,10 @@ impl Aggregation {
         }
         let engaged = values[self.abandonment_slot] == 0.0;
         totals.accumulators.add(f.group, f.timestamp, added, engaged, f.unit);
+        if let (Some(settings), Some(state)) = (&self.cuped, &mut totals.cuped) {
+            let experiment = self.experiments.get(f.group as usize).map_or("", |e| &**e);
+            state.finalized(settings, experiment, f.group, f.unit, f.timestamp, added);
+        }
         if let Some(delay) = f.first_engagement_delay_ms {
             totals.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
         }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::handover::{check_named, GroupName};
 use super::Engine;
-use crate::accumulate::{ClosedWindow, GroupTable};
+use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
 use crate::experiments::sequential::{Looks, LooksBeforeInterleaving};
 use crate::ids::GroupId;
 use crate::time::EventTime;
@@ -39,6 +39,9 @@ struct PartitionAggregatesRef<'a> {
     /// The experiment-wide looks of the cumulative anytime-valid figures, in partition 0's
     /// record only: a replica that starts late or restarts takes them over.
     looks: Option<&'a Looks>,
+    /// The partition's CUPED covariates with the metric keys they adjust (`ab.cuped`); last,
+    /// so that an older rankpulse leaves it unread.
+    cuped: Option<(Vec<String>, &'a CovariateTable)>,
 }
 
 /// [`PartitionAggregatesRef`], read back.
@@ -51,6 +54,19 @@ pub struct PartitionAggregates {
     cumulative: GroupTable,
     recent_closed: Vec<ClosedWindow>,
     looks: Option<Looks>,
+    /// Absent in a record of a replica without `ab.cuped` or from before it.
+    cuped: CovariateTail,
+}
+
+/// A record's CUPED covariates, if it has them: a record written before they existed ends
+/// before them, which reads as none.
+#[derive(Debug, Default)]
+struct CovariateTail(Option<(Vec<String>, CovariateTable)>);
+
+impl<'de> Deserialize<'de> for CovariateTail {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(CovariateTail(Option::<(Vec<String>, CovariateTable)>::deserialize(d).unwrap_or_default()))
+    }
 }
 
 /// A record as rankpulse wrote it before the looks folded the interleaving figures (its looks
@@ -90,6 +106,7 @@ impl PartitionAggregates {
                     cumulative: old.cumulative,
                     recent_closed: old.recent_closed,
                     looks: old.looks.map(Looks::from),
+                    cuped: CovariateTail::default(),
                 });
             }
             let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesWithoutLooks>(bytes) else {
@@ -102,6 +119,7 @@ impl PartitionAggregates {
                 cumulative: old.cumulative,
                 recent_closed: old.recent_closed,
                 looks: None,
+                cuped: CovariateTail::default(),
             })
         })
     }
@@ -120,9 +138,25 @@ pub(super) struct GlobalView {
     pub newest: Vec<Option<ClosedWindow>>,
     /// Complete windows not yet published, oldest first.
     pub unpublished: Vec<ClosedWindow>,
+    /// Each partition's newest CUPED covariates (renumbered), `None` from a record without
+    /// them (a replica without `ab.cuped`, or of other adjusted metrics).
+    covariates: BTreeMap<i32, Option<CovariateTable>>,
 }
 
 impl GlobalView {
+    /// Every partition's CUPED covariates, merged: `None` unless every partition's record
+    /// carried them (CUPED pairs them with every partition's sums).
+    pub fn cuped_covariates(&self) -> Option<CovariateTable> {
+        if self.latest.is_empty() || self.latest.keys().any(|p| !matches!(self.covariates.get(p), Some(Some(_)))) {
+            return None;
+        }
+        let mut table = CovariateTable::default();
+        for covariates in self.covariates.values().flatten() {
+            table.merge(covariates);
+        }
+        Some(table)
+    }
+
     /// Every partition's cumulative sums, merged.
     pub fn cumulative(&self) -> GroupTable {
         let mut table = GroupTable::default();
@@ -216,6 +250,7 @@ impl Engine {
             .map(|(g, _)| g)
             .chain(task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
             .chain(looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g)))
+            .chain(task.totals.cuped.iter().flat_map(|c| c.covariates.groups()))
             .collect();
         let groups = used.into_iter().map(|id| self.group_name(id)).collect();
         Some(crate::checkpoint::encode(&PartitionAggregatesRef {
@@ -225,6 +260,7 @@ impl Engine {
             cumulative: &acc.cumulative,
             recent_closed: &task.totals.recent_closed,
             looks,
+            cuped: task.totals.cuped.as_ref().map(|state| (self.cuped_metric_keys(), &state.covariates)),
         }))
     }
 
@@ -259,7 +295,17 @@ impl Engine {
         }
         let recent = record.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
         let prefix = record.looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g));
-        check_named(&record.groups, record.cumulative.iter().map(|(g, _)| g).chain(recent).chain(prefix))?;
+        let keys = self.cuped_metric_keys();
+        let covariates = match (&self.template.cuped, record.cuped.0) {
+            (Some(settings), Some((written, table))) if written == keys => {
+                table.check(settings)?;
+                Some(table)
+            }
+            _ => None,
+        };
+        let used_by_covariates = covariates.iter().flat_map(CovariateTable::groups);
+        let used = record.cumulative.iter().map(|(g, _)| g).chain(recent).chain(prefix).chain(used_by_covariates);
+        check_named(&record.groups, used)?;
         let map = self.intern_names(&record.groups);
         let mut cumulative = record.cumulative;
         cumulative.remap(&map);
@@ -273,8 +319,13 @@ impl Engine {
                 self.looks = theirs;
             }
         }
+        let covariates = covariates.map(|mut table| {
+            table.remap(&map);
+            table
+        });
         let Engine { global, looks, aggregation, groups, ab, template, .. } = self;
         if let Some(view) = global.as_mut() {
+            view.covariates.insert(record.partition, covariates);
             view.apply(record.partition, record.closed_before, cumulative, recent, |window| {
                 looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
             });
@@ -520,6 +571,7 @@ mod tests {
             cumulative: &empty,
             recent_closed: &[],
             looks: Some(&looks),
+            cuped: None,
         };
         let encoded = crate::checkpoint::encode(&current);
         // The version before reads it too (postcard leaves the trailing field unread), so

@@ -19,6 +19,7 @@ use super::limits::StateSize;
 use super::task::Task;
 use super::telemetry::LaterRejections;
 use super::{watermark, Engine};
+use crate::accumulate::CupedState;
 use crate::clicks::log::{ClickLog, LogState, LogStateRef};
 use crate::config::AbUnit;
 use crate::ids::{GroupId, GroupMap};
@@ -64,6 +65,9 @@ struct TaskSnapshotRef<'a> {
     /// The partition's click log, with `clicks.enabled`; after everything else for the same
     /// reason.
     clicks: Option<LogStateRef<'a>>,
+    /// The partition's CUPED state with the metric keys it adjusts, with `ab.cuped.metrics`;
+    /// last, for the same reason.
+    cuped: Option<(Vec<String>, &'a CupedState)>,
 }
 
 /// One partition's state as read back: [`TaskSnapshotRef`]'s fields, owned, in the same order
@@ -80,6 +84,8 @@ pub struct TaskSnapshot {
     later_rejections: LaterRejections,
     /// Absent in a snapshot written before the click log existed.
     clicks: ClicksTail,
+    /// Absent in a snapshot written before CUPED existed.
+    cuped: CupedTail,
 }
 
 /// A snapshot's click log, if it has one: a snapshot written before the click log existed
@@ -90,6 +96,16 @@ struct ClicksTail(Option<LogState>);
 impl<'de> Deserialize<'de> for ClicksTail {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(ClicksTail(Option::<LogState>::deserialize(d).unwrap_or_default()))
+    }
+}
+
+/// A snapshot's CUPED state and the metric keys it adjusts, if it has one (as [`ClicksTail`]).
+#[derive(Debug, Default)]
+struct CupedTail(Option<(Vec<String>, CupedState)>);
+
+impl<'de> Deserialize<'de> for CupedTail {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(CupedTail(Option::<(Vec<String>, CupedState)>::deserialize(d).unwrap_or_default()))
     }
 }
 
@@ -155,6 +171,7 @@ impl Engine {
             .pending_groups()
             .chain(task.totals.accumulators.groups())
             .chain(task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
+            .chain(task.totals.cuped.iter().flat_map(CupedState::groups))
             .collect();
         let groups = used.into_iter().map(|id| self.group_name(id)).collect();
         Some(TaskSnapshotRef {
@@ -165,6 +182,7 @@ impl Engine {
             task,
             later_rejections: task.totals.counters.rejected.later(),
             clicks: task.totals.clicks.as_ref().map(ClickLog::state),
+            cuped: task.totals.cuped.as_ref().map(|state| (self.cuped_metric_keys(), state)),
         })
     }
 
@@ -231,8 +249,15 @@ impl Engine {
         if let (Some(_), Some(clicks)) = (template.clicks, &snapshot.clicks.0) {
             clicks.check()?;
         }
+        let mut cuped_groups = Vec::new();
+        if let (Some(settings), Some((keys, state))) = (&template.cuped, &snapshot.cuped.0) {
+            if *keys == self.cuped_metric_keys() {
+                state.check(settings)?;
+                cuped_groups.extend(state.groups());
+            }
+        }
         let recent = totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
-        let used = join.pending_groups().chain(totals.accumulators.groups()).chain(recent);
+        let used = join.pending_groups().chain(totals.accumulators.groups()).chain(recent).chain(cuped_groups);
         check_named(&snapshot.groups, used)
     }
 
@@ -245,7 +270,7 @@ impl Engine {
         now: Instant,
     ) -> Result<(), RestoreError> {
         self.check_compatible(partition, &mut snapshot)?;
-        let TaskSnapshot { groups, frontier, mut task, later_rejections, clicks, .. } = snapshot;
+        let TaskSnapshot { groups, frontier, mut task, later_rejections, clicks, cuped, .. } = snapshot;
         task.totals.counters.rejected.set_later(&later_rejections);
         // A snapshot without a click log (written before it existed, or with it off) starts
         // an empty one; one written with it on and restored with it off is dropped.
@@ -258,12 +283,35 @@ impl Engine {
             }
         };
         let map = self.intern_names(&groups);
+        // CUPED's state of other adjusted metrics (or none) starts afresh: its sums would be
+        // of other metrics. Checked with the rest of the snapshot when the metrics agree.
+        let keys = self.cuped_metric_keys();
+        task.totals.cuped = self.template.cuped.as_ref().map(|_| match cuped.0 {
+            Some((written, mut state)) if written == keys => {
+                state.remap_groups(&map);
+                state
+            }
+            _ => CupedState::new(),
+        });
+        if self.template.cuped.is_some() {
+            let named: Vec<(GroupId, String)> =
+                map.values().map(|&id| (id, self.groups.name(id).0.to_string())).collect();
+            for (id, experiment) in named {
+                self.aggregation.note_group(id, &experiment);
+            }
+        }
         task.join.remap_groups(&map);
         task.totals.accumulators.remap_groups(&map);
         for window in &mut task.totals.recent_closed {
             window.groups.remap(&map);
         }
         self.install(partition, task, frontier, now)
+    }
+
+    /// The metric keys CUPED adjusts (`ab.cuped.metrics` as configured), which a snapshot's
+    /// CUPED state must have been written with.
+    pub(super) fn cuped_metric_keys(&self) -> Vec<String> {
+        self.ab.cuped.metrics.clone()
     }
 
     /// A group's name, to write beside sums that refer to it by id.

@@ -47,7 +47,7 @@ mod watermark;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::accumulate::{ClosedWindow, FoldedLabel, Groups, LabelLimits, StatsShape};
+use crate::accumulate::{ClosedWindow, CupedSettings, FoldedLabel, Groups, LabelLimits, StatsShape};
 use crate::clicks::log::{LogSettings, Offered};
 use crate::clicks::pbm::EmSettings;
 use crate::clicks::FitSettings;
@@ -171,6 +171,18 @@ impl Engine {
                 cfg.judgments.incomplete_measures,
             )
         };
+        let cuped = (!cfg.ab.cuped.metrics.is_empty() && cfg.ab.unit != AbUnit::Impression).then(|| CupedSettings {
+            slots: cfg
+                .ab
+                .cuped
+                .metrics
+                .iter()
+                .filter_map(|name| layout.keys().iter().position(|k| k.name() == *name))
+                .collect(),
+            lookback_days: i64::from(cfg.ab.cuped.lookback_days),
+            max_units: cfg.ab.cuped.max_units_per_partition,
+            unit_buckets: cfg.ab.unit_buckets,
+        });
         let window_sizes: Vec<i64> = cfg.metrics.windows.iter().map(|w| w.as_millis_i64()).collect();
         let attribution_window = cfg.join.attribution_window.as_millis_i64();
         let template = TaskTemplate {
@@ -192,6 +204,7 @@ impl Engine {
                 horizon_ms: cfg.clicks.horizon.as_millis_i64(),
                 click_threshold: cfg.metrics.relevance_threshold,
             }),
+            cuped: cuped.clone(),
         };
         let mut closed = ClosedWindows::new(cfg.metrics.windows.len());
         // Closed windows wait for the A/B publisher when there is one.
@@ -212,7 +225,7 @@ impl Engine {
             },
             state: StateSize::default(),
             wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
-            aggregation: Aggregation::new(layout),
+            aggregation: Aggregation::new(layout).with_cuped(cuped),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
             tasks: Tasks::default(),
@@ -429,7 +442,13 @@ impl Engine {
             }
             for task in self.tasks.iter_mut() {
                 task.totals.accumulators.retire(retired);
+                if let Some(cuped) = &mut task.totals.cuped {
+                    cuped.retire(retired);
+                }
             }
+        }
+        if self.template.cuped.is_some() {
+            self.aggregation.note_group(group, self.groups.name(group).0);
         }
         let Engine { tasks, groups, state, state_limits, join, aggregation, judge, .. } = self;
         let task = tasks.get_mut(partition).expect("checked above");
@@ -556,8 +575,8 @@ impl Engine {
     /// the same either way. Returns whether it did.
     pub fn offload_finalization(&mut self) -> std::io::Result<bool> {
         // The click log takes impressions here and their finalization there: it stays whole
-        // on this thread.
-        let clicks = self.template.clicks.is_some();
+        // on this thread. CUPED's state follows units across groups: likewise.
+        let clicks = self.template.clicks.is_some() || self.template.cuped.is_some();
         if self.tasks.iter().count() != 1 || self.retain_recent_closed || self.aggregation.worker.is_some() || clicks {
             return Ok(false);
         }
@@ -572,6 +591,7 @@ impl Engine {
             counters: Counters::default(),
             recent_closed: Vec::new(),
             clicks: None,
+            cuped: None,
         };
         let mut on_worker = Aggregation::new(self.aggregation.layout().clone());
         on_worker.observer = self.aggregation.observer.take();

@@ -7,13 +7,13 @@ use std::time::Instant;
 use super::task::Totals;
 use super::telemetry::{CheckpointStats, Counters, Distribution, RebalanceStats};
 use super::{watermark, Engine, StateSize};
-use crate::accumulate::{ClosedWindow, GroupTable, Groups};
+use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable, Groups};
 use crate::clicks::log::LogSummary;
 use crate::clicks::named::NamedTable;
 use crate::config::AbConfig;
 use crate::event::{Decoders, EventKind};
 use crate::experiments::sequential::Looks;
-use crate::experiments::{ExperimentReport, SequentialSource, Span};
+use crate::experiments::{ExperimentReport, ReadoutSources, SequentialSource, Span};
 use crate::join::EngagementTally;
 use crate::metrics::MetricLayout;
 use crate::time::EventTime;
@@ -59,8 +59,20 @@ impl Engine {
             Span::Cumulative => SequentialSource::Running(&self.looks),
             Span::Window { .. } => SequentialSource::ThisLook,
         };
-        let mut reports =
-            crate::experiments::reports(self.aggregation.layout(), &self.groups, table, &self.ab, span, sequential);
+        // CUPED's covariates are this process's partitions': they pair with the cumulative sums
+        // of the same partitions only (the experiment-wide view carries its own).
+        let covariates = match (span, &self.global) {
+            (Span::Cumulative, None) => self.cuped_covariates(),
+            (Span::Cumulative, Some(view)) => view.cuped_covariates(),
+            (Span::Window { .. }, _) => None,
+        };
+        let newest = self.newest_closed().find(|w| w.size_index == 0);
+        let sources = ReadoutSources {
+            covariates: covariates.as_ref(),
+            traffic: newest.map(|w| (&w.groups, self.window_size_ms(0) as f64 / 1000.0)),
+        };
+        let layout = self.aggregation.layout();
+        let mut reports = crate::experiments::reports(layout, &self.groups, table, &self.ab, span, sequential, sources);
         let look_window = self.window_labels.first().filter(|_| matches!(span, Span::Cumulative));
         for report in &mut reports {
             report.partitions.clone_from(&partitions);
@@ -79,6 +91,17 @@ impl Engine {
     }
     pub fn groups(&self) -> &Groups {
         &self.groups
+    }
+    /// The CUPED covariates of every partition held, merged; `None` without `ab.cuped`.
+    pub fn cuped_covariates(&self) -> Option<CovariateTable> {
+        self.template.cuped.as_ref()?;
+        let mut table = CovariateTable::default();
+        for task in self.tasks.tasks() {
+            if let Some(state) = &task.totals.cuped {
+                table.merge(&state.covariates);
+            }
+        }
+        Some(table)
     }
     /// Every finalized impression's sums per group, over every partition held.
     pub fn cumulative(&self) -> GroupTable {

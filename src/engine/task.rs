@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::telemetry::{Counters, Distribution};
 use super::watermark::InputClock;
-use crate::accumulate::{Accumulators, ClosedWindow, StatsShape};
+use crate::accumulate::{Accumulators, ClosedWindow, CupedSettings, CupedState, StatsShape};
 use crate::clicks::log::{ClickLog, LogSettings};
 use crate::clicks::FitSettings;
 use crate::event::EventKind;
@@ -37,6 +37,10 @@ pub struct Totals {
     /// either version restore.
     #[serde(skip)]
     pub clicks: Option<ClickLog>,
+    /// The partition's CUPED state, with `ab.cuped.metrics`; a trailing field of the snapshot
+    /// like `clicks`.
+    #[serde(skip)]
+    pub cuped: Option<CupedState>,
 }
 
 /// The state of one partition number, shared by the co-partitioned impressions and
@@ -79,6 +83,8 @@ pub(super) struct TaskTemplate {
     pub(super) clicks: Option<LogSettings>,
     /// `[clicks]`' fitting settings, for the gauges.
     pub(super) click_fit: FitSettings,
+    /// `ab.cuped` when it adjusts any metric.
+    pub(super) cuped: Option<CupedSettings>,
 }
 
 impl TaskTemplate {
@@ -93,6 +99,7 @@ impl TaskTemplate {
             first_engagement_delay: self.delay_distribution(),
             recent_closed: Vec::new(),
             clicks: self.clicks.map(ClickLog::new),
+            cuped: self.cuped.as_ref().map(|_| CupedState::new()),
         })
     }
 
@@ -172,6 +179,7 @@ mod tests {
             first_engagement_delay: Distribution::new(1000),
             recent_closed: Vec::new(),
             clicks: None,
+            cuped: None,
         })
     }
 

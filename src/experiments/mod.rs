@@ -9,6 +9,7 @@
 
 pub mod interleaving;
 pub mod judged;
+pub mod readout;
 pub mod sequential;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use crate::stats::{self, Comparison, Estimate};
 use crate::time::{format_rfc3339_ms, EventTime};
 use interleaving::InterleavingReport;
 use judged::JudgedReport;
+pub use readout::ReadoutSources;
 use sequential::Looks;
 
 /// The label of the cumulative "window" in reports and the API.
@@ -214,10 +216,11 @@ pub fn reports(
     ab: &AbConfig,
     span: Span<'_>,
     sequential: SequentialSource<'_>,
+    sources: ReadoutSources<'_>,
 ) -> Vec<ExperimentReport> {
     group_by_experiment(groups, table)
         .into_iter()
-        .map(|(experiment, variants)| report_over(layout, ab, experiment, variants, span, sequential))
+        .map(|(experiment, variants)| report_over(layout, ab, groups, experiment, variants, span, sequential, sources))
         .collect()
 }
 
@@ -234,13 +237,16 @@ fn group_by_experiment<'a>(
     by_experiment
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report_over(
     layout: &MetricLayout,
     ab: &AbConfig,
+    groups: &Groups,
     experiment: &str,
     mut variants: Vec<(&str, &GroupStats)>,
     span: Span<'_>,
     sequential: SequentialSource<'_>,
+    sources: ReadoutSources<'_>,
 ) -> ExperimentReport {
     let control = ab.control_of(experiment);
     variants.sort_by_key(|(name, _)| (*name != control, *name));
@@ -291,7 +297,10 @@ fn report_over(
             .collect(),
         _ => Vec::new(),
     };
+    let mut comparisons = comparisons;
     let mut notes = Vec::new();
+    let arms = readout::ExperimentArms { experiment, variants: &variants, estimates: &estimates, boundary: &boundary };
+    readout::fill(layout, ab, groups, &arms, sources, &mut comparisons, &mut notes);
     if comparisons.is_empty() && variants.len() > 1 {
         notes.push(format!(
             "no comparisons: the control variant {control:?} has no impressions here (set ab.control or ab.experiments.{experiment}.control)"
@@ -473,7 +482,15 @@ mod tests {
     fn compares_every_variant_with_the_control_and_checks_the_split() {
         let (groups, acc) = table(&[("treatment", 1000, 0.6), ("control", 1000, 0.5), ("other", 3, 0.0)]);
         let ab = AbConfig::default();
-        let reports = reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative, SequentialSource::ThisLook);
+        let reports = reports(
+            &layout(),
+            &groups,
+            &acc.cumulative,
+            &ab,
+            Span::Cumulative,
+            SequentialSource::ThisLook,
+            ReadoutSources::default(),
+        );
         assert_eq!(reports.len(), 1);
         let r = &reports[0];
         assert_eq!(r.id, "e/cumulative");
@@ -499,7 +516,15 @@ mod tests {
                 split: [("a".to_string(), 0.55), ("b".to_string(), 0.45)].into_iter().collect(),
             },
         );
-        let r = &reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative, SequentialSource::ThisLook)[0];
+        let r = &reports(
+            &layout(),
+            &groups,
+            &acc.cumulative,
+            &ab,
+            Span::Cumulative,
+            SequentialSource::ThisLook,
+            ReadoutSources::default(),
+        )[0];
         assert_eq!((r.control.as_str(), r.variants[0].variant.as_str()), ("b", "b"));
         assert!(r.sample_ratio.as_ref().unwrap().chi_square < 1e-9, "exactly the configured split");
         // Against the default equal split, 550/450 gives chi-square 10, p = 0.0016.
@@ -510,6 +535,7 @@ mod tests {
             &AbConfig::default(),
             Span::Cumulative,
             SequentialSource::ThisLook,
+            ReadoutSources::default(),
         )[0];
         assert!(r.comparisons.is_empty(), "no variant is called control");
         assert!(r.sample_ratio.as_ref().unwrap().p_value < 0.01);

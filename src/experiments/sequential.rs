@@ -167,7 +167,16 @@ impl Looks {
         self.drop_idle(end, groups);
         let alpha = 1.0 - ab.confidence;
         for (experiment, variants) in super::group_by_experiment(groups, &self.prefix) {
-            let report = report_over(layout, ab, experiment, variants, Span::Cumulative, SequentialSource::ThisLook);
+            let report = report_over(
+                layout,
+                ab,
+                groups,
+                experiment,
+                variants,
+                Span::Cumulative,
+                SequentialSource::ThisLook,
+                super::ReadoutSources::default(),
+            );
             let impressions =
                 |variant: &str| report.variants.iter().find(|v| v.variant == variant).map_or(0, |v| v.impressions);
             for comparison in &report.comparisons {

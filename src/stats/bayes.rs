@@ -85,11 +85,8 @@ pub fn readout(
         return None;
     }
     let precision = 1.0 / data_variance + if prior.proper { 1.0 / prior.variance } else { 0.0 };
-    let mu = if prior.proper {
-        (data_mean / data_variance + prior.mean / prior.variance) / precision
-    } else {
-        data_mean
-    };
+    let mu =
+        if prior.proper { (data_mean / data_variance + prior.mean / prior.variance) / precision } else { data_mean };
     let sigma = (1.0 / precision).sqrt();
     let standard = Normal::standard();
     let above_zero = standard.cdf(mu / sigma);

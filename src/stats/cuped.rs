@@ -111,7 +111,6 @@ impl CupedMoments {
             (0.0, 0.0, 0.0)
         };
         Some(Linearized {
-            n,
             y,
             x,
             var_y: (syy / (n - 1.0)).max(0.0),
@@ -123,7 +122,6 @@ impl CupedMoments {
 
 #[derive(Debug, Clone, Copy)]
 struct Linearized {
-    n: f64,
     /// The metric's ratio (the unadjusted mean).
     y: f64,
     /// The pre-period ratio.
@@ -202,6 +200,13 @@ pub struct CupedComparison {
     pub relative_difference: Option<WelchResult>,
     /// The arms, control first.
     pub arms: [CupedArm; 2],
+    /// Anytime-valid confidence sequence of `difference` at this look (set by the report,
+    /// from the adjusted means and errors, as `crate::stats::sequential` does unadjusted).
+    pub difference_cs: Option<[f64; 2]>,
+    /// Always-valid p-value of no difference at this look.
+    pub always_valid_p_value: Option<f64>,
+    /// Units that entered each arm with a pre-period, control first.
+    pub units_with_pre_period: [u64; 2],
 }
 
 /// The adjusted comparison; `None` when an arm has fewer than two buckets, the control's
@@ -227,7 +232,17 @@ pub fn compare(control: &CupedMoments, treatment: &CupedMoments, confidence: f64
         .then(|| welch((b.adjusted_mean - a.adjusted_mean) / a.mean, relative_variance));
     let unadjusted = a.unadjusted_variance / na + b.unadjusted_variance / nb;
     let variance_reduction = if unadjusted > 0.0 { 1.0 - (va + vb) / unadjusted } else { 0.0 };
-    Some(CupedComparison { theta, variance_reduction, df, difference, relative_difference, arms: [a, b] })
+    Some(CupedComparison {
+        theta,
+        variance_reduction,
+        df,
+        difference,
+        relative_difference,
+        arms: [a, b],
+        difference_cs: None,
+        always_valid_p_value: None,
+        units_with_pre_period: [0, 0],
+    })
 }
 
 #[cfg(test)]

@@ -132,6 +132,40 @@ pub struct Comparison {
     /// Cumulative reports: the first look at which Welch's p-value was below 1 − confidence,
     /// where a team watching the fixed-horizon p-value would have stopped, with no guarantee.
     pub fixed_horizon_significant_at: Option<SignificantAt>,
+    /// `p_value` adjusted by `ab.correction` over the experiment's family of tests (equal to
+    /// it with `none`): what the shipped alerts read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjusted_p_value: Option<f64>,
+    /// `p_value` adjusted by Holm's procedure over the family ([`multiple`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holm_p_value: Option<f64>,
+    /// `p_value` adjusted by Benjamini and Hochberg's procedure over the family.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bh_p_value: Option<f64>,
+    /// GrowthBook's Bayesian read-out ([`bayes`]); CUPED-adjusted when `cuped` is present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bayesian: Option<bayes::BayesianReadout>,
+    /// The minimum detectable effect and the time to the target one ([`power`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<power::PowerReport>,
+    /// The comparison adjusted by the units' pre-period ([`cuped`]): cumulative reports of
+    /// `ab.cuped.metrics`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuped: Option<cuped::CupedComparison>,
+    /// A metric of `ab.guardrails`: the one-sided test that the treatment is worse.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guardrail: Option<GuardrailTest>,
+}
+
+/// A guardrail metric's one-sided test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GuardrailTest {
+    /// `higher` or `lower`: the direction that is worse for this metric.
+    pub worse_when: &'static str,
+    /// One-sided Welch p-value of "the treatment is not worse" ([`guardrail_p_value`]).
+    pub p_value: f64,
+    /// `p_value` below 1 − confidence: the treatment is worse.
+    pub failed: bool,
 }
 
 /// A look, named for people: which, after how many impressions, through when.
@@ -273,6 +307,13 @@ pub fn compare(treatment: &Estimate, control: &Estimate, confidence: f64) -> Com
         always_valid_p_value: None,
         always_valid_significant_at: None,
         fixed_horizon_significant_at: None,
+        adjusted_p_value: None,
+        holm_p_value: None,
+        bh_p_value: None,
+        bayesian: None,
+        power: None,
+        cuped: None,
+        guardrail: None,
     };
     let (Some(se_t), Some(df_t), Some(se_c), Some(df_c)) = (treatment.se, treatment.df, control.se, control.df) else {
         return out;

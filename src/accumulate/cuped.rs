@@ -1,0 +1,427 @@
+//! CUPED's state per partition (`ab.cuped`): each unit's recent history, the pre-period of
+//! every experiment frozen when it starts, and the pre-period sums of the units that entered
+//! each group, per unit bucket (the math is `crate::stats::cuped`).
+//!
+//! An experiment's pre-period is the `lookback_days` whole UTC days before the day of its first
+//! finalized impression on the partition (GrowthBook's and Statsig's definition: the look-back
+//! before the experiment's start). At that moment every tracked unit's impressions of those
+//! days are summed and frozen for the experiment, and when a unit's first impression in one of
+//! its groups is finalized its frozen sums move to the group's unit bucket and are forgotten,
+//! so a unit's pre-period counts once, whatever happens to its history afterwards. A unit with
+//! no history (new, or not tracked) adds nothing: its covariate is 0, as platforms fill it.
+//!
+//! Finalization runs in deadline order, so the pre-period holds exactly the impressions
+//! finalized before the experiment's first, the same in a replay and in every replica that
+//! restores the partition. Bounded: at most `max_units_per_partition` units are tracked, each
+//! with at most `lookback_days + 1` days of (impressions, one sum per adjusted metric); a full
+//! table makes room by dropping units idle for longer than the look-back.
+//!
+//! Snapshot bytes are untrusted: this file is under the no-panic rule (crate documentation,
+//! "Hostile input"), and [`CupedState::check`] refuses state the configuration cannot hold.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{GroupId, GroupMap};
+use crate::time::EventTime;
+
+const DAY_MS: i64 = 86_400_000;
+
+/// One in the covariate sums' fixed point (as [`super::GroupStats`]'s): integer sums merge
+/// across partitions in any order to the same value.
+const FIXED_ONE: f64 = (1u64 << 56) as f64;
+
+/// What the state is kept for: from `ab.cuped`, `ab.unit_buckets` and the metric layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CupedSettings {
+    /// The layout slots of `ab.cuped.metrics`, in their order.
+    pub slots: Vec<usize>,
+    /// `ab.cuped.lookback_days`.
+    pub lookback_days: i64,
+    /// `ab.cuped.max_units_per_partition`.
+    pub max_units: usize,
+    /// `ab.unit_buckets`: a unit's bucket is its hash modulo this, as for the metric sums.
+    pub unit_buckets: u32,
+}
+
+/// A unit's impressions of one day: the count and the sum of each adjusted metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Day {
+    /// Days since the Unix epoch (UTC).
+    day: i64,
+    impressions: u64,
+    /// One per adjusted metric. Floating point: a unit's history is one partition's, summed in
+    /// that partition's (deterministic) finalization order.
+    sums: Vec<f64>,
+}
+
+/// A unit's recent days, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct History {
+    days: Vec<Day>,
+}
+
+/// A unit's pre-period of one experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PrePeriod {
+    impressions: u64,
+    sums: Vec<f64>,
+}
+
+/// An experiment's pre-period, frozen at its start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Frozen {
+    /// The day of the experiment's first finalized impression here.
+    start_day: i64,
+    /// Units with impressions in the pre-period that have not entered the experiment yet.
+    units: BTreeMap<u32, PrePeriod>,
+}
+
+/// Pre-period sums of the units of one unit bucket that entered a group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CovariateBucket {
+    /// Units that entered with a pre-period.
+    pub units: u64,
+    /// Their pre-period impressions (e in `crate::stats::cuped`).
+    pub impressions: u64,
+    /// Fixed-point pre-period sum per adjusted metric (x).
+    sums: Vec<i128>,
+}
+
+impl CovariateBucket {
+    /// The pre-period sum of the `i`-th adjusted metric.
+    pub fn sum(&self, i: usize) -> f64 {
+        self.sums.get(i).map_or(0.0, |&s| s as f64 / FIXED_ONE)
+    }
+
+    fn add(&mut self, other: &CovariateBucket) {
+        self.units += other.units;
+        self.impressions += other.impressions;
+        if self.sums.len() < other.sums.len() {
+            self.sums.resize(other.sums.len(), 0);
+        }
+        for (a, b) in self.sums.iter_mut().zip(&other.sums) {
+            *a += b;
+        }
+    }
+}
+
+/// Per group (by id), the covariate sums per unit bucket. Merges by addition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CovariateTable {
+    by_group: BTreeMap<GroupId, BTreeMap<u32, CovariateBucket>>,
+}
+
+impl CovariateTable {
+    /// A group's buckets, when any unit entered it with a pre-period.
+    pub fn group(&self, group: GroupId) -> Option<&BTreeMap<u32, CovariateBucket>> {
+        self.by_group.get(&group)
+    }
+
+    /// Adds another partition's table.
+    pub fn merge(&mut self, other: &CovariateTable) {
+        for (group, buckets) in &other.by_group {
+            let ours = self.by_group.entry(*group).or_default();
+            for (bucket, sums) in buckets {
+                ours.entry(*bucket).or_default().add(sums);
+            }
+        }
+    }
+
+    /// Renumbers groups written by another engine.
+    pub fn remap(&mut self, map: &GroupMap) {
+        let old = std::mem::take(&mut self.by_group);
+        let mut remapped = CovariateTable::default();
+        for (group, buckets) in old {
+            if let Some(&new) = map.get(&group) {
+                remapped.merge(&CovariateTable { by_group: BTreeMap::from([(new, buckets)]) });
+            }
+        }
+        *self = remapped;
+    }
+}
+
+/// Counts for the gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CupedCounts {
+    /// Units that entered an experiment's group with a pre-period.
+    pub entered_with_pre_period: u64,
+    /// Finalized impressions of units the full table could not track.
+    pub untracked_impressions: u64,
+    /// Units dropped to make room (idle for longer than the look-back).
+    pub units_dropped: u64,
+}
+
+/// One partition's CUPED state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CupedState {
+    /// Tracked units' recent days, by unit hash.
+    units: BTreeMap<u32, History>,
+    /// Per experiment that started here, its frozen pre-period.
+    frozen: BTreeMap<String, Frozen>,
+    /// The entered units' pre-period sums.
+    pub covariates: CovariateTable,
+    /// The newest day finalized: history older than the look-back before it is dropped.
+    newest_day: i64,
+    pub counts: CupedCounts,
+}
+
+impl CupedState {
+    pub fn new() -> Self {
+        CupedState {
+            units: BTreeMap::new(),
+            frozen: BTreeMap::new(),
+            covariates: CovariateTable::default(),
+            newest_day: i64::MIN,
+            counts: CupedCounts::default(),
+        }
+    }
+
+    /// Tracked units.
+    pub fn tracked_units(&self) -> usize {
+        self.units.len()
+    }
+
+    /// Units waiting in experiments' frozen pre-periods.
+    pub fn frozen_units(&self) -> usize {
+        self.frozen.values().map(|f| f.units.len()).sum()
+    }
+
+    /// A finalized impression of `unit` in `group` (of `experiment`) with the layout's metric
+    /// `values`: enters the unit into the group, then adds the impression to its history.
+    pub fn finalized(
+        &mut self,
+        settings: &CupedSettings,
+        experiment: &str,
+        group: GroupId,
+        unit: u32,
+        timestamp: EventTime,
+        values: &[f64],
+    ) {
+        let day = timestamp.div_euclid(DAY_MS);
+        if !self.frozen.contains_key(experiment) {
+            let frozen = self.freeze(settings, day);
+            self.frozen.insert(experiment.to_string(), frozen);
+        }
+        if let Some(pre) = self.frozen.get_mut(experiment).and_then(|f| f.units.remove(&unit)) {
+            let bucket = unit % settings.unit_buckets.max(1);
+            let entered = CovariateBucket {
+                units: 1,
+                impressions: pre.impressions,
+                sums: pre.sums.iter().map(|&s| (s * FIXED_ONE) as i128).collect(),
+            };
+            self.covariates.by_group.entry(group).or_default().entry(bucket).or_default().add(&entered);
+            self.counts.entered_with_pre_period += 1;
+        }
+        self.record(settings, unit, day, values);
+    }
+
+    /// Every tracked unit's sums over the look-back before `start_day`.
+    fn freeze(&self, settings: &CupedSettings, start_day: i64) -> Frozen {
+        let from = start_day.saturating_sub(settings.lookback_days);
+        let mut units = BTreeMap::new();
+        for (&unit, history) in &self.units {
+            let mut pre = PrePeriod { impressions: 0, sums: vec![0.0; settings.slots.len()] };
+            for day in history.days.iter().filter(|d| d.day >= from && d.day < start_day) {
+                pre.impressions += day.impressions;
+                for (a, b) in pre.sums.iter_mut().zip(&day.sums) {
+                    *a += b;
+                }
+            }
+            if pre.impressions > 0 {
+                units.insert(unit, pre);
+            }
+        }
+        Frozen { start_day, units }
+    }
+
+    fn record(&mut self, settings: &CupedSettings, unit: u32, day: i64, values: &[f64]) {
+        self.newest_day = self.newest_day.max(day);
+        let keep_from = self.newest_day.saturating_sub(settings.lookback_days);
+        if day < keep_from {
+            return;
+        }
+        if !self.units.contains_key(&unit) && self.units.len() >= settings.max_units {
+            self.make_room(keep_from);
+            if self.units.len() >= settings.max_units {
+                self.counts.untracked_impressions += 1;
+                return;
+            }
+        }
+        let history = self.units.entry(unit).or_insert_with(|| History { days: Vec::new() });
+        history.days.retain(|d| d.day >= keep_from);
+        let at = history.days.partition_point(|d| d.day < day);
+        if history.days.get(at).is_none_or(|d| d.day != day) {
+            history.days.insert(at, Day { day, impressions: 0, sums: vec![0.0; settings.slots.len()] });
+        }
+        if let Some(today) = history.days.get_mut(at) {
+            today.impressions += 1;
+            for (sum, &slot) in today.sums.iter_mut().zip(&settings.slots) {
+                *sum += values.get(slot).copied().unwrap_or(0.0);
+            }
+        }
+    }
+
+    /// Drops units with no impression since `keep_from`: no experiment starting from now on
+    /// would find any of their days in its pre-period.
+    fn make_room(&mut self, keep_from: i64) {
+        let before = self.units.len();
+        self.units.retain(|_, h| h.days.last().is_some_and(|d| d.day >= keep_from));
+        self.counts.units_dropped += (before - self.units.len()) as u64;
+    }
+
+    /// Renumbers groups restored from another engine.
+    pub fn remap_groups(&mut self, map: &GroupMap) {
+        self.covariates.remap(map);
+    }
+
+    /// Drops a retired group's covariates (its metric sums are dropped alike).
+    pub fn retire(&mut self, group: GroupId) {
+        self.covariates.by_group.remove(&group);
+    }
+
+    /// The groups the covariates refer to.
+    pub fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        self.covariates.by_group.keys().copied()
+    }
+
+    /// Checks state read from a snapshot against the settings: sums of the configured length,
+    /// days within the look-back, buckets within `ab.unit_buckets`, bounded counts.
+    pub fn check(&self, settings: &CupedSettings) -> Result<(), String> {
+        use crate::checkpoint::check_count;
+        let width = settings.slots.len();
+        if self.units.len() > settings.max_units {
+            return Err(format!(
+                "{} CUPED units, ab.cuped.max_units_per_partition is {}",
+                self.units.len(),
+                settings.max_units
+            ));
+        }
+        let finite = |sums: &[f64]| sums.len() == width && sums.iter().all(|s| s.is_finite() && *s >= 0.0);
+        for history in self.units.values() {
+            if history.days.len() as i64 > settings.lookback_days + 1 {
+                return Err(format!("a CUPED unit with {} days of history", history.days.len()));
+            }
+            for day in &history.days {
+                check_count("a CUPED day's impressions", day.impressions)?;
+                if !finite(&day.sums) {
+                    return Err("a CUPED day's sums do not fit the adjusted metrics".to_string());
+                }
+            }
+        }
+        for frozen in self.frozen.values() {
+            for pre in frozen.units.values() {
+                check_count("a CUPED pre-period's impressions", pre.impressions)?;
+                if !finite(&pre.sums) || pre.sums.iter().any(|&s| s > pre.impressions as f64) {
+                    return Err("a CUPED pre-period's sums do not fit the adjusted metrics".to_string());
+                }
+            }
+        }
+        self.covariates.check(settings)?;
+        check_count("the CUPED counts", self.counts.untracked_impressions)?;
+        check_count("the CUPED counts", self.counts.entered_with_pre_period)?;
+        check_count("the CUPED counts", self.counts.units_dropped)
+    }
+}
+
+impl CovariateTable {
+    /// Checks a table read from a snapshot or an aggregates record against the settings.
+    pub fn check(&self, settings: &CupedSettings) -> Result<(), String> {
+        use crate::checkpoint::{check_count, check_sum};
+        let width = settings.slots.len();
+        for buckets in self.by_group.values() {
+            for (&bucket, sums) in buckets {
+                if bucket >= settings.unit_buckets {
+                    return Err(format!("CUPED unit bucket {bucket} with ab.unit_buckets {}", settings.unit_buckets));
+                }
+                check_count("a CUPED bucket's units", sums.units)?;
+                check_count("a CUPED bucket's impressions", sums.impressions)?;
+                if sums.sums.len() != width {
+                    return Err(format!("a CUPED bucket with {} sums for {width} metrics", sums.sums.len()));
+                }
+                for &sum in &sums.sums {
+                    check_sum("a CUPED bucket's sum", sum)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The groups it refers to.
+    pub fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        self.by_group.keys().copied()
+    }
+}
+
+impl Default for CupedState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> CupedSettings {
+        CupedSettings { slots: vec![0], lookback_days: 2, max_units: 3, unit_buckets: 4 }
+    }
+
+    fn at(day: i64) -> EventTime {
+        day * DAY_MS + 1000
+    }
+
+    #[test]
+    fn a_unit_brings_its_look_back_before_the_experiment_start_once() {
+        let s = settings();
+        let mut state = CupedState::new();
+        // Unit 5: days 7, 8 and 9 in another experiment; day 6 is outside the look-back.
+        for (day, v) in [(6, 0.9), (7, 0.5), (8, 0.25), (8, 0.25), (9, 1.0)] {
+            state.finalized(&s, "other", 0, 5, at(day), &[v]);
+        }
+        // Experiment e starts on day 9: its pre-period is days 7 and 8.
+        state.finalized(&s, "e", 1, 6, at(9), &[0.0]);
+        state.finalized(&s, "e", 1, 5, at(10), &[0.3]);
+        let bucket = &state.covariates.group(1).unwrap()[&(5 % 4)];
+        assert_eq!((bucket.units, bucket.impressions), (1, 3));
+        assert!((bucket.sum(0) - 1.0).abs() < 1e-12);
+        // A second impression in the group, or in another variant, adds nothing.
+        state.finalized(&s, "e", 1, 5, at(11), &[0.3]);
+        state.finalized(&s, "e", 2, 5, at(11), &[0.3]);
+        assert_eq!(state.covariates.group(1).unwrap()[&1].units, 1);
+        assert!(state.covariates.group(2).is_none());
+        assert_eq!(state.counts.entered_with_pre_period, 1);
+        assert_eq!(state.check(&s), Ok(()));
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_makes_room_from_idle_units() {
+        let s = settings();
+        let mut state = CupedState::new();
+        for unit in 0..3 {
+            state.finalized(&s, "x", 0, unit, at(1), &[1.0]);
+        }
+        state.finalized(&s, "x", 0, 9, at(2), &[1.0]);
+        assert_eq!((state.tracked_units(), state.counts.untracked_impressions), (3, 1));
+        // Day 5: units last seen on day 1 are beyond the 2-day look-back.
+        state.finalized(&s, "x", 0, 9, at(5), &[1.0]);
+        assert_eq!((state.tracked_units(), state.counts.units_dropped), (1, 3));
+    }
+
+    #[test]
+    fn restored_state_is_checked() {
+        let s = settings();
+        let mut state = CupedState::new();
+        state.finalized(&s, "x", 0, 1, at(1), &[1.0]);
+        state.finalized(&s, "e", 3, 1, at(2), &[1.0]);
+        assert_eq!(state.check(&s), Ok(()));
+        assert!(state.check(&CupedSettings { slots: vec![0, 1], ..s.clone() }).is_err());
+        assert!(state.check(&CupedSettings { unit_buckets: 1, ..s.clone() }).is_err());
+        let mut map = GroupMap::new();
+        map.insert(3, 7);
+        state.remap_groups(&map);
+        assert!(state.covariates.group(7).is_some() && state.covariates.group(3).is_none());
+    }
+}
