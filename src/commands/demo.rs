@@ -24,6 +24,12 @@ pub fn demo_config(bootstrap_servers: &str, listen: SocketAddr) -> Config {
     cfg.http.listen = listen.to_string();
     // The generator assigns variants per client, so clients are the independent unit.
     cfg.ab.unit = crate::config::AbUnit::ClientId;
+    // The read-out with everything on: CUPED (whose pre-period is empty until the demo has
+    // run for a day, so it adjusts nothing yet), abandonment as a guardrail, and the false
+    // discovery rate over the experiment's metrics.
+    cfg.ab.cuped.metrics = vec!["ndcg@10".into(), "mrr".into()];
+    cfg.ab.guardrails = vec!["abandonment_rate".into()];
+    cfg.ab.correction = crate::stats::multiple::Correction::BenjaminiHochberg;
     cfg
 }
 

@@ -640,7 +640,7 @@ pub struct AbConfig {
     /// how many impressions, and how long at the current traffic, reaching it takes.
     /// Default 0.01 (1%).
     pub target_mde: f64,
-    /// Metrics that must not get worse (say `abandonment`), each with its own one-sided test
+    /// Metrics that must not get worse (say `abandonment_rate`), each with its own one-sided test
     /// that the treatment is worse (higher for abandonment, lower for the rest) and the
     /// `RankpulseGuardrailWorse` alert. Default empty.
     pub guardrails: Vec<String>,

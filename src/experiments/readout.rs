@@ -8,7 +8,7 @@ use crate::ids::GroupId;
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::stats::bayes::{self, Arm, Prior};
 use crate::stats::cuped::{self, CupedMoments};
-use crate::stats::multiple::{benjamini_hochberg, holm, Correction};
+use crate::stats::multiple::{benjamini_hochberg, holm};
 use crate::stats::sequential::{sequential_difference, MixtureBoundary};
 use crate::stats::{guardrail_p_value, power, Comparison, Estimate, GuardrailTest};
 
@@ -188,28 +188,35 @@ fn bayes_arm(estimate: &Estimate, adjusted: Option<&cuped::CupedArm>) -> Arm {
 }
 
 /// Holm's and Benjamini and Hochberg's p-values over the experiment's family (every metric of
-/// `ab.correction_metrics`, or all, of every comparison with a p-value), and the configured one.
+/// `ab.correction_metrics`, or all, of every comparison with a p-value), and the configured
+/// one; the always-valid p-values adjusted alike, over the comparisons that have one.
 fn adjust_for_multiplicity(ab: &AbConfig, comparisons: &mut [ComparisonReport]) {
     let in_family = |key: &str| ab.correction_metrics.is_empty() || ab.correction_metrics.iter().any(|m| m == key);
-    let family: Vec<(usize, usize, f64)> = comparisons
-        .iter()
-        .enumerate()
-        .flat_map(|(i, c)| {
-            c.metrics.iter().enumerate().filter_map(move |(j, (key, cmp))| Some((i, j, cmp.p_value?, key)))
-        })
-        .filter(|(_, _, _, key)| in_family(key))
-        .map(|(i, j, p, _)| (i, j, p))
-        .collect();
-    let p: Vec<f64> = family.iter().map(|(_, _, p)| *p).collect();
-    let (by_holm, by_bh) = (holm(&p), benjamini_hochberg(&p));
-    for (k, &(i, j, p)) in family.iter().enumerate() {
+    let family = |comparisons: &[ComparisonReport], p_of: fn(&Comparison) -> Option<f64>| -> Vec<(usize, usize, f64)> {
+        comparisons
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| {
+                c.metrics
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (key, _))| in_family(key))
+                    .filter_map(move |(j, (_, cmp))| Some((i, j, p_of(cmp)?)))
+            })
+            .collect()
+    };
+    let fixed = family(comparisons, |c| c.p_value);
+    let p: Vec<f64> = fixed.iter().map(|(_, _, p)| *p).collect();
+    let (by_holm, by_bh, configured) = (holm(&p), benjamini_hochberg(&p), ab.correction.adjust(&p));
+    for (k, &(i, j, _)) in fixed.iter().enumerate() {
         let cmp: &mut Comparison = &mut comparisons[i].metrics[j].1;
         cmp.holm_p_value = Some(by_holm[k]);
         cmp.bh_p_value = Some(by_bh[k]);
-        cmp.adjusted_p_value = Some(match ab.correction {
-            Correction::None => p,
-            Correction::Holm => by_holm[k],
-            Correction::BenjaminiHochberg => by_bh[k],
-        });
+        cmp.adjusted_p_value = Some(configured[k]);
+    }
+    let anytime = family(comparisons, |c| c.always_valid_p_value);
+    let p: Vec<f64> = anytime.iter().map(|(_, _, p)| *p).collect();
+    for (&(i, j, _), adjusted) in anytime.iter().zip(ab.correction.adjust(&p)) {
+        comparisons[i].metrics[j].1.adjusted_always_valid_p_value = Some(adjusted);
     }
 }

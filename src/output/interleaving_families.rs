@@ -4,8 +4,9 @@
 use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
 
 use super::prometheus::{counter, family, group_labels, label, with_partition};
-use super::window_families::{push_finite, reports_per_window};
+use super::window_families::push_finite;
 use crate::engine::Engine;
+use crate::experiments::ExperimentReport;
 use crate::interleaving::rankers_of;
 
 /// Outcome counters per interleaved group and partition, cumulative.
@@ -81,14 +82,14 @@ pub(super) fn counters(engine: &Engine) -> Vec<MetricFamily> {
 
 /// Each pair's preference, its interval and its p-values, over the newest closed window of
 /// each size and cumulatively (`window="cumulative"`).
-pub(super) fn gauges(engine: &Engine) -> Vec<MetricFamily> {
+pub(super) fn gauges(engine: &Engine, reports_per_window: &[(&str, Vec<ExperimentReport>)]) -> Vec<MetricFamily> {
     if engine.layout().interleaving().is_none() {
         return Vec::new();
     }
     let (mut preference, mut lower, mut upper, mut p_values, mut always_valid) = Default::default();
     let push = push_finite;
-    for (window, reports) in reports_per_window(engine) {
-        for report in &reports {
+    for (window, reports) in reports_per_window {
+        for report in reports {
             for comparison in &report.interleaving {
                 for pair in &comparison.pairs {
                     let labels = [

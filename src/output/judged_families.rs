@@ -10,9 +10,9 @@
 use prometheus::proto::{MetricFamily, MetricType};
 
 use super::prometheus::{counter, family, gauge, group_labels, label, summary, with_partition};
-use super::window_families::{push_finite, reports_per_window};
+use super::window_families::push_finite;
 use crate::engine::Engine;
-use crate::experiments::CUMULATIVE;
+use crate::experiments::{ExperimentReport, CUMULATIVE};
 
 /// Judged impressions and judged metric sums per group and partition, cumulative; each
 /// closed window's judged means.
@@ -94,15 +94,15 @@ pub(super) fn sums(engine: &Engine) -> Vec<MetricFamily> {
 /// Every variant against its control on the judged metrics, over the newest closed window of
 /// each size and cumulatively (`window="cumulative"`: the difference and the always-valid
 /// p-value only, as for the engagement metrics).
-pub(super) fn comparisons(engine: &Engine) -> Vec<MetricFamily> {
+pub(super) fn comparisons(engine: &Engine, reports_per_window: &[(&str, Vec<ExperimentReport>)]) -> Vec<MetricFamily> {
     if engine.layout().judged().is_none() {
         return Vec::new();
     }
     let (mut difference, mut lower, mut upper, mut p_values, mut always_valid) = Default::default();
     let push = push_finite;
-    for (window, reports) in reports_per_window(engine) {
-        let fixed_horizon = window != CUMULATIVE;
-        for report in &reports {
+    for (window, reports) in reports_per_window {
+        let fixed_horizon = *window != CUMULATIVE;
+        for report in reports {
             let Some(judged) = &report.judged else { continue };
             for comparison in &judged.comparisons {
                 for (metric, c) in &comparison.metrics {

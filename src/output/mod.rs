@@ -25,6 +25,7 @@ mod interleaving_families;
 mod judged_families;
 mod prometheus;
 mod publish;
+mod readout_families;
 mod rebalance_families;
 mod schema_families;
 mod tls;

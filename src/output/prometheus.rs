@@ -174,11 +174,14 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     families.extend(label_families(engine));
     families.extend(state_gauges(engine));
     families.extend(super::window_families::window_gauges(engine));
-    families.extend(super::window_families::ab_families(engine));
+    // Every comparison family reads the same reports: computed once per scrape.
+    let reports = super::window_families::reports_per_window(engine);
+    families.extend(super::window_families::ab_families(&reports));
+    families.extend(super::readout_families::families(engine, &reports));
     families.extend(super::interleaving_families::counters(engine));
-    families.extend(super::interleaving_families::gauges(engine));
+    families.extend(super::interleaving_families::gauges(engine, &reports));
     families.extend(super::judged_families::sums(engine));
-    families.extend(super::judged_families::comparisons(engine));
+    families.extend(super::judged_families::comparisons(engine, &reports));
     families.extend(super::judged_families::source(engine));
     families.extend(latency_summaries(engine));
     families.retain(|f| !f.get_metric().is_empty());

@@ -86,12 +86,12 @@ pub(super) fn push_finite(into: &mut Vec<Metric>, labels: &[LabelPair], value: O
 /// The A/B feed of the newest closed window of each size: treatment minus control per metric,
 /// its confidence interval and Welch p-value, and the sample-ratio test per experiment; and the
 /// anytime-valid figures of those windows and of the cumulative report (`window="cumulative"`).
-pub(super) fn ab_families(engine: &Engine) -> Vec<MetricFamily> {
+pub(super) fn ab_families(reports_per_window: &[(&str, Vec<ExperimentReport>)]) -> Vec<MetricFamily> {
     let (mut difference, mut lower, mut upper, mut p_values, mut srm) = Default::default();
     let (mut cs_lower, mut cs_upper, mut always_valid, mut ssrm, mut cs_empty) = Default::default();
     let push = push_finite;
-    for (window, reports) in reports_per_window(engine) {
-        let fixed_horizon = window != CUMULATIVE;
+    for (window, reports) in reports_per_window {
+        let fixed_horizon = *window != CUMULATIVE;
         for report in reports {
             let experiment = label("experiment", &report.experiment);
             if let Some(test) = &report.sample_ratio {

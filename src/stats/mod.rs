@@ -136,6 +136,11 @@ pub struct Comparison {
     /// it with `none`): what the shipped alerts read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adjusted_p_value: Option<f64>,
+    /// `always_valid_p_value` adjusted by `ab.correction` over the same family (equal to it
+    /// with `none`): what the shipped harm alert reads. An always-valid p-value is a valid
+    /// p-value at any stopping time, so Holm's and Benjamini and Hochberg's procedures apply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjusted_always_valid_p_value: Option<f64>,
     /// `p_value` adjusted by Holm's procedure over the family ([`multiple`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holm_p_value: Option<f64>,
@@ -308,6 +313,7 @@ pub fn compare(treatment: &Estimate, control: &Estimate, confidence: f64) -> Com
         always_valid_significant_at: None,
         fixed_horizon_significant_at: None,
         adjusted_p_value: None,
+        adjusted_always_valid_p_value: None,
         holm_p_value: None,
         bh_p_value: None,
         bayesian: None,
