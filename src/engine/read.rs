@@ -66,11 +66,18 @@ impl Engine {
             (Span::Cumulative, Some(view)) => view.cuped_covariates(),
             (Span::Window { .. }, _) => None,
         };
-        let newest = self.newest_closed().find(|w| w.size_index == 0);
-        let sources = ReadoutSources {
-            covariates: covariates.as_ref(),
-            traffic: newest.map(|w| (&w.groups, self.window_size_ms(0) as f64 / 1000.0)),
-        };
+        // The current traffic: the newest closed window of the first size, over the event time
+        // it covered (a replay's last window closes when the input ends, part-way through it:
+        // up to the newest impression).
+        let newest_impression =
+            self.tasks.tasks().filter_map(|t| t.inputs[EventKind::Impression.index()].max_event_time).max();
+        let traffic = self.newest_closed().find(|w| w.size_index == 0).map(|w| {
+            let end = w.start.saturating_add(self.window_size_ms(0));
+            let covered_to =
+                newest_impression.map_or(end, |newest| newest.saturating_add(1).clamp(w.start.saturating_add(1), end));
+            (&w.groups, covered_to.saturating_sub(w.start) as f64 / 1000.0)
+        });
+        let sources = ReadoutSources { enabled: true, covariates: covariates.as_ref(), traffic };
         let layout = self.aggregation.layout();
         let mut reports = crate::experiments::reports(layout, &self.groups, table, &self.ab, span, sequential, sources);
         let look_window = self.window_labels.first().filter(|_| matches!(span, Span::Cumulative));

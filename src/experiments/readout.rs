@@ -14,9 +14,12 @@ use crate::stats::{guardrail_p_value, power, Comparison, Estimate, GuardrailTest
 
 use super::ComparisonReport;
 
-/// What the read-out needs besides a report's own sums.
+/// What the read-out needs besides a report's own sums. The default leaves the read-out out
+/// (the sequential looks, which only fold p-values and sequences, take reports that way).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadoutSources<'a> {
+    /// Whether to compute the read-out at all.
+    pub enabled: bool,
     /// The pre-period sums of the units that entered each group (`ab.cuped`), for a
     /// cumulative report over the same partitions; `None` leaves CUPED out.
     pub covariates: Option<&'a CovariateTable>,
@@ -47,6 +50,9 @@ pub(super) fn fill(
     comparisons: &mut [ComparisonReport],
     notes: &mut Vec<String>,
 ) {
+    if !sources.enabled {
+        return;
+    }
     let Some(((control_name, control_stats), control_estimates)) = arms.variants.first().zip(arms.estimates.first())
     else {
         return;

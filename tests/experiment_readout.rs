@@ -1,0 +1,289 @@
+//! The experiment read-out through the binary, on simulated streams with known truth.
+//!
+//! * CUPED: 120 A/A experiments of 80 users each, every user with a click propensity that holds
+//!   before and during the experiment (80% of them active in the look-back). `replay`'s CUPED
+//!   figures equal the comparison recomputed here from the events' own unit buckets (the
+//!   pipeline's pre-period, entry and bucket bookkeeping, to 1e-9); the CUPED interval is
+//!   narrower by the factor the simulation implies, and by the factor the difference's spread
+//!   across experiments shows; CUPED's A/A false positives stay at the nominal 5%; Holm's and
+//!   Benjamini-Hochberg's adjusted p-values of a report equal statsmodels' `multipletests`.
+//! * Power: the ETA reported after 12 hours of a steady stream predicts when the relative MDE
+//!   reaches the target: a replay through that moment reports it within 5%.
+//!
+//! The statistics' formulas are held to gbstats, statsmodels and scipy by
+//! `tests/experiment_statistics.rs`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::replay_json;
+use rankpulse::stats::cuped::{self, CupedMoments};
+use serde_json::{json, Value};
+
+/// 2026-03-01T00:00:00Z: the A/A experiments' first day.
+const D0: i64 = 1_772_323_200_000;
+const DAY: i64 = 86_400_000;
+const EXPERIMENTS: usize = 120;
+const USERS: usize = 80;
+const PRE_IMPRESSIONS: usize = 8;
+const POST_IMPRESSIONS: usize = 8;
+const UNIT_BUCKETS: u32 = 4096;
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[derive(Default)]
+struct Stream {
+    impressions: Vec<(i64, String)>,
+    engagements: Vec<(i64, String)>,
+}
+
+impl Stream {
+    /// One impression; clicked at rank 1 with probability `p`. Returns its MRR.
+    fn impression(&mut self, rng: &mut Lcg, ts: i64, experiment: &str, variant: &str, client: &str, p: f64) -> f64 {
+        let id = format!("q{}", self.impressions.len());
+        let results: Vec<String> = (0..3).map(|r| format!("{id}-d{r}")).collect();
+        let impression = json!({"query_id": id, "timestamp": ts, "results": results, "experiment": experiment,
+                                "variant": variant, "client_id": client});
+        self.impressions.push((ts, impression.to_string()));
+        if rng.next() < p {
+            let click =
+                json!({"query_id": id, "timestamp": ts + 1000, "doc_id": results[0], "event_id": format!("e-{id}")});
+            self.engagements.push((ts + 1000, click.to_string()));
+            1.0
+        } else {
+            0.0
+        }
+    }
+
+    fn write(mut self, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+        let mut out = Vec::new();
+        for (name, events) in
+            [("impressions.jsonl", &mut self.impressions), ("engagements.jsonl", &mut self.engagements)]
+        {
+            events.sort_by_key(|(ts, _)| *ts);
+            let text: String = events.iter().map(|(_, line)| format!("{line}\n")).collect();
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            out.push(path);
+        }
+        (out[0].clone(), out[1].clone())
+    }
+}
+
+fn bucket(client: &str) -> u32 {
+    (xxhash_rust::xxh3::xxh3_64(client.as_bytes()) as u32) % UNIT_BUCKETS
+}
+
+/// Per experiment and arm, per unit bucket: (post metric sum, post impressions, pre metric sum,
+/// pre impressions), as the simulation knows them.
+type Truth = BTreeMap<(String, String), BTreeMap<u32, [f64; 4]>>;
+
+fn aa_stream() -> (Stream, Truth) {
+    let mut rng = Lcg(2013);
+    let (mut stream, mut truth) = (Stream::default(), Truth::new());
+    for e in 0..EXPERIMENTS {
+        let experiment = format!("aa{e:03}");
+        for u in 0..USERS {
+            let client = format!("u{e}-{u}");
+            let variant = if u % 2 == 0 { "control" } else { "treatment" };
+            let quality = rng.next();
+            let cell =
+                truth.entry((experiment.clone(), variant.to_string())).or_default().entry(bucket(&client)).or_default();
+            // 80% of the users searched in the look-back (days D0-5 .. D0-1), in another experiment.
+            if rng.next() < 0.8 {
+                for i in 0..PRE_IMPRESSIONS {
+                    let ts = D0 - (1 + (i % 5) as i64) * DAY + (rng.next() * 80_000_000.0) as i64;
+                    cell[2] += stream.impression(&mut rng, ts, "baseline", "control", &client, quality);
+                    cell[3] += 1.0;
+                }
+            }
+            for _ in 0..POST_IMPRESSIONS {
+                let ts = D0 + (rng.next() * 2.0 * DAY as f64) as i64;
+                cell[0] += stream.impression(&mut rng, ts, &experiment, variant, &client, quality);
+                cell[1] += 1.0;
+            }
+        }
+    }
+    (stream, truth)
+}
+
+/// The configuration: `window` is the one window size (the traffic rate's).
+fn config(dir: &Path, window: &str, ab: &str) -> std::path::PathBuf {
+    let path = dir.join("rankpulse.toml");
+    let text = format!(
+        r#"
+[join]
+attribution_window = "10s"
+max_out_of_orderness = "0s"
+[metrics]
+cutoffs = [1, 3]
+windows = ["{window}"]
+[limits]
+max_past = "3650d"
+[labels]
+max_experiments = 200
+idle_expiry = "30d"
+{ab}
+"#
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn cuped_narrows_by_the_expected_factor_keeps_aa_false_positives_and_equals_the_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stream, truth) = aa_stream();
+    let (impressions, engagements) = stream.write(dir.path());
+    let cfg = config(
+        dir.path(),
+        "1d",
+        &format!(
+            "[ab]\nunit = \"client_id\"\nunit_buckets = {UNIT_BUCKETS}\ncorrection = \"holm\"\n[ab.cuped]\nmetrics = [\"mrr\"]\nlookback_days = 7"
+        ),
+    );
+    let report = replay_json(&impressions, &engagements, &cfg);
+    let experiments: BTreeMap<String, &Value> = report["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["experiment"].as_str().unwrap().starts_with("aa"))
+        .map(|r| (r["experiment"].as_str().unwrap().to_string(), r))
+        .collect();
+    assert_eq!(experiments.len(), EXPERIMENTS);
+
+    let (mut ratios, mut cuped_differences, mut plain_differences) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut cuped_positives, mut plain_positives) = (0, 0);
+    for (name, r) in &experiments {
+        let mrr = &r["comparisons"][0]["metrics"]["mrr"];
+        let adjusted = &mrr["cuped"];
+        assert!(adjusted.is_object(), "{name}: no CUPED figures: {}", r["notes"]);
+        // The pipeline's bookkeeping: its figures are the comparison of the events' own buckets.
+        let moments = |variant: &str| {
+            let mut m = CupedMoments::default();
+            for cell in truth[&(name.clone(), variant.to_string())].values() {
+                m.add_bucket(cell[0], cell[1], cell[2], cell[3]);
+            }
+            m
+        };
+        let want = cuped::compare(&moments("control"), &moments("treatment"), 0.95).unwrap();
+        for (what, got, expected) in [
+            ("theta", num(&adjusted["theta"]), want.theta),
+            ("difference", num(&adjusted["difference"]["estimate"]), want.difference.estimate),
+            ("lower", num(&adjusted["difference"]["ci"][0]), want.difference.ci[0]),
+            ("p-value", num(&adjusted["difference"]["p_value"]), want.difference.p_value),
+        ] {
+            assert!((got - expected).abs() < 1e-9, "{name} {what}: replay {got}, from the buckets {expected}");
+        }
+        let units = adjusted["units_with_pre_period"].as_array().unwrap();
+        assert!(num(&units[0]) + num(&units[1]) > 0.6 * USERS as f64, "{name}: {units:?}");
+        let width = |ci: &Value| num(&ci[1]) - num(&ci[0]);
+        ratios.push(width(&adjusted["difference"]["ci"]) / width(&mrr["difference_ci"]));
+        cuped_differences.push(num(&adjusted["difference"]["estimate"]));
+        plain_differences.push(num(&mrr["difference"]));
+        cuped_positives += usize::from(num(&adjusted["difference"]["p_value"]) < 0.05);
+        plain_positives += usize::from(num(&mrr["p_value"]) < 0.05);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let sd = |v: &[f64]| {
+        let m = mean(v);
+        (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+    };
+    // The simulation's factor: per user, post and pre are means of 8 clicks at a propensity
+    // q ~ U(0, 1), so each has variance 1/12 + (1/6)/8 and their covariance is 1/12
+    // (rho = 0.8); 80% of users have a pre-period, so the share of variance explained is
+    // 0.8 rho^2 and the interval narrows by sqrt(1 - 0.8 rho^2) = 0.70.
+    let rho: f64 = (1.0 / 12.0) / (1.0 / 12.0 + 1.0 / 48.0);
+    let expected = (1.0 - 0.8 * rho * rho).sqrt();
+    let reported = mean(&ratios);
+    let observed = sd(&cuped_differences) / sd(&plain_differences);
+    println!(
+        "CUPED interval / unadjusted: reported {reported:.3}, spread across experiments {observed:.3}, expected {expected:.3}; \
+         A/A positives at 5%: CUPED {cuped_positives}/{EXPERIMENTS}, unadjusted {plain_positives}/{EXPERIMENTS}"
+    );
+    assert!((reported - expected).abs() < 0.06, "reported ratio {reported}, expected {expected}");
+    assert!(
+        (observed / reported - 1.0).abs() < 0.15,
+        "the spread across experiments {observed} vs reported {reported}"
+    );
+    // Binomial(120, 0.05): at most 15 with probability 0.999.
+    assert!((1..=15).contains(&cuped_positives), "{cuped_positives} CUPED false positives of {EXPERIMENTS}");
+    assert!(plain_positives <= 15, "{plain_positives} unadjusted false positives of {EXPERIMENTS}");
+
+    // Holm and BH over one report's family against statsmodels.
+    let first = experiments.values().next().unwrap();
+    let metrics = first["comparisons"][0]["metrics"].as_object().unwrap();
+    let family: Vec<(&String, &Value)> = metrics.iter().filter(|(_, m)| m["p_value"].is_number()).collect();
+    let p: Vec<f64> = family.iter().map(|(_, m)| num(&m["p_value"])).collect();
+    let script = "import json, sys\nfrom statsmodels.stats.multitest import multipletests\np = json.load(sys.stdin)\n\
+                  print(json.dumps([list(multipletests(p, method=m)[1]) for m in ('holm', 'fdr_bh')]))";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    serde_json::to_writer(child.stdin.take().unwrap(), &p).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "statsmodels (the test command installs it)");
+    let reference: Vec<Vec<f64>> = serde_json::from_slice(&out.stdout).unwrap();
+    for (k, (key, m)) in family.iter().enumerate() {
+        for (field, want) in [("holm_p_value", reference[0][k]), ("bh_p_value", reference[1][k])] {
+            let got = num(&m[field]);
+            assert!((got - want).abs() < 1e-12, "{key} {field}: {got} vs statsmodels {want}");
+        }
+        assert_eq!(m["adjusted_p_value"], m["holm_p_value"], "ab.correction = holm");
+    }
+}
+
+/// A steady stream: `per_hour` impressions per hour of two arms, the treatment's click rate
+/// 0.30 against 0.31, from hour 0 until `hours`.
+fn steady_stream(hours: f64, per_hour: usize) -> Stream {
+    let mut rng = Lcg(7);
+    let mut stream = Stream::default();
+    let total = (hours * per_hour as f64) as usize;
+    for i in 0..total {
+        let ts = D0 + (i as f64 * 3_600_000.0 / per_hour as f64) as i64;
+        let (variant, p) = if i % 2 == 0 { ("control", 0.30) } else { ("treatment", 0.31) };
+        stream.impression(&mut rng, ts, "eta", variant, &format!("c{i}"), p);
+    }
+    stream
+}
+
+#[test]
+fn the_eta_predicts_when_the_target_mde_is_reached() {
+    let ab = "[ab]\npower = 0.8\ntarget_mde = 0.05";
+    let run = |hours: f64| -> Value {
+        let dir = tempfile::tempdir().unwrap();
+        let (impressions, engagements) = steady_stream(hours, 400).write(dir.path());
+        let report = replay_json(&impressions, &engagements, &config(dir.path(), "1h", ab));
+        let eta = report["experiments"].as_array().unwrap().iter().find(|r| r["experiment"] == "eta").unwrap();
+        eta["comparisons"][0]["metrics"]["mrr"]["power"].clone()
+    };
+    let early = run(12.0);
+    let eta_hours = num(&early["eta_seconds"]) / 3600.0;
+    let relative_mde = num(&early["relative_mde"]);
+    // The target is reached once the MDE has shrunk to 0.05: some 20 to 60 hours on.
+    assert!(relative_mde > 0.05 && (8.0..60.0).contains(&eta_hours), "{early}");
+    let later = run(12.0 + eta_hours);
+    let reached = num(&later["relative_mde"]);
+    println!(
+        "after 12 h: relative MDE {relative_mde:.4}, ETA {eta_hours:.1} h; after {:.1} h: relative MDE {reached:.4} (target 0.05)",
+        12.0 + eta_hours
+    );
+    assert!((reached / 0.05 - 1.0).abs() < 0.05, "at the ETA the relative MDE is {reached}, not 0.05");
+    assert!(num(&later["eta_seconds"]) < 0.1 * eta_hours * 3600.0, "{later}");
+}
