@@ -452,6 +452,101 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// An engine with CUPED on mrr, fed a pre-period day in experiment `base` and then an
+    /// experiment `e` whose units had it, one impression each finalized by the next day's.
+    fn cuped_engine(cfg: &Config) -> Engine {
+        let mut engine = Engine::new(cfg).without_past_limit();
+        let now = Instant::now();
+        let day = 86_400_000i64;
+        let mut feed = |id: String, ts: i64, experiment: &str, variant: &str, client: &str, clicked: bool| {
+            let payload = format!(
+                r#"{{"query_id":"{id}","timestamp":{ts},"results":["x","y"],"experiment":"{experiment}","variant":"{variant}","client_id":"{client}"}}"#
+            );
+            engine.process(EventKind::Impression, 0, payload.as_bytes(), now).unwrap();
+            if clicked {
+                let click = format!(r#"{{"query_id":"{id}","timestamp":{},"doc_id":"x"}}"#, ts + 10);
+                engine.process(EventKind::Engagement, 0, click.as_bytes(), now).unwrap();
+            }
+        };
+        for u in 0..12 {
+            let client = format!("u{u}");
+            feed(format!("pre{u}"), day + u, "base", "control", &client, u % 3 == 0);
+            let variant = if u % 2 == 0 { "control" } else { "treatment" };
+            feed(format!("e{u}"), 3 * day + u, "e", variant, &client, u % 3 != 1);
+            feed(format!("f{u}"), 4 * day + u, "e", variant, &client, u % 4 == 0);
+        }
+        engine.advance(now);
+        engine
+    }
+
+    fn cuped_figures(engine: &Engine) -> Option<crate::stats::cuped::CupedComparison> {
+        let reports = engine.experiment_reports(&engine.cumulative(), crate::experiments::Span::Cumulative);
+        let report = reports.into_iter().find(|r| r.experiment == "e")?;
+        let metrics = &report.comparisons.first()?.metrics;
+        metrics.iter().find(|(k, _)| k == "mrr").and_then(|(_, c)| c.cuped.clone())
+    }
+
+    #[test]
+    fn cuped_state_moves_with_its_partition_and_forged_state_is_refused() {
+        let mut cfg = Config::default();
+        cfg.ab.unit = AbUnit::ClientId;
+        cfg.ab.cuped.metrics = vec!["mrr".into()];
+        let writer = cuped_engine(&cfg);
+        let written = cuped_figures(&writer).expect("CUPED figures");
+        assert!(written.units_with_pre_period.iter().sum::<u64>() > 0, "{written:?}");
+        let bytes = encode_partition(&writer, &Positions::default(), 0).unwrap();
+        let decoded = || checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+        // Restored elsewhere, the figures are the same, and so is the state it writes next.
+        let mut reader = Engine::new(&cfg).without_past_limit();
+        reader.restore_partition(0, decoded(), Instant::now()).unwrap();
+        assert_eq!(cuped_figures(&reader), Some(written.clone()));
+        // And the state it writes next restores to the same figures again.
+        let again = encode_partition(&reader, &Positions::default(), 0).unwrap();
+        let mut third = Engine::new(&cfg).without_past_limit();
+        third
+            .restore_partition(0, checkpoint::decode::<PartitionSnapshot>(&again).unwrap().task, Instant::now())
+            .unwrap();
+        assert_eq!(cuped_figures(&third), Some(written));
+        // A snapshot of other adjusted metrics, or none, starts an empty state: no unit has a
+        // pre-period any more.
+        let mut other = cfg.clone();
+        other.ab.cuped.metrics = vec!["mrr".into(), "hit_rate@1".into()];
+        let mut reader = Engine::new(&other).without_past_limit();
+        reader.restore_partition(0, decoded(), Instant::now()).unwrap();
+        assert!(cuped_figures(&reader).is_none_or(|c| c.units_with_pre_period == [0, 0]));
+        // Forged: a unit bucket beyond ab.unit_buckets is refused before anything is installed.
+        let mut forged = decoded();
+        let (_, state) = forged.cuped.0.as_mut().unwrap();
+        let group = state.groups().next().unwrap();
+        let mut table = CovariateTableForgery::default();
+        table.0.insert(group, [(cfg.ab.unit_buckets, Default::default())].into_iter().collect());
+        state.covariates.merge(&table.into_table());
+        let mut reader = Engine::new(&cfg).without_past_limit();
+        let err = reader.restore_partition(0, forged, Instant::now()).unwrap_err();
+        assert!(err.to_string().contains("CUPED unit bucket"), "{err}");
+        assert!(!reader.has_partition(0));
+    }
+
+    /// Builds a covariate table by hand, as forged bytes would.
+    #[derive(Default)]
+    struct CovariateTableForgery(
+        std::collections::BTreeMap<GroupId, std::collections::BTreeMap<u32, crate::accumulate::cuped::CovariateBucket>>,
+    );
+
+    impl CovariateTableForgery {
+        fn into_table(self) -> crate::accumulate::CovariateTable {
+            #[derive(Serialize)]
+            struct Table<'a> {
+                by_group: &'a std::collections::BTreeMap<
+                    GroupId,
+                    std::collections::BTreeMap<u32, crate::accumulate::cuped::CovariateBucket>,
+                >,
+            }
+            let bytes = postcard::to_allocvec(&Table { by_group: &self.0 }).unwrap();
+            postcard::from_bytes(&bytes).unwrap()
+        }
+    }
+
     #[test]
     fn judged_state_without_the_incomplete_measures_is_widened_and_the_other_way_refused() {
         let dir = std::env::temp_dir().join(format!("rankpulse-handover-incomplete-{}", std::process::id()));
