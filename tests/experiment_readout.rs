@@ -7,6 +7,8 @@
 //!   narrower by the factor the simulation implies, and by the factor the difference's spread
 //!   across experiments shows; CUPED's A/A false positives stay at the nominal 5%; Holm's and
 //!   Benjamini-Hochberg's adjusted p-values of a report equal statsmodels' `multipletests`.
+//! * CUPED on two `serve` replicas over four partitions (units keyed to partitions): every
+//!   replica's cumulative CUPED figures, merged through the aggregates topic, are replay's.
 //! * Power: the ETA reported after 12 hours of a steady stream predicts when the relative MDE
 //!   reaches the target: a replay through that moment reports it within 5%.
 //!
@@ -19,8 +21,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use common::replay_json;
+use common::*;
 use rankpulse::stats::cuped::{self, CupedMoments};
+use rdkafka::mocking::MockCluster;
 use serde_json::{json, Value};
 
 /// 2026-03-01T00:00:00Z: the A/A experiments' first day.
@@ -31,6 +34,8 @@ const USERS: usize = 80;
 const PRE_IMPRESSIONS: usize = 8;
 const POST_IMPRESSIONS: usize = 8;
 const UNIT_BUCKETS: u32 = 4096;
+/// Partitions of the input topics in the serve test.
+const PARTITIONS: i32 = 4;
 
 struct Lcg(u64);
 impl Lcg {
@@ -44,6 +49,8 @@ impl Lcg {
 struct Stream {
     impressions: Vec<(i64, String)>,
     engagements: Vec<(i64, String)>,
+    /// Per impression and engagement (same order), its partition: its client's.
+    partitions: (Vec<i32>, Vec<i32>),
 }
 
 impl Stream {
@@ -54,14 +61,28 @@ impl Stream {
         let impression = json!({"query_id": id, "timestamp": ts, "results": results, "experiment": experiment,
                                 "variant": variant, "client_id": client});
         self.impressions.push((ts, impression.to_string()));
+        let partition = (xxhash_rust::xxh3::xxh3_64(client.as_bytes()) % PARTITIONS as u64) as i32;
+        self.partitions.0.push(partition);
         if rng.next() < p {
             let click =
                 json!({"query_id": id, "timestamp": ts + 1000, "doc_id": results[0], "event_id": format!("e-{id}")});
             self.engagements.push((ts + 1000, click.to_string()));
+            self.partitions.1.push(partition);
             1.0
         } else {
             0.0
         }
+    }
+
+    /// The events as (partition, payload) messages per topic, each partition in event-time order.
+    fn messages(&self) -> (Messages, Messages) {
+        let keyed = |events: &[(i64, String)], partitions: &[i32]| {
+            let mut out: Vec<(i64, i32, String)> =
+                events.iter().zip(partitions).map(|((ts, line), &p)| (*ts, p, line.clone())).collect();
+            out.sort_by_key(|(ts, _, _)| *ts);
+            out.into_iter().map(|(_, p, line)| (p, line)).collect()
+        };
+        (keyed(&self.impressions, &self.partitions.0), keyed(&self.engagements, &self.partitions.1))
     }
 
     fn write(mut self, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -246,6 +267,130 @@ fn cuped_narrows_by_the_expected_factor_keeps_aa_false_positives_and_equals_the_
             assert!((got - want).abs() < 1e-12, "{key} {field}: {got} vs statsmodels {want}");
         }
         assert_eq!(m["adjusted_p_value"], m["holm_p_value"], "ab.correction = holm");
+    }
+}
+
+#[test]
+fn replicas_merge_cuped_figures_through_the_aggregates_topic_to_replays() {
+    // Two experiments of 160 users each (e1's treatment clicks more), their users' look-back in
+    // another experiment, then one late impression per partition so that every impression of
+    // the experiments is final in `serve` as in `replay`.
+    let mut rng = Lcg(36);
+    let mut stream = Stream::default();
+    for (e, effect) in [("e0", 0.0), ("e1", 0.1)] {
+        for u in 0..160 {
+            let client = format!("{e}-u{u}");
+            let variant = if u % 2 == 0 { "control" } else { "treatment" };
+            let quality = rng.next() * 0.8;
+            for i in 0..6 {
+                let ts = D0 - (1 + i % 3) * DAY + (rng.next() * 80_000_000.0) as i64;
+                stream.impression(&mut rng, ts, "baseline", "control", &client, quality);
+            }
+            let lift = if variant == "treatment" { effect } else { 0.0 };
+            for _ in 0..6 {
+                let ts = D0 + (rng.next() * DAY as f64) as i64;
+                stream.impression(&mut rng, ts, e, variant, &client, quality + lift);
+            }
+        }
+    }
+    for p in 0..PARTITIONS {
+        // A client name for each partition, found by its hash.
+        let client = (0..)
+            .map(|i| format!("tail{i}"))
+            .find(|c| (xxhash_rust::xxh3::xxh3_64(c.as_bytes()) % PARTITIONS as u64) as i32 == p);
+        stream.impression(&mut rng, D0 + 10 * DAY, "tail", "control", &client.unwrap(), 1.0);
+    }
+    let (impressions, engagements) = stream.messages();
+
+    let cluster = MockCluster::new(1).unwrap();
+    for topic in ["imp", "eng"] {
+        cluster.create_topic(topic, PARTITIONS, 1).unwrap();
+    }
+    create_state_topics(&cluster, "cuped-group", PARTITIONS);
+    let brokers = cluster.bootstrap_servers();
+    produce_to_partitions(&brokers, &[("imp", &impressions), ("eng", &engagements)]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let sections = format!(
+        r#"
+[kafka]
+group_id = "cuped-group"
+impressions_topic = "imp"
+engagements_topic = "eng"
+[join]
+attribution_window = "10s"
+max_out_of_orderness = "0s"
+idle_timeout = "1s"
+[metrics]
+cutoffs = [1, 3]
+windows = ["1d"]
+[limits]
+max_past = "3650d"
+[labels]
+idle_expiry = "30d"
+[state]
+checkpoint_interval = "500ms"
+[ab]
+unit = "client_id"
+unit_buckets = {UNIT_BUCKETS}
+[ab.cuped]
+metrics = ["mrr", "ndcg@3"]
+lookback_days = 7
+"#
+    );
+    let ports = [free_port(), free_port()];
+    let configs: Vec<_> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, &port)| serve_config(dir.path(), &format!("replica{i}"), &brokers, port, &sections))
+        .collect();
+    let replayed = replay_json(
+        &write_payloads(dir.path(), "imp.jsonl", &impressions),
+        &write_payloads(dir.path(), "eng.jsonl", &engagements),
+        &configs[0],
+    );
+    let cuped_of = |report: &Value| -> Value {
+        let metrics = &report["comparisons"][0]["metrics"];
+        json!([metrics["mrr"]["cuped"], metrics["ndcg@3"]["cuped"]])
+    };
+    let want: BTreeMap<String, Value> = replayed["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["experiment"] == "e0" || r["experiment"] == "e1")
+        .map(|r| (r["experiment"].as_str().unwrap().to_string(), cuped_of(r)))
+        .collect();
+    assert_eq!(
+        want.len(),
+        2,
+        "{}",
+        replayed["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["experiment"].to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    assert!(want["e1"][0]["variance_reduction"].as_f64().unwrap() > 0.2, "{}", want["e1"]);
+
+    let daemons: Vec<Daemon> =
+        configs.iter().map(|cfg| Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()])).collect();
+    for &port in &ports {
+        for (experiment, want) in &want {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+            let got = wait_for(deadline, std::time::Duration::from_millis(500), "CUPED figures equal replay's", || {
+                let (status, body) = http_get(port, &format!("/api/v1/experiments/{experiment}?window=cumulative"))?;
+                let report: Value = serde_json::from_str(&body).ok()?;
+                (status == 200 && report["partitions"] == json!([0, 1, 2, 3]) && cuped_of(&report) == *want)
+                    .then_some(report)
+            });
+            assert_eq!(cuped_of(&got), *want, "replica on {port}, {experiment}");
+        }
+    }
+    for daemon in daemons {
+        let (status, _) = daemon.terminate(std::time::Duration::from_secs(10));
+        assert!(status.success());
     }
 }
 

@@ -71,7 +71,10 @@ impl Engine {
         // up to the newest impression).
         let newest_impression =
             self.tasks.tasks().filter_map(|t| t.inputs[EventKind::Impression.index()].max_event_time).max();
-        let traffic = self.newest_closed().find(|w| w.size_index == 0).map(|w| {
+        // A closed window's report is final (the A/B feed publishes it once): no ETA, which
+        // would move with the traffic.
+        let cumulative = matches!(span, Span::Cumulative);
+        let traffic = self.newest_closed().find(|w| cumulative && w.size_index == 0).map(|w| {
             let end = w.start.saturating_add(self.window_size_ms(0));
             let covered_to =
                 newest_impression.map_or(end, |newest| newest.saturating_add(1).clamp(w.start.saturating_add(1), end));
