@@ -432,3 +432,20 @@ fn the_eta_predicts_when_the_target_mde_is_reached() {
     assert!((reached / 0.05 - 1.0).abs() < 0.05, "at the ETA the relative MDE is {reached}, not 0.05");
     assert!(num(&later["eta_seconds"]) < 0.1 * eta_hours * 3600.0, "{later}");
 }
+
+/// The manual's "Try it" (docs/src/readout.md), run by `sh` as written with this build as
+/// `rankpulse`: replay's read-out prints exactly the lines the page shows.
+#[test]
+fn the_manuals_try_it_prints_what_the_manual_shows() {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/readout.md")).unwrap();
+    let shown = page.split("```text\n").nth(1).unwrap().split("```").next().unwrap();
+    let section = &page[page.find("## Try it").unwrap()..];
+    let script = section.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_rankpulse")).parent().unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new("sh").args(["-ec", script]).current_dir(dir.path()).env("PATH", path).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(shown), "the manual shows\n{shown}\nreplay printed\n{stdout}");
+}

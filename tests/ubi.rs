@@ -131,7 +131,7 @@ fn to_ubi_event(line: &str, i: usize) -> String {
 fn write_both(dir: &Path, count: u64, per_second: u32) -> ([PathBuf; 4], usize) {
     let (mut imp, mut eng) = (Vec::new(), Vec::new());
     let at = (count, per_second, 7, START_MS);
-    let extras = rankpulse::demo::Extras { duel: true, judgments: None };
+    let extras = rankpulse::demo::Extras { duel: true, judgments: None, pre_period: 0 };
     rankpulse::demo::write_traffic_with(&mut imp, &mut eng, at, rankpulse::demo::FaultRate::DEMO, extras).unwrap();
     let (imp, eng) = (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap());
     let convert = |text: &str, f: fn(&str, usize) -> String| {

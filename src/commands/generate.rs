@@ -9,13 +9,13 @@ use crate::demo::{Extras, FaultRate};
 
 /// Writes `count` impressions at `rate` per second of event time from `start` (RFC 3339), of
 /// `seed`'s traffic, with `faults`, the duel when `interleaving`, and with `judgments` head
-/// queries and their judgment list written there.
+/// queries and their judgment list written there, and `pre_period` searches the day before.
 pub fn run(
     impressions: &Path,
     engagements: &Path,
     (count, rate, seed, start): (u64, u32, u64, &str),
     faults: FaultRate,
-    (interleaving, judgments): (bool, Option<&Path>),
+    (interleaving, judgments, pre_period): (bool, Option<&Path>, u64),
 ) -> anyhow::Result<()> {
     let start_ms =
         crate::time::parse_rfc3339_ms(start).with_context(|| format!("--start {start:?} is not RFC 3339"))?;
@@ -25,7 +25,8 @@ pub fn run(
     let (mut imp, mut eng) = (open(impressions)?, open(engagements)?);
     let mut list = judgments.map(open).transpose()?;
     let at = (count, rate, seed, start_ms);
-    let extras = Extras { duel: interleaving, judgments: list.as_mut().map(|l| l as &mut dyn std::io::Write) };
+    let extras =
+        Extras { duel: interleaving, judgments: list.as_mut().map(|l| l as &mut dyn std::io::Write), pre_period };
     let wrote = crate::demo::write_traffic_with(&mut imp, &mut eng, at, faults, extras)
         .and_then(|wrote| std::io::Write::flush(&mut imp).map(|()| wrote))
         .and_then(|wrote| std::io::Write::flush(&mut eng).map(|()| wrote))
@@ -42,12 +43,17 @@ pub fn run(
     } else {
         String::new()
     };
+    let before = if pre_period == 0 {
+        String::new()
+    } else {
+        format!(" (after {pre_period} searches of the day before, outside the experiment)")
+    };
     let head = match judgments {
         Some(_) => format!(" and {} of head queries", wrote.head),
         None => String::new(),
     };
     eprintln!(
-        "wrote {} impressions{malformed}{duel}{head} to {} and {} engagements to {}",
+        "wrote {} impressions{malformed}{duel}{head}{before} to {} and {} engagements to {}",
         wrote.impressions,
         impressions.display(),
         wrote.engagements,

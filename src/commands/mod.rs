@@ -142,6 +142,10 @@ pub enum Command {
         /// others. Replay them with `[judgments] file` set to it.
         #[arg(long)]
         judgments: Option<PathBuf>,
+        /// Also write this many searches of the same clients during the day before the start,
+        /// outside the experiment: the pre-period that `[ab.cuped]` adjusts by.
+        #[arg(long, default_value_t = 0)]
+        pre_period: u64,
     },
     /// Produce the demo's generated A/B traffic to real Kafka topics in real time, to try
     /// `serve` against a real cluster (the docker compose quick start runs it).
@@ -365,15 +369,24 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let tables = crate::replay::TableOptions { windows, curve };
             replay::run(&impressions, &engagements, config.as_deref(), format, tables, trec_out.as_deref(), max_rejects)
         }
-        Command::Generate { impressions, engagements, count, rate, seed, start, faults, interleaving, judgments } => {
-            generate::run(
-                &impressions,
-                &engagements,
-                (count, rate, seed, &start),
-                faults,
-                (interleaving, judgments.as_deref()),
-            )
-        }
+        Command::Generate {
+            impressions,
+            engagements,
+            count,
+            rate,
+            seed,
+            start,
+            faults,
+            interleaving,
+            judgments,
+            pre_period,
+        } => generate::run(
+            &impressions,
+            &engagements,
+            (count, rate, seed, &start),
+            faults,
+            (interleaving, judgments.as_deref(), pre_period),
+        ),
         Command::Produce { config, brokers, impressions_topic, engagements_topic, rate, seed, duration, faults } => {
             let kafka = match config {
                 Some(path) => Config::load(Some(&path))?.kafka,

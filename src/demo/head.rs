@@ -126,7 +126,7 @@ mod tests {
     fn head_queries_leave_the_rest_of_the_traffic_as_it_was_and_are_judged() {
         let at = (3000, 200, 9, 1_795_341_600_000);
         let (mut imp, mut eng, mut list) = (Vec::new(), Vec::new(), Vec::new());
-        let extras = Extras { duel: false, judgments: Some(&mut list) };
+        let extras = Extras { duel: false, judgments: Some(&mut list), pre_period: 0 };
         let summary = write_traffic_with(&mut imp, &mut eng, at, FaultRate::DEMO, extras).unwrap();
         let (mut plain_imp, mut plain_eng) = (Vec::new(), Vec::new());
         write_traffic(&mut plain_imp, &mut plain_eng, at.0, at.1, at.2, at.3, FaultRate::DEMO).unwrap();

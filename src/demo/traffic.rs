@@ -274,12 +274,24 @@ impl TrafficGenerator {
     /// One impression of the A/B experiment (or of none) at `now_ms`: its JSON and its
     /// engagements (with their due times).
     pub fn impression(&mut self, now_ms: i64) -> (String, String, Vec<ScheduledEngagement>) {
+        self.search(now_ms, true)
+    }
+
+    /// One search before the experiment started: the control's ranking, no experiment field,
+    /// by the same clients (with the same patience) as [`TrafficGenerator::impression`]'s.
+    pub fn baseline(&mut self, now_ms: i64) -> (String, String, Vec<ScheduledEngagement>) {
+        self.search(now_ms, false)
+    }
+
+    /// A search at `now_ms`; with `running`, part of the experiment (90%: the same draws either
+    /// way, so a seed's experiment traffic does not depend on what came before).
+    fn search(&mut self, now_ms: i64, running: bool) -> (String, String, Vec<ScheduledEngagement>) {
         self.next_query += 1;
         let query_id = format!("q-{:08}", self.next_query);
         let rng = &mut self.rng;
         let (user, patience) = client(rng);
-        let in_experiment = rng.random_bool(0.9);
-        let variant = if user % 2 == 0 { "control" } else { "treatment" };
+        let in_experiment = rng.random_bool(0.9) && running;
+        let variant = if user % 2 == 0 || !running { "control" } else { "treatment" };
         let noise = if variant == "control" { CONTROL_NOISE } else { TREATMENT_NOISE };
         let mut candidates = candidates(rng, |rng, grade| grade as f64 + noise * gaussian(rng));
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -288,6 +300,10 @@ impl TrafficGenerator {
             serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results,
                                "experiment": EXPERIMENT, "variant": variant, "client_id": format!("u{user}"),
                                "session_id": format!("u{user}-{}", now_ms / 1_800_000)})
+        } else if !running {
+            // Before the experiment: the same clients, so that their searches are their pre-period.
+            serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results,
+                               "client_id": format!("u{user}"), "session_id": format!("u{user}-{}", now_ms / 1_800_000)})
         } else {
             serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results})
         };
@@ -385,6 +401,8 @@ pub struct TrafficSummary {
     pub judgments: u64,
     /// Engagement lines, redelivered copies included.
     pub engagements: u64,
+    /// Impression lines of the day before the experiment (`--pre-period`).
+    pub pre_period: u64,
 }
 
 /// Writes `count` impressions of generated traffic, and their engagements, as JSON lines: the
@@ -401,7 +419,7 @@ pub fn write_traffic(
     faults: FaultRate,
 ) -> std::io::Result<TrafficSummary> {
     let at = (count, impressions_per_second, seed, start_ms);
-    write_traffic_with(impressions, engagements, at, faults, Extras { duel: false, judgments: None })
+    write_traffic_with(impressions, engagements, at, faults, Extras { duel: false, judgments: None, pre_period: 0 })
 }
 
 /// What [`write_traffic_with`] adds to the A/B traffic; each uses random numbers of its own,
@@ -412,6 +430,9 @@ pub struct Extras<'a> {
     /// Impressions of head queries in the A/B experiment (with a `query` field), and their
     /// judgment list written here ([`super::head::HeadQueries`]).
     pub judgments: Option<&'a mut dyn std::io::Write>,
+    /// Searches of the same clients during the day before the experiment starts, outside it
+    /// ([`TrafficGenerator::baseline`]): the pre-period CUPED adjusts by (`ab.cuped`).
+    pub pre_period: u64,
 }
 
 /// [`write_traffic`] with `extras`: `(count, impressions_per_second, seed, start_ms)` as there.
@@ -422,10 +443,10 @@ pub fn write_traffic_with(
     faults: FaultRate,
     extras: Extras<'_>,
 ) -> std::io::Result<TrafficSummary> {
-    let Extras { duel, judgments } = extras;
+    let Extras { duel, judgments, pre_period } = extras;
     let mut generator = TrafficGenerator::new(seed);
     let mut summary =
-        TrafficSummary { impressions: count, duel: 0, malformed: 0, head: 0, judgments: 0, engagements: 0 };
+        TrafficSummary { impressions: count, duel: 0, malformed: 0, head: 0, judgments: 0, engagements: 0, pre_period };
     let mut head = match judgments {
         Some(out) => {
             let queries = super::head::HeadQueries::new(seed);
@@ -435,6 +456,20 @@ pub fn write_traffic_with(
         None => None,
     };
     let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
+    // The day before: its own random numbers and ids (numbered far above the experiment's).
+    let mut before = TrafficGenerator::new(seed ^ 0x9e37_79b9_7f4a_7c15).numbered_from(900_000_000);
+    let day_ms = 86_400_000.0;
+    for i in 0..pre_period {
+        let now = start_ms - day_ms as i64 + (i as f64 * day_ms / pre_period as f64) as i64;
+        while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {
+            let Reverse(e) = scheduled.pop().expect("peeked");
+            writeln!(engagements, "{}", e.payload)?;
+            summary.engagements += 1;
+        }
+        let (_, impression, due) = before.baseline(now);
+        writeln!(impressions, "{impression}")?;
+        scheduled.extend(due.into_iter().map(Reverse));
+    }
     let spacing_ms = 1000.0 / f64::from(impressions_per_second.max(1));
     for i in 0..count {
         let now = start_ms + (i as f64 * spacing_ms) as i64;
@@ -504,7 +539,8 @@ mod tests {
         let (mut imp, mut eng) = (Vec::new(), Vec::new());
         let at = (count, 200, seed, 1_795_341_600_000);
         let summary =
-            write_traffic_with(&mut imp, &mut eng, at, faults, Extras { duel: true, judgments: None }).unwrap();
+            write_traffic_with(&mut imp, &mut eng, at, faults, Extras { duel: true, judgments: None, pre_period: 0 })
+                .unwrap();
         (String::from_utf8(imp).unwrap(), String::from_utf8(eng).unwrap(), summary)
     }
 

@@ -63,6 +63,9 @@ pub struct ExperimentReport {
     pub unit: &'static str,
     /// `ab.confidence`: the level of every interval in the report.
     pub confidence: f64,
+    /// `ab.correction`: the adjustment of every comparison's `adjusted_p_value` and
+    /// `adjusted_always_valid_p_value`.
+    pub correction: &'static str,
     /// The variant every other is compared with (`ab.control`, or the experiment's own).
     pub control: String,
     /// Control first, then the other variants by name.
@@ -395,6 +398,7 @@ fn report_over(
         partitions: Vec::new(),
         unit: ab.unit.label(),
         confidence: ab.confidence,
+        correction: ab.correction.label(),
         control: control.to_string(),
         variants: variants
             .iter()

@@ -124,6 +124,14 @@ pub(super) fn fill(
         }
     }
     adjust_for_multiplicity(ab, comparisons);
+    let cuped_adjusted: Vec<_> =
+        comparisons.iter().flat_map(|c| c.metrics.iter().filter_map(|(_, m)| m.cuped.as_ref())).collect();
+    if !cuped_adjusted.is_empty() && cuped_adjusted.iter().all(|c| c.units_with_pre_period == [0, 0]) {
+        notes.push(format!(
+            "CUPED adjusted nothing: no unit of {} had impressions in the ab.cuped.lookback_days before the experiment's first impression (on its partition)",
+            arms.experiment
+        ));
+    }
     if sources.covariates.is_none() && !ab.cuped.metrics.is_empty() && !comparisons.is_empty() {
         notes.push(
             "no CUPED figures: they are in the cumulative report of the partitions this process holds (a window's units entered before it)"

@@ -24,6 +24,7 @@ use crate::event::EventKind;
 
 mod diagnostics;
 mod reader;
+mod readout_table;
 pub mod records;
 mod report;
 mod trec;

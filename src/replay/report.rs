@@ -504,6 +504,7 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
                 1.0 - report.confidence
             ));
         }
+        out.push_str(&super::readout_table::readout_summary(report, report.correction));
         for note in &report.notes {
             out.push_str(&format!("note: {note}\n"));
         }

@@ -1,0 +1,87 @@
+//! The text report's read-out of each comparison: the Bayesian chance to beat control and
+//! risks, the minimum detectable effect and ETA, the adjusted p-value, CUPED's adjusted
+//! difference, and the guardrails (the figures are `crate::experiments::readout`'s).
+
+use crate::experiments::ExperimentReport;
+use crate::stats::Comparison;
+
+/// The read-out lines of one experiment's comparisons, for MRR, abandonment and nDCG.
+pub(super) fn readout_summary(report: &ExperimentReport, correction: &str) -> String {
+    let mut out = String::new();
+    let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key.starts_with("ndcg@");
+    let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.2e}"));
+    let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+    let level = format!("{:.0}%", report.confidence * 100.0);
+    for comparison in &report.comparisons {
+        let name = format!("{} - {}", comparison.variant, comparison.control);
+        let shown: Vec<&(String, Comparison)> = comparison.metrics.iter().filter(|(k, _)| headline(k)).collect();
+        if shown.iter().all(|(_, c)| c.bayesian.is_none() && c.power.is_none()) {
+            continue;
+        }
+        out.push_str(&format!(
+            "{name:<18} {:>9} {:>21} {:>9} {:>10} {:>14}\n",
+            "P(win)",
+            "risk keep / ship",
+            "MDE",
+            "ETA",
+            format!("p ({correction})"),
+        ));
+        for (key, c) in &shown {
+            let risk =
+                c.bayesian.map_or("-".to_string(), |b| format!("{:.4} / {:.4}", b.risk_control, b.risk_treatment));
+            let eta = c.power.and_then(|p| p.eta_seconds).map_or("-".to_string(), eta);
+            out.push_str(&format!(
+                "{key:<18} {:>9} {:>21} {:>9} {:>10} {:>14}\n",
+                percent(c.bayesian.map(|b| b.chance_to_win)),
+                risk,
+                percent(c.power.and_then(|p| p.relative_mde)),
+                eta,
+                p(c.adjusted_p_value),
+            ));
+        }
+        let adjusted: Vec<_> = shown.iter().filter_map(|(k, c)| c.cuped.as_ref().map(|a| (k, a))).collect();
+        if !adjusted.is_empty() {
+            out.push_str(&format!(
+                "{:<18} {:>10} {:>24} {:>10} {:>10} {:>12}\n",
+                "CUPED",
+                "difference",
+                format!("{level} interval"),
+                "p",
+                "var. red.",
+                "pre-period"
+            ));
+            for (key, a) in adjusted {
+                let d = &a.difference;
+                out.push_str(&format!(
+                    "{key:<18} {:>+10.4} {:>24} {:>10} {:>10} {:>12}\n",
+                    d.estimate,
+                    format!("[{:+.4}, {:+.4}]", d.ci[0], d.ci[1]),
+                    p(Some(d.p_value)),
+                    percent(Some(a.variance_reduction)),
+                    format!("{} units", a.units_with_pre_period.iter().sum::<u64>()),
+                ));
+            }
+        }
+        for (key, c) in &comparison.metrics {
+            if let Some(g) = &c.guardrail {
+                let verdict = if g.failed { "WORSE" } else { "not worse" };
+                out.push_str(&format!(
+                    "guardrail {key}: {verdict} ({} is worse; one-sided p = {})\n",
+                    g.worse_when,
+                    p(Some(g.p_value))
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Event-time seconds as people read them.
+fn eta(seconds: f64) -> String {
+    match seconds {
+        s if s <= 0.0 => "reached".to_string(),
+        s if s < 3600.0 => format!("{:.0} min", s / 60.0),
+        s if s < 172_800.0 => format!("{:.1} h", s / 3600.0),
+        s => format!("{:.1} d", s / 86_400.0),
+    }
+}
