@@ -24,6 +24,8 @@
 //!    latency it adds, against co-partitioned input, in one run.
 //! 9. Issue 34's figures ([`clicks`]): the click log's cost per impression and memory per
 //!    tracked pair, a fit of the click models on a full log, the weighted metrics' cost.
+//! 10. Issue 35's figures ([`cuped`]): CUPED's cost per impression, memory per tracked and per
+//!     frozen unit, and the time to build a cumulative report with the whole read-out.
 
 use std::time::{Duration, Instant};
 
@@ -43,6 +45,7 @@ use rdkafka::Message;
 mod clicks;
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod cuped;
 mod eval;
 mod handover;
 mod judgments;
@@ -452,7 +455,7 @@ fn main() {
         return;
     }
     // RANKPULSE_BENCH_ONLY=replay (or "end to end", "memory", "render", "handover", "changelog
-    // rate", "judgments", "eval", "mapping", "repartition", "clicks") runs one stage, to profile it.
+    // rate", "judgments", "eval", "mapping", "repartition", "clicks", "cuped") runs one stage, to profile it.
     let only = std::env::var("RANKPULSE_BENCH_ONLY").ok();
     let mut results = serde_json::Map::new();
     results.insert("cores".into(), std::thread::available_parallelism().map_or(0, |n| n.get()).into());
@@ -468,6 +471,7 @@ fn main() {
         ("mapping", mapping::mapping),
         ("repartition", repartition::repartition),
         ("clicks", clicks::clicks),
+        ("cuped", cuped::cuped),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -606,6 +610,7 @@ fn main() {
     rows.extend(mapping::rows(&get));
     rows.extend(repartition::rows(&get));
     rows.extend(clicks::rows(&get));
+    rows.extend(cuped::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>30} {target:>12} {ok:>8}");

@@ -46,21 +46,33 @@ pub struct CupedSettings {
     pub unit_buckets: u32,
 }
 
-/// A unit's impressions of one day: the count and the sum of each adjusted metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Day {
-    /// Days since the Unix epoch (UTC).
-    day: i64,
-    impressions: u64,
-    /// One per adjusted metric. Floating point: a unit's history is one partition's, summed in
-    /// that partition's (deterministic) finalization order.
-    sums: Vec<f64>,
-}
-
-/// A unit's recent days, oldest first.
+/// A unit's recent days, oldest first, flat: per day one word of its day number (days since
+/// the Unix epoch, UTC, in the high 32 bits) and impression count (the low 32), then one word
+/// per adjusted metric holding the bits of its `f64` sum. One allocation per unit, 8 bytes per
+/// metric and day: the table holds hundreds of thousands of units. Floating point sums: a
+/// unit's history is one partition's, summed in its (deterministic) finalization order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct History {
-    days: Vec<Day>,
+    words: Vec<u64>,
+}
+
+impl History {
+    /// The days, as (day, impressions, sums) with `width` sums each.
+    fn days(&self, width: usize) -> impl Iterator<Item = (i64, u64, &[u64])> {
+        self.words.chunks_exact(width + 1).filter_map(|chunk| {
+            let (&head, sums) = chunk.split_first()?;
+            Some((i64::from((head >> 32) as u32 as i32), head & 0xffff_ffff, sums))
+        })
+    }
+
+    /// The newest day, if any.
+    fn last_day(&self, width: usize) -> Option<i64> {
+        self.days(width).last().map(|(day, _, _)| day)
+    }
+}
+
+fn head(day: i64, impressions: u64) -> u64 {
+    (u64::from(day as i32 as u32) << 32) | impressions.min(u64::from(u32::MAX))
 }
 
 /// A unit's pre-period of one experiment.
@@ -224,10 +236,12 @@ impl CupedState {
         let mut units = BTreeMap::new();
         for (&unit, history) in &self.units {
             let mut pre = PrePeriod { impressions: 0, sums: vec![0.0; settings.slots.len()] };
-            for day in history.days.iter().filter(|d| d.day >= from && d.day < start_day) {
-                pre.impressions += day.impressions;
-                for (a, b) in pre.sums.iter_mut().zip(&day.sums) {
-                    *a += b;
+            for (_, impressions, sums) in
+                history.days(settings.slots.len()).filter(|(d, _, _)| *d >= from && *d < start_day)
+            {
+                pre.impressions += impressions;
+                for (a, &b) in pre.sums.iter_mut().zip(sums) {
+                    *a += f64::from_bits(b);
                 }
             }
             if pre.impressions > 0 {
@@ -244,31 +258,43 @@ impl CupedState {
             return;
         }
         if !self.units.contains_key(&unit) && self.units.len() >= settings.max_units {
-            self.make_room(keep_from);
+            self.make_room(keep_from, settings.slots.len());
             if self.units.len() >= settings.max_units {
                 self.counts.untracked_impressions += 1;
                 return;
             }
         }
-        let history = self.units.entry(unit).or_insert_with(|| History { days: Vec::new() });
-        history.days.retain(|d| d.day >= keep_from);
-        let at = history.days.partition_point(|d| d.day < day);
-        if history.days.get(at).is_none_or(|d| d.day != day) {
-            history.days.insert(at, Day { day, impressions: 0, sums: vec![0.0; settings.slots.len()] });
+        let width = settings.slots.len();
+        let stride = width + 1;
+        let history = self.units.entry(unit).or_insert_with(|| History { words: Vec::new() });
+        // Days before the look-back are the oldest: drop them from the front.
+        let expired = history.days(width).take_while(|(d, _, _)| *d < keep_from).count();
+        history.words.drain(..expired * stride);
+        let at = history.days(width).take_while(|(d, _, _)| *d < day).count() * stride;
+        let (found, impressions) = match history.days(width).nth(at / stride) {
+            Some((d, impressions, _)) if d == day => (true, impressions),
+            _ => (false, 0),
+        };
+        if !found {
+            history
+                .words
+                .splice(at..at, std::iter::once(head(day, 0)).chain(std::iter::repeat_n(0f64.to_bits(), width)));
         }
-        if let Some(today) = history.days.get_mut(at) {
-            today.impressions += 1;
-            for (sum, &slot) in today.sums.iter_mut().zip(&settings.slots) {
-                *sum += values.get(slot).copied().unwrap_or(0.0);
+        if let Some(words) = history.words.get_mut(at..at + stride) {
+            if let Some((first, sums)) = words.split_first_mut() {
+                *first = head(day, impressions + 1);
+                for (sum, &slot) in sums.iter_mut().zip(&settings.slots) {
+                    *sum = (f64::from_bits(*sum) + values.get(slot).copied().unwrap_or(0.0)).to_bits();
+                }
             }
         }
     }
 
     /// Drops units with no impression since `keep_from`: no experiment starting from now on
     /// would find any of their days in its pre-period.
-    fn make_room(&mut self, keep_from: i64) {
+    fn make_room(&mut self, keep_from: i64, width: usize) {
         let before = self.units.len();
-        self.units.retain(|_, h| h.days.last().is_some_and(|d| d.day >= keep_from));
+        self.units.retain(|_, h| h.last_day(width).is_some_and(|d| d >= keep_from));
         self.counts.units_dropped += (before - self.units.len()) as u64;
     }
 
@@ -301,12 +327,16 @@ impl CupedState {
         }
         let finite = |sums: &[f64]| sums.len() == width && sums.iter().all(|s| s.is_finite() && *s >= 0.0);
         for history in self.units.values() {
-            if history.days.len() as i64 > settings.lookback_days + 1 {
-                return Err(format!("a CUPED unit with {} days of history", history.days.len()));
+            if history.words.len() % (width + 1) != 0 {
+                return Err(format!("a CUPED unit's history of {} words for {width} metrics", history.words.len()));
             }
-            for day in &history.days {
-                check_count("a CUPED day's impressions", day.impressions)?;
-                if !finite(&day.sums) {
+            let days = history.words.len() / (width + 1);
+            if days as i64 > settings.lookback_days + 1 {
+                return Err(format!("a CUPED unit with {days} days of history"));
+            }
+            for (_, _, sums) in history.days(width) {
+                let sums: Vec<f64> = sums.iter().map(|&b| f64::from_bits(b)).collect();
+                if !finite(&sums) {
                     return Err("a CUPED day's sums do not fit the adjusted metrics".to_string());
                 }
             }

@@ -70,10 +70,6 @@ pub(super) fn fill(
         .enumerate()
         .filter_map(|(i, name)| layout.keys().iter().position(|k| k.name() == *name).map(|slot| (slot, i)))
         .collect();
-    let cuped_control = |slot: usize, i: usize| {
-        let covariates = sources.covariates?;
-        Some(moments(control_stats, id(control_name), covariates, slot, i))
-    };
     let prior = Prior {
         mean: ab.bayesian.prior_mean,
         variance: ab.bayesian.prior_stddev * ab.bayesian.prior_stddev,
@@ -91,12 +87,11 @@ pub(super) fn fill(
                 continue;
             };
             let lower_is_better = layout.keys().get(slot).is_some_and(|k| k.kind == MetricKind::Abandonment);
-            if let Some(&(_, i)) = cuped_slots.iter().find(|(s, _)| *s == slot) {
-                if let Some(control) = cuped_control(slot, i) {
-                    let covariates = sources.covariates.unwrap_or_else(|| unreachable!("checked by cuped_control"));
-                    let treatment = moments(treatment_stats, id(&comparison.variant), covariates, slot, i);
-                    cmp.cuped = adjusted(&control, &treatment, t, c, ab.confidence, arms.boundary);
-                }
+            let adjusted_metric = cuped_slots.iter().find(|(s, _)| *s == slot).map(|&(_, i)| i);
+            if let (Some(i), Some(covariates)) = (adjusted_metric, sources.covariates) {
+                let control = moments(control_stats, id(control_name), covariates, slot, i);
+                let treatment = moments(treatment_stats, id(&comparison.variant), covariates, slot, i);
+                cmp.cuped = adjusted(&control, &treatment, t, c, ab.confidence, arms.boundary);
             }
             cmp.bayesian = bayes::readout(
                 bayes_arm(c, cmp.cuped.as_ref().map(|a| &a.arms[0])),
