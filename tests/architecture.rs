@@ -151,6 +151,7 @@ const NO_PANIC_FILES: &[&str] = &[
     "engine/handover.rs",
     "clicks/named.rs",
     "clicks/log/snapshot.rs",
+    "accumulate/cuped.rs",
 ];
 
 #[test]
