@@ -137,14 +137,15 @@ fn aa_stream() -> (Stream, Truth) {
     (stream, truth)
 }
 
-/// The configuration: `window` is the one window size (the traffic rate's).
-fn config(dir: &Path, window: &str, ab: &str) -> std::path::PathBuf {
-    let path = dir.join("rankpulse.toml");
-    let text = format!(
+/// The configuration's sections, `ab` last: `window` is the one window size (the traffic
+/// rate's); the events are stamped 2026-03, and an idle input lets the watermark move on.
+fn sections(window: &str, ab: &str) -> String {
+    format!(
         r#"
 [join]
 attribution_window = "10s"
 max_out_of_orderness = "0s"
+idle_timeout = "1s"
 [metrics]
 cutoffs = [1, 3]
 windows = ["{window}"]
@@ -155,8 +156,13 @@ max_experiments = 200
 idle_expiry = "30d"
 {ab}
 "#
-    );
-    std::fs::write(&path, text).unwrap();
+    )
+}
+
+/// [`sections`] written to `dir/rankpulse.toml`, for `replay`.
+fn config(dir: &Path, window: &str, ab: &str) -> std::path::PathBuf {
+    let path = dir.join("rankpulse.toml");
+    std::fs::write(&path, sections(window, ab)).unwrap();
     path
 }
 
@@ -311,33 +317,12 @@ fn replicas_merge_cuped_figures_through_the_aggregates_topic_to_replays() {
     produce_to_partitions(&brokers, &[("imp", &impressions), ("eng", &engagements)]);
 
     let dir = tempfile::tempdir().unwrap();
-    let sections = format!(
-        r#"
-[kafka]
-group_id = "cuped-group"
-impressions_topic = "imp"
-engagements_topic = "eng"
-[join]
-attribution_window = "10s"
-max_out_of_orderness = "0s"
-idle_timeout = "1s"
-[metrics]
-cutoffs = [1, 3]
-windows = ["1d"]
-[limits]
-max_past = "3650d"
-[labels]
-idle_expiry = "30d"
-[state]
-checkpoint_interval = "500ms"
-[ab]
-unit = "client_id"
-unit_buckets = {UNIT_BUCKETS}
-[ab.cuped]
-metrics = ["mrr", "ndcg@3"]
-lookback_days = 7
-"#
+    let ab = format!(
+        "[ab]\nunit = \"client_id\"\nunit_buckets = {UNIT_BUCKETS}\n[ab.cuped]\nmetrics = [\"mrr\", \"ndcg@3\"]\nlookback_days = 7"
     );
+    let kafka = "[kafka]\ngroup_id = \"cuped-group\"\nimpressions_topic = \"imp\"\nengagements_topic = \"eng\"\n\
+                 [state]\ncheckpoint_interval = \"500ms\"\n";
+    let sections = format!("{kafka}{}", sections("1d", &ab));
     let ports = [free_port(), free_port()];
     let configs: Vec<_> = ports
         .iter()

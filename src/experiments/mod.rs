@@ -482,19 +482,17 @@ mod tests {
         (groups, acc)
     }
 
+    /// The cumulative reports of `acc`, without the read-out.
+    fn cumulative(groups: &Groups, acc: &Accumulators, ab: &AbConfig) -> Vec<ExperimentReport> {
+        let sequential = SequentialSource::ThisLook;
+        reports(&layout(), groups, &acc.cumulative, ab, Span::Cumulative, sequential, ReadoutSources::default())
+    }
+
     #[test]
     fn compares_every_variant_with_the_control_and_checks_the_split() {
         let (groups, acc) = table(&[("treatment", 1000, 0.6), ("control", 1000, 0.5), ("other", 3, 0.0)]);
         let ab = AbConfig::default();
-        let reports = reports(
-            &layout(),
-            &groups,
-            &acc.cumulative,
-            &ab,
-            Span::Cumulative,
-            SequentialSource::ThisLook,
-            ReadoutSources::default(),
-        );
+        let reports = cumulative(&groups, &acc, &ab);
         assert_eq!(reports.len(), 1);
         let r = &reports[0];
         assert_eq!(r.id, "e/cumulative");
@@ -520,27 +518,11 @@ mod tests {
                 split: [("a".to_string(), 0.55), ("b".to_string(), 0.45)].into_iter().collect(),
             },
         );
-        let r = &reports(
-            &layout(),
-            &groups,
-            &acc.cumulative,
-            &ab,
-            Span::Cumulative,
-            SequentialSource::ThisLook,
-            ReadoutSources::default(),
-        )[0];
+        let r = &cumulative(&groups, &acc, &ab)[0];
         assert_eq!((r.control.as_str(), r.variants[0].variant.as_str()), ("b", "b"));
         assert!(r.sample_ratio.as_ref().unwrap().chi_square < 1e-9, "exactly the configured split");
         // Against the default equal split, 550/450 gives chi-square 10, p = 0.0016.
-        let r = &reports(
-            &layout(),
-            &groups,
-            &acc.cumulative,
-            &AbConfig::default(),
-            Span::Cumulative,
-            SequentialSource::ThisLook,
-            ReadoutSources::default(),
-        )[0];
+        let r = &cumulative(&groups, &acc, &AbConfig::default())[0];
         assert!(r.comparisons.is_empty(), "no variant is called control");
         assert!(r.sample_ratio.as_ref().unwrap().p_value < 0.01);
     }
