@@ -15,6 +15,7 @@ use rankpulse::stats::bayes::{readout, Arm, Prior};
 use rankpulse::stats::cuped::{self, CupedMoments};
 use rankpulse::stats::multiple::{benjamini_hochberg, holm};
 use rankpulse::stats::power::minimum_detectable_effect;
+use rankpulse::stats::sequential::MixtureBoundary;
 use rankpulse::stats::{compare, estimate, guardrail_p_value, Moments};
 use serde_json::Value;
 
@@ -55,7 +56,7 @@ fn check_welch(what: &str, got: &cuped::WelchResult, want: &Value) {
     close(&format!("{what} p-value"), got.p_value, num(&want["p_value"]));
 }
 
-fn check_cuped(kind: &str, cases: &Value, confidence: f64) {
+fn check_cuped(kind: &str, cases: &Value, confidence: f64, tuning: f64) {
     for (i, case) in cases.as_array().unwrap().iter().enumerate() {
         let (control, treatment) = (buckets(&case["control"]), buckets(&case["treatment"]));
         let got = cuped::compare(&control, &treatment, confidence).expect("both arms have spread");
@@ -69,6 +70,15 @@ fn check_cuped(kind: &str, cases: &Value, confidence: f64) {
         if let Some(df) = case["df"].as_f64() {
             close(&format!("{kind} {i} df"), got.df, df);
         }
+        // gbstats's sequential test counts units; here every unit is one impression.
+        if case["sequential"].is_object() {
+            let boundary = MixtureBoundary::tightest_at(tuning, 1.0 - confidence);
+            let look = cuped::sequential(&got, [control.n, treatment.n], &boundary).expect("a look");
+            let want = &case["sequential"];
+            close(&format!("{kind} {i} sequential low"), look.difference_cs[0], num(&want["ci"][0]));
+            close(&format!("{kind} {i} sequential high"), look.difference_cs[1], num(&want["ci"][1]));
+            close(&format!("{kind} {i} sequential p-value"), look.p_value, num(&want["p_value"]));
+        }
     }
 }
 
@@ -78,8 +88,10 @@ fn statistics_equal_gbstats_statsmodels_and_scipy() {
     let confidence = num(&cases["confidence"]);
 
     // CUPED: per-unit means against gbstats; bucket ratios against the written-out delta method.
-    check_cuped("cuped_unit", &cases["cuped_unit"], confidence);
-    check_cuped("cuped_ratio", &cases["cuped_ratio"], confidence);
+    let tuning = num(&cases["tuning"]);
+    check_cuped("cuped_unit", &cases["cuped_unit"], confidence, tuning);
+    check_cuped("cuped_ratio", &cases["cuped_ratio"], confidence, tuning);
+    assert!(cases["cuped_unit"][0]["sequential"].is_object(), "the sequential cases are there");
     let all_missing = cases["cuped_ratio"].as_array().unwrap().iter().any(|c| num(&c["theta"]) == 0.0);
     assert!(all_missing, "a case without any pre-period data (theta 0) is covered");
 

@@ -9,7 +9,7 @@ use crate::metrics::{MetricKind, MetricLayout};
 use crate::stats::bayes::{self, Arm, Prior};
 use crate::stats::cuped::{self, CupedMoments};
 use crate::stats::multiple::{benjamini_hochberg, holm};
-use crate::stats::sequential::{sequential_difference, MixtureBoundary};
+use crate::stats::sequential::MixtureBoundary;
 use crate::stats::{guardrail_p_value, power, Comparison, Estimate, GuardrailTest};
 
 use super::ComparisonReport;
@@ -165,17 +165,8 @@ fn adjusted(
     boundary: &MixtureBoundary,
 ) -> Option<cuped::CupedComparison> {
     let mut out = cuped::compare(control, treatment, confidence)?;
-    // The sequential figures of the adjusted means: the same boundary, in impressions, with
-    // the adjusted standard errors.
-    let as_estimate = |arm: &cuped::CupedArm, plain: &Estimate| Estimate {
-        n: plain.n,
-        mean: arm.adjusted_mean,
-        sd: None,
-        se: Some((arm.variance / arm.n as f64).sqrt()),
-        df: Some(arm.n as f64 - 1.0),
-        ci: None,
-    };
-    if let Some(look) = sequential_difference(&as_estimate(&out.arms[1], t), &as_estimate(&out.arms[0], c), boundary) {
+    // The same boundary as every sequential figure, in impressions of both arms.
+    if let Some(look) = cuped::sequential(&out, [c.n, t.n], boundary) {
         out.difference_cs = Some(look.difference_cs);
         out.always_valid_p_value = Some(look.p_value);
     }

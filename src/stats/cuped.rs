@@ -25,7 +25,8 @@
 
 use serde::Serialize;
 
-use super::{t_quantile, t_two_sided_p};
+use super::sequential::{sequential_difference, MixtureBoundary, SequentialLook};
+use super::{t_quantile, t_two_sided_p, Estimate};
 
 /// Per-bucket sums of one arm: the metric (m), impressions (d), pre-period metric (x) and
 /// pre-period impressions (e), with every product the delta method needs. Merges by addition.
@@ -243,6 +244,23 @@ pub fn compare(control: &CupedMoments, treatment: &CupedMoments, confidence: f64
         always_valid_p_value: None,
         units_with_pre_period: [0, 0],
     })
+}
+
+/// The anytime-valid figures of the adjusted difference at this look: the asymptotic confidence
+/// sequence and always-valid p-value of [`super::sequential`], from the adjusted means and their
+/// standard errors. `n` (control, treatment) is the boundary's time scale: impressions in
+/// rankpulse's reports, as for every other sequential figure; with one impression per unit it
+/// is gbstats's (units), and the figures are its `SequentialTwoSidedTTest`'s.
+pub fn sequential(cmp: &CupedComparison, n: [u64; 2], boundary: &MixtureBoundary) -> Option<SequentialLook> {
+    let estimate = |arm: &CupedArm, n: u64| Estimate {
+        n,
+        mean: arm.adjusted_mean,
+        sd: None,
+        se: Some((arm.variance / arm.n as f64).sqrt()),
+        df: Some(arm.n as f64 - 1.0),
+        ci: None,
+    };
+    sequential_difference(&estimate(&cmp.arms[1], n[1]), &estimate(&cmp.arms[0], n[0]), boundary)
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ tools compute from them:
 
 * cuped_unit: per-unit data (one impression and one pre-period impression per unit, so the
   ratios are per-unit means), adjusted by gbstats 0.8.0's RegressionAdjustedStatistic with
-  compute_theta and tested with its TwoSidedTTest, absolute and relative;
+  compute_theta and tested with its TwoSidedTTest, absolute and relative, and its
+  SequentialTwoSidedTTest (absolute);
 * cuped_ratio: unit buckets of several impressions (some without pre-period data), where
   gbstats 0.8.0 has no regression-adjusted ratio: the delta method written out over the buckets
   with numpy (linearized ratios, np.cov) and scipy's t distribution;
@@ -28,13 +29,15 @@ import sys
 import numpy as np
 import scipy.stats
 from gbstats.bayesian.tests import EffectBayesianABTest, EffectBayesianConfig, GaussianPrior
-from gbstats.frequentist.tests import FrequentistConfig, TwoSidedTTest
+from gbstats.frequentist.tests import FrequentistConfig, SequentialConfig, SequentialTwoSidedTTest, TwoSidedTTest
 from gbstats.models.statistics import RegressionAdjustedStatistic, SampleMeanStatistic, compute_theta
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 
 RNG = np.random.default_rng(20261126)
 CONFIDENCE = 0.95
+# gbstats's sequential_tuning_parameter, rankpulse's ab.sequential_sample_size.
+TUNING = 5000.0
 
 
 def f(x):
@@ -78,6 +81,8 @@ def cuped_unit_cases():
         theta = compute_theta(ra_stat(post_a, pre_a), ra_stat(post_b, pre_b))
         absolute = ttest(ra_stat(post_a, pre_a), ra_stat(post_b, pre_b), relative=False)
         relative = ttest(a, b, relative=True)
+        config = SequentialConfig(alpha=1 - CONFIDENCE, difference_type="absolute", sequential_tuning_parameter=TUNING)
+        seq = SequentialTwoSidedTTest(ra_stat(post_a, pre_a), ra_stat(post_b, pre_b), config).compute_result()
         rows = lambda post, pre: [[float(p), 1.0, float(x), 1.0] for p, x in zip(post, pre)]
         cases.append(
             {
@@ -86,6 +91,7 @@ def cuped_unit_cases():
                 "theta": f(theta),
                 "difference": absolute,
                 "relative_difference": relative,
+                "sequential": {"ci": [f(seq.ci[0]), f(seq.ci[1])], "p_value": f(seq.p_value)},
             }
         )
     return cases
@@ -244,6 +250,7 @@ def guardrail_cases():
 json.dump(
     {
         "confidence": CONFIDENCE,
+        "tuning": TUNING,
         "cuped_unit": cuped_unit_cases(),
         "cuped_ratio": cuped_ratio_cases(),
         "bayes": bayes_cases(),
