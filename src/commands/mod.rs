@@ -95,6 +95,10 @@ pub enum Command {
         /// Table format: also the 11-point interpolated precision-recall curve of each group.
         #[arg(long)]
         curve: bool,
+        /// Table format: also each comparison's chance to beat control, risks, minimum
+        /// detectable effect and ETA, adjusted p-value and CUPED (docs/src/readout.md).
+        #[arg(long)]
+        readout: bool,
         /// Also write qrels.txt and run.txt (TREC format) of every finalized impression into
         /// this directory, to run trec_eval or ranx on exactly what rankpulse measured, and
         /// interleaving.jsonl: each interleaved impression's credit per ranker and outcome.
@@ -365,8 +369,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             demo::run(listen, duration.map(std::time::Duration::from_secs), rate, faults)
         }
         Command::Serve { config } => serve::run(&config),
-        Command::Replay { impressions, engagements, config, format, windows, curve, trec_out, max_rejects } => {
-            let tables = crate::replay::TableOptions { windows, curve };
+        Command::Replay {
+            impressions,
+            engagements,
+            config,
+            format,
+            windows,
+            curve,
+            readout,
+            trec_out,
+            max_rejects,
+        } => {
+            let tables = crate::replay::TableOptions { windows, curve, readout };
             replay::run(&impressions, &engagements, config.as_deref(), format, tables, trec_out.as_deref(), max_rejects)
         }
         Command::Generate {

@@ -5,62 +5,24 @@
 use crate::experiments::ExperimentReport;
 use crate::stats::Comparison;
 
-/// The read-out lines of one experiment's comparisons, for MRR, abandonment and nDCG.
-pub(super) fn readout_summary(report: &ExperimentReport, correction: &str) -> String {
+fn p(p: Option<f64>) -> String {
+    p.map_or("-".to_string(), |p| format!("{p:.2e}"))
+}
+
+fn percent(x: Option<f64>) -> String {
+    x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x))
+}
+
+/// The read-out lines of one experiment's comparisons, for MRR, abandonment and nDCG; without
+/// `full` (`--readout`), only the guardrails' verdicts: an alarm the configuration asked for.
+pub(super) fn readout_summary(report: &ExperimentReport, full: bool) -> String {
     let mut out = String::new();
     let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key.starts_with("ndcg@");
-    let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.2e}"));
-    let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
-    let level = format!("{:.0}%", report.confidence * 100.0);
     for comparison in &report.comparisons {
-        let name = format!("{} - {}", comparison.variant, comparison.control);
         let shown: Vec<&(String, Comparison)> = comparison.metrics.iter().filter(|(k, _)| headline(k)).collect();
-        if shown.iter().all(|(_, c)| c.bayesian.is_none() && c.power.is_none()) {
-            continue;
-        }
-        out.push_str(&format!(
-            "{name:<18} {:>9} {:>21} {:>9} {:>10} {:>14}\n",
-            "P(win)",
-            "risk keep / ship",
-            "MDE",
-            "ETA",
-            format!("p ({correction})"),
-        ));
-        for (key, c) in &shown {
-            let risk =
-                c.bayesian.map_or("-".to_string(), |b| format!("{:.4} / {:.4}", b.risk_control, b.risk_treatment));
-            let eta = c.power.and_then(|p| p.eta_seconds).map_or("-".to_string(), eta);
-            out.push_str(&format!(
-                "{key:<18} {:>9} {:>21} {:>9} {:>10} {:>14}\n",
-                percent(c.bayesian.map(|b| b.chance_to_win)),
-                risk,
-                percent(c.power.and_then(|p| p.relative_mde)),
-                eta,
-                p(c.adjusted_p_value),
-            ));
-        }
-        let adjusted: Vec<_> = shown.iter().filter_map(|(k, c)| c.cuped.as_ref().map(|a| (k, a))).collect();
-        if !adjusted.is_empty() {
-            out.push_str(&format!(
-                "{:<18} {:>10} {:>24} {:>10} {:>10} {:>12}\n",
-                "CUPED",
-                "difference",
-                format!("{level} interval"),
-                "p",
-                "var. red.",
-                "pre-period"
-            ));
-            for (key, a) in adjusted {
-                let d = &a.difference;
-                out.push_str(&format!(
-                    "{key:<18} {:>+10.4} {:>24} {:>10} {:>10} {:>12}\n",
-                    d.estimate,
-                    format!("[{:+.4}, {:+.4}]", d.ci[0], d.ci[1]),
-                    p(Some(d.p_value)),
-                    percent(Some(a.variance_reduction)),
-                    format!("{} units", a.units_with_pre_period.iter().sum::<u64>()),
-                ));
-            }
+        if full && shown.iter().any(|(_, c)| c.bayesian.is_some() || c.power.is_some()) {
+            let name = format!("{} - {}", comparison.variant, comparison.control);
+            out.push_str(&figures(report, &name, &shown));
         }
         for (key, c) in &comparison.metrics {
             if let Some(g) = &c.guardrail {
@@ -72,6 +34,55 @@ pub(super) fn readout_summary(report: &ExperimentReport, correction: &str) -> St
                 ));
             }
         }
+    }
+    out
+}
+
+/// Chance to win, risks, MDE, ETA and adjusted p of `shown`, then CUPED's figures.
+fn figures(report: &ExperimentReport, name: &str, shown: &[&(String, Comparison)]) -> String {
+    let mut out = format!(
+        "{name:<18} {:>9} {:>21} {:>9} {:>10} {:>14}\n",
+        "P(win)",
+        "risk keep / ship",
+        "MDE",
+        "ETA",
+        format!("p ({})", report.correction),
+    );
+    for (key, c) in shown {
+        let risk = c.bayesian.map_or("-".to_string(), |b| format!("{:.4} / {:.4}", b.risk_control, b.risk_treatment));
+        let eta = c.power.and_then(|p| p.eta_seconds).map_or("-".to_string(), eta);
+        out.push_str(&format!(
+            "{key:<18} {:>9} {:>21} {:>9} {:>10} {:>14}\n",
+            percent(c.bayesian.map(|b| b.chance_to_win)),
+            risk,
+            percent(c.power.and_then(|p| p.relative_mde)),
+            eta,
+            p(c.adjusted_p_value),
+        ));
+    }
+    let adjusted: Vec<_> = shown.iter().filter_map(|(k, c)| c.cuped.as_ref().map(|a| (k, a))).collect();
+    if adjusted.is_empty() {
+        return out;
+    }
+    out.push_str(&format!(
+        "{:<18} {:>10} {:>24} {:>10} {:>10} {:>12}\n",
+        "CUPED",
+        "difference",
+        format!("{:.0}% interval", report.confidence * 100.0),
+        "p",
+        "var. red.",
+        "pre-period"
+    ));
+    for (key, a) in adjusted {
+        let d = &a.difference;
+        out.push_str(&format!(
+            "{key:<18} {:>+10.4} {:>24} {:>10} {:>10} {:>12}\n",
+            d.estimate,
+            format!("[{:+.4}, {:+.4}]", d.ci[0], d.ci[1]),
+            p(Some(d.p_value)),
+            percent(Some(a.variance_reduction)),
+            format!("{} units", a.units_with_pre_period.iter().sum::<u64>()),
+        ));
     }
     out
 }

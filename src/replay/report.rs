@@ -45,6 +45,9 @@ pub struct TableOptions {
     pub windows: bool,
     /// `--curve`: the 11-point interpolated precision-recall curve of each group.
     pub curve: bool,
+    /// `--readout`: each comparison's chance to win, risks, power and CUPED (guardrails are
+    /// shown whenever `ab.guardrails` names any).
+    pub readout: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -250,7 +253,7 @@ impl Report {
             out.push_str(&precision_recall_curve(&self.groups));
         }
         out.push_str(&self.unit_lines());
-        out.push_str(&ab_summary(&self.experiments));
+        out.push_str(&ab_summary(&self.experiments, options.readout));
         out.push_str(&judged_summary(&self.groups, &self.experiments));
         out.push_str(&interleaving_summary(&self.experiments));
         if options.windows {
@@ -266,6 +269,7 @@ impl Report {
         let more: Vec<&str> = [
             (!options.windows).then_some("--windows for the newest window of each size"),
             (!options.curve).then_some("--curve for the precision-recall curve"),
+            (!options.readout).then_some("--readout for chance to win, risk, power and CUPED"),
         ]
         .into_iter()
         .flatten()
@@ -404,7 +408,7 @@ fn interleaving_summary(experiments: &[ExperimentReport]) -> String {
 
 /// Every variant against its control on the headline metrics (cumulative), and the split test;
 /// `--format json` has every metric.
-fn ab_summary(experiments: &[ExperimentReport]) -> String {
+fn ab_summary(experiments: &[ExperimentReport], readout: bool) -> String {
     let mut out = String::new();
     for report in experiments.iter().filter(|r| !r.comparisons.is_empty() || r.sample_ratio.is_some()) {
         out.push_str(&format!("\n== A/B {} (cumulative, unit {}) ==\n", report.experiment, report.unit));
@@ -504,7 +508,7 @@ fn ab_summary(experiments: &[ExperimentReport]) -> String {
                 1.0 - report.confidence
             ));
         }
-        out.push_str(&super::readout_table::readout_summary(report, report.correction));
+        out.push_str(&super::readout_table::readout_summary(report, readout));
         for note in &report.notes {
             out.push_str(&format!("note: {note}\n"));
         }
