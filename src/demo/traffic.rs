@@ -422,6 +422,21 @@ pub fn write_traffic(
     write_traffic_with(impressions, engagements, at, faults, Extras { duel: false, judgments: None, pre_period: 0 })
 }
 
+/// Writes the scheduled engagements due by `now`, in due order; returns how many.
+fn write_due(
+    scheduled: &mut BinaryHeap<Reverse<ScheduledEngagement>>,
+    now: i64,
+    engagements: &mut impl std::io::Write,
+) -> std::io::Result<u64> {
+    let mut written = 0;
+    while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {
+        let Some(Reverse(e)) = scheduled.pop() else { break };
+        writeln!(engagements, "{}", e.payload)?;
+        written += 1;
+    }
+    Ok(written)
+}
+
 /// What [`write_traffic_with`] adds to the A/B traffic; each uses random numbers of its own,
 /// so the A/B traffic of a seed is the same with or without it.
 pub struct Extras<'a> {
@@ -461,11 +476,7 @@ pub fn write_traffic_with(
     let day_ms = 86_400_000.0;
     for i in 0..pre_period {
         let now = start_ms - day_ms as i64 + (i as f64 * day_ms / pre_period as f64) as i64;
-        while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {
-            let Reverse(e) = scheduled.pop().expect("peeked");
-            writeln!(engagements, "{}", e.payload)?;
-            summary.engagements += 1;
-        }
+        summary.engagements += write_due(&mut scheduled, now, engagements)?;
         let (_, impression, due) = before.baseline(now);
         writeln!(impressions, "{impression}")?;
         scheduled.extend(due.into_iter().map(Reverse));
@@ -473,11 +484,7 @@ pub fn write_traffic_with(
     let spacing_ms = 1000.0 / f64::from(impressions_per_second.max(1));
     for i in 0..count {
         let now = start_ms + (i as f64 * spacing_ms) as i64;
-        while scheduled.peek().is_some_and(|Reverse(e)| e.due_ms <= now) {
-            let Reverse(e) = scheduled.pop().expect("peeked");
-            writeln!(engagements, "{}", e.payload)?;
-            summary.engagements += 1;
-        }
+        summary.engagements += write_due(&mut scheduled, now, engagements)?;
         let (_, impression, due) = generator.impression(now);
         writeln!(impressions, "{impression}")?;
         scheduled.extend(due.into_iter().map(Reverse));

@@ -10,7 +10,7 @@
 use prometheus::proto::{MetricFamily, MetricType};
 
 use super::prometheus::{counter, family, gauge, group_labels, label, summary, with_partition};
-use super::window_families::push_finite;
+use super::window_families::{comparison_labels, push_finite};
 use crate::engine::Engine;
 use crate::experiments::{ExperimentReport, CUMULATIVE};
 
@@ -106,12 +106,7 @@ pub(super) fn comparisons(engine: &Engine, reports_per_window: &[(&str, Vec<Expe
             let Some(judged) = &report.judged else { continue };
             for comparison in &judged.comparisons {
                 for (metric, c) in &comparison.metrics {
-                    let labels = [
-                        label("experiment", &report.experiment),
-                        label("variant", &comparison.variant),
-                        label("metric", metric),
-                        label("window", window),
-                    ];
+                    let labels = comparison_labels(&report.experiment, &comparison.variant, metric, window);
                     push(&mut difference, &labels, Some(c.difference));
                     if fixed_horizon {
                         push(&mut lower, &labels, c.difference_ci.map(|ci| ci[0]));

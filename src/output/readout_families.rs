@@ -7,7 +7,7 @@
 use prometheus::proto::{Metric, MetricFamily, MetricType};
 
 use super::prometheus::{counter, family, gauge, label, with_partition};
-use super::window_families::push_finite;
+use super::window_families::{comparison_labels, push_finite};
 use crate::engine::Engine;
 use crate::experiments::ExperimentReport;
 
@@ -19,12 +19,7 @@ pub(super) fn families(engine: &Engine, reports_per_window: &[(&str, Vec<Experim
         for report in reports {
             for comparison in &report.comparisons {
                 for (metric, c) in &comparison.metrics {
-                    let labels = [
-                        label("experiment", &report.experiment),
-                        label("variant", &comparison.variant),
-                        label("metric", metric),
-                        label("window", window),
-                    ];
+                    let labels = comparison_labels(&report.experiment, &comparison.variant, metric, window);
                     push(&mut g[0], &labels, c.adjusted_p_value);
                     push(&mut g[15], &labels, c.adjusted_always_valid_p_value);
                     if let Some(b) = &c.bayesian {

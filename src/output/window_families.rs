@@ -75,6 +75,11 @@ pub(super) fn reports_per_window(engine: &Engine) -> Vec<(&str, Vec<ExperimentRe
     windows.chain(cumulative).collect()
 }
 
+/// The labels of one comparison's series: experiment, variant, metric and window.
+pub(super) fn comparison_labels(experiment: &str, variant: &str, metric: &str, window: &str) -> [LabelPair; 4] {
+    [label("experiment", experiment), label("variant", variant), label("metric", metric), label("window", window)]
+}
+
 /// Adds a gauge of `value` when there is one and it is finite: a comparison without enough
 /// data has no series rather than a NaN.
 pub(super) fn push_finite(into: &mut Vec<Metric>, labels: &[LabelPair], value: Option<f64>) {
@@ -103,12 +108,7 @@ pub(super) fn ab_families(reports_per_window: &[(&str, Vec<ExperimentReport>)]) 
             }
             for comparison in &report.comparisons {
                 for (metric, c) in &comparison.metrics {
-                    let labels = [
-                        experiment.clone(),
-                        label("variant", &comparison.variant),
-                        label("metric", metric),
-                        label("window", window),
-                    ];
+                    let labels = comparison_labels(&report.experiment, &comparison.variant, metric, window);
                     if fixed_horizon {
                         push(&mut difference, &labels, Some(c.difference));
                         push(&mut lower, &labels, c.difference_ci.map(|ci| ci[0]));
