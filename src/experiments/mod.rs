@@ -508,6 +508,24 @@ mod tests {
     }
 
     #[test]
+    fn the_eta_counts_the_traffic_of_the_two_arms_compared() {
+        // Three variants of 1000, 1000 and 4000 impressions; the window of the current traffic
+        // is the same table over 100 s. The ETA of `a` against control rests on their 2000.
+        let (groups, acc) = table(&[("control", 1000, 0.5), ("a", 1000, 0.55), ("b", 4000, 0.5)]);
+        let ab = AbConfig::default();
+        let sources = ReadoutSources { enabled: true, covariates: None, traffic: Some((&acc.cumulative, 100.0)) };
+        let sequential = SequentialSource::ThisLook;
+        let r = &reports(&layout(), &groups, &acc.cumulative, &ab, Span::Cumulative, sequential, sources)[0];
+        let vs_a = r.comparisons.iter().find(|c| c.variant == "a").unwrap();
+        let (_, mrr) = vs_a.metrics.iter().find(|(k, _)| k == "mrr").unwrap();
+        let power = mrr.power.unwrap();
+        let needed = power.impressions_needed.unwrap();
+        let expected = (needed - 2000.0) / (2000.0 / 100.0);
+        assert!((power.eta_seconds.unwrap() - expected).abs() < 1e-6 * expected, "{power:?}");
+        assert!(mrr.bayesian.is_some() && mrr.adjusted_p_value == mrr.p_value, "{mrr:?}");
+    }
+
+    #[test]
     fn configured_split_and_control_are_used() {
         let (groups, acc) = table(&[("a", 550, 0.5), ("b", 450, 0.5)]);
         let mut ab = AbConfig::default();

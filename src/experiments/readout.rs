@@ -57,12 +57,13 @@ pub(super) fn fill(
     else {
         return;
     };
-    let rate = sources.traffic.and_then(|(table, seconds)| {
-        let impressions: u64 =
-            table.iter().filter(|(id, _)| groups.name(*id).0 == arms.experiment).map(|(_, s)| s.impressions).sum();
-        (seconds > 0.0).then(|| impressions as f64 / seconds)
-    });
     let id = |variant: &str| groups.id_of(arms.experiment, variant);
+    // The current traffic of the two arms compared: what the impressions still needed come from.
+    let rate = |variant: &str| {
+        let (table, seconds) = sources.traffic.filter(|(_, seconds)| *seconds > 0.0)?;
+        let now = |name: &str| id(name).and_then(|g| table.get(g)).map_or(0, |s| s.impressions);
+        Some((now(control_name) + now(variant)) as f64 / seconds)
+    };
     let cuped_slots: Vec<(usize, usize)> = ab
         .cuped
         .metrics
@@ -107,7 +108,15 @@ pub(super) fn fill(
             };
             cmp.power = se.filter(|se| *se > 0.0).map(|se| {
                 let impressions = (t.n + c.n) as f64;
-                power::report(se, impressions, c.mean, ab.confidence, ab.power, ab.target_mde, rate)
+                power::report(
+                    se,
+                    impressions,
+                    c.mean,
+                    ab.confidence,
+                    ab.power,
+                    ab.target_mde,
+                    rate(&comparison.variant),
+                )
             });
             if ab.guardrails.contains(key) {
                 cmp.guardrail = guardrail_p_value(cmp, lower_is_better).map(|p_value| GuardrailTest {
