@@ -447,6 +447,11 @@ fn render(results: &mut Results) {
     results.insert("metrics_render_milliseconds".into(), millis.into());
 }
 
+/// A figure of the table: `digits` decimals, or `n/a` when the stage did not run.
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"))
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --all-targets` runs this binary without it, and a
     // benchmark in a debug build under test measures nothing useful.
@@ -480,7 +485,6 @@ fn main() {
         stage(&mut results);
     }
     let get = |k: &str| results.get(k).and_then(|v| v.as_f64());
-    let fmt = |v: Option<f64>, digits: usize| v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"));
     let verdict = |ok: Option<bool>| match ok {
         Some(true) => "met",
         Some(false) => "MISSED",

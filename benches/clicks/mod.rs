@@ -18,7 +18,7 @@ use rankpulse::event::EventKind;
 use rankpulse::ids::doc_key;
 
 use crate::common::alloc::live;
-use crate::{median, Results};
+use crate::{fmt, median, Results};
 
 /// Queries of the hot-path traffic: each shown 100 times on average, mostly in its production
 /// order (a quarter of the impressions shuffle it, as A/B and interleaving traffic does), so
@@ -139,7 +139,6 @@ pub fn clicks(results: &mut Results) {
 
 /// The table's rows of this stage.
 pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'static str, &'static str)> {
-    let fmt = |v: Option<f64>, digits: usize| v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"));
     vec![
         (
             "click log: impression ns, on / off",

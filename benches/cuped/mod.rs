@@ -15,7 +15,7 @@ use rankpulse::event::EventKind;
 use rankpulse::experiments::Span;
 
 use crate::common::alloc::live;
-use crate::{median, Results};
+use crate::{fmt, median, Results};
 
 const CLIENTS: u32 = 20_000;
 const IMPRESSIONS: u32 = 200_000;
@@ -103,7 +103,6 @@ pub fn cuped(results: &mut Results) {
 
 /// The table's rows of this stage.
 pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'static str, &'static str)> {
-    let fmt = |v: Option<f64>, digits: usize| v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"));
     vec![
         (
             "CUPED: impression ns, on / off",

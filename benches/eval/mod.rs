@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use rankpulse::eval::trec::qrels::Qrels;
 use rankpulse::eval::trec::{evaluate, Compat, Settings};
 
-use crate::{median, Results};
+use crate::{fmt, median, Results};
 
 const QUERIES: u32 = 100_000;
 const DOCS: u32 = 100;
@@ -111,7 +111,6 @@ pub fn eval(results: &mut Results) {
 
 /// The table's rows of this stage.
 pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'static str, &'static str)> {
-    let fmt = |v: Option<f64>, digits: usize| v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"));
     vec![
         (
             "eval 100k x 100, s: all cores; one; evaluation",

@@ -18,7 +18,7 @@ use rankpulse::ids::doc_key;
 use rankpulse::judgments::{judged_query_key, Format, JudgmentSource, Judgments, LoadOptions};
 
 use crate::common::alloc::live;
-use crate::{median, Results};
+use crate::{fmt, median, Results};
 
 const QUERIES: u32 = 100_000;
 const PER_QUERY: u32 = 10;
@@ -138,7 +138,6 @@ pub fn judgments(results: &mut Results) {
 
 /// The table's rows of this stage.
 pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'static str, &'static str)> {
-    let fmt = |v: Option<f64>, digits: usize| v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"));
     vec![
         (
             "1M judgments: load s; bytes each (heap MB)",

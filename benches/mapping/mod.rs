@@ -17,7 +17,7 @@ use rankpulse::engine::Engine;
 use rankpulse::event::{Decoders, EventKind, RawMessage};
 use serde_json::{json, Value};
 
-use crate::{median, Results};
+use crate::{fmt, median, Results};
 
 /// CPU time of this thread so far, in nanoseconds on the CPU (`/proc/thread-self/schedstat`):
 /// the process's clock ticks (10 ms) are too coarse for runs of a tenth of a second.
@@ -239,7 +239,6 @@ pub fn mapping(results: &mut Results) {
 
 /// The summary table's rows.
 pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'static str, &'static str)> {
-    let fmt = |v: Option<f64>, digits: usize| v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"));
     let cost = get("mapping_mapped_native_cost_over_native");
     let verdict = match cost {
         Some(c) if c <= 0.25 => "met",

@@ -21,7 +21,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
-use crate::{median, threads_cpu_seconds, traffic, Results, ENG_TOPIC, IMP_TOPIC};
+use crate::{fmt, median, threads_cpu_seconds, traffic, Results, ENG_TOPIC, IMP_TOPIC};
 
 const PARTITIONS: i32 = 4;
 const RAW: [&str; 2] = ["rb-impressions", "rb-engagements"];
@@ -232,7 +232,6 @@ pub fn repartition(results: &mut Results) {
 }
 
 pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'static str, &'static str)> {
-    let fmt = |v: Option<f64>, digits: usize| v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"));
     vec![
         (
             "co-partitioned / repartitioned, events/s",
