@@ -323,11 +323,12 @@ impl Engine {
             table.remap(&map);
             table
         });
-        let Engine { global, looks, aggregation, groups, ab, template, .. } = self;
+        let Engine { global, looks, history, aggregation, groups, ab, template, .. } = self;
         if let Some(view) = global.as_mut() {
             view.covariates.insert(record.partition, covariates);
             view.apply(record.partition, record.closed_before, cumulative, recent, |window| {
-                looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
+                let reports = looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
+                history.record(looks, &reports);
             });
         }
         Ok(())

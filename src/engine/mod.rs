@@ -53,6 +53,7 @@ use crate::clicks::pbm::EmSettings;
 use crate::clicks::FitSettings;
 use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
 use crate::event::{EventKind, RawMessage, RejectReason, Rejection};
+use crate::experiments::history::History;
 use crate::experiments::sequential::Looks;
 use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
@@ -114,6 +115,9 @@ pub struct Engine {
     /// The looks of the cumulative anytime-valid figures: at every complete window of the first
     /// size, this engine's own or, with the global view on, the experiment-wide ones.
     looks: Looks,
+    /// The cumulative figures at every look, for the experiment page's curves: in memory only
+    /// (see [`crate::experiments::history`]).
+    history: History,
     /// Every partition's A/B sums, from the aggregates topic (serve only): when present, the
     /// A/B reports, window gauges and the A/B publisher read complete windows from here.
     global: Option<global::GlobalView>,
@@ -232,6 +236,7 @@ impl Engine {
             template,
             closed,
             looks: Looks::default(),
+            history: History::default(),
             global: None,
             retain_recent_closed: false,
             groups: Groups::new(LabelLimits {
@@ -616,11 +621,12 @@ impl Engine {
     /// Merges windows this engine's partitions closed together, and, unless the global view
     /// supplies the complete windows, looks at each of the first size.
     fn add_closed(&mut self, windows: Vec<ClosedWindow>) {
-        let Engine { closed, looks, aggregation, groups, ab, template, global, .. } = self;
+        let Engine { closed, looks, history, aggregation, groups, ab, template, global, .. } = self;
         let local = global.is_none();
         closed.add(windows, |window| {
             if local {
-                looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
+                let reports = looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
+                history.record(looks, &reports);
             }
         });
     }

@@ -12,6 +12,7 @@ use crate::clicks::log::LogSummary;
 use crate::clicks::named::NamedTable;
 use crate::config::AbConfig;
 use crate::event::{Decoders, EventKind};
+use crate::experiments::history::History;
 use crate::experiments::sequential::Looks;
 use crate::experiments::{ExperimentReport, ReadoutSources, SequentialSource, Span};
 use crate::join::EngagementTally;
@@ -95,6 +96,10 @@ impl Engine {
     /// The looks of the cumulative anytime-valid figures.
     pub fn looks(&self) -> &Looks {
         &self.looks
+    }
+    /// The cumulative figures at every look, for the experiment page.
+    pub fn history(&self) -> &History {
+        &self.history
     }
     pub fn ab(&self) -> &AbConfig {
         &self.ab

@@ -7,6 +7,7 @@
 //! in [`crate::stats`]; this module only decides what is compared with what, and, for the
 //! cumulative anytime-valid figures, when a look is taken ([`sequential`]).
 
+pub mod history;
 pub mod interleaving;
 pub mod judged;
 pub mod readout;

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{report_over, SequentialSource, Span};
+use super::{report_over, ExperimentReport, SequentialSource, Span};
 use crate::accumulate::{ClosedWindow, GroupTable, Groups};
 use crate::config::AbConfig;
 use crate::ids::GroupId;
@@ -137,6 +137,10 @@ impl Looks {
     /// Takes a look at a complete window if it is of the look size (the first of
     /// `window_sizes_ms`, `metrics.windows`); a window of another size, or one the looks are
     /// already past (it can only be one handed out again), is ignored.
+    ///
+    /// Returns each experiment's report at this look (its own sequential figures; the running
+    /// ones are in `self`), which the page's history keeps (see [`super::history`]); empty when
+    /// no look was taken.
     pub fn look(
         &mut self,
         window: &ClosedWindow,
@@ -144,10 +148,11 @@ impl Looks {
         layout: &MetricLayout,
         groups: &Groups,
         ab: &AbConfig,
-    ) {
-        let (Some(&size_ms), 0) = (window_sizes_ms.first(), window.size_index) else { return };
+    ) -> Vec<ExperimentReport> {
+        let mut reports = Vec::new();
+        let (Some(&size_ms), 0) = (window_sizes_ms.first(), window.size_index) else { return reports };
         if self.through.is_some_and(|through| window.start < through) {
-            return;
+            return reports;
         }
         let tuning = [ab.confidence, ab.sequential_sample_size];
         if self.tuning != tuning {
@@ -225,7 +230,9 @@ impl Looks {
                 let running = self.sample_ratio.entry(report.experiment.clone()).or_insert(1.0);
                 *running = running.min(p);
             }
+            reports.push(report);
         }
+        reports
     }
 
     /// What the looks showed of `variant` against its control in `experiment`, per metric slot.
@@ -323,6 +330,51 @@ mod tests {
     fn mrr(groups: &Groups, table: &GroupTable, variant: &str) -> Estimate {
         let (_, stats) = table.iter().find(|(id, _)| groups.name(*id).1 == variant).unwrap();
         estimate(stats.moments(0), None, 0.95)
+    }
+
+    #[test]
+    fn the_history_keeps_each_looks_figures_and_thins_to_its_bound() {
+        use crate::experiments::history::{History, MAX_POINTS};
+        let (layout, ab) = (layout(), AbConfig::default());
+        let mut groups = Groups::default();
+        let (mut looks, mut history) = (Looks::default(), History::default());
+        // The treatment arrives at the third look: its series start there.
+        for m in 0..2 {
+            let w = window(&mut groups, m, &[("control", 100, 0.5)]);
+            let reports = looks.look(&w, &[MINUTE], &layout, &groups, &ab);
+            history.record(&looks, &reports);
+            let again = looks.look(&w, &[MINUTE], &layout, &groups, &ab);
+            assert!(again.is_empty(), "a window looked at again is no look");
+            history.record(&looks, &again);
+        }
+        let w = window(&mut groups, 2, &[("control", 100, 0.5), ("treatment", 120, 0.7)]);
+        let reports = looks.look(&w, &[MINUTE], &layout, &groups, &ab);
+        history.record(&looks, &reports);
+        let h = history.experiment("e").unwrap();
+        assert_eq!((h.variants.join(","), h.comparisons.join(",")), ("control,treatment".into(), "treatment".into()));
+        assert_eq!(h.points.len(), 3);
+        assert_eq!(h.points[0].impressions, vec![100]);
+        assert_eq!(h.points[2].impressions, vec![300, 120]);
+        assert_eq!(h.points.iter().map(|p| p.through).collect::<Vec<_>>(), [MINUTE, 2 * MINUTE, 3 * MINUTE]);
+        // The mean is the report's at that look; the sequence is the running one.
+        let report = &reports[0];
+        let mean = report.variants.iter().find(|v| v.variant == "treatment").unwrap().metrics[0].1.mean;
+        assert_eq!(h.mean(&h.points[2], 1, 0).unwrap()[0], mean as f32);
+        assert!(h.difference(&h.points[1], 0, 0).is_none(), "no comparison before the treatment");
+        let running = looks.comparison("e", "treatment").unwrap()[0].figures.difference_cs;
+        let band = h.sequence(&h.points[2], 0, 0).unwrap();
+        assert_eq!([band[1], band[2]], [running[0] as f32, running[1] as f32]);
+        // A long experiment keeps its whole span, thinned, and always its newest look.
+        for m in 3..(MAX_POINTS as i64 + 40) {
+            let w = window(&mut groups, m, &[("control", 10, 0.5), ("treatment", 10, 0.6)]);
+            let reports = looks.look(&w, &[MINUTE], &layout, &groups, &ab);
+            history.record(&looks, &reports);
+        }
+        let h = history.experiment("e").unwrap();
+        assert!(h.points.len() <= MAX_POINTS && h.points.len() > MAX_POINTS / 2, "{}", h.points.len());
+        assert_eq!(h.points.first().unwrap().through, MINUTE);
+        assert_eq!(h.points.last().unwrap().through, (MAX_POINTS as i64 + 40) * MINUTE);
+        assert!(h.points.windows(2).all(|p| p[0].through < p[1].through));
     }
 
     #[test]
