@@ -22,6 +22,7 @@ const SCHEMA_FILES: &[&str] = &[
     "src/config/repartition.rs",
     "src/config/clicks.rs",
     "src/config/readout.rs",
+    "src/config/page.rs",
     "src/stats/multiple.rs",
     "src/metrics/mod.rs",
 ];

@@ -18,6 +18,7 @@ mod clicks;
 mod inputs;
 mod kafka_client;
 mod load;
+mod page;
 pub mod path;
 mod readout;
 mod repartition;
@@ -33,6 +34,7 @@ pub use inputs::{
     SchemaRegistryConfig, SchemasConfig, TimestampFormat,
 };
 pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
+pub use page::PageConfig;
 pub use readout::{BayesianConfig, CupedConfig, DifferenceScale};
 pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{

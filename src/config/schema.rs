@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::clicks::ClicksConfig;
 use super::inputs::{MappingConfig, SchemaRegistryConfig, SchemasConfig};
+use super::page::PageConfig;
 use super::readout::{BayesianConfig, CupedConfig};
 use super::repartition::RepartitionConfig;
 use crate::stats::multiple::Correction;
@@ -56,6 +57,8 @@ pub struct Config {
     /// `[clicks]`: the click log behind the click models and implicit judgments. Default:
     /// see [`ClicksConfig`] (off).
     pub clicks: ClicksConfig,
+    /// `[page]`: the experiment page's curves and refresh. Default: see [`PageConfig`].
+    pub page: PageConfig,
 }
 
 /// `[kafka]`: where events come from. Its `Debug` shows secrets redacted (see

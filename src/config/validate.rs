@@ -16,7 +16,7 @@ const MANAGED_KAFKA_PROPERTIES: &[&str] = &[
 ];
 
 /// The refusal of one key's value: every message of a failed check names the key it is about.
-fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+pub(super) fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { key: key.into(), problem: problem.into() }
 }
 
@@ -400,7 +400,8 @@ impl Config {
             .iter()
             .map(|k| k.name())
             .collect();
-        ab.validate_readout(&metric_keys)
+        ab.validate_readout(&metric_keys)?;
+        self.page.validate(&metric_keys)
     }
 
     /// The parsed `http.listen` address.
