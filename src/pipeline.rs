@@ -10,6 +10,7 @@ use anyhow::Context;
 use crate::config::Config;
 use crate::engine::SharedEngine;
 use crate::health::Health;
+use crate::output::page::PageSettings;
 use crate::output::{HttpSecurity, HttpServer, Publisher};
 use crate::shutdown::Shutdown;
 use crate::source::{self, Durability};
@@ -53,10 +54,11 @@ pub async fn run(
     let addr = cfg.listen_addr()?;
     let security = HttpSecurity::load(&cfg.http)?;
     let (scheme, protection) = (security.scheme(), security.describe());
-    let http = HttpServer::start(addr, security, engine.clone(), health.clone(), shutdown.clone())
+    let page = PageSettings::from_config(cfg, engine.lock().layout());
+    let http = HttpServer::start(addr, security, page, engine.clone(), health.clone(), shutdown.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint to {addr} (http.listen)"))?;
-    tracing::info!("metrics on {scheme}://{}/metrics ({protection})", http.local_addr);
+    tracing::info!("experiment page on {scheme}://{}/, metrics on /metrics ({protection})", http.local_addr);
     let interval = cfg.state.checkpoint_interval.as_duration();
     let publisher = match cfg.ab.output_topic.as_str() {
         "" => None,

@@ -49,7 +49,9 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: Fa
             });
         }
         let engine = SharedEngine::new(Engine::new(&cfg));
-        println!("rankpulse demo: in-process Kafka at {} producing {rate} searches/s for experiment {EXPERIMENT} (control vs treatment)", cluster.bootstrap_servers);
+        // The page first: what a newcomer opens.
+        println!("rankpulse demo: open http://{listen}/ (the experiment page: figures after ~35 s, curves from the first complete minute)");
+        println!("  in-process Kafka at {} producing {rate} searches/s for experiment {EXPERIMENT} (control vs treatment)", cluster.bootstrap_servers);
         println!("  metrics:  http://{listen}/metrics   (attribution window 30s: first results after ~35s)");
         println!("  MRR by variant in PromQL: sum by (variant) (rate(rankpulse_reciprocal_rank_sum[5m])) / sum by (variant) (rate(rankpulse_reciprocal_rank_count[5m]))");
         println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT}?window=1m");

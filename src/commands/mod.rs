@@ -104,6 +104,11 @@ pub enum Command {
         /// interleaving.jsonl: each interleaved impression's credit per ranker and outcome.
         #[arg(long)]
         trec_out: Option<PathBuf>,
+        /// Also write the experiment page as one self-contained HTML file: every experiment's
+        /// curves over its looks, decisions, traffic split and data quality, with no external
+        /// asset (to attach to a ticket, or open offline).
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
         /// Fail (after printing the report) when more lines are rejected than this: `half`
         /// (more than half of either file's lines), a number of lines (both files together), or
         /// `none` (never fail for rejected lines).
@@ -378,10 +383,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             curve,
             readout,
             trec_out,
+            html,
             max_rejects,
         } => {
             let tables = crate::replay::TableOptions { windows, curve, readout };
-            replay::run(&impressions, &engagements, config.as_deref(), format, tables, trec_out.as_deref(), max_rejects)
+            let outputs = replay::Outputs { trec: trec_out.as_deref(), html: html.as_deref() };
+            replay::run(&impressions, &engagements, config.as_deref(), format, tables, outputs, max_rejects)
         }
         Command::Generate {
             impressions,

@@ -2,11 +2,22 @@
 
 use std::path::Path;
 
+use anyhow::Context;
+
 use super::ReplayFormat;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::judgments::JudgmentSource;
+use crate::output::page::{self, PageData, PageSettings};
 use crate::replay::{self, MaxRejects, Report, TableOptions};
+
+/// The files `replay` writes besides its report.
+pub struct Outputs<'a> {
+    /// `--trec-out`: a directory for qrels.txt, run.txt and interleaving.jsonl.
+    pub trec: Option<&'a Path>,
+    /// `--html`: the experiment page as one file.
+    pub html: Option<&'a Path>,
+}
 
 pub fn run(
     impressions: &Path,
@@ -14,7 +25,7 @@ pub fn run(
     config: Option<&Path>,
     format: ReplayFormat,
     tables: TableOptions,
-    trec_out: Option<&Path>,
+    outputs: Outputs<'_>,
     max_rejects: MaxRejects,
 ) -> anyhow::Result<()> {
     let mut cfg = Config::load(config)?;
@@ -25,8 +36,15 @@ pub fn run(
     if let Some(judgments) = JudgmentSource::from_config(&cfg.judgments)? {
         engine.set_judgments(judgments);
     }
-    let mut engine = replay::run_with_trec(impressions, engagements, engine, trec_out)?;
+    let mut engine = replay::run_with_trec(impressions, engagements, engine, outputs.trec)?;
     let report = Report::from_engine(&mut engine);
+    if let Some(path) = outputs.html {
+        let inputs = vec![impressions.display().to_string(), engagements.display().to_string()];
+        let settings = PageSettings::from_config(&cfg, engine.layout());
+        let data = PageData::gather(&engine, &settings, Some(inputs), None);
+        std::fs::write(path, page::report_file(&data))
+            .with_context(|| format!("writing the HTML report to {}", path.display()))?;
+    }
     match format {
         ReplayFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         ReplayFormat::Table => print!("{}", report.to_table(tables)),

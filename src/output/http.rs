@@ -1,6 +1,7 @@
-//! The HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B API `/api/v1/experiments[/{id}]`,
-//! over plain HTTP or HTTPS (`[http.tls_server_config]`, see `tls.rs`), `/metrics` and the API
-//! behind credentials when `[http]` configures some (see `auth.rs`); the probes stay open.
+//! The HTTP server: `/metrics`, `/healthz`, `/readyz`, the experiment page `/` and
+//! `/experiments/{name}` (see `page/`), and the A/B API `/api/v1/experiments[/{id}]`, over plain
+//! HTTP or HTTPS (`[http.tls_server_config]`, see `tls.rs`), all but the probes behind
+//! credentials when `[http]` configures some (see `auth.rs`).
 //!
 //! Handlers that read the engine run on the blocking pool: a scrape or a report holds the
 //! engine's lock for a while, and the async workers must stay free for other requests.
@@ -20,6 +21,7 @@ use hyper_util::service::TowerToHyperService;
 use prometheus::Registry;
 
 use super::auth::{require_credentials, Auth};
+use super::page;
 use super::prometheus::{registry, render};
 use super::tls::ReloadingTls;
 use crate::config::{ConfigError, HttpConfig};
@@ -40,6 +42,8 @@ struct AppState {
     /// The Avro and Protobuf schemas, when an input has them: `/readyz` tells a registry
     /// outage.
     schemas: Option<Arc<crate::schemas::Schemas>>,
+    /// `[page]`: the experiment page's drawn metrics and refresh.
+    page: Arc<page::PageSettings>,
 }
 
 /// Query of `GET /api/v1/experiments/{id}`.
@@ -188,6 +192,49 @@ async fn clicks(State(state): State<AppState>) -> axum::response::Response {
     }
 }
 
+/// An HTML page: it may load nothing from anywhere ([`page::CONTENT_SECURITY_POLICY`]), and is
+/// never cached, as it is the figures of this moment.
+fn html(status: StatusCode, body: String) -> axum::response::Response {
+    let headers = [
+        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+        (header::CONTENT_SECURITY_POLICY, page::CONTENT_SECURITY_POLICY),
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ];
+    (status, headers, body).into_response()
+}
+
+/// The page's figures, copied under the engine's lock on the blocking pool; rendered after.
+async fn page_data(state: &AppState, only: Option<String>) -> Result<page::PageData, String> {
+    let (engine, settings) = (state.engine.clone(), state.page.clone());
+    tokio::task::spawn_blocking(move || page::PageData::gather(&engine.lock(), &settings, None, only.as_deref()))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// `GET /`: every experiment, its traffic and decisions, and the data's quality.
+async fn index_page(State(state): State<AppState>) -> axum::response::Response {
+    match page_data(&state, None).await {
+        Ok(data) => html(StatusCode::OK, page::index_page(&data)),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+/// `GET /experiments/{name}`: one experiment's curves and figures; 404 with a link back when it
+/// has no finalized impressions.
+async fn experiment_page(
+    State(state): State<AppState>,
+    axum::extract::Path(experiment): axum::extract::Path<String>,
+) -> axum::response::Response {
+    match page_data(&state, Some(experiment.clone())).await {
+        Ok(data) => match page::experiment_page(&data, &experiment) {
+            Some(body) => html(StatusCode::OK, body),
+            None => html(StatusCode::NOT_FOUND, page::not_found(&experiment, state.page.refresh_seconds)),
+        },
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let body = tokio::task::spawn_blocking(move || render(&state.registry)).await.unwrap_or_default();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
@@ -256,7 +303,7 @@ impl HttpSecurity {
     /// and the credentials asked for.
     pub fn describe(&self) -> String {
         let credentials = match &self.auth {
-            Some(auth) => format!("/metrics and /api/ ask for {}", auth.describe()),
+            Some(auth) => format!("/metrics, the page and /api/ ask for {}", auth.describe()),
             None => "no credentials asked for".to_string(),
         };
         match &self.tls {
@@ -280,6 +327,7 @@ impl HttpServer {
     pub async fn start(
         addr: SocketAddr,
         security: HttpSecurity,
+        page: page::PageSettings,
         engine: SharedEngine,
         health: Arc<Health>,
         shutdown: Shutdown,
@@ -300,6 +348,8 @@ impl HttpServer {
         }
         let protected = Router::new()
             .route("/metrics", get(metrics))
+            .route("/", get(index_page))
+            .route("/experiments/{id}", get(experiment_page))
             .route("/api/v1/experiments", get(list_experiments))
             .route("/api/v1/experiments/{id}", get(get_experiment))
             .route("/api/v1/clicks", get(clicks));
@@ -316,7 +366,7 @@ impl HttpServer {
             .merge(protected)
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
-            .with_state(AppState { registry, health, engine, schemas });
+            .with_state(AppState { registry, health, engine, schemas, page: Arc::new(page) });
         let task = match security.tls {
             None => tokio::spawn(async move {
                 axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await
@@ -414,6 +464,12 @@ mod tests {
         e
     }
 
+    /// The default `[page]`, over the default metrics.
+    fn settings() -> page::PageSettings {
+        let cfg = Config::default();
+        page::PageSettings::from_config(&cfg, Engine::new(&cfg).layout())
+    }
+
     #[test]
     fn a_report_for_every_known_window_once_it_closed() {
         let e = engine(true);
@@ -467,10 +523,16 @@ mod tests {
         let health = Arc::new(Health::default());
         let engine = SharedEngine::new(engine(true));
         let security = HttpSecurity::load(&HttpConfig::default()).unwrap();
-        let server =
-            HttpServer::start("127.0.0.1:0".parse().unwrap(), security, engine, health.clone(), shutdown.clone())
-                .await
-                .unwrap();
+        let server = HttpServer::start(
+            "127.0.0.1:0".parse().unwrap(),
+            security,
+            settings(),
+            engine,
+            health.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
         let addr = server.local_addr;
         let answers = tokio::task::spawn_blocking(move || {
             let not_ready = get(addr, "/readyz");
@@ -539,10 +601,16 @@ mod tests {
         let shutdown = Shutdown::new();
         let engine = SharedEngine::new(engine(true));
         let health = Arc::new(Health::default());
-        let server =
-            HttpServer::start("127.0.0.1:0".parse().unwrap(), security, engine.clone(), health, shutdown.clone())
-                .await
-                .unwrap();
+        let server = HttpServer::start(
+            "127.0.0.1:0".parse().unwrap(),
+            security,
+            settings(),
+            engine.clone(),
+            health,
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
         let addr = server.local_addr;
         let ca = pki.ca_cert.clone();
         assert_eq!(tokio::task::spawn_blocking(move || https_get(addr, &ca, "/healthz")).await.unwrap().unwrap(), 200);

@@ -9,9 +9,10 @@
 //! | `rebalance_families.rs` | the exposition's rebalance families: rebalances by kind, restores by source, each held partition's last restore and unowned time |
 //! | `click_families.rs` | the click log's families (with `clicks.enabled`): impressions by outcome, its size, and the position-bias estimates with their standard errors, refitted at most every `clicks.refit_interval` |
 //! | `schema_families.rs` | the exposition's Schema Registry families (up, cached ids, fetches), for Avro and Protobuf inputs |
-//! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz` and the A/B JSON API `/api/v1/experiments[/{id}]`, the click log `/api/v1/clicks`, over HTTP or HTTPS |
+//! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz`, the experiment page `/` and `/experiments/{name}`, the A/B JSON API `/api/v1/experiments[/{id}]`, the click log `/api/v1/clicks`, over HTTP or HTTPS |
+//! | `page/` | the experiment page and `replay --html`'s file: HTML with inline SVG charts, every figure the A/B API's |
 //! | `tls.rs` | `[http.tls_server_config]`: certificate, key and client CA into rustls, reloaded when the files change |
-//! | `auth.rs` | `[http]`'s credentials for `/metrics` and the API: basic auth against bcrypt hashes, a bearer token file |
+//! | `auth.rs` | `[http]`'s credentials for `/metrics`, the page and the API: basic auth against bcrypt hashes, a bearer token file |
 //! | `watch.rs` | noticing that files changed (time stamp, length, inode), at most once a second |
 //! | `publish.rs` | the A/B output topic: one JSON record per experiment and closed window, delivered at least once |
 //!
@@ -23,6 +24,7 @@ mod click_families;
 mod http;
 mod interleaving_families;
 mod judged_families;
+pub mod page;
 mod prometheus;
 mod publish;
 mod readout_families;
