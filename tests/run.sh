@@ -46,6 +46,9 @@ command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 # librdkafka's configure refuses to run without a C++ compiler (it also builds its C++ wrapper).
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# tests/experiment_page.rs opens the experiment page in Debian's headless chromium through
+# chromedriver (a font for its text and screenshots).
+[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || missing+=(chromium chromium-driver fonts-dejavu-core)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}..."
   as_root apt-get update -qq
@@ -68,6 +71,14 @@ if ! python3 -c 'import gbstats.bayesian.tests, statsmodels.stats.multitest, sci
   python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
     -r tests/experiment_statistics/requirements.txt
   python3 -m pip install --quiet --disable-pip-version-check --break-system-packages --no-deps gbstats==0.8.0
+fi
+
+# tests/experiment_page.rs drives chromium with Selenium (pinned in
+# tests/experiment_page/requirements.txt), which talks WebDriver to Debian's chromedriver.
+if ! python3 -c 'import selenium.webdriver' >/dev/null 2>&1; then
+  echo "installing selenium..."
+  python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
+    -r tests/experiment_page/requirements.txt
 fi
 
 # tansu: an Apache-Kafka-compatible broker in its own process, for the crash-and-restart and

@@ -14,14 +14,28 @@ pub fn free_port() -> u16 {
 
 /// GET `path` on 127.0.0.1:port; (status code, body), or None if not reachable.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http_request(port, path, None).map(|r| (r.status, r.body))
+}
+
+/// A response read by [`http_request`].
+pub struct HttpResponse {
+    pub status: u16,
+    /// The status line and headers, as sent.
+    pub head: String,
+    pub body: String,
+}
+
+/// GET `path` on 127.0.0.1:port with an `Authorization` header if given; None if not reachable.
+pub fn http_request(port: u16, path: &str, authorization: Option<&str>) -> Option<HttpResponse> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+    let authorization = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{authorization}Connection: close\r\n\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((status, body))
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    Some(HttpResponse { status, head: head.to_string(), body: body.to_string() })
 }
 
 /// Series in a Prometheus text exposition: `name{a="x",b="y"}` (labels sorted) → value, summed
