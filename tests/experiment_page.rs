@@ -216,6 +216,9 @@ fn the_replay_report_opened_from_disk_shows_replays_figures_at_desktop_and_phone
     let visits = browse(json!([
         {"url": file, "reports": replayed, "screenshot": artefacts().join("replay-report.png"), "width": 1280, "height": 900, "max_height": 3000},
         {"url": file, "reports": replayed, "screenshot": artefacts().join("replay-report-phone.png"), "width": 390, "height": 844},
+        // The README's picture (docs/images/experiment-page.png is a copy): one experiment, the
+        // top of its section.
+        {"url": format!("{file}#experiment-ranker-2026-11"), "reports": replayed, "screenshot": artefacts().join("readme.png"), "width": 1100, "height": 1400, "max_height": 1400},
     ]));
     for visit in &visits {
         eprintln!(

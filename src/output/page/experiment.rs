@@ -377,7 +377,7 @@ fn drawn_metric(data: &PageData, report: &ExperimentReport, history: Option<&Exp
         }
         out.push_str("</div>");
     }
-    out.push_str(r#"<div class="scroll"><table><thead><tr><th>variant</th><th>impressions</th><th>mean</th><th>interval</th><th>difference</th><th>interval</th><th>anytime-valid</th><th>p</th><th>always-valid p</th><th>adjusted</th></tr></thead><tbody>"#);
+    out.push_str(r#"<div class="scroll"><table><thead><tr><th>variant</th><th>impressions</th><th>mean [interval]</th><th>difference [interval]</th><th>anytime-valid</th><th>p</th><th>always-valid p</th><th>adjusted</th></tr></thead><tbody>"#);
     for variant in &report.variants {
         let v = &variant.variant;
         let estimate = variant.metrics.iter().find(|(k, _)| k == key).map(|(_, e)| e);
@@ -387,20 +387,24 @@ fn drawn_metric(data: &PageData, report: &ExperimentReport, history: Option<&Exp
             Some(e) => {
                 let _ = write!(
                     out,
-                    "<td {base}>{}</td><td {base}>{}</td><td {base}>{}</td>",
+                    "<td {base}>{}</td><td {base}>{} {}</td>",
                     count("n", e.n),
                     figure("mean", e.mean, &number(e.mean)),
                     interval("ci", e.ci, number)
                 );
             }
-            None => out.push_str("<td>–</td><td>–</td><td>–</td>"),
+            None => out.push_str("<td>–</td><td>–</td>"),
         }
         match comparison(report, v, key) {
             Some(cmp) => {
                 let base = format!(r#"data-b="comparisons|variant={}|metrics|{}""#, escape(v), escape(key));
-                for cell in [
+                let difference = format!(
+                    "{} {}",
                     figure("difference", cmp.difference, &signed(cmp.difference)),
-                    interval("difference_ci", cmp.difference_ci, signed),
+                    interval("difference_ci", cmp.difference_ci, signed)
+                );
+                for cell in [
+                    difference,
                     sequence(cmp),
                     p_figure("p_value", cmp.p_value),
                     p_figure("always_valid_p_value", cmp.always_valid_p_value),
@@ -410,7 +414,7 @@ fn drawn_metric(data: &PageData, report: &ExperimentReport, history: Option<&Exp
                 }
                 out.push_str("</tr>");
             }
-            None => out.push_str(r#"<td colspan="6">control</td></tr>"#),
+            None => out.push_str(r#"<td colspan="5">control</td></tr>"#),
         }
     }
     out.push_str("</tbody></table></div></div>");

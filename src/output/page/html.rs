@@ -23,7 +23,8 @@ a{color:#005a8c}
 .meta{color:#444;font-size:.92em;margin:.2em 0}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin:.3em 0}
-th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
+th,td{padding:3px 6px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
+table{font-size:.94em}
 th:first-child,td:first-child{text-align:left}
 th{font-weight:600;background:#f4f4f4}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,440px),1fr));gap:8px 24px}
