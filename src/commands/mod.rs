@@ -50,7 +50,7 @@ pub enum Command {
     /// traffic generator, the consumer, the metrics and the HTTP endpoint.
     #[command(after_help = examples::DEMO)]
     Demo {
-        /// Address of the metrics endpoint.
+        /// Address of the experiment page (`/`), `/metrics` and the A/B API.
         #[arg(long, default_value = "127.0.0.1:9464")]
         listen: SocketAddr,
         /// Stop after this many seconds (default: run until interrupted).

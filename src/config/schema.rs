@@ -289,17 +289,18 @@ impl Default for MetricsConfig {
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
-    /// Address of `/metrics`, `/healthz` and `/readyz`. Default `0.0.0.0:9464`.
+    /// Address of the experiment page (`/`), `/metrics`, the A/B API, `/healthz` and
+    /// `/readyz`. Default `0.0.0.0:9464`.
     pub listen: String,
-    /// A file holding a bearer token (surrounding whitespace ignored) that `/metrics` and
-    /// `/api/...` accept as `Authorization: Bearer TOKEN`; re-read when it changes. Default
-    /// empty: no bearer token.
+    /// A file holding a bearer token (surrounding whitespace ignored) that `/metrics`, the
+    /// experiment page and `/api/...` accept as `Authorization: Bearer TOKEN`; re-read when it
+    /// changes. Default empty: no bearer token.
     pub bearer_token_file: String,
     /// `[http.tls_server_config]`: HTTPS. Default: see [`TlsServerConfig`] (plain HTTP).
     pub tls_server_config: TlsServerConfig,
     /// `[http.basic_auth_users]`: user name to bcrypt hash (`$2a$`, `$2b$` or `$2y$`; plain
-    /// passwords are refused); `/metrics` and `/api/...` then ask for `Authorization: Basic`.
-    /// Default empty: no basic auth.
+    /// passwords are refused); `/metrics`, the experiment page and `/api/...` then ask for
+    /// `Authorization: Basic`. Default empty: no basic auth.
     pub basic_auth_users: BTreeMap<String, String>,
 }
 

@@ -1,4 +1,4 @@
-//! Credentials for `/metrics` and `/api/...`: `Authorization: Basic` checked against
+//! Credentials for `/metrics`, the experiment page and `/api/...`: `Authorization: Basic` checked against
 //! `http.basic_auth_users`' bcrypt hashes, or `Authorization: Bearer` against the token in
 //! `http.bearer_token_file`. Either is accepted when both are configured.
 //!
