@@ -518,6 +518,46 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_page_is_html_that_may_load_nothing_and_names_a_missing_experiment() {
+        let shutdown = Shutdown::new();
+        let engine = SharedEngine::new(engine(true));
+        let security = HttpSecurity::load(&HttpConfig::default()).unwrap();
+        let health = Arc::new(Health::default());
+        let server =
+            HttpServer::start("127.0.0.1:0".parse().unwrap(), security, settings(), engine, health, shutdown.clone())
+                .await
+                .unwrap();
+        let addr = server.local_addr;
+        let raw = move |path: &'static str| {
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            response
+        };
+        let pages =
+            tokio::task::spawn_blocking(move || [raw("/"), raw("/experiments/x"), raw("/experiments/%3Cnope%3E")])
+                .await
+                .unwrap();
+        shutdown.trigger();
+        server.join().await.unwrap();
+        for page in &pages[..2] {
+            let (head, body) = page.split_once("\r\n\r\n").unwrap();
+            let head = head.to_lowercase();
+            assert!(head.starts_with("http/1.1 200"), "{head}");
+            assert!(head.contains("content-type: text/html; charset=utf-8"), "{head}");
+            assert!(head.contains(&format!("content-security-policy: {}", page::CONTENT_SECURITY_POLICY)), "{head}");
+            assert!(head.contains("cache-control: no-store"), "{head}");
+            assert!(body.starts_with("<!DOCTYPE html>") && !body.contains("<script"), "{body}");
+        }
+        assert!(pages[0].contains(r#"<a href="experiments/x">x</a>"#), "{}", pages[0]);
+        assert!(pages[1].contains(r#"data-experiment="x""#), "{}", pages[1]);
+        // An unknown experiment: 404, its name escaped.
+        assert!(pages[2].starts_with("HTTP/1.1 404"), "{}", pages[2]);
+        assert!(pages[2].contains("&lt;nope&gt;") && !pages[2].contains("<nope>"), "{}", pages[2]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_api_answers_errors_as_json_with_their_status() {
         let shutdown = Shutdown::new();
         let health = Arc::new(Health::default());
