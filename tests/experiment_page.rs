@@ -75,43 +75,34 @@ fn check_page(visit: &Value, own: &[&str], reports: &[Value], min_figures: u64) 
     }
 }
 
+/// `rankpulse replay` of the files with `config` and `extra` arguments, in JSON; its output.
+fn replay(impressions: &Path, engagements: &Path, config: &Path, extra: &[&str]) -> Vec<u8> {
+    let files = [impressions, engagements, config].map(|p| p.to_str().unwrap());
+    let out = Command::new(BIN)
+        .args(["replay", "--impressions", files[0], "--engagements", files[1], "--config", files[2]])
+        .args(["--format", "json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "replay {extra:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
 /// Every report of `replay --format json` of the files, cumulative, and the file its output is
 /// in: browser.py reads the figures from there, as Python parses every number exactly (serde_json
 /// without its `float_roundtrip` feature may be a unit in the last place off).
 fn replay_reports(impressions: &Path, engagements: &Path, config: &Path, dir: &Path) -> (Vec<Value>, PathBuf) {
-    let out = Command::new(BIN)
-        .args([
-            "replay",
-            "--impressions",
-            impressions.to_str().unwrap(),
-            "--engagements",
-            engagements.to_str().unwrap(),
-        ])
-        .args(["--config", config.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "replay failed: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = replay(impressions, engagements, config, &[]);
     let path = dir.join("replay.json");
-    std::fs::write(&path, &out.stdout).unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    std::fs::write(&path, &stdout).unwrap();
+    let report: Value = serde_json::from_slice(&stdout).unwrap();
     let reports =
         report["experiments"].as_array().unwrap().iter().filter(|r| r["window"] == "cumulative").cloned().collect();
     (reports, path)
 }
 
 fn replay_html(impressions: &Path, engagements: &Path, config: &Path, html: &Path) {
-    let out = Command::new(BIN)
-        .args([
-            "replay",
-            "--impressions",
-            impressions.to_str().unwrap(),
-            "--engagements",
-            engagements.to_str().unwrap(),
-        ])
-        .args(["--config", config.to_str().unwrap(), "--html", html.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "replay --html failed: {}", String::from_utf8_lossy(&out.stderr));
+    replay(impressions, engagements, config, &["--html", html.to_str().unwrap()]);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use super::text::{
     cell, count, escape, figure, interval, number, p_figure, p_text, path_segment, percent, signed, thousands,
 };
 use super::PageData;
-use crate::experiments::history::ExperimentHistory;
+use crate::experiments::history::{ExperimentHistory, HistoryPoint};
 use crate::experiments::interleaving::InterleavingReport;
 use crate::experiments::judged::JudgedReport;
 use crate::experiments::ExperimentReport;
@@ -205,6 +205,36 @@ fn style_of(report: &ExperimentReport, variant: &str, history_index: usize) -> u
     report.variants.iter().position(|v| v.variant == variant).unwrap_or(report.variants.len() + history_index)
 }
 
+/// One series per name in `names` (a history's variants, comparisons or pairs), styled by
+/// `style(name, index)`, its point at each look `at(point, index)`: the value and its band
+/// (NaN bounds: no band), or none for a gap.
+fn series_over<'a>(
+    h: &ExperimentHistory,
+    names: &'a [String],
+    style: impl Fn(&str, usize) -> usize,
+    at: impl Fn(&HistoryPoint, usize) -> Option<[f32; 3]>,
+) -> Vec<Series<'a>> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Series {
+            name,
+            style: style(name, i),
+            points: h
+                .points
+                .iter()
+                .map(|p| match at(p, i) {
+                    Some([value, low, high]) => {
+                        (p.through, value, (low.is_finite() && high.is_finite()).then_some([low, high]))
+                    }
+                    None => (p.through, f32::NAN, None),
+                })
+                .collect(),
+            outline: Vec::new(),
+        })
+        .collect()
+}
+
 /// A legend: each variant's line sample and name.
 fn legend(report: &ExperimentReport) -> String {
     let mut out = String::from(r#"<ul class="legend">"#);
@@ -281,21 +311,12 @@ fn traffic(report: &ExperimentReport, history: Option<&ExperimentHistory>) -> St
         );
     }
     if let Some(h) = history {
-        let series: Vec<Series<'_>> = h
-            .variants
-            .iter()
-            .enumerate()
-            .map(|(v, variant)| Series {
-                name: variant,
-                style: style_of(report, variant, v),
-                points: h
-                    .points
-                    .iter()
-                    .map(|p| (p.through, p.impressions.get(v).map_or(f32::NAN, |&n| n as f32), None))
-                    .collect(),
-                outline: Vec::new(),
-            })
-            .collect();
+        let series = series_over(
+            h,
+            &h.variants,
+            |name, v| style_of(report, name, v),
+            |p, v| p.impressions.get(v).map(|&n| [n as f32, f32::NAN, f32::NAN]),
+        );
         let chart = line_chart(&format!("{}: impressions per variant over time", report.experiment), &series, false);
         let _ = write!(
             out,
@@ -318,47 +339,17 @@ fn drawn_metric(data: &PageData, report: &ExperimentReport, history: Option<&Exp
         if lower { " (lower is better)" } else { "" }
     );
     if let Some((h, m)) = history.and_then(|h| h.metrics.iter().position(|k| k == key).map(|m| (h, m))) {
-        let values: Vec<Series<'_>> = h
-            .variants
-            .iter()
-            .enumerate()
-            .map(|(v, variant)| Series {
-                name: variant,
-                style: style_of(report, variant, v),
-                points: h
-                    .points
-                    .iter()
-                    .map(|p| match h.mean(p, v, m) {
-                        Some([mean, low, high]) => (p.through, mean, Some([low, high])),
-                        None => (p.through, f32::NAN, None),
-                    })
-                    .collect(),
-                outline: Vec::new(),
-            })
-            .collect();
-        let differences: Vec<Series<'_>> = h
-            .comparisons
-            .iter()
-            .enumerate()
-            .map(|(c, variant)| Series {
-                name: variant,
-                style: style_of(report, variant, c + 1),
-                points: h
-                    .points
-                    .iter()
-                    .map(|p| match h.sequence(p, c, m) {
-                        Some([d, low, high]) => (p.through, d, Some([low, high])),
-                        None => (p.through, f32::NAN, None),
-                    })
-                    .collect(),
-                outline: h
-                    .points
-                    .iter()
-                    .filter_map(|p| h.difference(p, c, m).map(|b| (p.through, [b[1], b[2]])))
-                    .filter(|(_, b)| b[0].is_finite() && b[1].is_finite())
-                    .collect(),
-            })
-            .collect();
+        let values = series_over(h, &h.variants, |name, v| style_of(report, name, v), |p, v| h.mean(p, v, m));
+        let mut differences =
+            series_over(h, &h.comparisons, |name, c| style_of(report, name, c + 1), |p, c| h.sequence(p, c, m));
+        for (c, series) in differences.iter_mut().enumerate() {
+            series.outline = h
+                .points
+                .iter()
+                .filter_map(|p| h.difference(p, c, m).map(|b| (p.through, [b[1], b[2]])))
+                .filter(|(_, b)| b[0].is_finite() && b[1].is_finite())
+                .collect();
+        }
         let _ = write!(
             out,
             r#"<div class="charts"><figure data-chart="value">{}<figcaption>{} per variant, cumulative, with its {}% interval (band)</figcaption>{}</figure>"#,
@@ -504,25 +495,15 @@ fn interleaving(name: &str, il: &InterleavingReport, history: Option<&Experiment
     );
     if let Some(h) = history {
         let own = format!("{}: ", il.variant);
-        let series: Vec<Series<'_>> = h
-            .pairs
-            .iter()
-            .enumerate()
-            .filter(|(_, pair)| pair.starts_with(&own))
-            .map(|(i, pair)| Series {
-                name: pair,
-                style: i,
-                points: h
-                    .points
-                    .iter()
-                    .map(|p| match p.preferences.get(i).filter(|b| b[0].is_finite()) {
-                        Some(&[preference, low, high]) => (p.through, preference, Some([low, high])),
-                        None => (p.through, f32::NAN, None),
-                    })
-                    .collect(),
-                outline: Vec::new(),
-            })
-            .collect();
+        // The group's own pairs, styled by their place in the history.
+        let pairs: Vec<String> = h.pairs.iter().filter(|pair| pair.starts_with(&own)).cloned().collect();
+        let index = |pair: &str| h.pairs.iter().position(|p| p == pair).unwrap_or(0);
+        let series = series_over(
+            h,
+            &pairs,
+            |pair, _| index(pair),
+            |p, i| p.preferences.get(index(&pairs[i])).copied().filter(|b| b[0].is_finite()),
+        );
         let chart = line_chart(&format!("{name}: {} preference over time", il.variant), &series, true);
         if !chart.is_empty() {
             let _ = write!(
