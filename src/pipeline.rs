@@ -58,7 +58,8 @@ pub async fn run(
     let http = HttpServer::start(addr, security, page, engine.clone(), health.clone(), shutdown.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint to {addr} (http.listen)"))?;
-    tracing::info!("experiment page on {scheme}://{}/, metrics on /metrics ({protection})", http.local_addr);
+    let addr = http.local_addr;
+    tracing::info!("metrics on {scheme}://{addr}/metrics, the experiment page on {scheme}://{addr}/ ({protection})");
     let interval = cfg.state.checkpoint_interval.as_duration();
     let publisher = match cfg.ab.output_topic.as_str() {
         "" => None,

@@ -5,7 +5,7 @@
 
 pub const TOP: &str = "\
 Examples:
-  # Everything in one process; metrics on http://127.0.0.1:9464/metrics
+  # Everything in one process; the experiment page on http://127.0.0.1:9464/, metrics on /metrics
   rankpulse demo
   # The daemon against your brokers, its configuration checked first
   rankpulse check-config --config config/rankpulse.toml
@@ -20,7 +20,7 @@ Examples:
 
 pub const DEMO: &str = "\
 Examples:
-  # Until interrupted; metrics on http://127.0.0.1:9464/metrics
+  # Until interrupted; the experiment page on http://127.0.0.1:9464/, metrics on /metrics
   rankpulse demo
   # One minute at 1,000 impressions a second, on another port
   rankpulse demo --duration 60 --rate 1000 --listen 127.0.0.1:9465
@@ -45,7 +45,9 @@ Examples:
   # With the newest windows and the precision-recall curves, whatever the rejects
   rankpulse replay --impressions imp.jsonl --engagements eng.jsonl --windows --curve --max-rejects none
   # Graded metrics from a judgment list (written by `generate --judgments`)
-  rankpulse replay --impressions imp.jsonl --engagements eng.jsonl --config config/replay-judged.toml";
+  rankpulse replay --impressions imp.jsonl --engagements eng.jsonl --config config/replay-judged.toml
+  # The experiment page of every experiment as one file, to open offline or attach to a ticket
+  rankpulse replay --impressions imp.jsonl --engagements eng.jsonl --config config/replay-demo.toml --html report.html";
 
 pub const GENERATE: &str = "\
 Examples:
