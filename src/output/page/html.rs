@@ -49,8 +49,9 @@ div.metric{margin:.4em 0 1em}div.metric h4{margin:.6em 0 .2em}
 fn document(title: &str, refresh: Option<u32>, body: &str) -> String {
     let refresh = refresh.map_or(String::new(), |s| format!(r#"<meta http-equiv="refresh" content="{s}">"#));
     format!(
-        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'">{refresh}<title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>"#,
-        escape(title)
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><meta http-equiv="Content-Security-Policy" content="{policy}">{refresh}<title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>"#,
+        escape(title),
+        policy = super::DOCUMENT_POLICY,
     )
 }
 

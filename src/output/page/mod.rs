@@ -35,10 +35,20 @@ use crate::time::EventTime;
 
 pub use html::{experiment_page, index_page, not_found, report_file};
 
-/// What the served pages send as their `Content-Security-Policy`: nothing may load, from
-/// anywhere, but the page's own inline styles and images; no script runs.
-pub const CONTENT_SECURITY_POLICY: &str =
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/// The policy every page carries in a `<meta>` tag, the replay file's only one: nothing may
+/// load, from anywhere, but the page's own inline styles and images; no script runs.
+macro_rules! document_policy {
+    () => {
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+    };
+}
+
+/// [`document_policy`] as a constant, for the `<meta>` tag.
+const DOCUMENT_POLICY: &str = document_policy!();
+
+/// What the served pages send as their `Content-Security-Policy` header: the document's policy,
+/// and no framing (which only a header can say).
+pub const CONTENT_SECURITY_POLICY: &str = concat!(document_policy!(), "; frame-ancestors 'none'");
 
 /// Where the page comes from: a running daemon (refreshed) or a replay (a file, final).
 #[derive(Debug, Clone)]
