@@ -204,6 +204,69 @@ fn three_replicas_publish_and_serve_the_experiment_wide_report() {
     ab_feed_equals_replay(3);
 }
 
+/// A backlog is consumed in less than a checkpoint interval, so one changelog write follows the
+/// close of every window of the span: still, each window is a look and an A/B feed record,
+/// equal to replay's (a partition's aggregates record carries every window no record carried
+/// yet, not only the newest few).
+#[test]
+fn a_backlog_of_many_windows_is_published_whole() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(IMPRESSIONS, PARTITIONS, 1).unwrap();
+    cluster.create_topic(ENGAGEMENTS, PARTITIONS, 1).unwrap();
+    create_state_topics(&cluster, "ab-group", PARTITIONS);
+    cluster.create_topic(OUTPUT, 1, 1).unwrap();
+    let brokers = cluster.bootstrap_servers();
+    let (impressions, engagements, _) = traffic(8_000);
+    produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let judgments = write_judgments(dir.path());
+    let one_second_windows = sections(&judgments)
+        .replace(r#"windows = ["5s", "10s"]"#, r#"windows = ["1s"]"#)
+        .replace(r#"checkpoint_interval = "500ms""#, r#"checkpoint_interval = "5s""#);
+    assert!(one_second_windows.contains(r#"["1s"]"#) && one_second_windows.contains(r#""5s""#));
+    let port = free_port();
+    let cfg = serve_config(dir.path(), "backlog", &brokers, port, &one_second_windows);
+    let imp_file = write_payloads(dir.path(), "imp.jsonl", &impressions);
+    let eng_file = write_payloads(dir.path(), "eng.jsonl", &engagements);
+    let replayed = replay_json(&imp_file, &eng_file, &cfg);
+    let expected: BTreeMap<String, Value> = replayed["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["experiments"].as_array().unwrap().iter())
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r.clone()))
+        .collect();
+    assert_eq!(expected.len(), 30, "fifteen 1 s windows of two experiments");
+
+    let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
+    let records = read_output(&brokers, expected.len(), Duration::from_secs(60), Duration::from_secs(6));
+    let unique: BTreeSet<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(unique, expected.keys().map(String::as_str).collect(), "record ids");
+    assert_eq!(records.len(), expected.len(), "each window published once");
+    for (key, record) in &records {
+        let mut record = record.clone();
+        record["partitions"] = json!([0]);
+        assert_eq!(record, expected[key], "record {key} differs from replay's");
+    }
+    let cumulative: BTreeMap<String, Value> = replayed["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["experiment"].as_str().unwrap().to_string(), r.clone()))
+        .collect();
+    assert_eq!(cumulative["e1"]["sequential"]["looks"], 15);
+    sequential_figures_equal_replay(port, &cumulative);
+    let (_, m) = scrape_until(port, Duration::from_secs(10), |m| {
+        m.contains_key(&series("rankpulse_ab_windows_skipped_total", &[("reason", "incomplete")]))
+    });
+    for reason in ["incomplete", "unwritten", "unpublished"] {
+        assert_eq!(m[&series("rankpulse_ab_windows_skipped_total", &[("reason", reason)])], 0.0, "{reason}");
+    }
+    let (status, _) = daemon.terminate(Duration::from_secs(10));
+    assert!(status.success());
+}
+
 fn ab_feed_equals_replay(replicas: usize) {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(IMPRESSIONS, PARTITIONS, 1).unwrap();

@@ -13,15 +13,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::handover::{check_named, GroupName};
+use super::task::Task;
 use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
 use crate::experiments::sequential::{Looks, LooksBeforeInterleaving};
 use crate::ids::GroupId;
 use crate::time::EventTime;
 
-/// Closed windows of each size a partition keeps for the aggregates topic: enough for every
-/// replica to see each of them at least once between two writes.
+/// Closed windows of each size a partition keeps for the aggregates topic once a record has
+/// carried them: a margin for a reader that starts between two writes. A window no record has
+/// carried yet is kept until one does (a backlog closes many windows between two writes).
 pub(super) const RETAINED_WINDOWS: usize = 4;
+/// Windows of each size a partition keeps that no record carried yet, at most: beyond it (a
+/// replica whose changelog writes fail for hours, or one that writes none) the oldest are
+/// dropped, and counted.
+const UNWRITTEN_LIMIT: usize = 256;
+/// Windows of each size waiting, in the view, for a partition to close them, at most: beyond
+/// it (a partition without an owner for hours) the oldest are given up, and counted.
+const PENDING_LIMIT: usize = 1024;
 /// Complete windows of each size waiting for the publisher at most: on a replica that does
 /// not publish (or a publisher whose brokers are down for hours) the oldest are dropped.
 const UNPUBLISHED_LIMIT: usize = 64;
@@ -39,9 +48,13 @@ struct PartitionAggregatesRef<'a> {
     /// The experiment-wide looks of the cumulative anytime-valid figures, in partition 0's
     /// record only: a replica that starts late or restarts takes them over.
     looks: Option<&'a Looks>,
-    /// The partition's CUPED covariates with the metric keys they adjust (`ab.cuped`); last,
-    /// so that an older rankpulse leaves it unread.
+    /// The partition's CUPED covariates with the metric keys they adjust (`ab.cuped`); after
+    /// the fields above, so that an older rankpulse leaves it unread.
     cuped: Option<(Vec<String>, &'a CovariateTable)>,
+    /// Per window size, the start from which `recent_closed` holds every window the partition
+    /// closed (one absent from it had no impression there): how a reader whose first record
+    /// this is knows which windows it has the partition's whole part of. Last, like `cuped`.
+    kept_from: Vec<EventTime>,
 }
 
 /// [`PartitionAggregatesRef`], read back.
@@ -56,6 +69,8 @@ pub struct PartitionAggregates {
     looks: Option<Looks>,
     /// Absent in a record of a replica without `ab.cuped` or from before it.
     cuped: CovariateTail,
+    /// Absent in a record from before it: then only the windows the record holds are known.
+    kept_from: KeptFromTail,
 }
 
 /// A record's CUPED covariates, if it has them: a record written before they existed ends
@@ -66,6 +81,16 @@ struct CovariateTail(Option<(Vec<String>, CovariateTable)>);
 impl<'de> Deserialize<'de> for CovariateTail {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(CovariateTail(Option::<(Vec<String>, CovariateTable)>::deserialize(d).unwrap_or_default()))
+    }
+}
+
+/// A record's `kept_from`, if it has it (a record written before it ends before it).
+#[derive(Debug, Default)]
+struct KeptFromTail(Option<Vec<EventTime>>);
+
+impl<'de> Deserialize<'de> for KeptFromTail {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(KeptFromTail(Vec::<EventTime>::deserialize(d).ok()))
     }
 }
 
@@ -107,6 +132,7 @@ impl PartitionAggregates {
                     recent_closed: old.recent_closed,
                     looks: old.looks.map(Looks::from),
                     cuped: CovariateTail::default(),
+                    kept_from: KeptFromTail::default(),
                 });
             }
             let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesWithoutLooks>(bytes) else {
@@ -120,6 +146,7 @@ impl PartitionAggregates {
                 recent_closed: old.recent_closed,
                 looks: None,
                 cuped: CovariateTail::default(),
+                kept_from: KeptFromTail::default(),
             })
         })
     }
@@ -130,10 +157,19 @@ impl PartitionAggregates {
 pub(super) struct GlobalView {
     /// The input partitions: a window is complete when each of them has closed it.
     pub partitions: usize,
-    /// Each partition's newest record, its group ids renumbered into the engine's.
-    latest: BTreeMap<i32, (Vec<EventTime>, GroupTable, Vec<ClosedWindow>)>,
-    /// Complete windows already handed out, so each is published once per process.
-    emitted: BTreeSet<(usize, EventTime)>,
+    /// Each partition's newest closed-before bounds and cumulative sums, its group ids
+    /// renumbered into the engine's.
+    latest: BTreeMap<i32, (Vec<EventTime>, GroupTable)>,
+    /// Per partition and window size, the start from which this view has seen every window the
+    /// partition closed (from its first record read; the records after it carry every window
+    /// closed since): an earlier window cannot be summed whole.
+    seen_from: BTreeMap<i32, Vec<EventTime>>,
+    /// Each closed window's parts, by partition, until every partition has closed it: records
+    /// of partitions far apart in event time (one replica catching up) meet here.
+    pending: BTreeMap<(usize, EventTime), BTreeMap<i32, GroupTable>>,
+    /// Per window size, the start before which every window has been handed out or given up:
+    /// a record's older windows are ones already seen (so each is handed out once per process).
+    complete_before: Vec<EventTime>,
     /// Newest complete window per size.
     pub newest: Vec<Option<ClosedWindow>>,
     /// Complete windows not yet published, oldest first.
@@ -141,6 +177,22 @@ pub(super) struct GlobalView {
     /// Each partition's newest CUPED covariates (renumbered), `None` from a record without
     /// them (a replica without `ab.cuped`, or of other adjusted metrics).
     covariates: BTreeMap<i32, Option<CovariateTable>>,
+    /// Windows closed everywhere that were never handed out, by why: they are in the
+    /// cumulative sums, but are neither looks nor A/B feed records.
+    pub skipped: WindowsSkipped,
+}
+
+/// Closed windows the experiment-wide view could not hand out (see [`GlobalView::skipped`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WindowsSkipped {
+    /// A partition's part was never seen: this replica started reading after it was written
+    /// and dropped (or a record of it was lost), or the partition waited past the pending limit.
+    pub incomplete: u64,
+    /// A partition dropped it before any record carried it (this replica's changelog writes
+    /// failing past the unwritten limit).
+    pub unwritten: u64,
+    /// Complete, but the publisher's backlog was past its limit (the A/B output topic down).
+    pub unpublished: u64,
 }
 
 impl GlobalView {
@@ -160,39 +212,71 @@ impl GlobalView {
     /// Every partition's cumulative sums, merged.
     pub fn cumulative(&self) -> GroupTable {
         let mut table = GroupTable::default();
-        for (_, cumulative, _) in self.latest.values() {
+        for (_, cumulative) in self.latest.values() {
             table.merge(cumulative);
         }
         table
     }
 
     /// Takes a partition's newest record (already renumbered) and hands out the windows it
-    /// completes, showing each to `on_complete` in order.
+    /// completes, showing each to `on_complete` in order. `kept_from` is the record's own
+    /// claim (absent in an older record's): per size, from where it holds every closed window.
     fn apply(
         &mut self,
         partition: i32,
         closed_before: Vec<EventTime>,
         cumulative: GroupTable,
         recent: Vec<ClosedWindow>,
+        kept_from: Option<Vec<EventTime>>,
         mut on_complete: impl FnMut(&ClosedWindow),
     ) {
-        self.latest.insert(partition, (closed_before, cumulative, recent));
         let sizes = self.newest.len();
+        self.complete_before.resize(sizes, EventTime::MIN);
+        self.seen_from.entry(partition).or_insert_with(|| {
+            (0..sizes)
+                .map(|size| {
+                    let oldest_held = recent.iter().filter(|w| w.size_index == size).map(|w| w.start).min();
+                    let bound = closed_before.get(size).copied().unwrap_or(EventTime::MIN);
+                    match kept_from.as_ref().and_then(|k| k.get(size)) {
+                        Some(&from) => from.min(oldest_held.unwrap_or(from)),
+                        None => oldest_held.unwrap_or(bound),
+                    }
+                })
+                .collect()
+        });
+        for window in recent {
+            let Some(&done) = self.complete_before.get(window.size_index) else { continue };
+            if window.start >= done {
+                let parts = self.pending.entry((window.size_index, window.start)).or_default();
+                parts.entry(partition).or_insert(window.groups);
+            }
+        }
+        self.latest.insert(partition, (closed_before, cumulative));
         for size in 0..sizes {
+            self.give_up_past_limit(size);
             // Closed everywhere before the least bound over every partition, if all have one.
             let all: Option<Vec<EventTime>> = (0..self.partitions)
-                .map(|p| self.latest.get(&(p as i32)).and_then(|(bounds, _, _)| bounds.get(size).copied()))
+                .map(|p| self.latest.get(&(p as i32)).and_then(|(bounds, _)| bounds.get(size).copied()))
                 .collect();
             let Some(complete_before) = all.and_then(|bounds| bounds.into_iter().min()) else { continue };
-            let mut windows: BTreeMap<EventTime, GroupTable> = BTreeMap::new();
-            for (_, _, recent) in self.latest.values() {
-                for w in recent.iter().filter(|w| w.size_index == size && w.start < complete_before) {
-                    windows.entry(w.start).or_default().merge(&w.groups);
-                }
+            if complete_before <= self.complete_before[size] {
+                continue;
             }
-            for (start, groups) in windows {
-                if !self.emitted.insert((size, start)) {
+            self.complete_before[size] = complete_before;
+            let ready: Vec<(usize, EventTime)> =
+                self.pending.range((size, EventTime::MIN)..(size, complete_before)).map(|(&key, _)| key).collect();
+            for key in ready {
+                let Some(parts) = self.pending.remove(&key) else { continue };
+                let start = key.1;
+                let whole = (0..self.partitions as i32)
+                    .all(|p| self.seen_from.get(&p).and_then(|from| from.get(size)).is_some_and(|&from| from <= start));
+                if !whole {
+                    self.skipped.incomplete += 1;
                     continue;
+                }
+                let mut groups = GroupTable::default();
+                for part in parts.values() {
+                    groups.merge(part);
                 }
                 let window = ClosedWindow { size_index: size, start, groups };
                 on_complete(&window);
@@ -204,24 +288,120 @@ impl GlobalView {
         }
         let limit = UNPUBLISHED_LIMIT * sizes.max(1);
         if self.unpublished.len() > limit {
-            self.unpublished.drain(..self.unpublished.len() - limit);
+            let over = self.unpublished.len() - limit;
+            self.unpublished.drain(..over);
+            self.skipped.unpublished += over as u64;
         }
-        // What no partition retains any more can never be handed out again.
-        let oldest: Vec<Option<EventTime>> = (0..sizes)
+    }
+
+    /// Gives up the oldest windows of a size waiting past [`PENDING_LIMIT`] (a partition that
+    /// has not closed them for that long): they are counted, not summed partly.
+    fn give_up_past_limit(&mut self, size: usize) {
+        let waiting = self.pending.range((size, EventTime::MIN)..=(size, EventTime::MAX)).count();
+        for _ in PENDING_LIMIT..waiting {
+            let Some(&oldest) =
+                self.pending.range((size, EventTime::MIN)..=(size, EventTime::MAX)).next().map(|(k, _)| k)
+            else {
+                break;
+            };
+            self.pending.remove(&oldest);
+            self.skipped.incomplete += 1;
+            if let Some(done) = self.complete_before.get_mut(size) {
+                *done = (*done).max(oldest.1.saturating_add(1));
+            }
+        }
+    }
+}
+
+/// How much of a task's `recent_closed` the aggregates topic has carried (see
+/// [`RETAINED_WINDOWS`]).
+#[derive(Debug, Default)]
+pub struct ClosedProgress {
+    /// The newest windows of `recent_closed` that no record written has carried yet.
+    unwritten: usize,
+    /// Per window size, the start from which `recent_closed` holds every window the task
+    /// closed; `None` for a restored task (its record's windows are what is known).
+    pub(super) kept_from: Option<Vec<EventTime>>,
+}
+
+/// Keeps a window a task just closed for its aggregates records, then drops what no record
+/// needs any more; returns how many windows were dropped before a record carried them.
+pub(super) fn keep_closed(
+    recent: &mut Vec<ClosedWindow>,
+    progress: &mut ClosedProgress,
+    window: ClosedWindow,
+    sizes_ms: &[i64],
+) -> u64 {
+    let size = window.size_index;
+    recent.push(window);
+    progress.unwritten += 1;
+    trim_closed(recent, progress, size, sizes_ms)
+}
+
+/// Drops a size's oldest windows beyond [`RETAINED_WINDOWS`] that a record has carried, and
+/// beyond [`UNWRITTEN_LIMIT`] those none has; returns how many of the latter.
+fn trim_closed(recent: &mut Vec<ClosedWindow>, progress: &mut ClosedProgress, size: usize, sizes_ms: &[i64]) -> u64 {
+    let mut dropped_unwritten = 0;
+    loop {
+        let written = recent.len().saturating_sub(progress.unwritten);
+        let of_size = recent.iter().filter(|w| w.size_index == size).count();
+        let unwritten_of_size = recent.iter().skip(written).filter(|w| w.size_index == size).count();
+        let Some(oldest) = recent.iter().position(|w| w.size_index == size) else { break };
+        let carried = oldest < written;
+        if !(carried && of_size > RETAINED_WINDOWS || unwritten_of_size > UNWRITTEN_LIMIT) {
+            break;
+        }
+        let window = recent.remove(oldest);
+        if !carried {
+            progress.unwritten -= 1;
+            dropped_unwritten += 1;
+        }
+        let size_ms = sizes_ms.get(size).copied().unwrap_or(0);
+        if let Some(from) = progress.kept_from.as_mut().and_then(|k| k.get_mut(size)) {
+            *from = (*from).max(window.start.saturating_add(size_ms));
+        }
+    }
+    dropped_unwritten
+}
+
+impl Task {
+    /// The record's `kept_from`: per size, from where `recent_closed` holds every window the
+    /// task closed. A restored task knows that of the windows it holds (or, holding none of a
+    /// size, of the windows it has yet to close).
+    fn closed_kept_from(&self, closed_before: &[EventTime]) -> Vec<EventTime> {
+        if let Some(kept_from) = &self.closed_progress.kept_from {
+            return kept_from.clone();
+        }
+        let recent = &self.totals.recent_closed;
+        (0..closed_before.len())
             .map(|size| {
-                self.latest
-                    .values()
-                    .flat_map(|(_, _, r)| r.iter())
-                    .filter(|w| w.size_index == size)
-                    .map(|w| w.start)
-                    .min()
+                recent.iter().filter(|w| w.size_index == size).map(|w| w.start).min().unwrap_or(closed_before[size])
             })
-            .collect();
-        self.emitted.retain(|&(size, start)| oldest[size].is_some_and(|o| start >= o));
+            .collect()
     }
 }
 
 impl Engine {
+    /// How many of a partition's closed windows no aggregates record carried yet: what a
+    /// record encoded now carries, for [`Engine::aggregates_written`] once it is written.
+    pub fn unwritten_windows(&self, partition: i32) -> usize {
+        self.tasks.get(partition).map_or(0, |t| t.closed_progress.unwritten)
+    }
+
+    /// Records encoded with `(partition, unwritten_windows)` were written: those windows are
+    /// carried, and beyond the retained few can go.
+    pub fn aggregates_written(&mut self, written: &[(i32, usize)]) {
+        let sizes_ms = &self.template.window_sizes_ms;
+        for &(partition, carried) in written {
+            let Some(task) = self.tasks.get_mut(partition) else { continue };
+            let progress = &mut task.closed_progress;
+            progress.unwritten = progress.unwritten.saturating_sub(carried);
+            for size in 0..sizes_ms.len() {
+                trim_closed(&mut task.totals.recent_closed, progress, size, sizes_ms);
+            }
+        }
+    }
+
     /// Turns on the experiment-wide view over `partitions` input partitions (0 until the
     /// aggregates topic's partition count is known: then no window is complete yet): from now on
     /// the A/B reports, the window gauges and the A/B publisher read complete windows from it,
@@ -261,6 +441,7 @@ impl Engine {
             recent_closed: &task.totals.recent_closed,
             looks,
             cuped: task.totals.cuped.as_ref().map(|state| (self.cuped_metric_keys(), &state.covariates)),
+            kept_from: task.closed_kept_from(&acc.closed_before()),
         }))
     }
 
@@ -326,7 +507,8 @@ impl Engine {
         let Engine { global, looks, history, aggregation, groups, ab, template, .. } = self;
         if let Some(view) = global.as_mut() {
             view.covariates.insert(record.partition, covariates);
-            view.apply(record.partition, record.closed_before, cumulative, recent, |window| {
+            let kept_from = record.kept_from.0;
+            view.apply(record.partition, record.closed_before, cumulative, recent, kept_from, |window| {
                 let reports = looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
                 history.record(looks, &reports);
             });
@@ -359,17 +541,93 @@ mod tests {
     fn a_window_is_complete_when_every_partition_closed_it_and_is_handed_out_once() {
         let mut view = GlobalView { partitions: 2, newest: vec![None], ..Default::default() };
         let window = |start, n| ClosedWindow { size_index: 0, start, groups: table(&[(0, n)]) };
-        view.apply(0, vec![120], table(&[(0, 3)]), vec![window(0, 1), window(60, 2)], |_| {});
+        let from_start = || Some(vec![EventTime::MIN]);
+        view.apply(0, vec![120], table(&[(0, 3)]), vec![window(0, 1), window(60, 2)], from_start(), |_| {});
         assert!(view.unpublished.is_empty(), "partition 1 has not closed anything yet");
-        view.apply(1, vec![60], table(&[(0, 4)]), vec![window(0, 5)], |_| {});
+        view.apply(1, vec![60], table(&[(0, 4)]), vec![window(0, 5)], from_start(), |_| {});
         assert_eq!(view.unpublished.len(), 1, "window 0 is closed everywhere, window 60 not on partition 1");
         assert_eq!(view.unpublished[0].groups.get(0).unwrap().impressions, 6);
         assert_eq!(view.cumulative().get(0).unwrap().impressions, 7);
         // Partition 1 rewrites its record (a new owner): nothing is handed out twice.
-        view.apply(1, vec![120], table(&[(0, 4)]), vec![window(0, 5), window(60, 1)], |_| {});
+        view.apply(1, vec![120], table(&[(0, 4)]), vec![window(0, 5), window(60, 1)], from_start(), |_| {});
         let starts: Vec<EventTime> = view.unpublished.iter().map(|w| w.start).collect();
         assert_eq!(starts, [0, 60]);
         assert_eq!(view.newest[0].as_ref().map(|w| (w.start, w.groups.get(0).unwrap().impressions)), Some((60, 3)));
+        assert_eq!(view.skipped, WindowsSkipped::default());
+    }
+
+    /// One replica catches up on a backlog while the other is live at the start: partition 0's
+    /// records run far ahead of partition 1's. Each window is handed out once partition 1
+    /// closes it, with both parts, though partition 0's newer records no longer hold it.
+    #[test]
+    fn windows_of_partitions_far_apart_in_event_time_are_summed_whole() {
+        let mut view = GlobalView { partitions: 2, newest: vec![None], ..Default::default() };
+        let window = |start, n| ClosedWindow { size_index: 0, start, groups: table(&[(0, n)]) };
+        let from_start = || Some(vec![EventTime::MIN]);
+        // Partition 0: twenty windows in its first record, then only the newest few.
+        view.apply(0, vec![20 * 60], table(&[]), (0..20).map(|m| window(m * 60, 1)).collect(), from_start(), |_| {});
+        view.apply(0, vec![21 * 60], table(&[]), (16..21).map(|m| window(m * 60, 1)).collect(), from_start(), |_| {});
+        // Partition 1 closes them a minute at a time; it had no impression at minute 3.
+        let mut handed = Vec::new();
+        for m in 0..21 {
+            let recent = (m.max(4) - 4..=m).filter(|&k| k != 3).map(|k| window(k * 60, 10)).collect();
+            view.apply(1, vec![(m + 1) * 60], table(&[]), recent, from_start(), |w| {
+                handed.push((w.start / 60, w.groups.get(0).unwrap().impressions))
+            });
+        }
+        let expected: Vec<(i64, u64)> = (0..21).map(|m| (m, if m == 3 { 1 } else { 11 })).collect();
+        assert_eq!(handed, expected);
+        assert_eq!(view.skipped, WindowsSkipped::default());
+        assert!(view.pending.is_empty());
+    }
+
+    /// A replica that starts reading after partition 0's older windows left its records (a
+    /// record of a restored task, or of the version before `kept_from`) never hands out a
+    /// window it cannot sum whole: it counts it.
+    #[test]
+    fn a_window_whose_part_was_never_seen_is_counted_not_summed_partly() {
+        let mut view = GlobalView { partitions: 2, newest: vec![None], ..Default::default() };
+        let window = |start, n| ClosedWindow { size_index: 0, start, groups: table(&[(0, n)]) };
+        // Partition 0 holds minutes 6 to 9 only, and says nothing of before.
+        view.apply(0, vec![600], table(&[]), (6..10).map(|m| window(m * 60, 1)).collect(), None, |_| {});
+        // Partition 1 holds every window since the start, and has now closed minutes 0 to 9.
+        let mut handed = Vec::new();
+        let recent = (0..10).map(|m| window(m * 60, 10)).collect();
+        view.apply(1, vec![600], table(&[]), recent, Some(vec![EventTime::MIN]), |w| handed.push(w.start / 60));
+        assert_eq!(handed, [6, 7, 8, 9]);
+        assert_eq!(view.skipped, WindowsSkipped { incomplete: 6, ..Default::default() });
+        assert!(view.pending.is_empty());
+    }
+
+    /// A task keeps every closed window until a record carries it, and the newest few; past
+    /// the unwritten limit it drops the oldest and counts them; its record says from where it
+    /// holds every window.
+    #[test]
+    fn a_task_keeps_its_closed_windows_until_a_record_carries_them() {
+        let sizes_ms = [60];
+        let window = |minute: i64| ClosedWindow { size_index: 0, start: minute * 60, groups: table(&[(0, 1)]) };
+        let mut recent = Vec::new();
+        let mut progress = ClosedProgress { unwritten: 0, kept_from: Some(vec![EventTime::MIN]) };
+        let dropped: u64 = (0..20).map(|m| keep_closed(&mut recent, &mut progress, window(m), &sizes_ms)).sum();
+        assert_eq!((dropped, recent.len(), progress.unwritten), (0, 20, 20), "none written yet: all kept");
+        assert_eq!(progress.kept_from, Some(vec![EventTime::MIN]));
+        // A record carried the twenty; two more closed since it was encoded.
+        for m in 20..22 {
+            keep_closed(&mut recent, &mut progress, window(m), &sizes_ms);
+        }
+        progress.unwritten = progress.unwritten.saturating_sub(20);
+        trim_closed(&mut recent, &mut progress, 0, &sizes_ms);
+        let starts: Vec<i64> = recent.iter().map(|w| w.start / 60).collect();
+        assert_eq!(starts, [18, 19, 20, 21], "the newest four, the two not carried yet among them");
+        assert_eq!(progress.kept_from, Some(vec![18 * 60]));
+        // No write for a long while: the oldest past the limit go, counted.
+        let dropped: u64 = (22..22 + UNWRITTEN_LIMIT as i64)
+            .map(|m| keep_closed(&mut recent, &mut progress, window(m), &sizes_ms))
+            .sum();
+        assert_eq!(dropped, 2);
+        assert_eq!(progress.unwritten, UNWRITTEN_LIMIT);
+        assert_eq!(recent.len(), UNWRITTEN_LIMIT, "the carried two went first, then the two oldest not carried");
+        assert_eq!(progress.kept_from, Some(vec![22 * 60]));
     }
 
     /// During a rolling upgrade, replicas of the version before interleaving write records
@@ -467,12 +725,18 @@ mod tests {
                 }
             }
         };
+        // Written as the source writes it: then the windows it carried are marked so.
+        let write = |a: &mut Engine| {
+            let (record, carried) = (a.partition_aggregates(0).unwrap(), a.unwritten_windows(0));
+            a.aggregates_written(&[(0, carried)]);
+            record
+        };
         let publish = |a: &mut Engine, readers: &mut [&mut Engine]| {
             a.advance(now);
-            let record = a.partition_aggregates(0).unwrap();
+            let record = write(a);
             a.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
             // Written again, now with the looks the windows just made.
-            let record = a.partition_aggregates(0).unwrap();
+            let record = write(a);
             for r in readers {
                 r.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
             }
@@ -573,8 +837,11 @@ mod tests {
             recent_closed: &[],
             looks: Some(&looks),
             cuped: None,
+            kept_from: vec![EventTime::MIN],
         };
         let encoded = crate::checkpoint::encode(&current);
+        assert_eq!(PartitionAggregates::decode(&encoded).unwrap().kept_from.0, Some(vec![EventTime::MIN]));
+        assert_eq!(read.kept_from.0, None, "a record from before kept_from says nothing of older windows");
         // The version before reads it too (postcard leaves the trailing field unread), so
         // replicas can be upgraded in either order.
         let by_the_version_before =

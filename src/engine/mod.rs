@@ -62,7 +62,7 @@ use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
-pub use global::PartitionAggregates;
+pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
 pub use handover::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
@@ -544,20 +544,23 @@ impl Engine {
         }
         let mut closed = Vec::new();
         let retain = self.retain_recent_closed;
+        let mut dropped_unwritten = 0;
         for task in self.tasks.iter_mut() {
-            let Totals { accumulators, recent_closed, .. } = &mut task.totals;
+            let Task { totals: Totals { accumulators, recent_closed, .. }, closed_progress, .. } = task;
             accumulators.close_windows(w, |window| {
                 if retain {
-                    recent_closed.push(window.clone());
-                    let size = window.size_index;
-                    let of_size = recent_closed.iter().filter(|w| w.size_index == size).count();
-                    if of_size > global::RETAINED_WINDOWS {
-                        let oldest = recent_closed.iter().position(|w| w.size_index == size).expect("counted");
-                        recent_closed.remove(oldest);
-                    }
+                    dropped_unwritten += global::keep_closed(
+                        recent_closed,
+                        closed_progress,
+                        window.clone(),
+                        &self.template.window_sizes_ms,
+                    );
                 }
                 closed.push(window);
             });
+        }
+        if let Some(view) = &mut self.global {
+            view.skipped.unwritten += dropped_unwritten;
         }
         self.add_closed(closed);
         self.template.windows_closed_at = Some(self.template.windows_closed_at.map_or(w, |c| c.max(w)));

@@ -163,6 +163,10 @@ impl Engine {
         };
         kept.drain(..windows.min(kept.len()));
     }
+    /// Closed windows the experiment-wide view never handed out, by why; `None` without the view.
+    pub fn windows_skipped(&self) -> Option<super::WindowsSkipped> {
+        self.global.as_ref().map(|view| view.skipped)
+    }
     /// How many window sizes `metrics.windows` configures.
     pub fn window_count(&self) -> usize {
         self.template.window_sizes_ms.len()

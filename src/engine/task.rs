@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::global::ClosedProgress;
 use super::telemetry::{Counters, Distribution};
 use super::watermark::InputClock;
 use crate::accumulate::{Accumulators, ClosedWindow, CupedSettings, CupedState, StatsShape};
@@ -53,11 +54,15 @@ pub struct Task {
     pub inputs: [InputClock; 2],
     /// What this partition's messages added up to.
     pub totals: Totals,
+    /// How much of `totals.recent_closed` the aggregates topic has carried. Not in the
+    /// snapshot: a restored task's windows were all in the record written with it.
+    #[serde(skip)]
+    pub closed_progress: ClosedProgress,
 }
 
 impl Task {
     pub fn new(totals: Totals) -> Self {
-        Task { join: Shard::default(), inputs: Default::default(), totals }
+        Task { join: Shard::default(), inputs: Default::default(), totals, closed_progress: ClosedProgress::default() }
     }
 
     /// Records that an input delivered a message (with its event time, when it had a valid one).
@@ -93,14 +98,17 @@ impl TaskTemplate {
         if let Some(w) = self.windows_closed_at {
             accumulators.close_windows(w, |_| unreachable!("a new task has no open window"));
         }
-        Task::new(Totals {
+        let mut task = Task::new(Totals {
             accumulators,
             counters: Counters::default(),
             first_engagement_delay: self.delay_distribution(),
             recent_closed: Vec::new(),
             clicks: self.clicks.map(ClickLog::new),
             cuped: self.cuped.as_ref().map(|_| CupedState::new()),
-        })
+        });
+        // It closed nothing yet: every window it closes from now on is kept.
+        task.closed_progress.kept_from = Some(vec![EventTime::MIN; self.window_sizes_ms.len()]);
+        task
     }
 
     /// Impression to first engagement, in milliseconds, up to a week.

@@ -5,7 +5,7 @@
 
 use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
 
-use super::prometheus::{family, gauge, label};
+use super::prometheus::{counter, family, gauge, label};
 use crate::engine::Engine;
 use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 
@@ -39,7 +39,7 @@ pub(super) fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
             ));
         }
     }
-    vec![
+    let mut families = vec![
         family(
             "rankpulse_window_mean",
             "Mean of each metric over the newest closed event-time window of each size (empty-R impressions count as 0).",
@@ -58,7 +58,21 @@ pub(super) fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
             MetricType::GAUGE,
             starts,
         ),
-    ]
+    ];
+    if let Some(skipped) = engine.windows_skipped() {
+        let reasons = [
+            ("incomplete", skipped.incomplete),
+            ("unwritten", skipped.unwritten),
+            ("unpublished", skipped.unpublished),
+        ];
+        families.push(family(
+            "rankpulse_ab_windows_skipped_total",
+            "Windows closed on every partition that were never looks nor A/B feed records (they are in the cumulative figures), by reason: a partition's part unseen by this replica (incomplete), dropped before a changelog write carried it (unwritten), or past the publisher's backlog limit (unpublished).",
+            MetricType::COUNTER,
+            reasons.iter().map(|&(reason, n)| counter(vec![label("reason", reason)], n as f64)).collect(),
+        ));
+    }
+    families
 }
 
 /// The reports every comparison family reads: the newest closed window of each size, then the

@@ -88,12 +88,14 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
     }
     if let Some(changelog) = state.changelog.as_mut() {
         let started = Instant::now();
-        let (snapshots, aggregates): (Vec<Encoded>, Vec<Encoded>) = {
+        // With each aggregates record, how many closed windows it is the first to carry.
+        let (snapshots, aggregates, carried): (Vec<Encoded>, Vec<Encoded>, Vec<(i32, usize)>) = {
             let engine = engine.lock();
             let snapshots =
                 partitions.iter().filter_map(|&p| Some((p, encode_partition(&engine, &state.positions, p)?))).collect();
             let aggregates = partitions.iter().filter_map(|&p| Some((p, engine.partition_aggregates(p)?))).collect();
-            (snapshots, aggregates)
+            let carried = partitions.iter().map(|&p| (p, engine.unwritten_windows(p))).collect();
+            (snapshots, aggregates, carried)
         };
         let written = changelog.write(&snapshots, &aggregates);
         let ok = written.is_ok();
@@ -104,10 +106,13 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
                 0
             }
         };
-        engine.lock().record_checkpoint(bytes, started.elapsed(), ok, started);
+        let mut engine = engine.lock();
+        engine.record_checkpoint(bytes, started.elapsed(), ok, started);
         if !ok {
             return;
         }
+        engine.aggregates_written(&carried);
+        drop(engine);
     }
     commit_positions(consumer, topics, &state.positions.of_partitions(partitions), mode);
 }
