@@ -122,11 +122,11 @@ pub fn run_with(
     let mut since_advance = 0u32;
     loop {
         // Impressions first on equal timestamps; an undecodable line goes at once.
-        let pick = match (sources[0].head(), sources[1].head()) {
+        let pick = match (sources[0].head_time(), sources[1].head_time()) {
             (None, None) => break,
             (Some(_), None) => 0,
             (None, Some(_)) => 1,
-            (Some(a), Some(b)) => match (a.info.time, b.info.time) {
+            (Some(a), Some(b)) => match (a, b) {
                 (None, _) => 0,
                 (_, None) => 1,
                 (Some(a), Some(b)) => usize::from(b < a),

@@ -154,6 +154,12 @@ impl LineSource {
         Ok(s)
     }
 
+    /// The head line's event time (`Some(None)` for a line without one, `None` at the end of
+    /// the file): what the merge picks by, without assembling the line.
+    pub(super) fn head_time(&self) -> Option<Option<EventTime>> {
+        self.current.as_ref().map(|(batch, i)| batch.lines[*i].time)
+    }
+
     /// The head line.
     pub(super) fn head(&self) -> Option<Line<'_>> {
         self.current.as_ref().map(|(batch, i)| batch.line(*i))
