@@ -372,7 +372,7 @@ impl MetricLayout {
             level_counts[usize::from(g.min(MAX_GAIN))] += 1;
             num_relevant += u32::from(g >= threshold);
         }
-        let ideal = IdealDcg::new(&level_counts);
+        let mut ideal = IdealDcg::new(&level_counts);
         let level_reached_at: [u32; RECALL_LEVELS as usize] =
             std::array::from_fn(|l| recall_level_count(l as u32, num_relevant, self.recall_rounding).max(1));
         let mut interpolated = [0.0f64; RECALL_LEVELS as usize];
@@ -518,8 +518,16 @@ pub fn recall_cutoff(level: f64, num_relevant: i64, version: TrecEval) -> i64 {
 
 /// log2(rank + 1): the DCG discount of a rank counted from 1.
 fn discount(rank: usize) -> f64 {
+    DISCOUNTS.get(rank).copied().unwrap_or_else(|| discount_computed(rank))
+}
+
+fn discount_computed(rank: usize) -> f64 {
     ((rank + 1) as f64).log2()
 }
+
+/// [`discount`] of the first ranks, computed once: the same values, without a `log2` per
+/// relevant result and cutoff.
+static DISCOUNTS: std::sync::LazyLock<[f64; 1024]> = std::sync::LazyLock::new(|| std::array::from_fn(discount_computed));
 
 /// 2^g - 1, the exponential gain.
 fn exp_gain(g: u8) -> f64 {
@@ -529,29 +537,39 @@ fn exp_gain(g: u8) -> f64 {
 /// The ideal DCG at any cutoff, from the count of results at each gain level.
 struct IdealDcg<'a> {
     level_counts: &'a [u32; MAX_GAIN as usize + 1],
+    /// Ranks of the ideal ordering summed so far, and their (linear, exponential) sums: the
+    /// cutoffs come in increasing order, so each goes on from the one before.
+    rank: usize,
+    sums: (f64, f64),
+    /// The gain level the next rank takes, and how many of its results are summed already.
+    level: u8,
+    taken_of_level: u32,
 }
 
 impl<'a> IdealDcg<'a> {
     fn new(level_counts: &'a [u32; MAX_GAIN as usize + 1]) -> Self {
-        IdealDcg { level_counts }
+        IdealDcg { level_counts, rank: 0, sums: (0.0, 0.0), level: MAX_GAIN, taken_of_level: 0 }
     }
 
-    /// (linear IDCG@k, exponential IDCG@k), summed in rank order exactly as trec_eval does.
-    fn at(&self, k: u32) -> (f64, f64) {
-        let mut rank = 0usize;
-        let (mut linear, mut exponential) = (0.0, 0.0);
-        for gain in (1..=MAX_GAIN).rev() {
-            for _ in 0..self.level_counts[usize::from(gain)] {
-                if rank == k as usize {
-                    return (linear, exponential);
-                }
-                rank += 1;
-                let d = discount(rank);
-                linear += f64::from(gain) / d;
-                exponential += exp_gain(gain) / d;
-            }
+    /// (linear IDCG@k, exponential IDCG@k), summed in rank order exactly as trec_eval does
+    /// (going on from the previous cutoff adds the same terms in the same order).
+    fn at(&mut self, k: u32) -> (f64, f64) {
+        if (k as usize) < self.rank {
+            *self = IdealDcg::new(self.level_counts);
         }
-        (linear, exponential)
+        while self.rank < k as usize && self.level > 0 {
+            if self.taken_of_level == self.level_counts[usize::from(self.level)] {
+                self.level -= 1;
+                self.taken_of_level = 0;
+                continue;
+            }
+            self.taken_of_level += 1;
+            self.rank += 1;
+            let d = discount(self.rank);
+            self.sums.0 += f64::from(self.level) / d;
+            self.sums.1 += exp_gain(self.level) / d;
+        }
+        self.sums
     }
 }
 
