@@ -6,7 +6,7 @@
 //! newline at all) never sits in memory whole.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
@@ -293,11 +293,32 @@ struct ReadLine {
 fn read_line(reader: &mut impl BufRead, out: &mut Vec<u8>, max_len: usize) -> io::Result<Option<ReadLine>> {
     let start = out.len();
     let bound = (max_len as u64).saturating_add(1);
-    let read = reader.by_ref().take(bound).read_until(b'\n', out)?;
-    if read == 0 {
+    // `read_until` through `take(bound)`, with the memchr crate's vectorized search (the
+    // standard library's is a word at a time): at most `bound` bytes, up to a newline.
+    let mut consumed = 0u64;
+    while consumed < bound {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let room = usize::try_from(bound - consumed).unwrap_or(usize::MAX).min(buf.len());
+        let window = &buf[..room];
+        let (take, found) = match memchr::memchr(b'\n', window) {
+            Some(i) => (i + 1, true),
+            None => (room, false),
+        };
+        out.extend_from_slice(&window[..take]);
+        reader.consume(take);
+        consumed += take as u64;
+        if found || take == 0 {
+            break;
+        }
+    }
+    if consumed == 0 {
         return Ok(None);
     }
-    let consumed = read as u64;
+    let read = consumed as usize;
     if out.last() == Some(&b'\n') {
         out.pop();
         if out.len() > start && out.last() == Some(&b'\r') {
