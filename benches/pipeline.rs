@@ -9,7 +9,8 @@
 //! 2. Replay throughput over JSON-lines files (multi-threaded, and on one thread; its CPU time
 //!    per event), against the same files through a trec_eval pipeline in Python
 //!    (`trec_pipeline.py`), and against trec_eval (pytrec-eval-terrier) and ranx evaluating the
-//!    same impressions (their file loading not timed).
+//!    same impressions (their file loading not timed); and against the parse limit
+//!    ([`parse_limit`]): a SIMD JSON parser reading the same files.
 //! 3. Bytes per pending impression (10 results) at one million pending, from a counting allocator.
 //! 4. Time to render `/metrics` with about 1,000 series; p50 and p99 per-message processing time.
 //! 5. Issue 15's figures ([`handover`], a broker in its own process): a partition handed over
@@ -50,6 +51,7 @@ mod eval;
 mod handover;
 mod judgments;
 mod mapping;
+mod parse_limit;
 mod repartition;
 use common::alloc::{live, Counting};
 
@@ -300,6 +302,7 @@ fn replay(results: &mut Results) {
     results.insert("replay_cores_busy".into(), (cpu_seconds / seconds).into());
     results.insert("replay_events_per_cpu_second".into(), (lines as f64 / cpu_seconds).into());
     trec_pipeline(results, &imp, &eng, seconds);
+    parse_limit::parse_limit(results, &imp, &eng, seconds);
     let trec_dir = dir.path().join("trec");
     rankpulse::replay::run_with_trec(&imp, &eng, Engine::new(&cfg), Some(&trec_dir)).unwrap();
     results.insert("replay_events".into(), lines.into());
@@ -609,6 +612,7 @@ fn main() {
         ));
     }
     rows.push(("changelog bytes/s, demo traffic, 5s interval", fmt(get("changelog_bytes_per_second"), 0), "", ""));
+    rows.extend(parse_limit::rows(&get));
     rows.extend(judgments::rows(&get));
     rows.extend(eval::rows(&get));
     rows.extend(mapping::rows(&get));
