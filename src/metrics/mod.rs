@@ -527,7 +527,8 @@ fn discount_computed(rank: usize) -> f64 {
 
 /// [`discount`] of the first ranks, computed once: the same values, without a `log2` per
 /// relevant result and cutoff.
-static DISCOUNTS: std::sync::LazyLock<[f64; 1024]> = std::sync::LazyLock::new(|| std::array::from_fn(discount_computed));
+static DISCOUNTS: std::sync::LazyLock<[f64; 1024]> =
+    std::sync::LazyLock::new(|| std::array::from_fn(discount_computed));
 
 /// 2^g - 1, the exponential gain.
 fn exp_gain(g: u8) -> f64 {

@@ -271,9 +271,10 @@ impl ConsumeLoop {
                     };
                     let mut handoff = context.handoff();
                     let payload = message.payload().unwrap_or(&[]);
-                    // Headers are collected only for a mapping that reads one.
-                    let headers: Vec<(&str, &[u8])> = match (handoff.reads_envelope(), message.headers()) {
-                        (true, Some(headers)) => headers.iter().filter_map(|h| Some((h.key, h.value?))).collect(),
+                    // Headers are looked at (a call into librdkafka) and collected only for a
+                    // mapping that reads one.
+                    let headers: Vec<(&str, &[u8])> = match handoff.reads_envelope().then(|| message.headers()) {
+                        Some(Some(headers)) => headers.iter().filter_map(|h| Some((h.key, h.value?))).collect(),
                         _ => Vec::new(),
                     };
                     let raw = RawMessage { payload, key: message.key(), headers: &headers };
