@@ -25,12 +25,14 @@ use crate::time::EventTime;
 /// carried yet is kept until one does (a backlog closes many windows between two writes).
 pub(super) const RETAINED_WINDOWS: usize = 4;
 /// Windows of each size a partition keeps that no record carried yet, at most: beyond it (a
-/// replica whose changelog writes fail for hours, or one that writes none) the oldest are
-/// dropped, and counted.
-const UNWRITTEN_LIMIT: usize = 256;
-/// Windows of each size waiting, in the view, for a partition to close them, at most: beyond
-/// it (a partition without an owner for hours) the oldest are given up, and counted.
-const PENDING_LIMIT: usize = 1024;
+/// replica whose changelog writes fail for an hour of 1-minute windows, or a backlog read more
+/// than 64 windows per checkpoint interval) the oldest are dropped, and counted. Each is a
+/// table of the partition's groups, unit buckets included, and the next record carries them all.
+const UNWRITTEN_LIMIT: usize = 64;
+/// Windows of each size waiting, in the view, for a partition to close them, at most (the
+/// publisher's backlog has the same bound): beyond it (a partition without an owner for an
+/// hour of 1-minute windows) the oldest are given up, and counted.
+const PENDING_LIMIT: usize = UNPUBLISHED_LIMIT;
 /// Complete windows of each size waiting for the publisher at most: on a replica that does
 /// not publish (or a publisher whose brokers are down for hours) the oldest are dropped.
 const UNPUBLISHED_LIMIT: usize = 64;
@@ -164,9 +166,11 @@ pub(super) struct GlobalView {
     /// partition closed (from its first record read; the records after it carry every window
     /// closed since): an earlier window cannot be summed whole.
     seen_from: BTreeMap<i32, Vec<EventTime>>,
-    /// Each closed window's parts, by partition, until every partition has closed it: records
-    /// of partitions far apart in event time (one replica catching up) meet here.
-    pending: BTreeMap<(usize, EventTime), BTreeMap<i32, GroupTable>>,
+    /// Each closed window's parts summed so far, with the partitions they are of, until every
+    /// partition has closed it: records of partitions far apart in event time (one replica
+    /// catching up) meet here. Summed as they come (the sums are exact in any order), so a
+    /// window waiting takes one table, not one per partition.
+    pending: BTreeMap<(usize, EventTime), (BTreeSet<i32>, GroupTable)>,
     /// Per window size, the start before which every window has been handed out or given up:
     /// a record's older windows are ones already seen (so each is handed out once per process).
     complete_before: Vec<EventTime>,
@@ -247,8 +251,11 @@ impl GlobalView {
         for window in recent {
             let Some(&done) = self.complete_before.get(window.size_index) else { continue };
             if window.start >= done {
-                let parts = self.pending.entry((window.size_index, window.start)).or_default();
-                parts.entry(partition).or_insert(window.groups);
+                let (parts, sums) = self.pending.entry((window.size_index, window.start)).or_default();
+                // A partition's newer records hold the window again: its part is added once.
+                if parts.insert(partition) {
+                    sums.merge(&window.groups);
+                }
             }
         }
         self.latest.insert(partition, (closed_before, cumulative));
@@ -266,17 +273,13 @@ impl GlobalView {
             let ready: Vec<(usize, EventTime)> =
                 self.pending.range((size, EventTime::MIN)..(size, complete_before)).map(|(&key, _)| key).collect();
             for key in ready {
-                let Some(parts) = self.pending.remove(&key) else { continue };
+                let Some((_, groups)) = self.pending.remove(&key) else { continue };
                 let start = key.1;
                 let whole = (0..self.partitions as i32)
                     .all(|p| self.seen_from.get(&p).and_then(|from| from.get(size)).is_some_and(|&from| from <= start));
                 if !whole {
                     self.skipped.incomplete += 1;
                     continue;
-                }
-                let mut groups = GroupTable::default();
-                for part in parts.values() {
-                    groups.merge(part);
                 }
                 let window = ClosedWindow { size_index: size, start, groups };
                 on_complete(&window);
@@ -597,6 +600,15 @@ mod tests {
         assert_eq!(handed, [6, 7, 8, 9]);
         assert_eq!(view.skipped, WindowsSkipped { incomplete: 6, ..Default::default() });
         assert!(view.pending.is_empty());
+        // Partition 1's owner stops for a long while: the oldest windows waiting past the limit
+        // are given up (and counted), and none of them is handed out later.
+        let recent = (10..10 + PENDING_LIMIT as i64 + 5).map(|m| window(m * 60, 1)).collect();
+        view.apply(0, vec![(15 + PENDING_LIMIT as i64) * 60], table(&[]), recent, None, |_| {});
+        assert_eq!(view.pending.len(), PENDING_LIMIT);
+        assert_eq!(view.skipped.incomplete, 6 + 5);
+        let recent = (10..20).map(|m| window(m * 60, 10)).collect();
+        view.apply(1, vec![20 * 60], table(&[]), recent, None, |w| handed.push(w.start / 60));
+        assert_eq!(handed, [6, 7, 8, 9, 15, 16, 17, 18, 19], "minutes 10 to 14 were given up");
     }
 
     /// A task keeps every closed window until a record carries it, and the newest few; past
