@@ -204,17 +204,45 @@ fn three_replicas_publish_and_serve_the_experiment_wide_report() {
     ab_feed_equals_replay(3);
 }
 
+/// The mock cluster with the input topics, the state topics of group `ab-group` and the output
+/// topic.
+fn cluster_with_topics() -> MockCluster<'static, rdkafka::producer::DefaultProducerContext> {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(IMPRESSIONS, PARTITIONS, 1).unwrap();
+    cluster.create_topic(ENGAGEMENTS, PARTITIONS, 1).unwrap();
+    create_state_topics(&cluster, "ab-group", PARTITIONS);
+    cluster.create_topic(OUTPUT, 1, 1).unwrap();
+    cluster
+}
+
+/// Replay's window records (what the output topic should get), by record id.
+fn window_records(replayed: &Value) -> BTreeMap<String, Value> {
+    replayed["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["experiments"].as_array().unwrap().iter())
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r.clone()))
+        .collect()
+}
+
+/// Replay's cumulative reports, by experiment.
+fn cumulative_reports(replayed: &Value) -> BTreeMap<String, Value> {
+    replayed["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["experiment"].as_str().unwrap().to_string(), r.clone()))
+        .collect()
+}
+
 /// A backlog is consumed in less than a checkpoint interval, so one changelog write follows the
 /// close of every window of the span: still, each window is a look and an A/B feed record,
 /// equal to replay's (a partition's aggregates record carries every window no record carried
 /// yet, not only the newest few).
 #[test]
 fn a_backlog_of_many_windows_is_published_whole() {
-    let cluster = MockCluster::new(1).unwrap();
-    cluster.create_topic(IMPRESSIONS, PARTITIONS, 1).unwrap();
-    cluster.create_topic(ENGAGEMENTS, PARTITIONS, 1).unwrap();
-    create_state_topics(&cluster, "ab-group", PARTITIONS);
-    cluster.create_topic(OUTPUT, 1, 1).unwrap();
+    let cluster = cluster_with_topics();
     let brokers = cluster.bootstrap_servers();
     let (impressions, engagements, _) = traffic(8_000);
     produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
@@ -230,13 +258,7 @@ fn a_backlog_of_many_windows_is_published_whole() {
     let imp_file = write_payloads(dir.path(), "imp.jsonl", &impressions);
     let eng_file = write_payloads(dir.path(), "eng.jsonl", &engagements);
     let replayed = replay_json(&imp_file, &eng_file, &cfg);
-    let expected: BTreeMap<String, Value> = replayed["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|w| w["experiments"].as_array().unwrap().iter())
-        .map(|r| (r["id"].as_str().unwrap().to_string(), r.clone()))
-        .collect();
+    let expected = window_records(&replayed);
     assert_eq!(expected.len(), 30, "fifteen 1 s windows of two experiments");
 
     let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
@@ -249,12 +271,7 @@ fn a_backlog_of_many_windows_is_published_whole() {
         record["partitions"] = json!([0]);
         assert_eq!(record, expected[key], "record {key} differs from replay's");
     }
-    let cumulative: BTreeMap<String, Value> = replayed["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["experiment"].as_str().unwrap().to_string(), r.clone()))
-        .collect();
+    let cumulative = cumulative_reports(&replayed);
     assert_eq!(cumulative["e1"]["sequential"]["looks"], 15);
     sequential_figures_equal_replay(port, &cumulative);
     let (_, m) = scrape_until(port, Duration::from_secs(10), |m| {
@@ -268,11 +285,7 @@ fn a_backlog_of_many_windows_is_published_whole() {
 }
 
 fn ab_feed_equals_replay(replicas: usize) {
-    let cluster = MockCluster::new(1).unwrap();
-    cluster.create_topic(IMPRESSIONS, PARTITIONS, 1).unwrap();
-    cluster.create_topic(ENGAGEMENTS, PARTITIONS, 1).unwrap();
-    create_state_topics(&cluster, "ab-group", PARTITIONS);
-    cluster.create_topic(OUTPUT, 1, 1).unwrap();
+    let cluster = cluster_with_topics();
     let brokers = cluster.bootstrap_servers();
     let (mut impressions, mut engagements, _) = traffic(8_000);
     add_interleaved(2_000, &mut impressions, &mut engagements);
@@ -292,13 +305,7 @@ fn ab_feed_equals_replay(replicas: usize) {
     let imp_file = write_payloads(dir.path(), "imp.jsonl", &impressions);
     let eng_file = write_payloads(dir.path(), "eng.jsonl", &engagements);
     let replayed = replay_json(&imp_file, &eng_file, &cfg);
-    let expected: BTreeMap<String, Value> = replayed["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|w| w["experiments"].as_array().unwrap().iter())
-        .map(|r| (r["id"].as_str().unwrap().to_string(), r.clone()))
-        .collect();
+    let expected = window_records(&replayed);
     // 5 s windows at 0, 5, 10 and 10 s windows at 0, 10, each with the three experiments.
     assert_eq!(expected.len(), 15, "{:?}", expected.keys().collect::<Vec<_>>());
     assert!(expected
@@ -364,12 +371,7 @@ fn ab_feed_equals_replay(replicas: usize) {
     // The same figures on every replica's /metrics (newest closed window of each size) and
     // HTTP API; and the same anytime-valid cumulative figures, whose looks (one per complete 5 s
     // window) every replica takes from the experiment-wide windows.
-    let cumulative: BTreeMap<String, Value> = replayed["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["experiment"].as_str().unwrap().to_string(), r.clone()))
-        .collect();
+    let cumulative = cumulative_reports(&replayed);
     assert_eq!(cumulative["e1"]["sequential"]["looks"], 3, "5 s windows at 0, 5 and 10 s");
     for &port in &ports {
         api_and_gauges_equal_replay(port, &expected, &all_partitions);
