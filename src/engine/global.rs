@@ -195,7 +195,8 @@ pub struct WindowsSkipped {
     /// A partition dropped it before any record carried it (this replica's changelog writes
     /// failing past the unwritten limit).
     pub unwritten: u64,
-    /// Complete, but the publisher's backlog was past its limit (the A/B output topic down).
+    /// Complete, but past the publisher's backlog limit (the A/B output topic down); counted only on
+    /// the replica that publishes.
     pub unpublished: u64,
 }
 
@@ -289,11 +290,20 @@ impl GlobalView {
                 self.unpublished.push(window);
             }
         }
-        let limit = UNPUBLISHED_LIMIT * sizes.max(1);
+    }
+
+    /// Drops the oldest complete windows past the publisher's backlog limit. `publishing`: this
+    /// replica publishes them (it holds partition 0 and `ab.output_topic` is set), so a window
+    /// dropped is one the feed lost, and is counted; elsewhere they are kept only in case it
+    /// becomes the publisher.
+    fn trim_unpublished(&mut self, publishing: bool) {
+        let limit = UNPUBLISHED_LIMIT * self.newest.len().max(1);
         if self.unpublished.len() > limit {
             let over = self.unpublished.len() - limit;
             self.unpublished.drain(..over);
-            self.skipped.unpublished += over as u64;
+            if publishing {
+                self.skipped.unpublished += over as u64;
+            }
         }
     }
 
@@ -507,6 +517,7 @@ impl Engine {
             table.remap(&map);
             table
         });
+        let publishing = self.publishes_global() && !self.ab.output_topic.is_empty();
         let Engine { global, looks, history, aggregation, groups, ab, template, .. } = self;
         if let Some(view) = global.as_mut() {
             view.covariates.insert(record.partition, covariates);
@@ -515,6 +526,7 @@ impl Engine {
                 let reports = looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
                 history.record(looks, &reports);
             });
+            view.trim_unpublished(publishing);
         }
         Ok(())
     }

@@ -143,8 +143,9 @@ pub fn promtool_check(exposition: &str) {
 }
 
 /// Whether a family counts what this process saw rather than a partition's data (its
-/// processing, checkpoints, the key check on its consumer, the repartition stage, rebalances
-/// and restores): such counts do not move with a partition, and carry no `partition` label.
+/// processing, checkpoints, the key check on its consumer, the repartition stage, rebalances,
+/// restores, and the windows its experiment-wide view could not hand out): such counts do not
+/// move with a partition, and carry no `partition` label.
 pub fn of_the_process(name: &str) -> bool {
     [
         "rankpulse_event_processing_seconds",
@@ -155,6 +156,7 @@ pub fn of_the_process(name: &str) -> bool {
         "rankpulse_partition_restores",
         "rankpulse_click_examination",
         "rankpulse_click_harvest",
+        "rankpulse_ab_windows_skipped",
     ]
     .iter()
     .any(|prefix| name.starts_with(prefix))
