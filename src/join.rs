@@ -197,6 +197,13 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
         self.keys.get(key).copied()
     }
     fn expire(&mut self, watermark: EventTime) {
+        // Every key passed (the end of the input, a long idle gap): all forgotten at once rather
+        // than a cache miss apiece.
+        if self.expiry.all_before(watermark) {
+            self.keys.clear();
+            self.expiry.clear();
+            return;
+        }
         while let Some((expires, key)) = self.expiry.peek() {
             if expires >= watermark {
                 break;
@@ -395,7 +402,12 @@ impl Shard {
             return;
         }
         self.watermark = Some(watermark);
-        while self.finalize_earliest(Some(watermark), settings, &mut on_final) {}
+        // Everything due (the end of the input, a long idle gap): the index is emptied at once.
+        let indexed = !self.pending.all_due_before(watermark, settings.attribution_window);
+        if !indexed {
+            self.pending.unindex_all();
+        }
+        while self.finalize_earliest(Some(watermark), indexed, settings, &mut on_final) {}
         while let Some((timestamp, query)) = self.held_expiry.peek() {
             if timestamp >= watermark {
                 break;
@@ -420,22 +432,32 @@ impl Shard {
 
     /// Finalizes the pending impression with the earliest deadline, if that deadline is before
     /// `limit` (or whatever it is, when `None`), and remembers its query; false if there is none.
+    /// `indexed` is false while [`Shard::advance`] takes everything pending.
+    ///
+    /// The query is remembered until one more window has passed. When the watermark `limit`
+    /// that finalizes it has passed that too, the same advance would forget it again: it is not
+    /// remembered at all, which leaves the same state without growing the set.
     fn finalize_earliest(
         &mut self,
         limit: Option<EventTime>,
+        indexed: bool,
         settings: &JoinSettings,
         on_final: &mut impl FnMut(Finalized<'_>),
     ) -> bool {
         let Some(p) = self.pending.take_earliest(
             settings.attribution_window,
             limit,
+            indexed,
             &mut self.gains_scratch,
             &mut self.teams_scratch,
         ) else {
             return false;
         };
         let deadline = p.timestamp.saturating_add(settings.attribution_window);
-        self.finalized_recently.insert(p.query, deadline.saturating_add(settings.attribution_window));
+        let forget_at = deadline.saturating_add(settings.attribution_window);
+        if limit.is_none_or(|watermark| forget_at >= watermark) {
+            self.finalized_recently.insert(p.query, forget_at);
+        }
         on_final(Finalized {
             query: p.query,
             timestamp: p.timestamp,
@@ -451,7 +473,7 @@ impl Shard {
     /// Finalizes the pending impression with the earliest deadline before its time, to bound
     /// memory. False if nothing is pending.
     pub fn evict_oldest_pending(&mut self, settings: &JoinSettings, mut on_final: impl FnMut(Finalized<'_>)) -> bool {
-        self.finalize_earliest(None, settings, &mut on_final)
+        self.finalize_earliest(None, true, settings, &mut on_final)
     }
 
     /// Drops the held engagement with the earliest timestamp, to bound memory.
@@ -769,6 +791,44 @@ mod tests {
         let (a, b) = (feed(&mut restored, 5040), feed(&mut original, 5040));
         assert!(a.finalized.len() > 60 && a.tally.attributed > 40 && a.tally.orphaned > 0, "{a:?}");
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_watermark_jump_leaves_the_state_that_steps_to_it_leave() {
+        // One advance past many deadlines takes shortcuts: it does not remember queries it would
+        // forget again at once, and when everything is due or expired it empties the index and
+        // the de-duplication memory at once. Steps of one millisecond take none of them (but for
+        // the last steps, when everything left is due).
+        let populated = || {
+            let mut s = Shard::default();
+            for q in 0..60u128 {
+                let t = 5000 + (q as i64 * 37) % 300;
+                s.offer_impression(q, t, 1, q as u32, &[q as u64, 3, 9], &SETTINGS);
+                s.offer_engagement(q, 10_000 + q, t + 3, 3, 2, &SETTINGS);
+                s.offer_engagement(q + 500, 20_000 + q, 5080 + q as i64, 4, 1, &SETTINGS);
+            }
+            postcard::to_stdvec(&s).unwrap()
+        };
+        let bytes = populated();
+        // Past some deadlines and forget times but not all; past every forget time.
+        for jump_to in [5250, 5600] {
+            let (mut jumped, mut stepped): (Shard, Shard) =
+                (postcard::from_bytes(&bytes).unwrap(), postcard::from_bytes(&bytes).unwrap());
+            let (mut by_jump, mut by_steps) = (Vec::new(), Vec::new());
+            jumped.advance(jump_to, &SETTINGS, |f| by_jump.push((f.query, f.gains.to_vec())));
+            for w in 5000..=jump_to {
+                stepped.advance(w, &SETTINGS, |f| by_steps.push((f.query, f.gains.to_vec())));
+            }
+            assert!(by_jump.len() > 10, "{jump_to}: {}", by_jump.len());
+            assert_eq!(by_jump, by_steps, "{jump_to}");
+            let sizes = |s: &Shard| (s.pending_len(), s.held_len(), s.dedup_len(), s.tally);
+            assert_eq!(sizes(&jumped), sizes(&stepped), "{jump_to}");
+            // Queries and engagement ids remembered, or forgotten, alike: the same events after
+            // (redelivered impressions and engagements among them) are treated alike.
+            let (a, b) = (feed(&mut jumped, jump_to - 100), feed(&mut stepped, jump_to - 100));
+            assert!(a.outcomes.iter().any(|o| o == "Duplicate") || jump_to == 5600, "{a:?}");
+            assert_eq!(a, b, "{jump_to}");
+        }
     }
 
     #[test]

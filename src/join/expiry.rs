@@ -86,6 +86,19 @@ impl<K: Ord + Copy> ExpiryQueue<K> {
         }
     }
 
+    /// Whether every entry expires before `time`: the run's last, and every straggler's (there
+    /// are few).
+    pub fn all_before(&self, time: EventTime) -> bool {
+        self.run.back().is_none_or(|&(expires, _)| expires < time)
+            && self.stragglers.iter().all(|Reverse((expires, _))| *expires < time)
+    }
+
+    /// Forgets every entry, keeping the capacity.
+    pub fn clear(&mut self) {
+        self.run.clear();
+        self.stragglers.clear();
+    }
+
     /// Takes the earliest entry.
     pub fn pop(&mut self) -> Option<(EventTime, K)> {
         let from_run = match (self.run.front(), self.stragglers.peek()) {

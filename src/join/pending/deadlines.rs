@@ -173,6 +173,13 @@ impl DeadlineQueue {
         self.run.insert(lo, id);
     }
 
+    /// Whether every id's deadline is before `limit`: the run's last, and every straggler's
+    /// (there are few).
+    pub(super) fn all_due_before(&self, limit: EventTime, arena: &Arena, window: i64) -> bool {
+        self.run.back().is_none_or(|&id| Due::of(arena, window, id).deadline < limit)
+            && self.stragglers.entries.iter().all(|due| due.deadline < limit)
+    }
+
     /// Removes the earliest due id if its deadline is before `limit` (any, when `None`).
     pub(super) fn pop_due_before(&mut self, limit: Option<EventTime>, arena: &Arena, window: i64) -> Option<u32> {
         let first = match (self.run.front(), self.stragglers.peek()) {
@@ -350,7 +357,7 @@ pub(super) mod tests {
         set.insert(3, 0, 0, 0, &[], &[], WINDOW);
         let mut gains = Vec::new();
         assert_eq!(
-            set.take_earliest(WINDOW, Some(WINDOW), &mut gains, &mut Vec::new()),
+            set.take_earliest(WINDOW, Some(WINDOW), true, &mut gains, &mut Vec::new()),
             None,
             "due at WINDOW, not before"
         );

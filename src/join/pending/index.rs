@@ -60,10 +60,15 @@ impl QueryIndex {
             .remove();
     }
 
+    /// Forgets every id, keeping the table's capacity.
+    pub(super) fn clear(&mut self) {
+        self.table.clear();
+    }
+
     /// Indexes exactly `ids` (after the arena moved every record).
     pub(super) fn rebuild(&mut self, arena: &Arena, ids: &[u32]) {
         // Clearing keeps the table's capacity: the same ids go back in without growing it.
-        self.table.clear();
+        self.clear();
         for &id in ids {
             self.insert(arena, self.hash(arena.query(id)), id);
         }

@@ -229,13 +229,28 @@ impl PendingSet {
         PendingMut { words: self.arena.record_mut(id) }
     }
 
+    /// Whether every pending impression is due before `limit`: an advance to it takes them all.
+    pub(super) fn all_due_before(&self, limit: EventTime, window: i64) -> bool {
+        self.queue.all_due_before(limit, &self.arena, window)
+    }
+
+    /// Empties the query index at once, ahead of taking every pending impression (each
+    /// [`PendingSet::take_earliest`] with `indexed` false): removing them one by one would cost
+    /// a cache miss each, which was most of the time of the drain at the end of a replay. Until
+    /// the set is empty again nothing can be found by its query, so nothing may be offered.
+    pub(super) fn unindex_all(&mut self) {
+        self.index.clear();
+    }
+
     /// Removes the impression with the earliest deadline, if that deadline is before `limit` (or
     /// whatever it is, when `None`); its gains, in rank order, replace the content of `gains`,
-    /// and its teams that of `teams` (left empty when no result has a team).
+    /// and its teams that of `teams` (left empty when no result has a team). `indexed` is false
+    /// after [`PendingSet::unindex_all`]: the impression is then in the queue alone.
     pub(super) fn take_earliest(
         &mut self,
         window: i64,
         limit: Option<EventTime>,
+        indexed: bool,
         gains: &mut Vec<u8>,
         teams: &mut Vec<u8>,
     ) -> Option<Taken> {
@@ -252,7 +267,9 @@ impl PendingSet {
         if any_team != 0 {
             teams.extend(record[HEADER_WORDS..].iter().map(|&w| Slot(w).team()));
         }
-        self.index.remove(taken.query, id);
+        if indexed {
+            self.index.remove(taken.query, id);
+        }
         self.arena.free(id);
         Some(taken)
     }
@@ -472,7 +489,7 @@ mod tests {
 
     pub(super) fn take(set: &mut PendingSet) -> Option<(Taken, Vec<u8>)> {
         let mut gains = Vec::new();
-        set.take_earliest(WINDOW, None, &mut gains, &mut Vec::new()).map(|t| (t, gains))
+        set.take_earliest(WINDOW, None, true, &mut gains, &mut Vec::new()).map(|t| (t, gains))
     }
 
     /// Every invariant the set relies on: the index and the queue hold exactly the live ids, the
@@ -524,9 +541,9 @@ mod tests {
         assert!(set.get_mut(id).raise_gain(20, 1));
         set.insert(2, 1001, 0, 0, &[10, 20], &[], WINDOW).unwrap();
         let (mut gains, mut teams) = (Vec::new(), Vec::new());
-        set.take_earliest(WINDOW, None, &mut gains, &mut teams).unwrap();
+        set.take_earliest(WINDOW, None, true, &mut gains, &mut teams).unwrap();
         assert_eq!((gains.as_slice(), teams.as_slice()), (&[0, 1, 0][..], &[2, 1, 2][..]));
-        set.take_earliest(WINDOW, None, &mut gains, &mut teams).unwrap();
+        set.take_earliest(WINDOW, None, true, &mut gains, &mut teams).unwrap();
         assert_eq!((gains.as_slice(), teams.as_slice()), (&[0, 0][..], &[][..]), "not interleaved: no teams");
     }
 
@@ -540,9 +557,9 @@ mod tests {
         let reused = set.insert(3, 9000, 0, 0, &docs(2), &[], WINDOW).unwrap();
         assert_eq!((early.query, reused), (1, 0));
         let mut gains = Vec::new();
-        assert_eq!(set.take_earliest(WINDOW, Some(5000 + WINDOW), &mut gains, &mut Vec::new()), None);
+        assert_eq!(set.take_earliest(WINDOW, Some(5000 + WINDOW), true, &mut gains, &mut Vec::new()), None);
         assert_eq!(
-            set.take_earliest(WINDOW, Some(5001 + WINDOW), &mut gains, &mut Vec::new()).map(|t| t.query),
+            set.take_earliest(WINDOW, Some(5001 + WINDOW), true, &mut gains, &mut Vec::new()).map(|t| t.query),
             Some(2)
         );
         assert_eq!(take(&mut set).map(|(t, _)| t.query), Some(3));
