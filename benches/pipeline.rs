@@ -6,7 +6,7 @@
 //! 1. End to end through Kafka: demo traffic in librdkafka's in-process cluster, consumed by the
 //!    real source (decode, join, finalize, accumulate), against a plain rdkafka consumer reading
 //!    the same messages without decoding; on topics of 4 and of 16 partitions.
-//! 2. Replay throughput over JSON-lines files (multi-threaded, and on one thread; its CPU time
+//! 2. Replay throughput over JSON-lines files (multi-threaded, with one finalization lane, and on one thread; its CPU time
 //!    per event), against the same files through a trec_eval pipeline in Python
 //!    (`trec_pipeline.py`), and against trec_eval (pytrec-eval-terrier) and ranx evaluating the
 //!    same impressions (their file loading not timed); and against the parse limit
@@ -296,8 +296,11 @@ fn replay(results: &mut Results) {
     let seconds = median(threaded.iter().map(|t| t.0).collect());
     let cpu_seconds = median(threaded.iter().map(|t| t.1).collect());
     let single = median((0..3).map(|_| timed(rankpulse::replay::Threading::SingleThread).0).collect());
+    let one_lane = median((0..3).map(|_| timed(rankpulse::replay::Threading::FinalizeLanes(1)).0).collect());
     results.insert("replay_single_thread_seconds".into(), single.into());
     results.insert("replay_threads_speedup".into(), (single / seconds).into());
+    results.insert("replay_one_finalization_lane_seconds".into(), one_lane.into());
+    results.insert("replay_finalization_lanes_speedup".into(), (one_lane / seconds).into());
     results.insert("replay_cpu_seconds".into(), cpu_seconds.into());
     results.insert("replay_cores_busy".into(), (cpu_seconds / seconds).into());
     results.insert("replay_events_per_cpu_second".into(), (lines as f64 / cpu_seconds).into());
@@ -533,6 +536,7 @@ fn main() {
             "",
             "",
         ),
+        ("  speed-up of the finalization lanes over one", fmt(get("replay_finalization_lanes_speedup"), 2), "", ""),
         ("replay vs a trec_eval pipeline", fmt(pipeline, 1), ">= 20x", verdict(pipeline.map(|v| v >= 20.0))),
         (
             "replay vs trec_eval, evaluation only",

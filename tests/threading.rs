@@ -45,11 +45,17 @@ fn observed(cfg: &Config) -> (Engine, Arc<Mutex<Finalized>>) {
 /// One replay: the report as JSON, the counters, and the finalized impressions in order.
 fn replay(cfg: &Config, impressions: &Path, engagements: &Path, threading: Threading) -> (String, String, Finalized) {
     let (engine, seen) = observed(cfg);
+    let (report, counters) = run(engine, impressions, engagements, threading);
+    let finalized = std::mem::take(&mut *seen.lock().unwrap());
+    (report, counters, finalized)
+}
+
+/// One replay through `engine`: the report as JSON and the counters.
+fn run(engine: Engine, impressions: &Path, engagements: &Path, threading: Threading) -> (String, String) {
     let mut engine = replay::run_with(impressions, engagements, engine, None, threading).unwrap();
     let counters = format!("{:?} {:?}", engine.counters(), engine.engagement_tally());
     let report = serde_json::to_string(&Report::from_engine(&mut engine)).unwrap();
-    let finalized = std::mem::take(&mut *seen.lock().unwrap());
-    (report, counters, finalized)
+    (report, counters)
 }
 
 fn assert_same(name: &str, cfg: &Config, impressions: &Path, engagements: &Path) -> usize {
@@ -134,6 +140,56 @@ max_results = 50
     assert!(n > 15_000, "{n} impressions finalized");
     // The default configuration too (no clustering, no state limit).
     assert_same("messy, defaults", &Config::default(), &imp, &eng);
+}
+
+/// Without an observer and without distinct units, finalization runs on several lanes whose sums
+/// are added at the end and at every window close (`engine::offload`): the report is still the
+/// single-threaded path's, byte for byte, whatever the number of lanes.
+#[test]
+fn finalization_lanes_add_up_to_the_single_threaded_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let (imp, eng) = (dir.path().join("imp.jsonl"), dir.path().join("eng.jsonl"));
+    let (mut fi, mut fe) = (std::fs::File::create(&imp).unwrap(), std::fs::File::create(&eng).unwrap());
+    // 2% malformed impressions; the windows close as the watermark goes, and batches of
+    // finalized impressions alternate between lanes between the closes.
+    let faults = rankpulse::demo::FaultRate::new(0.02).unwrap();
+    rankpulse::demo::write_traffic(&mut fi, &mut fe, 30_000, 400, 18, 1_795_000_000_000, faults).unwrap();
+    drop((fi, fe));
+    let toml = r#"
+[join]
+attribution_window = "20s"
+max_out_of_orderness = "2s"
+max_pending_impressions = 3000
+[metrics]
+windows = ["10s", "1m"]
+[labels]
+max_variants = 2
+"#;
+    let short = Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+    let judged = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/judgments/fixtures/query_jsonl");
+    let mut with_judgments = Config::load(Some(&judged.join("config.toml"))).unwrap();
+    with_judgments.judgments.file = judged.join(&with_judgments.judgments.file).to_string_lossy().into_owned();
+    let cases = [
+        ("short windows, a state limit", short, imp.clone(), eng.clone()),
+        ("defaults", Config::default(), imp.clone(), eng.clone()),
+        ("judged", with_judgments, judged.join("impressions.jsonl"), judged.join("engagements.jsonl")),
+    ];
+    for (name, cfg, imp, eng) in cases {
+        let engine = || {
+            let mut engine = Engine::new(&cfg);
+            if let Some(judgments) = rankpulse::judgments::JudgmentSource::from_config(&cfg.judgments).unwrap() {
+                engine.set_judgments(judgments);
+            }
+            engine
+        };
+        let single = run(engine(), &imp, &eng, Threading::SingleThread);
+        assert!(single.0.contains("\"windows\""), "{name}: {}", &single.0[..200]);
+        for lanes in [2, 3] {
+            let laned = run(engine(), &imp, &eng, Threading::FinalizeLanes(lanes));
+            assert_eq!(laned.1, single.1, "{name}, {lanes} lanes: counters");
+            assert_eq!(laned.0, single.0, "{name}, {lanes} lanes: report");
+        }
+    }
 }
 
 /// Values per finalized impression, by query key (the order differs between serve and replay).

@@ -293,6 +293,24 @@ impl Accumulators {
         }
     }
 
+    /// Adds another owner's sums of the same shape and windows (another finalization lane's):
+    /// the cumulative table, the open windows' tables and the late count. Exact, as integer
+    /// sums are, but for the distinct units of a set that reached `ab.max_units` (which a full
+    /// set keeps depends on order): an owner whose sums are merged keeps no units
+    /// (`engine::offload`).
+    pub fn merge(&mut self, mut other: Accumulators) {
+        self.flush();
+        other.flush();
+        self.cumulative.merge(&other.cumulative);
+        for (ours, theirs) in self.series.iter_mut().zip(other.series) {
+            for (start, groups) in theirs.open {
+                ours.open.entry(start).or_default().merge(&groups);
+            }
+            ours.closed_before = ours.closed_before.max(theirs.closed_before);
+        }
+        self.window_late_impressions += other.window_late_impressions;
+    }
+
     /// Closes every window whose impressions are all final once the watermark has reached
     /// `watermark` (its last impression's deadline is `end - 1 + attribution_window`), handing
     /// each to `on_closed`, oldest first per size.
@@ -462,6 +480,56 @@ mod tests {
                     assert_eq!(a, b);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn sums_split_between_owners_merge_to_the_sums_of_one() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(37);
+        let shape = StatsShape::plain(3);
+        let new = || Accumulators::new(shape, &[1000, 5000], 300);
+        let (mut one, mut halves) = (new(), [new(), new()]);
+        let (mut closed_one, mut closed_halves) = (Vec::new(), Vec::new());
+        for i in 0..4_000i64 {
+            // Mostly in order, some behind the watermark (late for a window size), alternating
+            // between the two owners in runs, as batches go to finalization lanes.
+            let t = i * 7 - if rng.random_bool(0.05) { rng.random_range(0..3000) } else { 0 };
+            let values = [rng.random_range(0.0..1.0), 0.0, if rng.random_bool(0.5) { 1.0 } else { 0.0 }];
+            let group = rng.random_range(0..3);
+            one.add(group, t, &values, values[2] > 0.0, 0);
+            halves[(i / 64 % 2) as usize].add(group, t, &values, values[2] > 0.0, 0);
+            if i % 300 == 0 {
+                let watermark = i * 7 - 500;
+                one.close_windows(watermark, |w| closed_one.push(w));
+                let mut closed = ClosedWindows::default();
+                for half in &mut halves {
+                    half.close_windows(watermark, |w| closed.push(w));
+                }
+                closed_halves.extend(closed.merged());
+            }
+        }
+        // Merged with windows still open, then closed.
+        let [mut merged, other] = halves;
+        merged.merge(other);
+        assert_eq!(merged.window_late_impressions, one.window_late_impressions);
+        assert!(one.window_late_impressions > 0);
+        assert_eq!(merged.cumulative, one.cumulative);
+        one.close_all(|w| closed_one.push(w));
+        merged.close_all(|w| closed_halves.push(w));
+        assert_eq!(closed_halves, closed_one);
+    }
+
+    /// Windows closed by several owners at one watermark, merged per (size, start) in order.
+    #[derive(Default)]
+    struct ClosedWindows(std::collections::BTreeMap<(usize, EventTime), GroupTable>);
+
+    impl ClosedWindows {
+        fn push(&mut self, window: ClosedWindow) {
+            self.0.entry((window.size_index, window.start)).or_default().merge(&window.groups);
+        }
+        fn merged(self) -> impl Iterator<Item = ClosedWindow> {
+            self.0.into_iter().map(|((size_index, start), groups)| ClosedWindow { size_index, start, groups })
         }
     }
 

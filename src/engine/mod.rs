@@ -12,7 +12,7 @@
 //! | file | owns |
 //! |---|---|
 //! | [`prepare`] | a message decoded into what the engine keeps of it ([`Preparer`]), on any thread: replay's readers decode ahead of the engine |
-//! | [`offload`] | finalization (metrics, sums, closed windows) on a thread of its own, in the engine's order: replay's |
+//! | [`offload`] | finalization (metrics, sums, closed windows) on threads of their own, in the engine's order per thread, their sums added: replay's |
 //! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership; how a new partition's task starts |
 //! | [`handover`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
@@ -577,11 +577,13 @@ impl Engine {
         self.join_finalize_worker();
     }
 
-    /// Runs finalization (evaluating metrics, adding them up, closing windows) on a thread of
-    /// its own until [`Engine::finish`], which takes the results back: for an engine with one
-    /// partition that keeps no windows for the aggregates topic (replay's). The results are
-    /// the same either way. Returns whether it did.
-    pub fn offload_finalization(&mut self) -> std::io::Result<bool> {
+    /// Runs finalization (evaluating metrics, adding them up, closing windows) on threads of
+    /// their own until [`Engine::finish`], which takes the results back: for an engine with one
+    /// partition that keeps no windows for the aggregates topic (replay's). Up to `lanes`
+    /// threads (at most 4), one when an observer must see the impressions in order or the A/B
+    /// unit keeps distinct units (see [`offload`]). The results are the same either way.
+    /// Returns whether it did.
+    pub fn offload_finalization(&mut self, lanes: usize) -> std::io::Result<bool> {
         // The click log takes impressions here and their finalization there: it stays whole
         // on this thread. CUPED's state follows units across groups: likewise.
         let clicks = self.template.clicks.is_some() || self.template.cuped.is_some();
@@ -589,25 +591,33 @@ impl Engine {
             return Ok(false);
         }
         let Some(task) = self.tasks.iter_mut().next() else { return Ok(false) };
-        let fresh = self.template.task().totals;
-        let totals = Totals {
-            accumulators: std::mem::replace(&mut task.totals.accumulators, fresh.accumulators),
-            first_engagement_delay: std::mem::replace(
-                &mut task.totals.first_engagement_delay,
-                fresh.first_engagement_delay,
-            ),
+        let lanes = match self.aggregation.observer.is_some() || self.template.shape.unit_buckets.is_some() {
+            true => 1,
+            false => lanes.clamp(1, offload::MAX_LANES),
+        };
+        let sums_of = |totals: Totals| Totals {
+            accumulators: totals.accumulators,
+            first_engagement_delay: totals.first_engagement_delay,
             counters: Counters::default(),
             recent_closed: Vec::new(),
             clicks: None,
             cuped: None,
         };
+        // The first lane goes on from the task's sums; the others start empty.
+        let mut first = self.template.task().totals;
+        std::mem::swap(&mut first.accumulators, &mut task.totals.accumulators);
+        std::mem::swap(&mut first.first_engagement_delay, &mut task.totals.first_engagement_delay);
         let mut on_worker = Aggregation::new(self.aggregation.layout().clone());
         on_worker.observer = self.aggregation.observer.take();
-        self.aggregation.worker = Some(offload::FinalizeWorker::start(totals, on_worker)?);
+        let mut workers = vec![(sums_of(first), on_worker)];
+        for _ in 1..lanes {
+            workers.push((sums_of(self.template.task().totals), Aggregation::new(self.aggregation.layout().clone())));
+        }
+        self.aggregation.worker = Some(offload::FinalizeWorker::start(workers)?);
         Ok(true)
     }
 
-    /// Takes the sums, closed windows and observer back from the finalization worker, if any.
+    /// Takes the sums, closed windows and observer back from the finalization threads, if any.
     fn join_finalize_worker(&mut self) {
         let Some(worker) = self.aggregation.worker.take() else { return };
         let finished = worker.finish();

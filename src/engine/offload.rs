@@ -1,13 +1,23 @@
-//! Finalization on a thread of its own: [`FinalizeWorker`].
+//! Finalization on threads of their own: [`FinalizeWorker`].
 //!
 //! Evaluating a finalized impression's metrics and adding them up is a third of replay's work
-//! and depends on nothing but the impression, so `replay` hands it to a worker thread while the
-//! engine's thread goes on joining. Everything that touches the sums goes to the worker as a
+//! and depends on nothing but the impression, so `replay` hands it to worker threads while the
+//! engine's thread goes on joining. Everything that touches the sums goes to the workers as a
 //! command, in the order the engine issued it: impressions finalized, windows closed at a
-//! watermark, label groups retired. One worker applies them in that order, so its sums, its
-//! closed windows and the order it finalizes in (which the observer sees) are those the engine
-//! would have computed itself; `tests/threading.rs` checks it. At the end the engine takes the
-//! sums back ([`FinalizeWorker::finish`]).
+//! watermark, label groups retired. Each worker (a *lane*) applies them in that order.
+//!
+//! With one lane, its sums, its closed windows and the order it finalizes in (which the
+//! observer sees) are those the engine would have computed itself. With several, each batch of
+//! finalized impressions goes to the next lane in turn, and every window close and retirement
+//! to every lane: each lane then holds the sums of its share of the impressions, with the same
+//! windows closed at the same points, and the lanes' sums are added at the end and per closed
+//! window. The sums are integers (fixed point), so that addition is exact in any order, and
+//! whether an impression came after its window had closed depends only on the closes before
+//! it, which every lane saw. Two things are not sums, and keep one lane: an observer (it sees
+//! impressions in order) and the distinct units of `ab.unit` (a set capped at `ab.max_units`,
+//! where which units a full set kept depends on order). `tests/threading.rs` checks both
+//! kinds against the single-threaded path, byte for byte. At the end the engine takes the sums
+//! back ([`FinalizeWorker::finish`]).
 //!
 //! Only an engine with one partition offloads (replay's), and only one that keeps no closed
 //! windows for the aggregates topic (serve's): reads of the sums while the worker runs would
@@ -28,8 +38,11 @@ use crate::time::EventTime;
 /// impression, and the engine runs at most this far ahead of the sums (times the batches in
 /// flight).
 const BATCH_IMPRESSIONS: usize = 2048;
-/// Batches and other commands queued for the worker before the engine waits.
+/// Batches and other commands queued for each worker before the engine waits.
 const COMMANDS_IN_FLIGHT: usize = 4;
+/// The most lanes an engine starts, whatever the cores: the engine's own thread joins at most
+/// about as fast as two or three lanes evaluate.
+pub(super) const MAX_LANES: usize = 4;
 
 /// A finalized impression as the worker needs it; its gains are in the batch.
 #[derive(Debug, Clone)]
@@ -101,10 +114,18 @@ struct Outcome {
     aggregation: Aggregation,
 }
 
-/// The engine's side of a finalization worker.
+/// The engine's side of the finalization workers.
 pub(super) struct FinalizeWorker {
     /// The batch being filled.
     batch: Batch,
+    /// The workers, one or more (see the module documentation).
+    lanes: Vec<Lane>,
+    /// The lane the next batch goes to: the batches go round.
+    next_lane: usize,
+}
+
+/// One worker thread, as the engine sees it.
+struct Lane {
     /// Commands to the worker; dropped to tell it the input has ended.
     commands: SyncSender<Command>,
     /// Emptied batches back from the worker.
@@ -124,17 +145,25 @@ pub(super) struct Finished {
 }
 
 impl FinalizeWorker {
-    /// Starts a worker that owns `totals` (empty sums of the engine's shape) and evaluates with
-    /// `aggregation` (the engine's, observer included).
-    pub(super) fn start(mut totals: Totals, aggregation: Aggregation) -> std::io::Result<Self> {
-        // Nothing reads the worker's sums but through methods that flush (see `stage`).
-        totals.accumulators.stage();
-        let (commands, received) = std::sync::mpsc::sync_channel(COMMANDS_IN_FLIGHT);
-        let (recycle, recycled) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("rankpulse-finalize".into())
-            .spawn(move || run(totals, aggregation, &received, &recycle))?;
-        Ok(FinalizeWorker { batch: Batch::default(), commands, recycled, thread })
+    /// Starts a lane per `(totals, aggregation)`: each owns its empty sums of the engine's shape
+    /// and evaluates with its aggregation (the first is the engine's, observer included). More
+    /// than one only where the module documentation allows.
+    pub(super) fn start(lanes: Vec<(Totals, Aggregation)>) -> std::io::Result<Self> {
+        let lanes = lanes
+            .into_iter()
+            .enumerate()
+            .map(|(i, (mut totals, aggregation))| {
+                // Nothing reads a worker's sums but through methods that flush (see `stage`).
+                totals.accumulators.stage();
+                let (commands, received) = std::sync::mpsc::sync_channel(COMMANDS_IN_FLIGHT);
+                let (recycle, recycled) = std::sync::mpsc::channel();
+                let thread = std::thread::Builder::new()
+                    .name(format!("rankpulse-final{i}"))
+                    .spawn(move || run(totals, aggregation, &received, &recycle))?;
+                Ok(Lane { commands, recycled, thread })
+            })
+            .collect::<std::io::Result<Vec<Lane>>>()?;
+        Ok(FinalizeWorker { batch: Batch::default(), lanes, next_lane: 0 })
     }
 
     /// Queues a finalized impression.
@@ -171,45 +200,63 @@ impl FinalizeWorker {
     /// Queues closing the windows at `watermark`, after every impression finalized before.
     pub(super) fn close_windows(&mut self, watermark: EventTime) {
         self.flush();
-        self.send(Command::CloseWindows(watermark));
+        for lane in &self.lanes {
+            lane.send(Command::CloseWindows(watermark));
+        }
     }
 
     /// Queues retiring `group`, after every impression finalized before.
     pub(super) fn retire(&mut self, group: GroupId) {
         self.flush();
-        self.send(Command::Retire(group));
+        for lane in &self.lanes {
+            lane.send(Command::Retire(group));
+        }
     }
 
     fn flush(&mut self) {
         if self.batch.records.is_empty() && self.batch.judged.is_empty() {
             return;
         }
-        let mut next = self.recycled.try_recv().unwrap_or_default();
+        let Some(lane) = self.lanes.get(self.next_lane) else { return };
+        self.next_lane = (self.next_lane + 1) % self.lanes.len();
+        let mut next = lane.recycled.try_recv().unwrap_or_default();
         next.records.clear();
         next.gains.clear();
         next.teams.clear();
         next.judged.clear();
         next.judged_values.clear();
         let full = std::mem::replace(&mut self.batch, next);
-        self.send(Command::Finalized(full));
+        lane.send(Command::Finalized(full));
     }
 
-    fn send(&mut self, command: Command) {
-        // The worker stops only when this side hangs up, or by a panic, which `finish` reports.
-        let _ = self.commands.send(command);
-    }
-
-    /// Sends what is queued, waits for the worker and takes its results.
+    /// Sends what is queued, waits for the workers and takes their results, the lanes' sums
+    /// added together and their windows of each close merged.
     pub(super) fn finish(mut self) -> Finished {
         self.flush();
-        let FinalizeWorker { commands, thread, .. } = self;
-        drop(commands);
-        match thread.join() {
-            Ok(Outcome { totals, closed, aggregation }) => Finished { totals, closed, aggregation },
+        let mut outcomes = self.lanes.into_iter().map(|Lane { commands, thread, .. }| {
+            drop(commands);
             // A panic in the metric code is a bug; it surfaces as it would have on the engine's
             // own thread.
-            Err(panic) => std::panic::resume_unwind(panic),
+            thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        let Outcome { mut totals, mut closed, aggregation } =
+            outcomes.next().expect("the engine starts at least one lane");
+        for lane in outcomes {
+            totals.accumulators.merge(lane.totals.accumulators);
+            totals.first_engagement_delay.merge(&lane.totals.first_engagement_delay);
+            // Every lane saw every close, in the same order.
+            for (ours, theirs) in closed.iter_mut().zip(lane.closed) {
+                ours.extend(theirs);
+            }
         }
+        Finished { totals, closed, aggregation }
+    }
+}
+
+impl Lane {
+    fn send(&self, command: Command) {
+        // The worker stops only when this side hangs up, or by a panic, which `finish` reports.
+        let _ = self.commands.send(command);
     }
 }
 

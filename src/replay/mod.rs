@@ -114,9 +114,14 @@ pub fn run_with(
     engine.assign(0, now);
     // The TREC writer matches finalized impressions with the lines it kept as they come: it
     // keeps finalization on this thread.
-    if threading == Threading::ReaderThreads && trec.is_none() {
+    let lanes = match threading {
+        Threading::SingleThread => None,
+        Threading::ReaderThreads => Some(std::thread::available_parallelism().map_or(1, std::num::NonZero::get)),
+        Threading::FinalizeLanes(lanes) => Some(lanes),
+    };
+    if let (Some(lanes), None) = (lanes, &trec) {
         engine
-            .offload_finalization()
+            .offload_finalization(lanes)
             .map_err(|error| ReplayError::Io { path: PathBuf::from("(replay finalization thread)"), error })?;
     }
     let mut since_advance = 0u32;

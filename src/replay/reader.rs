@@ -89,9 +89,13 @@ impl Batch {
 /// thread, the single-threaded path the threaded one is tested against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threading {
-    /// Each file is read and decoded on a thread of its own while the merge thread joins and
-    /// evaluates.
+    /// Each file is read and decoded on a thread of its own while the merge thread joins, and
+    /// finalization runs on up to one thread per core (at most 4; one where the engine needs
+    /// it in order, see `engine::offload`).
     ReaderThreads,
+    /// As `ReaderThreads`, with at most this many finalization threads: what tests and
+    /// benchmarks choose to compare.
+    FinalizeLanes(usize),
     /// Everything on the calling thread.
     SingleThread,
 }
@@ -139,7 +143,7 @@ impl LineSource {
         let lines = FileLines { reader: BufReader::with_capacity(1 << 20, file), number: 0, offset: 0 };
         let batches = match threading {
             Threading::SingleThread => Batches::Inline(Some(Box::new((reader, lines)))),
-            Threading::ReaderThreads => {
+            Threading::ReaderThreads | Threading::FinalizeLanes(_) => {
                 let (batch_tx, filled) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
                 let (recycle, recycled) = std::sync::mpsc::channel::<Batch>();
                 std::thread::Builder::new()
