@@ -6,10 +6,10 @@
 //! 1. End to end through Kafka: demo traffic in librdkafka's in-process cluster, consumed by the
 //!    real source (decode, join, finalize, accumulate), against a plain rdkafka consumer reading
 //!    the same messages without decoding; on topics of 4 and of 16 partitions.
-//! 2. Replay throughput over JSON-lines files (multi-threaded, with one finalization lane, and on one thread; its CPU time
-//!    per event), against the same files through a trec_eval pipeline in Python
-//!    (`trec_pipeline.py`), and against trec_eval (pytrec-eval-terrier) and ranx evaluating the
-//!    same impressions (their file loading not timed); and against the parse limit
+//! 2. Replay throughput over JSON-lines files (multi-threaded, with one finalization lane, and
+//!    on one thread; its CPU time per event), against the same files through a trec_eval
+//!    pipeline in Python (`trec_pipeline.py`), and against trec_eval (pytrec-eval-terrier) and
+//!    ranx evaluating the same impressions (their file loading not timed); and against the parse limit
 //!    ([`parse_limit`]): a SIMD JSON parser reading the same files.
 //! 3. Bytes per pending impression (10 results) at one million pending, from a counting allocator.
 //! 4. Time to render `/metrics` with about 1,000 series; p50 and p99 per-message processing time.
