@@ -66,7 +66,9 @@ pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
 pub use handover::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
-pub use prepare::{ClickNames, Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash};
+pub use prepare::{
+    ClickNames, ImpressionRef, Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash,
+};
 pub use reject_log::RejectLog;
 pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;
@@ -363,8 +365,8 @@ impl Engine {
         self.counters_of(partition).consumed[kind.index()] += 1;
         let result = match event {
             Prepared::Rejected(rejection) => Err(rejection.clone()),
-            Prepared::Impression { impression, docs, teams, experiment, variant, names } => self
-                .process_impression(partition, impression, (docs, teams, names), [experiment, variant], now)
+            Prepared::Impression(i) => self
+                .process_impression(partition, i.impression, (i.docs(), i.teams(), i.names()), i.labels(), now)
                 .map(|outcome| match outcome {
                     ImpressionOutcome::Pending => Accepted::PendingImpression,
                     _ => Accepted::NotPending,

@@ -131,23 +131,51 @@ pub struct PreparedBatch {
 /// One prepared message, borrowed from its batch: what [`super::Engine::process_prepared`] takes.
 #[derive(Debug, Clone, Copy)]
 pub enum Prepared<'a> {
-    Impression {
-        /// The impression.
-        impression: &'a PreparedImpression,
-        /// Its result keys in rank order.
-        docs: &'a [DocKey],
-        /// Per result, its team (ranker index + 1, in the order its variant names them);
-        /// empty when the list was not interleaved.
-        teams: &'a [u8],
-        /// Its experiment.
-        experiment: &'a str,
-        /// Its variant.
-        variant: &'a str,
-        /// Its normalized query text and result ids, with the click log on.
-        names: Option<ClickNames<'a>>,
-    },
+    Impression(ImpressionRef<'a>),
     Engagement(&'a PreparedEngagement),
     Rejected(&'a Rejection),
+}
+
+/// A prepared impression and the batch its result keys and labels are in: two words, so that
+/// handing a message from the merge to the engine copies no more (its slices are found when
+/// the engine reads them).
+#[derive(Debug, Clone, Copy)]
+pub struct ImpressionRef<'a> {
+    /// The impression.
+    pub impression: &'a PreparedImpression,
+    /// Its batch.
+    batch: &'a PreparedBatch,
+}
+
+impl<'a> ImpressionRef<'a> {
+    /// Its result keys in rank order.
+    pub fn docs(&self) -> &'a [DocKey] {
+        &self.batch.docs[self.impression.docs.clone()]
+    }
+
+    /// Per result, its team (ranker index + 1, in the order its variant names them); empty
+    /// when the list was not interleaved.
+    pub fn teams(&self) -> &'a [u8] {
+        &self.batch.teams[self.impression.teams.clone()]
+    }
+
+    /// Its experiment and variant.
+    pub fn labels(&self) -> [&'a str; 2] {
+        let labels = &self.batch.labels;
+        [&labels[self.impression.experiment.clone()], &labels[self.impression.variant.clone()]]
+    }
+
+    /// Its normalized query text and result ids, with the click log on.
+    pub fn names(&self) -> Option<ClickNames<'a>> {
+        let batch = self.batch;
+        self.impression.click_names.as_ref().map(|r| ClickNames {
+            query: (&batch.names[r.query.clone()], r.hash),
+            segment: &batch.names[r.segment.clone()],
+            text: &batch.names,
+            ends: &batch.name_ends[r.ends.clone()],
+            start: r.ids_start,
+        })
+    }
 }
 
 /// Where an impression's names are in its batch (see [`ClickNames`]).
@@ -192,7 +220,7 @@ impl Prepared<'_> {
     /// its two files on.
     pub fn time(&self) -> Option<EventTime> {
         match self {
-            Prepared::Impression { impression, .. } => Some(impression.timestamp),
+            Prepared::Impression(i) => Some(i.impression.timestamp),
             Prepared::Engagement(engagement) => Some(engagement.timestamp),
             Prepared::Rejected(_) => None,
         }
@@ -201,7 +229,7 @@ impl Prepared<'_> {
     /// Its query key, `None` for a rejected message: what replay shards on.
     pub fn query(&self) -> Option<QueryKey> {
         match self {
-            Prepared::Impression { impression, .. } => Some(impression.query),
+            Prepared::Impression(i) => Some(i.impression.query),
             Prepared::Engagement(engagement) => Some(engagement.query),
             Prepared::Rejected(_) => None,
         }
@@ -229,20 +257,7 @@ impl PreparedBatch {
     /// The `i`th message (panics when out of range, as indexing does).
     pub fn get(&self, i: usize) -> Prepared<'_> {
         match &self.events[i] {
-            PreparedEvent::Impression(impression) => Prepared::Impression {
-                impression,
-                docs: &self.docs[impression.docs.clone()],
-                teams: &self.teams[impression.teams.clone()],
-                experiment: &self.labels[impression.experiment.clone()],
-                variant: &self.labels[impression.variant.clone()],
-                names: impression.click_names.as_ref().map(|r| ClickNames {
-                    query: (&self.names[r.query.clone()], r.hash),
-                    segment: &self.names[r.segment.clone()],
-                    text: &self.names,
-                    ends: &self.name_ends[r.ends.clone()],
-                    start: r.ids_start,
-                }),
-            },
+            PreparedEvent::Impression(impression) => Prepared::Impression(ImpressionRef { impression, batch: self }),
             PreparedEvent::Engagement(engagement) => Prepared::Engagement(engagement),
             PreparedEvent::Rejected(rejection) => Prepared::Rejected(rejection),
         }
