@@ -192,6 +192,80 @@ max_variants = 2
     }
 }
 
+/// `serve`'s engine holds many partitions and finalizes them on several threads at once as the
+/// watermarks pass (`Engine::advance`, `engine::aggregation::finalize_due`): each partition's
+/// sums, windows, counts and state are those of one thread, whatever the number of threads.
+#[test]
+fn partitions_finalized_on_several_threads_equal_one_thread() {
+    let mut impressions = Vec::new();
+    let mut engagements = Vec::new();
+    let faults = rankpulse::demo::FaultRate::new(0.02).unwrap();
+    // Recent: within the engine's `limits.max_past`.
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let start_ms = i64::try_from(since_epoch.as_millis()).unwrap() - 600_000;
+    rankpulse::demo::write_traffic(&mut impressions, &mut engagements, 20_000, 500, 7, start_ms, faults).unwrap();
+    let lines = |bytes: &[u8]| -> Vec<(i32, Vec<u8>)> {
+        bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let query = serde_json::from_slice::<serde_json::Value>(l)
+                    .ok()
+                    .and_then(|v| v["query_id"].as_str().map(rankpulse::ids::query_key))
+                    .unwrap_or(0);
+                ((query % 6) as i32, l.to_vec())
+            })
+            .collect()
+    };
+    let (impressions, engagements) = (lines(&impressions), lines(&engagements));
+    let toml = r#"
+[join]
+attribution_window = "5s"
+max_out_of_orderness = "1s"
+[metrics]
+windows = ["10s", "1m"]
+"#;
+    let cfg = Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+    let run = |lanes: usize| {
+        let mut engine = Engine::new(&cfg);
+        engine.set_finalize_lanes(lanes);
+        engine.keep_closed_windows();
+        let now = Instant::now();
+        for p in 0..6 {
+            engine.assign(p, now);
+        }
+        // The two topics interleaved as a consumer reads them, watermarks advanced as it goes.
+        let mut engagements = engagements.iter();
+        for (i, (partition, line)) in impressions.iter().enumerate() {
+            let _ = engine.process(rankpulse::event::EventKind::Impression, *partition, line, now);
+            for (partition, line) in engagements.by_ref().take(1) {
+                let _ = engine.process(rankpulse::event::EventKind::Engagement, *partition, line, now);
+            }
+            if i % 500 == 0 {
+                engine.advance(now);
+            }
+        }
+        for (partition, line) in engagements {
+            let _ = engine.process(rankpulse::event::EventKind::Engagement, *partition, line, now);
+        }
+        let before_finish = (engine.cumulative(), engine.state_size());
+        engine.finish();
+        let windows = engine.take_closed_windows();
+        let figures = format!("{:?} {:?} {:?}", engine.counters(), engine.engagement_tally(), engine.state_size());
+        (before_finish, engine.cumulative(), windows, figures)
+    };
+    let one = run(1);
+    assert!(one.0 .0.iter().map(|(_, s)| s.impressions).sum::<u64>() > 5_000, "finalized before the end");
+    assert!(one.2.len() >= 5, "{} windows", one.2.len());
+    for lanes in [2, 4] {
+        let many = run(lanes);
+        assert_eq!(many.0, one.0, "{lanes} lanes: sums and state before the end");
+        assert_eq!(many.1, one.1, "{lanes} lanes: sums");
+        assert_eq!(many.2, one.2, "{lanes} lanes: windows");
+        assert_eq!(many.3, one.3, "{lanes} lanes: counts");
+    }
+}
+
 /// Values per finalized impression, by query key (the order differs between serve and replay).
 type ByQuery = BTreeMap<u128, Vec<u64>>;
 

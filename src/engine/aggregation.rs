@@ -1,12 +1,14 @@
-//! Where a finalized impression becomes numbers: its metric values, into the accumulators.
+//! Where a finalized impression becomes numbers: its metric values, into the accumulators;
+//! and the partitions finalized on several threads at once ([`finalize_due`]).
 
+use super::limits::StateSize;
 use super::offload::FinalizeWorker;
-use super::task::Totals;
+use super::task::{Task, Totals};
 use crate::accumulate::{ClosedWindow, CupedSettings, GroupTable};
 use crate::ids::GroupId;
 use crate::ids::QueryKey;
 use crate::interleaving::{self, Scored};
-use crate::join::Finalized;
+use crate::join::{Finalized, JoinSettings};
 use crate::metrics::{MetricKind, MetricLayout};
 use crate::time::EventTime;
 
@@ -36,21 +38,28 @@ pub type FinalizedObserver = Box<dyn FnMut(&FinalizedView<'_>) + Send>;
 /// What turns finalized impressions into numbers: apart from the engine's other state so that
 /// the join's finalization callback can borrow it while a partition's shard is borrowed.
 pub(super) struct Aggregation {
-    /// Which metric sits in which slot of a value vector.
-    layout: MetricLayout,
+    /// How an impression becomes numbers: read-only while finalizing, so that the threads
+    /// finalizing several partitions at once share it (`Engine::advance`).
+    pub evaluation: Evaluation,
     /// Reused buffer for one impression's metric values: no allocation per impression.
     values: Vec<f64>,
+    /// See [`FinalizedObserver`]; `None` online.
+    pub observer: Option<FinalizedObserver>,
+    /// Where finalized impressions go instead when finalization runs on threads of their own
+    /// (replay; see [`super::offload`]). `None` on a worker's own aggregation.
+    pub worker: Option<FinalizeWorker>,
+}
+
+/// What evaluates a finalized impression and adds it to its partition's sums.
+pub(super) struct Evaluation {
+    /// Which metric sits in which slot of a value vector.
+    layout: MetricLayout,
     /// The metric values of an impression without any gain, whatever its length (every metric
     /// is 0 but abandonment; `unengaged_values_do_not_depend_on_length` checks it): a third of
     /// the traffic is finalized by copying them instead of evaluating.
     unengaged_values: Vec<f64>,
     /// The slot of abandonment: an impression is engaged when it is 0.
     abandonment_slot: usize,
-    /// See [`FinalizedObserver`]; `None` online.
-    pub observer: Option<FinalizedObserver>,
-    /// Where finalized impressions go instead when finalization runs on a thread of its own
-    /// (replay; see [`super::offload`]). `None` on the worker's own aggregation.
-    pub worker: Option<FinalizeWorker>,
     /// `ab.cuped`, when it adjusts any metric: finalized impressions also go to their
     /// partition's [`crate::accumulate::CupedState`].
     cuped: Option<CupedSettings>,
@@ -66,36 +75,33 @@ impl Aggregation {
         let abandonment_slot = layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout");
         Aggregation {
             values: vec![0.0; layout.slot_count()],
-            unengaged_values,
-            abandonment_slot,
-            layout,
+            evaluation: Evaluation { unengaged_values, abandonment_slot, layout, cuped: None, experiments: Vec::new() },
             observer: None,
             worker: None,
-            cuped: None,
-            experiments: Vec::new(),
         }
     }
 
     /// This aggregation, keeping CUPED's state with `settings`.
     pub fn with_cuped(mut self, settings: Option<CupedSettings>) -> Self {
-        self.cuped = settings;
+        self.evaluation.cuped = settings;
         self
     }
 
     /// Records the experiment of `group` (a new group, or an id reused after retirement).
     pub fn note_group(&mut self, group: GroupId, experiment: &str) {
+        let experiments = &mut self.evaluation.experiments;
         let i = group as usize;
-        if self.experiments.len() <= i {
-            self.experiments.resize(i + 1, Box::from(""));
+        if experiments.len() <= i {
+            experiments.resize(i + 1, Box::from(""));
         }
-        if *self.experiments[i] != *experiment {
-            self.experiments[i] = experiment.into();
+        if *experiments[i] != *experiment {
+            experiments[i] = experiment.into();
         }
     }
 
     /// Which metric sits in which slot.
     pub fn layout(&self) -> &MetricLayout {
-        &self.layout
+        &self.evaluation.layout
     }
 
     /// Adds an arriving impression's judged block (values from slot `first` on) to its
@@ -121,10 +127,34 @@ impl Aggregation {
         if let Some(worker) = &mut self.worker {
             return worker.finalized(&f);
         }
+        let (added, scored) = self.evaluation.add(&mut self.values, totals, &f);
+        if let Some(observe) = &mut self.observer {
+            observe(&FinalizedView {
+                query: f.query,
+                group: f.group,
+                timestamp: f.timestamp,
+                gains: f.gains,
+                teams: f.teams,
+                interleaving: scored.as_ref(),
+                values: &self.values[..added],
+            });
+        }
+    }
+}
+
+impl Evaluation {
+    /// How many values an impression has (the buffer [`Evaluation::add`] takes).
+    pub fn slot_count(&self) -> usize {
+        self.layout.slot_count()
+    }
+
+    /// Evaluates a finalized impression into `values` (a buffer of the layout's slot count)
+    /// and adds it to its partition's totals. Returns how many of the values were added (the
+    /// interleaving slots only for an interleaved list) and its interleaving score.
+    pub fn add(&self, values: &mut [f64], totals: &mut Totals, f: &Finalized<'_>) -> (usize, Option<Scored>) {
         if let Some(log) = &mut totals.clicks {
             log.finalize(f.query, f.timestamp, f.gains);
         }
-        let values = &mut self.values;
         if f.gains.iter().all(|&g| g == 0) {
             values.copy_from_slice(&self.unengaged_values);
         } else {
@@ -133,12 +163,13 @@ impl Aggregation {
         // An impression that is not interleaved adds nothing to the interleaving sums: only the
         // metrics' slots go to the accumulators (measured: 1.3% of a replay's instructions).
         let mut scored = None;
-        let mut added = &values[..self.layout.len()];
+        let mut added_len = self.layout.len();
         if let (Some((slots, rule)), false) = (self.layout.interleaving(), f.teams.is_empty()) {
             let s = scored.insert(interleaving::score(f.gains, f.teams, *rule));
             slots.write(Some(s), values);
-            added = values;
+            added_len = values.len();
         }
+        let added = &values[..added_len];
         let engaged = values[self.abandonment_slot] == 0.0;
         totals.accumulators.add(f.group, f.timestamp, added, engaged, f.unit);
         if let (Some(settings), Some(state)) = (&self.cuped, &mut totals.cuped) {
@@ -148,18 +179,64 @@ impl Aggregation {
         if let Some(delay) = f.first_engagement_delay_ms {
             totals.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));
         }
-        if let Some(observe) = &mut self.observer {
-            observe(&FinalizedView {
-                query: f.query,
-                group: f.group,
-                timestamp: f.timestamp,
-                gains: f.gains,
-                teams: f.teams,
-                interleaving: scored.as_ref(),
-                values: added,
-            });
-        }
+        (added_len, scored)
     }
+}
+
+/// Advances each task's join to its watermark, finalizing what it passed, with the partitions
+/// spread over up to `lanes` threads.
+///
+/// A partition's finalization touches its own task and nothing else but the shared, read-only
+/// [`Evaluation`], so each partition's results are the same on any thread; the
+/// state sizes are added up after. On the caller's thread alone when there is one partition to
+/// advance, or an observer (it sees impressions in order) or a finalization worker (replay's,
+/// which takes them in order) is there.
+pub(super) fn finalize_due(
+    due: &mut [(EventTime, &mut Task)],
+    aggregation: &mut Aggregation,
+    state: &mut StateSize,
+    join: &JoinSettings,
+    lanes: usize,
+) {
+    let lanes = lanes.min(due.len());
+    if lanes <= 1 || aggregation.observer.is_some() || aggregation.worker.is_some() {
+        for (w, task) in due {
+            let Task { join: shard, totals, .. } = &mut **task;
+            state.track(shard, |s| s.advance(*w, join, |f| aggregation.finalize(totals, f)));
+        }
+        return;
+    }
+    let evaluation = &aggregation.evaluation;
+    let finalize_group = |group: &mut [(EventTime, &mut Task)]| {
+        let mut values = vec![0.0; evaluation.slot_count()];
+        let (mut before, mut after) = (StateSize::default(), StateSize::default());
+        for (w, task) in group {
+            let Task { join: shard, totals, .. } = &mut **task;
+            before.add(StateSize::of(shard));
+            shard.advance(*w, join, |f| {
+                evaluation.add(&mut values, totals, &f);
+            });
+            after.add(StateSize::of(shard));
+        }
+        (before, after)
+    };
+    let per_lane = due.len().div_ceil(lanes);
+    let (before, after) = std::thread::scope(|scope| {
+        let mut groups = due.chunks_mut(per_lane);
+        let first = groups.next();
+        let others: Vec<_> = groups.map(|group| scope.spawn(|| finalize_group(group))).collect();
+        let (mut before, mut after) = first.map(&finalize_group).unwrap_or_default();
+        for other in others {
+            // A panic in the metric code is a bug; it surfaces as on the caller's thread.
+            let (b, a) = other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            before.add(b);
+            after.add(a);
+        }
+        (before, after)
+    });
+    // Added before subtracted, as `StateSize::track` does: the totals include `before`.
+    state.add(after);
+    state.subtract(before);
 }
 
 /// The windows the engine's partitions closed, merged: a window closes in every partition at
@@ -208,10 +285,10 @@ mod tests {
     fn unengaged_values_do_not_depend_on_length() {
         for (cutoffs, threshold, max_gain) in [(&[1u32, 3, 5, 10][..], 1u8, 3u8), (&[1, 2, 20, 100, 1000], 2, 4)] {
             let aggregation = Aggregation::new(MetricLayout::new(cutoffs, threshold, max_gain));
-            let mut values = vec![f64::NAN; aggregation.layout.len()];
+            let mut values = vec![f64::NAN; aggregation.layout().len()];
             for length in 0..=1100 {
-                aggregation.layout.evaluate(&vec![0; length], &[], &mut values);
-                assert_eq!(values, aggregation.unengaged_values, "{length} results, cutoffs {cutoffs:?}");
+                aggregation.layout().evaluate(&vec![0; length], &[], &mut values);
+                assert_eq!(values, aggregation.evaluation.unengaged_values, "{length} results, cutoffs {cutoffs:?}");
             }
         }
     }

@@ -18,7 +18,7 @@
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
-//! | [`aggregation`] | a finalized impression's metric values into its partition's totals; closed windows merged |
+//! | [`aggregation`] | a finalized impression's metric values into its partition's totals, partitions finalized on several threads at once; closed windows merged |
 //! | [`telemetry`] | event counters, latency distributions, checkpoint health |
 //! | `read` | what exporters and reports read: every partition's sums merged, closed windows, labels |
 //! | [`routing`] | [`Routing`]: whether events reach their impression's partition (the repartition stage's counts, the join input's key check) |
@@ -76,7 +76,7 @@ pub use task::{Task, Tasks, Totals};
 pub use telemetry::{CheckpointStats, Counters, Distribution, RebalanceKind, RebalanceStats, Restore, RestoreSource};
 pub use watermark::InputClock;
 
-use aggregation::{Aggregation, ClosedWindows};
+use aggregation::{finalize_due, Aggregation, ClosedWindows};
 use limits::StateLimits;
 use task::TaskTemplate;
 use watermark::Watermarks;
@@ -153,7 +153,13 @@ pub struct Engine {
     /// Whether events reach their impression's partition: the repartition stage's counts and
     /// the key check, counted off the engine lock by the threads that see the messages.
     routing: Arc<Routing>,
+    /// The most threads that finalize partitions at once in [`Engine::advance`] and
+    /// [`Engine::finish`]: the cores this process may use (at most [`MAX_FINALIZE_LANES`]).
+    finalize_lanes: usize,
 }
+
+/// The most threads [`Engine::advance`] finalizes partitions on.
+pub const MAX_FINALIZE_LANES: usize = 8;
 
 impl Engine {
     /// An engine for this configuration, labelling its inputs with the configured topic names.
@@ -263,7 +269,16 @@ impl Engine {
             ab: cfg.ab.clone(),
             judge: None,
             routing: Routing::new(),
+            finalize_lanes: std::thread::available_parallelism()
+                .map_or(1, std::num::NonZero::get)
+                .min(MAX_FINALIZE_LANES),
         }
+    }
+
+    /// Finalizes partitions on at most `lanes` threads at once (1: on the caller's alone).
+    /// The results are the same whatever the number; tests and benchmarks compare them.
+    pub fn set_finalize_lanes(&mut self, lanes: usize) {
+        self.finalize_lanes = lanes.clamp(1, MAX_FINALIZE_LANES);
     }
 
     /// Scores impressions against this judgment list from now on (the configuration's
@@ -524,13 +539,14 @@ impl Engine {
     /// Recomputes watermarks at wall time `now`, finalizes what they passed and closes windows.
     pub fn advance(&mut self, now: Instant) {
         self.watermarks.update_frontier(&self.tasks, now);
-        let Engine { tasks, aggregation, watermarks, state, join, .. } = self;
+        let Engine { tasks, aggregation, watermarks, state, join, finalize_lanes, .. } = self;
+        let mut due = Vec::new();
         for task in tasks.iter_mut() {
             if let Some(w) = watermarks.target(task, now) {
-                let Task { join: shard, totals, .. } = task;
-                state.track(shard, |s| s.advance(w, join, |f| aggregation.finalize(totals, f)));
+                due.push((w, task));
             }
         }
+        finalize_due(&mut due, aggregation, state, join, *finalize_lanes);
         let least = watermark::least(&self.tasks);
         if let Some(w) = least {
             self.close_windows(w);
@@ -570,11 +586,9 @@ impl Engine {
 
     /// The input has ended: finalizes every pending impression and closes every window.
     pub fn finish(&mut self) {
-        let Engine { tasks, aggregation, state, join, .. } = self;
-        for task in tasks.iter_mut() {
-            let Task { join: shard, totals, .. } = task;
-            state.track(shard, |s| s.drain(join, |f| aggregation.finalize(totals, f)));
-        }
+        let Engine { tasks, aggregation, state, join, finalize_lanes, .. } = self;
+        let mut due: Vec<_> = tasks.iter_mut().map(|task| (EventTime::MAX, task)).collect();
+        finalize_due(&mut due, aggregation, state, join, *finalize_lanes);
         self.close_windows(EventTime::MAX);
         self.join_finalize_worker();
     }
