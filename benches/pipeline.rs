@@ -5,7 +5,8 @@
 //!
 //! 1. End to end through Kafka: demo traffic in librdkafka's in-process cluster, consumed by the
 //!    real source (decode, join, finalize, accumulate), against a plain rdkafka consumer reading
-//!    the same messages without decoding; on topics of 4 and of 16 partitions.
+//!    the same messages without decoding; on topics of 4 and of 16 partitions (there also with
+//!    the partitions finalized on the engine thread alone).
 //! 2. Replay throughput over JSON-lines files (multi-threaded, with one finalization lane, and
 //!    on one thread; its CPU time per event), against the same files through a trec_eval
 //!    pipeline in Python (`trec_pipeline.py`), and against trec_eval (pytrec-eval-terrier) and
@@ -165,7 +166,7 @@ fn end_to_end(results: &mut Results) {
     // The pipeline: the real source feeding the engine, on its own runtime thread; with
     // `checkpoint_interval`, snapshots to the changelog as `serve` takes them (the mock cluster
     // has no CreateTopics: the group's state topics are made here).
-    let pipeline_once = |group: &str, checkpoint_interval: Option<&str>, topics: [&str; 2]| {
+    let pipeline_once = |group: &str, checkpoint_interval: Option<&str>, topics: [&str; 2], lanes: Option<usize>| {
         let mut cfg = Config::default();
         cfg.kafka.brokers = brokers.clone();
         cfg.kafka.group_id = group.into();
@@ -179,7 +180,11 @@ fn end_to_end(results: &mut Results) {
             cfg.state.checkpoint_interval = interval.parse().unwrap();
             Durability { state: cfg.state.clone() }
         });
-        let engine = SharedEngine::new(Engine::new(&cfg));
+        let mut engine = Engine::new(&cfg);
+        if let Some(lanes) = lanes {
+            engine.set_finalize_lanes(lanes);
+        }
+        let engine = SharedEngine::new(engine);
         let shutdown = Shutdown::new();
         // Multi-threaded like `serve`'s: the aggregates reader is a task of its own.
         let runner = common::spawn_source(cfg.kafka.clone(), engine.clone(), shutdown.clone(), durability);
@@ -222,20 +227,24 @@ fn end_to_end(results: &mut Results) {
     let (mut durable, mut frequent, mut frequent_rounds) = (Vec::new(), Vec::new(), Vec::new());
     let (mut raw_wide, mut piped_wide, mut per_cpu) = (Vec::new(), Vec::new(), Vec::new());
     let (mut raw_cores, mut piped_cores) = (Vec::new(), Vec::new());
+    // At 16 partitions, the engine thread finalizing every partition itself.
+    let mut one_lane_wide = Vec::new();
     let topics = [IMP_TOPIC, ENG_TOPIC];
     for round in 0..5 {
         let (rate, cores) = raw_once(&format!("raw-{round}"), topics);
         raw.push(rate);
         raw_cores.push(cores);
-        let (rate, engine, events_per_cpu_second, cores) = pipeline_once(&format!("pipeline-{round}"), None, topics);
+        let (rate, engine, events_per_cpu_second, cores) =
+            pipeline_once(&format!("pipeline-{round}"), None, topics, None);
         piped.push(rate);
         per_cpu.push(events_per_cpu_second);
         piped_cores.push(cores);
         last = Some(engine);
         raw_wide.push(raw_once(&format!("raw16-{round}"), WIDE_TOPICS).0);
-        piped_wide.push(pipeline_once(&format!("pipeline16-{round}"), None, WIDE_TOPICS).0);
-        durable.push(pipeline_once(&format!("changelog-{round}"), Some("5s"), topics).0);
-        let (rate, engine, _, _) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics);
+        piped_wide.push(pipeline_once(&format!("pipeline16-{round}"), None, WIDE_TOPICS, None).0);
+        one_lane_wide.push(pipeline_once(&format!("pipeline16-one-lane-{round}"), None, WIDE_TOPICS, Some(1)).0);
+        durable.push(pipeline_once(&format!("changelog-{round}"), Some("5s"), topics, None).0);
+        let (rate, engine, _, _) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics, None);
         frequent.push(rate);
         // Less the final snapshot at shutdown, after the timing.
         frequent_rounds.push(engine.checkpoint_stats().written.saturating_sub(1) as f64);
@@ -250,6 +259,8 @@ fn end_to_end(results: &mut Results) {
     results.insert("end_to_end_16_partitions_events_per_second".into(), wide_rate.into());
     results.insert("raw_consume_16_partitions_events_per_second".into(), raw_wide_rate.into());
     results.insert("end_to_end_16_partitions_share_of_raw".into(), (wide_rate / raw_wide_rate).into());
+    results
+        .insert("end_to_end_16_partitions_finalize_lanes_speedup".into(), (wide_rate / median(one_lane_wide)).into());
     results.insert("end_to_end_changelog_events_per_second".into(), durable_rate.into());
     results.insert("end_to_end_changelog_share_of_none".into(), (durable_rate / pipeline_rate).into());
     results.insert("end_to_end_changelog_100ms_events_per_second".into(), frequent_rate.into());
@@ -521,6 +532,12 @@ fn main() {
             ),
             ">= 0.70",
             verdict(wide_share.map(|v| v >= 0.7)),
+        ),
+        (
+            "  16 partitions: finalization threads' speed-up over one",
+            fmt(get("end_to_end_16_partitions_finalize_lanes_speedup"), 2),
+            "",
+            "",
         ),
         (
             "rankpulse work, events/s per core: serve",
