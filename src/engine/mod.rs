@@ -154,7 +154,9 @@ pub struct Engine {
     /// the key check, counted off the engine lock by the threads that see the messages.
     routing: Arc<Routing>,
     /// The most threads that finalize partitions at once in [`Engine::advance`] and
-    /// [`Engine::finish`]: the cores this process may use (at most [`MAX_FINALIZE_LANES`]).
+    /// [`Engine::finish`]: the cores this process may use beyond the two that `serve`'s consumer
+    /// and engine threads keep busy (at least 1, at most [`MAX_FINALIZE_LANES`]). On 2 cores a
+    /// second thread made `serve` 10% slower (BENCHMARKS.md): the cores were already full.
     finalize_lanes: usize,
 }
 
@@ -271,7 +273,8 @@ impl Engine {
             routing: Routing::new(),
             finalize_lanes: std::thread::available_parallelism()
                 .map_or(1, std::num::NonZero::get)
-                .min(MAX_FINALIZE_LANES),
+                .saturating_sub(2)
+                .clamp(1, MAX_FINALIZE_LANES),
         }
     }
 
