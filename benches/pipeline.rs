@@ -305,11 +305,16 @@ fn replay(results: &mut Results) {
         std::hint::black_box(e.counters().consumed);
         (started.elapsed().as_secs_f64(), process_cpu_seconds() - cpu)
     };
-    let threaded: Vec<(f64, f64)> = (0..3).map(|_| timed(rankpulse::replay::Threading::ReaderThreads)).collect();
+    // Taken in turn, so that a neighbour's burst falls on every kind alike.
+    let (mut threaded, mut one_lane) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        threaded.push(timed(rankpulse::replay::Threading::ReaderThreads));
+        one_lane.push(timed(rankpulse::replay::Threading::FinalizeLanes(1)).0);
+    }
     let seconds = median(threaded.iter().map(|t| t.0).collect());
     let cpu_seconds = median(threaded.iter().map(|t| t.1).collect());
+    let one_lane = median(one_lane);
     let single = median((0..3).map(|_| timed(rankpulse::replay::Threading::SingleThread).0).collect());
-    let one_lane = median((0..3).map(|_| timed(rankpulse::replay::Threading::FinalizeLanes(1)).0).collect());
     results.insert("replay_single_thread_seconds".into(), single.into());
     results.insert("replay_threads_speedup".into(), (single / seconds).into());
     results.insert("replay_one_finalization_lane_seconds".into(), one_lane.into());
