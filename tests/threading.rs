@@ -13,8 +13,9 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -93,14 +94,21 @@ fn threaded_replay_equals_the_single_threaded_path_with_a_judgment_list() {
     }
 }
 
+/// The demo's traffic, `count` impressions with 2% of them malformed, as two JSON-lines files in
+/// `dir`: their paths, and the files still open for more lines.
+fn traffic(dir: &Path, count: u64) -> ((PathBuf, PathBuf), (File, File)) {
+    let (imp, eng) = (dir.join("imp.jsonl"), dir.join("eng.jsonl"));
+    let (mut fi, mut fe) = (File::create(&imp).unwrap(), File::create(&eng).unwrap());
+    let faults = rankpulse::demo::FaultRate::new(0.02).unwrap();
+    rankpulse::demo::write_traffic(&mut fi, &mut fe, count, 400, 18, 1_795_000_000_000, faults).unwrap();
+    ((imp, eng), (fi, fe))
+}
+
 #[test]
 fn threaded_replay_equals_the_single_threaded_path_on_messy_traffic() {
     let dir = tempfile::tempdir().unwrap();
-    let (imp, eng) = (dir.path().join("imp.jsonl"), dir.path().join("eng.jsonl"));
-    let (mut fi, mut fe) = (std::fs::File::create(&imp).unwrap(), std::fs::File::create(&eng).unwrap());
-    // More than one reader batch (4,096 lines) per file, 2% malformed impressions.
-    let faults = rankpulse::demo::FaultRate::new(0.02).unwrap();
-    rankpulse::demo::write_traffic(&mut fi, &mut fe, 20_000, 400, 18, 1_795_000_000_000, faults).unwrap();
+    // More than one reader batch (4,096 lines) per file.
+    let ((imp, eng), (mut fi, mut fe)) = traffic(dir.path(), 20_000);
     // What a careless producer adds: blank and oversized lines, redeliveries, events far out of
     // order, a line that is not JSON, an engagement before its impression, an unknown action.
     let t = 1_795_000_000_000i64;
@@ -148,13 +156,10 @@ max_results = 50
 #[test]
 fn finalization_lanes_add_up_to_the_single_threaded_path() {
     let dir = tempfile::tempdir().unwrap();
-    let (imp, eng) = (dir.path().join("imp.jsonl"), dir.path().join("eng.jsonl"));
-    let (mut fi, mut fe) = (std::fs::File::create(&imp).unwrap(), std::fs::File::create(&eng).unwrap());
-    // 2% malformed impressions; the windows close as the watermark goes, and batches of
-    // finalized impressions alternate between lanes between the closes.
-    let faults = rankpulse::demo::FaultRate::new(0.02).unwrap();
-    rankpulse::demo::write_traffic(&mut fi, &mut fe, 30_000, 400, 18, 1_795_000_000_000, faults).unwrap();
-    drop((fi, fe));
+    // The windows close as the watermark goes, and batches of finalized impressions alternate
+    // between lanes between the closes.
+    let ((imp, eng), files) = traffic(dir.path(), 30_000);
+    drop(files);
     let toml = r#"
 [join]
 attribution_window = "20s"

@@ -156,7 +156,8 @@ pub struct Engine {
     /// The most threads that finalize partitions at once in [`Engine::advance`] and
     /// [`Engine::finish`]: the cores this process may use beyond the two that `serve`'s consumer
     /// and engine threads keep busy (at least 1, at most [`MAX_FINALIZE_LANES`]). On 2 cores a
-    /// second thread made `serve` 10% slower (BENCHMARKS.md): the cores were already full.
+    /// second thread gained nothing end to end (0.90 and 1.02 of one thread's rate in two runs,
+    /// BENCHMARKS.md): the cores were already full.
     finalize_lanes: usize,
 }
 
