@@ -200,7 +200,10 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
         // Every key passed (the end of the input, a long idle gap): all forgotten at once rather
         // than a cache miss apiece.
         if self.expiry.all_before(watermark) {
-            self.keys.clear();
+            // Not when empty already: clearing writes every control byte of the capacity.
+            if !self.keys.is_empty() {
+                self.keys.clear();
+            }
             self.expiry.clear();
             return;
         }

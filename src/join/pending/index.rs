@@ -62,7 +62,11 @@ impl QueryIndex {
 
     /// Forgets every id, keeping the table's capacity.
     pub(super) fn clear(&mut self) {
-        self.table.clear();
+        // Clearing writes every control byte: not for a table that is empty already (an advance
+        // with nothing pending), which may have kept the capacity of a busy hour.
+        if !self.table.is_empty() {
+            self.table.clear();
+        }
     }
 
     /// Indexes exactly `ids` (after the arena moved every record).
