@@ -19,7 +19,7 @@
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
 //! | [`aggregation`] | a finalized impression's metric values into its partition's totals, partitions finalized on several threads at once; closed windows merged |
-//! | [`telemetry`] | event counters, latency distributions, checkpoint health |
+//! | [`telemetry`] | event counters, latency distributions, checkpoint health; what the callers timed and what rebalances did, recorded |
 //! | `read` | what exporters and reports read: every partition's sums merged, closed windows, labels |
 //! | [`routing`] | [`Routing`]: whether events reach their impression's partition (the repartition stage's counts, the join input's key check) |
 //! | [`reject_log`] | [`RejectLog`]: the rate limit on logging rejected messages, which the callers log (only they know where a message came from) |
@@ -45,7 +45,7 @@ mod telemetry;
 mod watermark;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::accumulate::{ClosedWindow, CupedSettings, FoldedLabel, Groups, LabelLimits, StatsShape};
 use crate::clicks::log::{LogSettings, Offered};
@@ -664,50 +664,6 @@ impl Engine {
         });
     }
 
-    // ---- telemetry from the callers ----
-
-    /// Records the wall time one message took, for the processing-time distribution.
-    pub fn record_processing_time(&mut self, elapsed: Duration) {
-        self.processing_time.record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
-    }
-
-    /// Records a checkpoint attempt.
-    pub fn record_checkpoint(&mut self, bytes: u64, took: Duration, ok: bool, now: Instant) {
-        let wall_clock = self.wall_clock_ms(now);
-        let stats = &mut self.checkpoint_stats;
-        if ok {
-            stats.written += 1;
-            stats.last_bytes = bytes;
-            stats.last_duration = took;
-            stats.last_success_ms = Some(wall_clock);
-        } else {
-            stats.failed += 1;
-        }
-    }
-
-    /// Records a rebalance callback that assigned, revoked or lost `partitions`.
-    pub fn record_rebalance(&mut self, kind: RebalanceKind, partitions: &[i32]) {
-        if partitions.is_empty() {
-            return;
-        }
-        let stats = &mut self.rebalance_stats;
-        if let Some(i) = RebalanceKind::ALL.iter().position(|&k| k == kind) {
-            stats.rebalances[i] += 1;
-        }
-        if kind != RebalanceKind::Assign {
-            for p in partitions {
-                stats.last_restore.remove(p);
-            }
-        }
-    }
-
-    /// Records a partition's restore from a snapshot.
-    pub fn record_restore(&mut self, partition: i32, restore: Restore) {
-        let stats = &mut self.rebalance_stats;
-        stats.restores[usize::from(restore.source == RestoreSource::Standby)] += 1;
-        stats.last_restore.insert(partition, restore);
-    }
-
     /// `clicks.max_rank` when the click log is on.
     fn template_click_rank(&self) -> Option<usize> {
         self.template.clicks.map(|c| c.max_rank)
@@ -729,6 +685,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn engine(window: &str, bound: &str, idle: &str) -> Engine {
         let toml = format!(

@@ -1,7 +1,7 @@
 //! What the engine reports about itself besides metric values: event counts, latency
 //! distributions and checkpoint health.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -296,6 +296,51 @@ pub struct RebalanceStats {
     pub restores: [u64; 2],
     /// Each partition's last restore, kept while this replica owns it.
     pub last_restore: std::collections::BTreeMap<i32, Restore>,
+}
+
+/// Telemetry from the callers: what they timed and what rebalances did, recorded on the engine.
+impl super::Engine {
+    /// Records the wall time one message took, for the processing-time distribution.
+    pub fn record_processing_time(&mut self, elapsed: Duration) {
+        self.processing_time.record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Records a checkpoint attempt.
+    pub fn record_checkpoint(&mut self, bytes: u64, took: Duration, ok: bool, now: Instant) {
+        let wall_clock = self.wall_clock_ms(now);
+        let stats = &mut self.checkpoint_stats;
+        if ok {
+            stats.written += 1;
+            stats.last_bytes = bytes;
+            stats.last_duration = took;
+            stats.last_success_ms = Some(wall_clock);
+        } else {
+            stats.failed += 1;
+        }
+    }
+
+    /// Records a rebalance callback that assigned, revoked or lost `partitions`.
+    pub fn record_rebalance(&mut self, kind: RebalanceKind, partitions: &[i32]) {
+        if partitions.is_empty() {
+            return;
+        }
+        let stats = &mut self.rebalance_stats;
+        if let Some(i) = RebalanceKind::ALL.iter().position(|&k| k == kind) {
+            stats.rebalances[i] += 1;
+        }
+        if kind != RebalanceKind::Assign {
+            for p in partitions {
+                stats.last_restore.remove(p);
+            }
+        }
+    }
+
+    /// Records a partition's restore from a snapshot.
+    pub fn record_restore(&mut self, partition: i32, restore: Restore) {
+        let stats = &mut self.rebalance_stats;
+        stats.restores[usize::from(restore.source == RestoreSource::Standby)] += 1;
+        stats.last_restore.insert(partition, restore);
+    }
 }
 
 #[cfg(test)]
