@@ -1,7 +1,16 @@
-//! Decoding on the consumer thread, the engine's work on a thread of its own: [`Handoff`].
+//! Decoding on whichever of two threads has time, the engine's work on a thread of its own:
+//! [`Handoff`].
 //!
-//! The consumer thread polls and decodes each message ([`Preparer`]) into a batch; the engine
-//! thread joins, evaluates and advances the watermarks. So two cores share what one did.
+//! The consumer thread polls messages into batches; the engine thread joins, evaluates and
+//! advances the watermarks. Decoding goes to the thread that would otherwise wait. Each batch
+//! is decided as it starts: while the engine thread has a batch queued beyond the one it is
+//! working on, it is the slower side, and the consumer thread decodes the new batch as it polls
+//! ([`Preparer`]); otherwise the batch carries its messages' bytes ([`Undecoded`]) and the
+//! engine thread decodes it before it takes the engine lock. Either way a message is decoded
+//! by the same code into the same prepared form, and batches are processed in poll order.
+//! With decoding on the consumer thread alone, that thread was the pipeline's limit (twice the
+//! engine thread's time per message in profiles of the end-to-end benchmark), with a third of
+//! the two cores left idle.
 //!
 //! The offset discipline is unchanged: a message's offset reaches [`Positions`] only when the
 //! engine thread hands its batch back, that is once the message is in the state. Whatever reads
@@ -11,13 +20,19 @@
 //! then cover exactly the same messages, as when one thread did both. The barrier runs inside
 //! the rebalance callbacks too, before they lock the source state, and the engine thread never
 //! takes that lock, so waiting cannot deadlock.
+//!
+//! Each message's Kafka key is checked against its decoded query id where it is decoded
+//! ([`KeyCheck`]).
 
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::positions::Positions;
-use crate::engine::{PreparedBatch, Preparer, RejectLog, SharedEngine};
+use crate::engine::{PreparedBatch, Preparer, RejectLog, Routing, SharedEngine};
 use crate::event::{EventKind, RawMessage};
 
 /// Messages per batch: the hand-over and the engine lock cost nothing per message, and a batch
@@ -25,6 +40,9 @@ use crate::event::{EventKind, RawMessage};
 const BATCH_MESSAGES: usize = 256;
 /// Batches queued for the engine thread before the consumer thread waits (backpressure).
 const BATCHES_IN_FLIGHT: usize = 4;
+/// Batches sent and not handed back from which the consumer thread decodes a new batch itself:
+/// the one the engine thread is working on, and one more waiting for it.
+const ENGINE_BUSY: usize = 2;
 
 /// The engine thread stopped (it panicked): nothing more can be processed, and the positions
 /// must not move past what is in the state.
@@ -41,36 +59,182 @@ struct Polled {
     partition: i32,
     /// Its offset: recorded in the positions once the engine has it.
     offset: i64,
-    /// How long decoding it took on the consumer thread: part of its processing time
+    /// How long decoding it took, on whichever thread did: part of its processing time
     /// (`rankpulse_event_processing_seconds` is decode + join + accounting).
     decode: Duration,
 }
 
-/// Polled messages, decoded, in poll order.
+/// The bytes of a batch's messages, carried for the engine thread to decode: copied out of
+/// librdkafka's buffers (its messages cannot leave the consumer thread), into buffers the batch
+/// keeps and reuses, so carrying a message allocates nothing once they have grown.
+#[derive(Debug, Default)]
+struct Undecoded {
+    /// Every message's payload, key and header values, back to back.
+    bytes: Vec<u8>,
+    /// Every header name, back to back.
+    names: String,
+    /// Every message's header names and values, in `names` and `bytes`.
+    headers: Vec<(Range<usize>, Range<usize>)>,
+    /// Each message, at its index in the batch.
+    messages: Vec<UndecodedMessage>,
+}
+
+/// Where one carried message is in its batch's [`Undecoded`].
+#[derive(Debug, Clone)]
+struct UndecodedMessage {
+    /// Its payload, in `bytes`.
+    payload: Range<usize>,
+    /// Its key, in `bytes`; `None` when it has none.
+    key: Option<Range<usize>>,
+    /// Its headers, in `headers` (collected only for a mapping that reads them).
+    headers: Range<usize>,
+}
+
+impl Undecoded {
+    fn push(&mut self, raw: RawMessage<'_>) {
+        let mut copy = |from: &[u8]| {
+            let start = self.bytes.len();
+            self.bytes.extend_from_slice(from);
+            start..self.bytes.len()
+        };
+        let payload = copy(raw.payload);
+        let key = raw.key.map(&mut copy);
+        let first_header = self.headers.len();
+        for (name, value) in raw.headers {
+            let value = copy(value);
+            let start = self.names.len();
+            self.names.push_str(name);
+            self.headers.push((start..self.names.len(), value));
+        }
+        self.messages.push(UndecodedMessage { payload, key, headers: first_header..self.headers.len() });
+    }
+
+    /// A carried message as it arrived; `envelope` is filled with its headers.
+    fn message<'a, 'b>(
+        &'a self,
+        carried: &UndecodedMessage,
+        envelope: &'b mut Vec<(&'a str, &'a [u8])>,
+    ) -> RawMessage<'b>
+    where
+        'a: 'b,
+    {
+        let bytes_of = |r: &Range<usize>| self.bytes.get(r.clone()).unwrap_or_default();
+        envelope.clear();
+        let headers = self.headers.get(carried.headers.clone()).unwrap_or_default();
+        envelope.extend(
+            headers.iter().map(|(name, value)| (self.names.get(name.clone()).unwrap_or_default(), bytes_of(value))),
+        );
+        RawMessage { payload: bytes_of(&carried.payload), key: carried.key.as_ref().map(bytes_of), headers: envelope }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.names.clear();
+        self.headers.clear();
+        self.messages.clear();
+    }
+}
+
+/// Polled messages in poll order, decoded or carried.
 #[derive(Debug, Default)]
 struct Batch {
     /// Where each came from.
     messages: Vec<Polled>,
-    /// Each decoded, at the same index.
+    /// Each decoded, at the same index: filled by the consumer thread as it polls, or by the
+    /// engine thread from `undecoded`.
     prepared: PreparedBatch,
+    /// The messages' bytes when the engine thread decodes them; empty otherwise.
+    undecoded: Undecoded,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.messages.clear();
+        self.prepared.clear();
+        self.undecoded.clear();
+    }
+}
+
+/// The check of each consumed message's Kafka key against its event's query id, where the
+/// message is decoded: a key that is not the query id means the producers did not key the
+/// topic by it, and the join's partitions need not hold the impressions of their engagements
+/// (see [`Routing`]). Counted on every mismatch, named in the log once per process.
+#[derive(Debug, Clone)]
+struct KeyCheck {
+    /// The counts the exporter reads.
+    routing: Arc<Routing>,
+    /// Impressions topic, engagements topic: what the log line names.
+    topics: Arc<[String; 2]>,
+    /// Whether the log line was written, by either thread.
+    said: Arc<AtomicBool>,
+}
+
+impl KeyCheck {
+    /// Checks the key of the newest message in `prepared`. A message without a key was placed
+    /// by its producer (or at random): nothing to check; a rejected one has no query.
+    fn check(&self, kind: EventKind, partition: i32, key: Option<&[u8]>, prepared: &PreparedBatch) {
+        if let (Some(key), Some(query)) = (key, prepared.last_query()) {
+            if self.routing.check_key(kind, key, query) && !self.said.swap(true, Ordering::Relaxed) {
+                say_key_mismatch(&self.topics[kind.index()], partition, key);
+            }
+        }
+    }
+}
+
+/// The one log line naming why metrics are biased when the join's input is keyed by something
+/// else than the query id (counted in `rankpulse_input_key_mismatches_total` from then on).
+fn say_key_mismatch(topic: &str, partition: i32, key: &[u8]) {
+    tracing::warn!(
+        topic,
+        partition,
+        key = %crate::event::excerpt(key, 60, false),
+        "a message's Kafka key is not its query_id: the producers do not key this topic by query id, so engagements \
+         land on partitions whose join never saw their impression and are counted as orphans, biasing every metric \
+         downwards. Set repartition.mode = \"auto\" or \"always\" to re-key the inputs through internal topics, or \
+         key both topics by query_id"
+    );
 }
 
 /// What [`Handoff::push`] did.
 pub(super) struct Pushed {
-    /// When the message was decoded: the consumer thread's clock reading for this message.
-    pub(super) at: Instant,
+    /// When the message was decoded, if it was decoded here: a clock reading the caller may use
+    /// rather than take its own. A carried message takes none.
+    pub(super) at: Option<Instant>,
     /// The batch is full and should be sent.
     pub(super) full: bool,
-    /// The message's query, `None` when it was rejected: what its Kafka key is checked against.
-    pub(super) query: Option<crate::ids::QueryKey>,
+}
+
+/// Which thread decodes a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decoding {
+    /// The one that would otherwise wait (module documentation): what `serve` runs.
+    Balanced,
+    /// Always the consumer thread, or always the engine thread: the tests compare them.
+    #[cfg(test)]
+    Here,
+    #[cfg(test)]
+    Carried,
 }
 
 /// The consumer thread's side of the engine thread.
 pub(super) struct Handoff {
     /// Decodes on the consumer thread as the engine would.
     preparer: Preparer,
+    /// Checks keys of the messages decoded here.
+    keys: KeyCheck,
     /// Messages polled and not yet sent.
     filling: Batch,
+    /// Which thread decodes each batch.
+    decoding: Decoding,
+    /// Whether `filling` is decoded here (decided as it starts) or carried to the engine thread.
+    decoding_here: bool,
+    /// Batches sent and not yet processed, counted down by the engine thread as it finishes
+    /// each: how busy it is, when a batch starts.
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     /// Batches to the engine thread; `None` once it is stopped.
     to_engine: Option<SyncSender<Batch>>,
     /// Batches the engine thread processed, back for their positions and for reuse.
@@ -84,15 +248,26 @@ pub(super) struct Handoff {
 impl Handoff {
     /// Starts the engine thread over `engine`; `topics` name the inputs in its log lines.
     pub(super) fn start(engine: SharedEngine, topics: [String; 2]) -> std::io::Result<Self> {
-        let preparer = engine.lock().preparer().clone();
+        let (preparer, routing) = {
+            let engine = engine.lock();
+            (engine.preparer().clone(), engine.routing().clone())
+        };
+        let topics = Arc::new(topics);
+        let keys = KeyCheck { routing, topics: topics.clone(), said: Arc::new(AtomicBool::new(false)) };
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (to_engine, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
         let (done, processed) = std::sync::mpsc::channel();
+        let engine_side = EngineSide { preparer: preparer.clone(), keys: keys.clone(), queued: queued.clone() };
         let thread = std::thread::Builder::new()
             .name("rankpulse-engine".into())
-            .spawn(move || run(&engine, &topics, &batches, &done))?;
+            .spawn(move || engine_side.run(&engine, &topics, &batches, &done))?;
         Ok(Handoff {
             preparer,
+            keys,
             filling: Batch::default(),
+            decoding: Decoding::Balanced,
+            decoding_here: false,
+            queued,
             to_engine: Some(to_engine),
             processed,
             in_flight: 0,
@@ -100,15 +275,30 @@ impl Handoff {
         })
     }
 
-    /// Decodes a polled message into the batch, and returns when it finished; `full` tells
-    /// that the batch should be sent.
+    /// Adds a polled message to the batch, decoded here or carried (see the module
+    /// documentation); `full` tells that the batch should be sent.
     pub(super) fn push(&mut self, kind: EventKind, partition: i32, offset: i64, raw: RawMessage<'_>) -> Pushed {
-        let started = Instant::now();
-        self.preparer.prepare(kind, raw, &mut self.filling.prepared);
-        let decoded = Instant::now();
-        self.filling.messages.push(Polled { kind, partition, offset, decode: decoded - started });
-        let query = self.filling.prepared.last_query();
-        Pushed { at: decoded, full: self.filling.messages.len() >= BATCH_MESSAGES, query }
+        if self.filling.messages.is_empty() {
+            self.decoding_here = match self.decoding {
+                Decoding::Balanced => self.queued.load(Ordering::Relaxed) >= ENGINE_BUSY,
+                #[cfg(test)]
+                Decoding::Here => true,
+                #[cfg(test)]
+                Decoding::Carried => false,
+            };
+        }
+        let (decode, at) = if self.decoding_here {
+            let started = Instant::now();
+            self.preparer.prepare(kind, raw, &mut self.filling.prepared);
+            self.keys.check(kind, partition, raw.key, &self.filling.prepared);
+            let decoded = Instant::now();
+            (decoded - started, Some(decoded))
+        } else {
+            self.filling.undecoded.push(raw);
+            (Duration::ZERO, None)
+        };
+        self.filling.messages.push(Polled { kind, partition, offset, decode });
+        Pushed { at, full: self.filling.messages.len() >= BATCH_MESSAGES }
     }
 
     /// Whether a mapping reads a message's key or headers, which are then handed over.
@@ -130,6 +320,7 @@ impl Handoff {
                 Err(_) => Batch::default(),
             };
             let full = std::mem::replace(&mut self.filling, next);
+            self.queued.fetch_add(1, Ordering::Relaxed);
             self.to_engine.as_ref().ok_or(EngineStopped)?.send(full).map_err(|_| EngineStopped)?;
             self.in_flight += 1;
         }
@@ -171,8 +362,7 @@ impl Handoff {
         for m in &done.messages {
             positions.consumed(m.kind, m.partition, m.offset);
         }
-        done.messages.clear();
-        done.prepared.clear();
+        done.clear();
         done
     }
 
@@ -190,32 +380,161 @@ impl Handoff {
 /// How often the engine thread recomputes watermarks while messages keep arriving.
 const ADVANCE_INTERVAL: Duration = super::ADVANCE_INTERVAL;
 
-/// The engine thread: processes batches in order, handing each back once it is in the state.
-fn run(engine: &SharedEngine, topics: &[String; 2], batches: &Receiver<Batch>, done: &Sender<Batch>) {
-    let mut rejects = RejectLog::default();
-    let mut last_advance = Instant::now();
-    while let Ok(batch) = batches.recv() {
-        let mut engine = engine.lock();
-        for (i, m) in batch.messages.iter().enumerate() {
-            let started = Instant::now();
-            if let Err(rejection) = engine.process_prepared(m.kind, m.partition, batch.prepared.get(i), started) {
-                rejects.log(started, || {
-                    let (topic, reason) = (&topics[m.kind.index()], rejection.reason.label());
-                    let (partition, offset) = (m.partition, m.offset);
-                    tracing::warn!(topic, partition, offset, reason, detail = %rejection.detail, "rejected message");
-                });
+/// What the engine thread owns besides the engine.
+struct EngineSide {
+    /// Decodes the batches carried undecoded.
+    preparer: Preparer,
+    /// Checks keys of the messages decoded here.
+    keys: KeyCheck,
+    /// Counted down as each batch is processed.
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl EngineSide {
+    /// Processes batches in order, handing each back once it is in the state.
+    fn run(&self, engine: &SharedEngine, topics: &[String; 2], batches: &Receiver<Batch>, done: &Sender<Batch>) {
+        let mut rejects = RejectLog::default();
+        let mut last_advance = Instant::now();
+        while let Ok(mut batch) = batches.recv() {
+            // Before the lock: a scrape need not wait for decoding.
+            if !batch.undecoded.is_empty() {
+                self.decode(&mut batch);
             }
-            let finished = Instant::now();
-            engine.record_processing_time(m.decode + (finished - started));
-            if finished - last_advance >= ADVANCE_INTERVAL {
-                engine.advance(finished);
-                last_advance = finished;
+            let mut engine = engine.lock();
+            // One clock reading per message: each message's processing ends where the next's begins.
+            let mut started = Instant::now();
+            for (i, m) in batch.messages.iter().enumerate() {
+                if let Err(rejection) = engine.process_prepared(m.kind, m.partition, batch.prepared.get(i), started) {
+                    rejects.log(started, || {
+                        let (topic, reason) = (&topics[m.kind.index()], rejection.reason.label());
+                        let (partition, offset) = (m.partition, m.offset);
+                        tracing::warn!(topic, partition, offset, reason, detail = %rejection.detail, "rejected message");
+                    });
+                }
+                let finished = Instant::now();
+                engine.record_processing_time(m.decode + (finished - started));
+                started = finished;
+                if finished - last_advance >= ADVANCE_INTERVAL {
+                    engine.advance(finished);
+                    last_advance = finished;
+                    // Advancing is not the next message's processing.
+                    started = Instant::now();
+                }
+            }
+            drop(engine);
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            if done.send(batch).is_err() {
+                break;
             }
         }
-        drop(engine);
-        if done.send(batch).is_err() {
-            break;
+        rejects.report_suppressed();
+    }
+
+    /// Decodes a carried batch into its prepared messages, timing each.
+    fn decode(&self, batch: &mut Batch) {
+        let Batch { messages, prepared, undecoded } = batch;
+        let mut envelope = Vec::new();
+        let mut started = Instant::now();
+        for (m, carried) in messages.iter_mut().zip(&undecoded.messages) {
+            let raw = undecoded.message(carried, &mut envelope);
+            let key = raw.key;
+            self.preparer.prepare(m.kind, raw, prepared);
+            self.keys.check(m.kind, m.partition, key, prepared);
+            let decoded = Instant::now();
+            m.decode = decoded - started;
+            started = decoded;
         }
     }
-    rejects.report_suppressed();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::engine::{Engine, SharedEngine};
+
+    /// Demo traffic in event-time order as (kind, key, payload), with messages no decoder
+    /// accepts and keys that are not the query id mixed in: in order, no event is late
+    /// whenever the engine thread advances, so runs agree however their batches were timed.
+    fn messages() -> Vec<(EventKind, Vec<u8>, Vec<u8>)> {
+        let (mut impressions, mut engagements) = (Vec::new(), Vec::new());
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        let start_ms = i64::try_from(since_epoch.as_millis()).unwrap() - 600_000;
+        let none = crate::demo::FaultRate::NONE;
+        crate::demo::write_traffic(&mut impressions, &mut engagements, 3_000, 500, 3, start_ms, none).unwrap();
+        let mut all = Vec::new();
+        for (kind, bytes) in [(EventKind::Impression, &impressions), (EventKind::Engagement, &engagements)] {
+            for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+                let at = v["timestamp"].as_i64().unwrap();
+                all.push((at, kind, v["query_id"].as_str().unwrap().as_bytes().to_vec(), line.to_vec()));
+            }
+        }
+        all.sort_by_key(|(at, kind, ..)| (*at, kind.index()));
+        let mut out = Vec::new();
+        for (i, (_, kind, key, payload)) in all.into_iter().enumerate() {
+            let key = if i % 97 == 5 { b"session-7".to_vec() } else { key };
+            out.push((kind, key, payload));
+            if i % 211 == 3 {
+                out.push((kind, b"q".to_vec(), b"{\"query_id\": ".to_vec()));
+            }
+        }
+        out
+    }
+
+    /// Everything a run decides, as text; and the positions it recorded.
+    fn run(decoding: Decoding, messages: &[(EventKind, Vec<u8>, Vec<u8>)]) -> (String, Positions) {
+        let engine = SharedEngine::new(Engine::new(&Config::default()));
+        let now = Instant::now();
+        for p in 0..3 {
+            engine.lock().assign(p, now);
+        }
+        let mut handoff = Handoff::start(engine.clone(), ["imp".into(), "eng".into()]).unwrap();
+        handoff.decoding = decoding;
+        let mut positions = Positions::default();
+        for (offset, (kind, key, payload)) in messages.iter().enumerate() {
+            let partition = i32::from(key.first().copied().unwrap_or(0) % 3);
+            let raw = RawMessage { payload, key: Some(key), headers: &[] };
+            if handoff.push(*kind, partition, offset as i64, raw).full {
+                handoff.send(&mut positions).unwrap();
+            }
+        }
+        handoff.barrier(&mut positions).unwrap();
+        handoff.stop();
+        let mut engine = engine.lock();
+        let processed = engine.processing_time().histogram.len();
+        engine.finish();
+        let routing = engine.routing().counts();
+        let figures = format!("{:?} {:?} {:?} {processed}", engine.cumulative(), engine.counters(), routing);
+        (figures, positions)
+    }
+
+    #[test]
+    fn decoding_on_either_thread_gives_the_same_state_positions_and_counts() {
+        let messages = messages();
+        let here = run(Decoding::Here, &messages);
+        assert!(here.0.contains(&format!(" {}", messages.len())), "every message timed once");
+        assert!(!here.0.contains("keys_mismatched: [0, 0]"), "{}", here.0);
+        for decoding in [Decoding::Carried, Decoding::Balanced] {
+            let other = run(decoding, &messages);
+            assert_eq!(here.0, other.0, "{decoding:?}");
+            assert_eq!(here.1, other.1, "{decoding:?}");
+        }
+    }
+
+    #[test]
+    fn a_carried_message_reads_back_as_it_arrived() {
+        let mut undecoded = Undecoded::default();
+        let headers = [("trace", &b"t-1"[..]), ("tenant", &b""[..])];
+        undecoded.push(RawMessage { payload: b"{}", key: Some(b"q-1"), headers: &headers });
+        undecoded.push(RawMessage { payload: b"[1]", key: None, headers: &[] });
+        let mut envelope = Vec::new();
+        let first = undecoded.message(&undecoded.messages[0], &mut envelope);
+        assert_eq!((first.payload, first.key, first.headers), (&b"{}"[..], Some(&b"q-1"[..]), &headers[..]));
+        let mut envelope = Vec::new();
+        let second = undecoded.message(&undecoded.messages[1], &mut envelope);
+        assert_eq!((second.payload, second.key, second.headers.len()), (&b"[1]"[..], None, 0));
+        undecoded.clear();
+        assert!(undecoded.is_empty() && undecoded.bytes.is_empty() && undecoded.names.is_empty());
+    }
 }

@@ -1,5 +1,5 @@
-//! The Kafka source: consumes and decodes both topics on a thread of its own and feeds the
-//! engine, whose work runs on another (`handoff`).
+//! The Kafka source: consumes both topics on a thread of its own and feeds the engine, whose
+//! work runs on another; decoding goes to whichever of the two would wait (`handoff`).
 //!
 //! Offset discipline: a message's offset is recorded in [`Positions`] once the message is in the
 //! engine's state, and a partition's snapshot holds its state *and* its positions. Snapshots go
@@ -25,7 +25,7 @@
 //! | file | owns |
 //! |---|---|
 //! | `mod.rs` | the consumer thread's poll loop, the client configuration |
-//! | `handoff` | decoding on the consumer thread, the engine's work on a thread of its own; the barrier before anything reads the positions |
+//! | `handoff` | decoding on whichever of the consumer and engine threads would wait, the engine's work on a thread of its own, the key check; the barrier before anything reads the positions |
 //! | [`changelog`] | the changelog topic: snapshots written in chunks, acknowledged, read back from the end |
 //! | [`chunks`] | the chunk records of the changelog and aggregates topics and their reassembly, pure (no client), so they are fuzzed |
 //! | `aggregates` | the aggregates topic's reader: every partition's A/B sums into the experiment-wide view |
@@ -53,7 +53,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 
 use crate::config::{ClientRole, KafkaClientError, KafkaConfig, StateConfig};
-use crate::engine::{Routing, SharedEngine};
+use crate::engine::SharedEngine;
 use crate::event::{EventKind, RawMessage};
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
@@ -189,8 +189,7 @@ pub async fn run(
     tracing::info!(brokers = %cfg.brokers, group = %cfg.group_id, ?topics, "consuming");
 
     let (finished, done) = tokio::sync::oneshot::channel();
-    let routing = engine.lock().routing().clone();
-    let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval, routing };
+    let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval };
     std::thread::Builder::new()
         .name("rankpulse-source".into())
         .spawn(move || {
@@ -220,17 +219,12 @@ struct ConsumeLoop {
     topics: [String; 2],
     /// How often the state is checkpointed and the offsets it covers committed.
     checkpoint_interval: Duration,
-    /// Where each message's Kafka key is checked against its event's query id: a key that is
-    /// not the query id means the partition need not hold the impression (see [`Routing`]).
-    routing: Arc<Routing>,
 }
 
 impl ConsumeLoop {
     /// Consumes until shutdown; returns the error that stopped it, if one did.
     fn run(self) -> Option<ChangelogError> {
-        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval, routing } = &self;
-        // The cause is named once; the count goes on.
-        let mut key_mismatch_said = false;
+        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval } = &self;
         let context = consumer.context();
         let mut last_advance = Instant::now();
         let mut next_checkpoint = last_advance + *checkpoint_interval;
@@ -279,19 +273,14 @@ impl ConsumeLoop {
                     };
                     let raw = RawMessage { payload, key: message.key(), headers: &headers };
                     let pushed = handoff.push(kind, message.partition(), message.offset(), raw);
-                    // A message without a key was placed by its producer (or at random): nothing
-                    // to check. One with a key that is not its query id was placed by that key.
-                    if let (Some(key), Some(query)) = (message.key(), pushed.query) {
-                        if routing.check_key(kind, key, query) && !key_mismatch_said {
-                            key_mismatch_said = true;
-                            say_key_mismatch(&topics[kind.index()], message.partition(), key);
-                        }
-                    }
                     if pushed.full {
                         // Offsets are recorded as the engine thread hands batches back.
                         handoff.send(&mut context.state().positions).unwrap_or_else(stopped);
+                        Some(pushed.at.unwrap_or_else(Instant::now))
+                    } else {
+                        // A carried message reads no clock: the ticks below wait for the next reading.
+                        pushed.at
                     }
-                    pushed.at
                 }
                 Some(Err(e)) => {
                     until_shutdown_check = 0;
@@ -300,15 +289,16 @@ impl ConsumeLoop {
                     health.set_ready(false);
                     // Let a broken connection recover without spinning.
                     std::thread::sleep(ERROR_BACKOFF);
-                    Instant::now()
+                    Some(Instant::now())
                 }
                 None => {
                     until_shutdown_check = 0;
                     let mut handoff = context.handoff();
                     handoff.send(&mut context.state().positions).unwrap_or_else(stopped);
-                    Instant::now()
+                    Some(Instant::now())
                 }
             };
+            let Some(now) = now else { continue };
             if now - last_advance >= IDLE_TICK {
                 // The engine thread advances while messages arrive; this is for when none do.
                 engine.lock().advance(now);
@@ -372,18 +362,4 @@ fn poll_state_reader<'c>(
             None
         }
     }
-}
-
-/// The one log line naming why metrics are biased when the join's input is keyed by something
-/// else than the query id (counted in `rankpulse_input_key_mismatches_total` from then on).
-fn say_key_mismatch(topic: &str, partition: i32, key: &[u8]) {
-    tracing::warn!(
-        topic,
-        partition,
-        key = %crate::event::excerpt(key, 60, false),
-        "a message's Kafka key is not its query_id: the producers do not key this topic by query id, so engagements \
-         land on partitions whose join never saw their impression and are counted as orphans, biasing every metric \
-         downwards. Set repartition.mode = \"auto\" or \"always\" to re-key the inputs through internal topics, or \
-         key both topics by query_id"
-    );
 }
