@@ -196,7 +196,8 @@ fn end_to_end(results: &mut Results) {
             assert!(Instant::now() < deadline, "pipeline consumed {n} of {total} messages");
             if n > 0 {
                 first.get_or_insert_with(|| {
-                    (Instant::now(), n, threads_cpu_seconds(rankpulse_thread), threads_cpu_seconds(|_| true))
+                    let threads = [consumer_thread, engine_thread].map(threads_cpu_seconds);
+                    (Instant::now(), n, threads, threads_cpu_seconds(|_| true))
                 });
             }
             if n >= total {
@@ -204,15 +205,19 @@ fn end_to_end(results: &mut Results) {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let (started, consumed_at_first, cpu_at_first, all_cpu_at_first) = first.unwrap();
+        let (started, consumed_at_first, threads_at_first, all_cpu_at_first) = first.unwrap();
         let wall = started.elapsed().as_secs_f64();
-        let per_cpu_second =
-            (total - consumed_at_first) as f64 / (threads_cpu_seconds(rankpulse_thread) - cpu_at_first).max(1e-9);
+        let [consumer_now, engine_now] = [consumer_thread, engine_thread].map(threads_cpu_seconds);
+        let [consumer_cpu, engine_cpu] = [consumer_now - threads_at_first[0], engine_now - threads_at_first[1]];
+        let per_cpu_second = (total - consumed_at_first) as f64 / (consumer_cpu + engine_cpu).max(1e-9);
+        // The share of the wall-clock time each of rankpulse's two threads was on a core: the
+        // busier one limits the pipeline.
+        let threads_busy = [consumer_cpu / wall, engine_cpu / wall];
         let cores_busy = (threads_cpu_seconds(|_| true) - all_cpu_at_first) / wall;
         shutdown.trigger();
         runner.join().unwrap();
         let engine = engine.into_inner().unwrap();
-        (total as f64 / wall, engine, per_cpu_second, cores_busy)
+        (total as f64 / wall, engine, per_cpu_second, cores_busy, threads_busy)
     };
 
     // Five rounds, alternating, each on its own consumer group: a round lasts a fraction of a
@@ -227,6 +232,7 @@ fn end_to_end(results: &mut Results) {
     let (mut durable, mut frequent, mut frequent_rounds) = (Vec::new(), Vec::new(), Vec::new());
     let (mut raw_wide, mut piped_wide, mut per_cpu) = (Vec::new(), Vec::new(), Vec::new());
     let (mut raw_cores, mut piped_cores) = (Vec::new(), Vec::new());
+    let (mut consumer_busy, mut engine_busy) = (Vec::new(), Vec::new());
     // At 16 partitions, the engine thread finalizing every partition itself, and with a second
     // finalization thread (the default has one per core beyond two: none more on 2 cores).
     let (mut one_lane_wide, mut two_lanes_wide) = (Vec::new(), Vec::new());
@@ -235,9 +241,11 @@ fn end_to_end(results: &mut Results) {
         let (rate, cores) = raw_once(&format!("raw-{round}"), topics);
         raw.push(rate);
         raw_cores.push(cores);
-        let (rate, engine, events_per_cpu_second, cores) =
+        let (rate, engine, events_per_cpu_second, cores, [consumer, engine_thread]) =
             pipeline_once(&format!("pipeline-{round}"), None, topics, None);
         piped.push(rate);
+        consumer_busy.push(consumer);
+        engine_busy.push(engine_thread);
         per_cpu.push(events_per_cpu_second);
         piped_cores.push(cores);
         last = Some(engine);
@@ -246,7 +254,7 @@ fn end_to_end(results: &mut Results) {
         one_lane_wide.push(pipeline_once(&format!("pipeline16-one-lane-{round}"), None, WIDE_TOPICS, Some(1)).0);
         two_lanes_wide.push(pipeline_once(&format!("pipeline16-two-lanes-{round}"), None, WIDE_TOPICS, Some(2)).0);
         durable.push(pipeline_once(&format!("changelog-{round}"), Some("5s"), topics, None).0);
-        let (rate, engine, _, _) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics, None);
+        let (rate, engine, ..) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics, None);
         frequent.push(rate);
         // Less the final snapshot at shutdown, after the timing.
         frequent_rounds.push(engine.checkpoint_stats().written.saturating_sub(1) as f64);
@@ -258,6 +266,8 @@ fn end_to_end(results: &mut Results) {
     results.insert("end_to_end_events_per_rankpulse_cpu_second".into(), median(per_cpu).into());
     results.insert("raw_consume_cores_busy".into(), median(raw_cores).into());
     results.insert("end_to_end_cores_busy".into(), median(piped_cores).into());
+    results.insert("end_to_end_consumer_thread_busy".into(), median(consumer_busy).into());
+    results.insert("end_to_end_engine_thread_busy".into(), median(engine_busy).into());
     results.insert("end_to_end_16_partitions_events_per_second".into(), wide_rate.into());
     results.insert("raw_consume_16_partitions_events_per_second".into(), raw_wide_rate.into());
     results.insert("end_to_end_16_partitions_share_of_raw".into(), (wide_rate / raw_wide_rate).into());
@@ -352,10 +362,16 @@ fn replay(results: &mut Results) {
     }
 }
 
-/// The threads doing rankpulse's own work in `serve`: the consumer thread, which polls and
-/// decodes, and the engine thread (not librdkafka's threads, nor the in-process cluster's).
-fn rankpulse_thread(name: &str) -> bool {
-    name.starts_with("rankpulse-sourc") || name.starts_with("rankpulse-engin")
+/// The threads doing rankpulse's own work in `serve` (not librdkafka's threads, nor the
+/// in-process cluster's): the consumer thread, which polls (and decodes while the engine thread
+/// is the busier)...
+fn consumer_thread(name: &str) -> bool {
+    name.starts_with("rankpulse-sourc")
+}
+
+/// ... and the engine thread (which decodes the batches carried to it).
+fn engine_thread(name: &str) -> bool {
+    name.starts_with("rankpulse-engin")
 }
 
 /// CPU time so far of this process's live threads whose name `counts`, from
@@ -576,6 +592,16 @@ fn main() {
         (
             "  cores busy: raw consume; end to end",
             format!("{}; {}", fmt(get("raw_consume_cores_busy"), 2), fmt(get("end_to_end_cores_busy"), 2)),
+            "",
+            "",
+        ),
+        (
+            "  end to end, busy: consumer thread; engine thread",
+            format!(
+                "{}; {}",
+                fmt(get("end_to_end_consumer_thread_busy"), 2),
+                fmt(get("end_to_end_engine_thread_busy"), 2)
+            ),
             "",
             "",
         ),
