@@ -2,12 +2,13 @@
 //! [`Handoff`].
 //!
 //! The consumer thread polls messages into batches; the engine thread joins, evaluates and
-//! advances the watermarks. Decoding goes to the thread that would otherwise wait. Each batch
-//! is decided as it starts: while the engine thread has a batch queued beyond the one it is
-//! working on, it is the slower side, and the consumer thread decodes the new batch as it polls
-//! ([`Preparer`]); otherwise the batch carries its messages' bytes ([`Undecoded`]) and the
-//! engine thread decodes it before it takes the engine lock. Either way a message is decoded
-//! by the same code into the same prepared form, and batches are processed in poll order.
+//! advances the watermarks. Decoding goes to the thread that would otherwise wait, message by
+//! message: while the engine thread has a batch queued beyond the one it is working on, it is
+//! the slower side, and the consumer thread decodes what it polls ([`Preparer`]); otherwise the
+//! batch carries the message's bytes ([`Undecoded`]) and the engine thread decodes them before
+//! it takes the engine lock. A message over `limits.max_message_bytes` is never carried (it is
+//! rejected by its size, unread). Either way a message is decoded by the same code into the
+//! same prepared form, and processed in poll order.
 //! With decoding on the consumer thread alone, that thread was the pipeline's limit (twice the
 //! engine thread's time per message in profiles of the end-to-end benchmark), with a third of
 //! the two cores left idle.
@@ -40,9 +41,12 @@ use crate::event::{EventKind, RawMessage};
 const BATCH_MESSAGES: usize = 256;
 /// Batches queued for the engine thread before the consumer thread waits (backpressure).
 const BATCHES_IN_FLIGHT: usize = 4;
-/// Batches sent and not handed back from which the consumer thread decodes a new batch itself:
+/// Batches sent and not yet processed from which the consumer thread decodes what it polls:
 /// the one the engine thread is working on, and one more waiting for it.
 const ENGINE_BUSY: usize = 2;
+/// Carried bytes that fill a batch before its message count does: what the copies hold is
+/// bounded (about this much per batch in flight, and one message), whatever the messages' size.
+const BATCH_CARRIED_BYTES: usize = 1 << 20;
 
 /// The engine thread stopped (it panicked): nothing more can be processed, and the positions
 /// must not move past what is in the state.
@@ -62,6 +66,9 @@ struct Polled {
     /// How long decoding it took, on whichever thread did: part of its processing time
     /// (`rankpulse_event_processing_seconds` is decode + join + accounting).
     decode: Duration,
+    /// Whether the consumer thread decoded it (into the batch's `prepared`), or it was carried
+    /// (into `carried`).
+    decoded_here: bool,
 }
 
 /// The bytes of a batch's messages, carried for the engine thread to decode: copied out of
@@ -144,11 +151,12 @@ impl Undecoded {
 struct Batch {
     /// Where each came from.
     messages: Vec<Polled>,
-    /// Each decoded, at the same index: filled by the consumer thread as it polls, or by the
-    /// engine thread from `undecoded`.
+    /// The messages the consumer thread decoded, in order.
     prepared: PreparedBatch,
-    /// The messages' bytes when the engine thread decodes them; empty otherwise.
+    /// The carried messages' bytes, in order.
     undecoded: Undecoded,
+    /// The carried messages, decoded by the engine thread, in order.
+    carried: PreparedBatch,
 }
 
 impl Batch {
@@ -156,6 +164,7 @@ impl Batch {
         self.messages.clear();
         self.prepared.clear();
         self.undecoded.clear();
+        self.carried.clear();
     }
 }
 
@@ -228,10 +237,8 @@ pub(super) struct Handoff {
     keys: KeyCheck,
     /// Messages polled and not yet sent.
     filling: Batch,
-    /// Which thread decodes each batch.
+    /// Which thread decodes each message.
     decoding: Decoding,
-    /// Whether `filling` is decoded here (decided as it starts) or carried to the engine thread.
-    decoding_here: bool,
     /// Batches sent and not yet processed, counted down by the engine thread as it finishes
     /// each: how busy it is, when a batch starts.
     queued: Arc<std::sync::atomic::AtomicUsize>,
@@ -266,7 +273,6 @@ impl Handoff {
             keys,
             filling: Batch::default(),
             decoding: Decoding::Balanced,
-            decoding_here: false,
             queued,
             to_engine: Some(to_engine),
             processed,
@@ -278,16 +284,15 @@ impl Handoff {
     /// Adds a polled message to the batch, decoded here or carried (see the module
     /// documentation); `full` tells that the batch should be sent.
     pub(super) fn push(&mut self, kind: EventKind, partition: i32, offset: i64, raw: RawMessage<'_>) -> Pushed {
-        if self.filling.messages.is_empty() {
-            self.decoding_here = match self.decoding {
+        let decoded_here = raw.payload.len() > self.preparer.max_message_bytes()
+            || match self.decoding {
                 Decoding::Balanced => self.queued.load(Ordering::Relaxed) >= ENGINE_BUSY,
                 #[cfg(test)]
                 Decoding::Here => true,
                 #[cfg(test)]
                 Decoding::Carried => false,
             };
-        }
-        let (decode, at) = if self.decoding_here {
+        let (decode, at) = if decoded_here {
             let started = Instant::now();
             self.preparer.prepare(kind, raw, &mut self.filling.prepared);
             self.keys.check(kind, partition, raw.key, &self.filling.prepared);
@@ -297,8 +302,10 @@ impl Handoff {
             self.filling.undecoded.push(raw);
             (Duration::ZERO, None)
         };
-        self.filling.messages.push(Polled { kind, partition, offset, decode });
-        Pushed { at, full: self.filling.messages.len() >= BATCH_MESSAGES }
+        self.filling.messages.push(Polled { kind, partition, offset, decode, decoded_here });
+        let full =
+            self.filling.messages.len() >= BATCH_MESSAGES || self.filling.undecoded.bytes.len() >= BATCH_CARRIED_BYTES;
+        Pushed { at, full }
     }
 
     /// Whether a mapping reads a message's key or headers, which are then handed over.
@@ -403,8 +410,16 @@ impl EngineSide {
             let mut engine = engine.lock();
             // One clock reading per message: each message's processing ends where the next's begins.
             let mut started = Instant::now();
-            for (i, m) in batch.messages.iter().enumerate() {
-                if let Err(rejection) = engine.process_prepared(m.kind, m.partition, batch.prepared.get(i), started) {
+            let (mut here, mut carried) = (0, 0);
+            for m in &batch.messages {
+                let prepared = if m.decoded_here {
+                    here += 1;
+                    batch.prepared.get(here - 1)
+                } else {
+                    carried += 1;
+                    batch.carried.get(carried - 1)
+                };
+                if let Err(rejection) = engine.process_prepared(m.kind, m.partition, prepared, started) {
                     rejects.log(started, || {
                         let (topic, reason) = (&topics[m.kind.index()], rejection.reason.label());
                         let (partition, offset) = (m.partition, m.offset);
@@ -430,16 +445,17 @@ impl EngineSide {
         rejects.report_suppressed();
     }
 
-    /// Decodes a carried batch into its prepared messages, timing each.
+    /// Decodes a batch's carried messages, timing each.
     fn decode(&self, batch: &mut Batch) {
-        let Batch { messages, prepared, undecoded } = batch;
+        let Batch { messages, undecoded, carried, .. } = batch;
         let mut envelope = Vec::new();
         let mut started = Instant::now();
-        for (m, carried) in messages.iter_mut().zip(&undecoded.messages) {
-            let raw = undecoded.message(carried, &mut envelope);
+        let polled = messages.iter_mut().filter(|m| !m.decoded_here);
+        for (m, bytes) in polled.zip(&undecoded.messages) {
+            let raw = undecoded.message(bytes, &mut envelope);
             let key = raw.key;
-            self.preparer.prepare(m.kind, raw, prepared);
-            self.keys.check(m.kind, m.partition, key, prepared);
+            self.preparer.prepare(m.kind, raw, carried);
+            self.keys.check(m.kind, m.partition, key, carried);
             let decoded = Instant::now();
             m.decode = decoded - started;
             started = decoded;
@@ -452,10 +468,12 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::engine::{Engine, SharedEngine};
+    use crate::event::RejectReason;
 
     /// Demo traffic in event-time order as (kind, key, payload), with messages no decoder
-    /// accepts and keys that are not the query id mixed in: in order, no event is late
-    /// whenever the engine thread advances, so runs agree however their batches were timed.
+    /// accepts, messages over `limits.max_message_bytes` (4096 here) and keys that are not the
+    /// query id mixed in: in order, no event is late whenever the engine thread advances, so
+    /// runs agree however their batches were timed.
     fn messages() -> Vec<(EventKind, Vec<u8>, Vec<u8>)> {
         let (mut impressions, mut engagements) = (Vec::new(), Vec::new());
         let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
@@ -478,13 +496,17 @@ mod tests {
             if i % 211 == 3 {
                 out.push((kind, b"q".to_vec(), b"{\"query_id\": ".to_vec()));
             }
+            if i % 503 == 7 {
+                out.push((kind, b"q".to_vec(), [b' '; 5000].to_vec()));
+            }
         }
         out
     }
 
     /// Everything a run decides, as text; and the positions it recorded.
     fn run(decoding: Decoding, messages: &[(EventKind, Vec<u8>, Vec<u8>)]) -> (String, Positions) {
-        let engine = SharedEngine::new(Engine::new(&Config::default()));
+        let cfg = Config::from_toml_with_env("[limits]\nmax_message_bytes = 4096\n", "test", std::iter::empty());
+        let engine = SharedEngine::new(Engine::new(&cfg.unwrap()));
         let now = Instant::now();
         for p in 0..3 {
             engine.lock().assign(p, now);
@@ -505,7 +527,13 @@ mod tests {
         let processed = engine.processing_time().histogram.len();
         engine.finish();
         let routing = engine.routing().counts();
-        let figures = format!("{:?} {:?} {:?} {processed}", engine.cumulative(), engine.counters(), routing);
+        let too_large: u64 = engine.counters().rejected.iter().map(|kind| kind[RejectReason::TooLarge.index()]).sum();
+        let figures = format!(
+            "{:?} {:?} {:?} {processed} too large: {too_large}",
+            engine.cumulative(),
+            engine.counters(),
+            routing
+        );
         (figures, positions)
     }
 
@@ -513,8 +541,9 @@ mod tests {
     fn decoding_on_either_thread_gives_the_same_state_positions_and_counts() {
         let messages = messages();
         let here = run(Decoding::Here, &messages);
-        assert!(here.0.contains(&format!(" {}", messages.len())), "every message timed once");
+        assert!(here.0.contains(&format!(" {} too large", messages.len())), "every message timed once");
         assert!(!here.0.contains("keys_mismatched: [0, 0]"), "{}", here.0);
+        assert!(!here.0.ends_with("too large: 0"), "{}", here.0);
         for decoding in [Decoding::Carried, Decoding::Balanced] {
             let other = run(decoding, &messages);
             assert_eq!(here.0, other.0, "{decoding:?}");
