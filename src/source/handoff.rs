@@ -26,7 +26,7 @@
 //! ([`KeyCheck`]).
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -217,7 +217,7 @@ pub(super) struct Pushed {
     pub(super) full: bool,
 }
 
-/// Which thread decodes a batch.
+/// Which thread decodes a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decoding {
     /// The one that would otherwise wait (module documentation): what `serve` runs.
@@ -240,8 +240,8 @@ pub(super) struct Handoff {
     /// Which thread decodes each message.
     decoding: Decoding,
     /// Batches sent and not yet processed, counted down by the engine thread as it finishes
-    /// each: how busy it is, when a batch starts.
-    queued: Arc<std::sync::atomic::AtomicUsize>,
+    /// each: how busy it is, read as each message is polled.
+    queued: Arc<AtomicUsize>,
     /// Batches to the engine thread; `None` once it is stopped.
     to_engine: Option<SyncSender<Batch>>,
     /// Batches the engine thread processed, back for their positions and for reuse.
@@ -261,7 +261,7 @@ impl Handoff {
         };
         let topics = Arc::new(topics);
         let keys = KeyCheck { routing, topics: topics.clone(), said: Arc::new(AtomicBool::new(false)) };
-        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let queued = Arc::new(AtomicUsize::new(0));
         let (to_engine, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
         let (done, processed) = std::sync::mpsc::channel();
         let engine_side = EngineSide { preparer: preparer.clone(), keys: keys.clone(), queued: queued.clone() };
@@ -394,7 +394,7 @@ struct EngineSide {
     /// Checks keys of the messages decoded here.
     keys: KeyCheck,
     /// Counted down as each batch is processed.
-    queued: Arc<std::sync::atomic::AtomicUsize>,
+    queued: Arc<AtomicUsize>,
 }
 
 impl EngineSide {
