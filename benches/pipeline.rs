@@ -369,7 +369,7 @@ fn consumer_thread(name: &str) -> bool {
     name.starts_with("rankpulse-sourc")
 }
 
-/// ... and the engine thread (which decodes the batches carried to it).
+/// ... and the engine thread (which decodes the messages carried to it).
 fn engine_thread(name: &str) -> bool {
     name.starts_with("rankpulse-engin")
 }
