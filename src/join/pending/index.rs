@@ -52,6 +52,29 @@ impl QueryIndex {
         self.table.insert_unique(hash, id, |&id| hasher.hash_one(arena.query(id)));
     }
 
+    /// Whether the next insertion would make the table grow, holding ids already (an empty
+    /// one grows without reading a record: hashbrown's own growth serves it).
+    pub(super) fn is_full(&self) -> bool {
+        !self.table.is_empty() && self.table.len() == self.table.capacity()
+    }
+
+    /// Doubles the table and indexes exactly `ids` in it (every indexed id, in the order given),
+    /// ahead of an insertion that would otherwise make hashbrown grow it. hashbrown rehashes in
+    /// bucket order, reading each hash's query key from a record in random order: a cache miss
+    /// per record once the arena outgrows the cache, which was 5% of `replay`'s merge thread.
+    /// Given the ids in deadline order, which is mostly the order the records were allocated
+    /// in, the keys are read front to back.
+    pub(super) fn grow(&mut self, arena: &Arena, ids: impl Iterator<Item = u32>) {
+        let mut table = HashTable::with_capacity(self.table.capacity().saturating_mul(2).max(4));
+        let hasher = &self.hasher;
+        for id in ids {
+            // Room for every id: the closure that would rehash is never called.
+            table.insert_unique(hasher.hash_one(arena.query(id)), id, |&id| hasher.hash_one(arena.query(id)));
+        }
+        debug_assert_eq!(table.len(), self.table.len(), "the ids are exactly those indexed");
+        self.table = table;
+    }
+
     /// Forgets `id`, the record of `query`.
     pub(super) fn remove(&mut self, query: QueryKey, id: u32) {
         self.table

@@ -192,6 +192,11 @@ impl PendingSet {
         window: i64,
     ) -> Option<u32> {
         let words = HEADER_WORDS + docs.len();
+        if self.index.is_full() {
+            // The run first: deadline order.
+            let ids = self.queue.run().chain(self.queue.stragglers().map(|due| due.id));
+            self.index.grow(&self.arena, ids);
+        }
         let hash = self.index.hash(query);
         let id = match self.index.vacancy(&self.arena, hash, query) {
             None => return None,
@@ -565,6 +570,25 @@ mod tests {
         assert_eq!(take(&mut set).map(|(t, _)| t.query), Some(3));
         assert_eq!(take(&mut set), None);
         assert!(set.find(1).is_none());
+    }
+
+    #[test]
+    fn the_index_grows_with_every_pending_record_findable() {
+        let mut set = PendingSet::default();
+        for i in 0..3_000u32 {
+            // Every seventh far out of order (a straggler); some taken on the way.
+            let timestamp = if i % 7 == 3 { i64::from(i) * 10 - 5_000 } else { i64::from(i) * 10 };
+            let results = 1 + i as usize % 11;
+            set.insert(QueryKey::from(i) << 64 | 9, timestamp, 0, 0, &docs(results), &[], WINDOW).unwrap();
+            if i % 5 == 0 {
+                take(&mut set).unwrap();
+            }
+            if set.index.is_full() || i % 500 == 0 {
+                check(&set);
+            }
+        }
+        assert!(set.queue.stragglers().count() > 10, "growth met stragglers");
+        check(&set);
     }
 
     #[test]
