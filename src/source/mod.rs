@@ -232,6 +232,11 @@ impl ConsumeLoop {
         // Shutdown is checked before every poll that may wait, and every `SHUTDOWN_CHECK_EVERY`
         // messages while they keep arriving.
         let mut until_shutdown_check = 0u32;
+        // Whether polled messages wait to be sent, as of this thread's last push or send: read
+        // here rather than under the hand-off's lock before every poll. A rebalance callback's
+        // barrier (which runs inside a poll) may have sent them since; then one poll that does
+        // not wait comes before the next that may.
+        let mut batched = false;
         // The engine thread is gone (it panicked): stop without a snapshot or commit.
         let stopped = |e: handoff::EngineStopped| {
             tracing::error!(error = %e, "stopping the consumer without a final snapshot");
@@ -245,7 +250,6 @@ impl ConsumeLoop {
                 until_shutdown_check = SHUTDOWN_CHECK_EVERY;
             }
             // With messages batched, only what is already there is taken before sending them.
-            let batched = context.handoff().has_unsent();
             let now = match consumer.poll(if batched { Duration::ZERO } else { POLL_TIMEOUT }) {
                 Some(Ok(message)) => {
                     until_shutdown_check -= 1;
@@ -273,6 +277,7 @@ impl ConsumeLoop {
                     };
                     let raw = RawMessage { payload, key: message.key(), headers: &headers };
                     let pushed = handoff.push(kind, message.partition(), message.offset(), raw);
+                    batched = !pushed.full;
                     if pushed.full {
                         // Offsets are recorded as the engine thread hands batches back.
                         handoff.send(&mut context.state().positions).unwrap_or_else(stopped);
@@ -295,6 +300,7 @@ impl ConsumeLoop {
                     until_shutdown_check = 0;
                     let mut handoff = context.handoff();
                     handoff.send(&mut context.state().positions).unwrap_or_else(stopped);
+                    batched = false;
                     Some(Instant::now())
                 }
             };
