@@ -386,7 +386,7 @@ const ADVANCE_INTERVAL: Duration = super::ADVANCE_INTERVAL;
 
 /// What the engine thread owns besides the engine.
 struct EngineSide {
-    /// Decodes the batches carried undecoded.
+    /// Decodes the carried messages, each right before it is processed.
     preparer: Preparer,
     /// Checks keys of the messages decoded here.
     keys: KeyCheck,
