@@ -448,6 +448,79 @@ fn debiased_click_metrics_per_variant_equal_a_direct_computation() {
     assert!(experiment.to_string().contains("\"ips_dcg@10\""));
 }
 
+/// The weighted metrics reach the sum of their click weights, far beyond the [0, 1] of the
+/// ranking metrics: two impressions of 10 results, every result of the first clicked, at
+/// propensities [1, 0.05 x 9] without clipping (weights up to 181 an impression; summed in a
+/// format that held 0 to 128, they reported a mean of 64 and an sd of 0) and at the smallest
+/// clip the configuration allows for propensities of 1e-9 (32,728 an impression): replay's mean
+/// and sd are the direct computation's; a clip below that is refused, naming the clip that would do.
+#[test]
+fn debiased_click_metrics_are_exact_up_to_the_largest_weight_the_clip_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let results: Vec<String> = (0..10).map(|r| format!("d{r}")).collect();
+    let impressions: String = (0..2)
+        .map(|i| {
+            serde_json::json!({"query_id": format!("q{i}"), "timestamp": 1_790_000_000_000i64 + i * 1000,
+                               "results": results, "experiment": "ips", "variant": "control"})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    let engagements: String = results
+        .iter()
+        .enumerate()
+        .map(|(r, doc)| {
+            serde_json::json!({"query_id": "q0", "timestamp": 1_790_000_000_500i64, "doc_id": doc,
+                               "event_id": format!("e{r}")})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    let (imp, eng) = (write(dir.path(), "imp.jsonl", &impressions), write(dir.path(), "eng.jsonl", &engagements));
+    let discount = |rank: usize| 1.0 / ((rank + 2) as f64).log2();
+    for (small, clip) in [(0.05, 0.0), (1e-9, 0.000275)] {
+        let mut propensities = vec![1.0];
+        propensities.extend([small; 9]);
+        let config = write(
+            dir.path(),
+            "ips.toml",
+            &format!("[metrics]\ncutoffs = [10]\n[clicks]\npropensities = {propensities:?}\nclip = {clip}\n"),
+        );
+        let report = common::replay_json(&imp, &eng, &config);
+        let experiment = &report["experiments"].as_array().unwrap()[0];
+        let control = experiment["variants"].as_array().unwrap().iter().find(|v| v["variant"] == "control").unwrap();
+        let weight = |rank: usize| 1.0 / f64::max(propensities[rank], clip);
+        let clicks: f64 = (0..10).map(weight).sum();
+        let dcg: f64 = (0..10).map(|r| weight(r) * discount(r)).sum();
+        for (metric, value) in [("ips_clicks@10", clicks), ("ips_dcg@10", dcg)] {
+            let estimate = &control["metrics"][metric];
+            // Two impressions, one with `value` and one with 0: mean value / 2, sd value / √2.
+            let (mean, sd) = (estimate["mean"].as_f64().unwrap(), estimate["sd"].as_f64().unwrap());
+            let want = (value / 2.0, value / 2f64.sqrt());
+            println!("{metric} at propensity {small}, clip {clip}: mean {mean} sd {sd}, expected {want:?}");
+            assert!((mean - want.0).abs() <= 1e-12 * want.0, "{metric}: mean {mean}, expected {}", want.0);
+            assert!((sd - want.1).abs() <= 1e-9 * want.1, "{metric}: sd {sd}, expected {}", want.1);
+        }
+    }
+    let config = write(
+        dir.path(),
+        "too-far.toml",
+        "[metrics]\ncutoffs = [10]\n[clicks]\npropensities = [1.0, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9]\nclip = 0.000274\n",
+    );
+    let out = Command::new(BIN)
+        .args(["replay", "--impressions"])
+        .arg(&imp)
+        .arg("--engagements")
+        .arg(&eng)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a clip whose weights exceed the exact sums is refused");
+    assert!(stderr.contains("clicks.clip") && stderr.contains("at least 0.000275"), "{stderr}");
+}
+
 /// nDCG@k of `docs` against `grades` as trec_eval computes it (linear gain, ideal from every
 /// judged document of the query), and P@k with relevance from grade 1.
 fn ndcg_and_precision(docs: &[String], grades: &HashMap<&str, u64>, k: usize) -> (f64, f64) {

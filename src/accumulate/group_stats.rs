@@ -5,6 +5,11 @@
 //! partitions interleaved, or on whether the process restarted. Per impression the truncation is
 //! below 2^-56, far below the 1e-9 that results are compared to, and an `i128` holds 2^70
 //! impressions' worth of ones.
+//!
+//! Most metric values lie in [0, 1]; the inverse-propensity-weighted ones (`ips_clicks@k`,
+//! `ips_dcg@k`) reach the sum of their click weights. Configuration bounds every value by
+//! [`crate::metrics::MAX_IMPRESSION_VALUE`], whose square in these units is 2^86: an `i128` sum of squares still
+//! holds 2^41 impressions of it, more than any group sees.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -14,12 +19,21 @@ use serde::{Deserialize, Serialize};
 /// [`to_fixed`]) with 7 bits to spare.
 const FIXED_ONE: f64 = (1u64 << 56) as f64;
 
+/// Values below this in magnitude convert through an `i64` (2^63 units is 128).
+const I64_RANGE: f64 = 64.0;
+
 /// Converts a metric value to fixed point.
-/// Metric values lie in [0, 1], so the value fits an `i64`: converting through it is a single
-/// instruction, where a direct `f64 -> i128` conversion is a software routine. Truncating rather
+/// Nearly every value lies in [0, 1] and fits an `i64`: converting through it is a single
+/// instruction, where a direct `f64 -> i128` conversion is a software routine, kept for the
+/// weighted values beyond (up to [`crate::metrics::MAX_IMPRESSION_VALUE`] and its square). Truncating rather
 /// than rounding (a libm call per value) loses less than 2^-56 per impression.
-pub(super) fn to_fixed(v: f64) -> i64 {
-    (v * FIXED_ONE) as i64
+pub(super) fn to_fixed(v: f64) -> i128 {
+    let scaled = v * FIXED_ONE;
+    if v.abs() < I64_RANGE {
+        i128::from(scaled as i64)
+    } else {
+        scaled as i128
+    }
 }
 
 /// One nonzero metric value of an impression in fixed point, with its square: what is added
@@ -30,9 +44,9 @@ pub(super) struct FixedValue {
     /// The metric slot.
     pub(super) slot: u32,
     /// The value, [`to_fixed`].
-    pub(super) value: i64,
+    pub(super) value: i128,
     /// The squared value, [`to_fixed`] of `v * v`.
-    pub(super) square: i64,
+    pub(super) square: i128,
 }
 
 impl FixedValue {
@@ -158,8 +172,8 @@ impl GroupStats {
     /// [`crate::metrics::judged`]).
     pub(super) fn add_fixed_sums(&mut self, values: &[FixedValue], unit: Option<Unit>, count: bool) {
         for v in values {
-            self.sums[v.slot as usize] += i128::from(v.value);
-            self.squares[v.slot as usize] += i128::from(v.square);
+            self.sums[v.slot as usize] += v.value;
+            self.squares[v.slot as usize] += v.square;
         }
         if let Some(unit) = unit {
             if !count {
@@ -183,7 +197,7 @@ impl GroupStats {
             .or_insert_with(|| BucketSums { impressions: 0, sums: vec![0; metrics].into_boxed_slice() });
         sums.impressions += impressions;
         for v in values {
-            sums.sums[v.slot as usize] += i128::from(v.value);
+            sums.sums[v.slot as usize] += v.value;
         }
     }
 

@@ -36,6 +36,35 @@ impl Propensities {
             _ => 0.0,
         }
     }
+
+    /// The largest value one impression's `ips_clicks@k` can take at cutoff `k`: a click at
+    /// every weighted rank within it. `ips_dcg@k` is never larger (its discounts are at most 1).
+    pub fn largest_sum(&self, k: usize) -> f64 {
+        (0..k.min(self.relative.len())).map(|rank| self.weight(rank)).sum()
+    }
+
+    /// The smallest clip τ at which [`Self::largest_sum`] at `k` is at most `bound`, to the
+    /// precision a user would write it (rounded up to 3 significant digits); `None` when even
+    /// τ = 1 (every weight 1) exceeds it. The sum falls as τ rises, so a bisection finds it.
+    pub fn smallest_clip_within(&self, k: usize, bound: f64) -> Option<f64> {
+        let with_clip = |clip: f64| Propensities { clip, ..self.clone() }.largest_sum(k);
+        if with_clip(1.0) > bound {
+            return None;
+        }
+        let (mut low, mut high) = (0.0_f64, 1.0_f64);
+        for _ in 0..200 {
+            let mid = 0.5 * (low + high);
+            if with_clip(mid) > bound {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        // Up to three significant digits, staying within the bound.
+        let scale = 10f64.powi(2 - high.log10().floor() as i32);
+        let rounded = (high * scale).ceil() / scale;
+        Some(if with_clip(rounded) <= bound { rounded } else { high })
+    }
 }
 
 /// The DCG discount of a 0-based rank, 1 / log2(rank + 2): the gain a candidate ranking gives
@@ -137,6 +166,21 @@ mod tests {
         assert_eq!(p.weight(4), 0.0);
         let unclipped = Propensities { relative: vec![0.0], stderr: vec![], clip: 0.0 };
         assert_eq!(unclipped.weight(0), 0.0);
+    }
+
+    #[test]
+    fn the_largest_sum_and_the_clip_that_bounds_it() {
+        let p = Propensities { relative: vec![1.0, 0.05, 0.05, 1e-9], stderr: vec![], clip: 0.0 };
+        assert_eq!(p.largest_sum(3), 41.0);
+        assert!((p.largest_sum(100) - (41.0 + 1e9)).abs() < 1e-6);
+        // Below τ = 0.05 the weights are 1, 20, 20 and 1 / τ: 41 + 1 / τ ≤ 1000 from τ = 1 / 959,
+        // 0.0010428, which a user writes as 0.00105.
+        let clip = p.smallest_clip_within(4, 1000.0).unwrap();
+        assert!((clip - 0.00105).abs() < 1e-15, "{clip}");
+        assert!(Propensities { clip, ..p.clone() }.largest_sum(4) <= 1000.0);
+        assert!(Propensities { clip: 0.00104, ..p.clone() }.largest_sum(4) > 1000.0);
+        assert_eq!(p.smallest_clip_within(4, 3.0), None);
+        assert_eq!(p.smallest_clip_within(4, 4.0), Some(1.0));
     }
 
     #[test]

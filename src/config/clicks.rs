@@ -49,7 +49,10 @@ pub struct ClicksConfig {
     pub propensities: Vec<f64>,
     /// Propensities below this count as this (clipping, Strehl et al. 2010): caps each click's
     /// weight at 1/clip, trading a bias towards the top ranks for less variance. 0 is no
-    /// clipping. Default 0.
+    /// clipping. One impression's `ips_clicks@k` with a click at every weighted rank within the
+    /// largest of `metrics.cutoffs` must stay within 32768, what the metrics' exact sums hold:
+    /// propensities far below 1 need a clip, and the error names the smallest that will do.
+    /// Default 0.
     pub clip: f64,
 }
 

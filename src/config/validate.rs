@@ -199,9 +199,37 @@ impl Config {
         super::inputs::validate(self)?;
         self.validate_repartition()?;
         self.clicks.validate()?;
+        self.validate_ips()?;
         self.listen_addr()?;
         self.validate_http()?;
         Ok(())
+    }
+
+    /// `clicks.propensities` with `clicks.clip` and `metrics.cutoffs`: one impression's
+    /// `ips_clicks@k` (a click at every weighted rank within the largest cutoff) must stay within
+    /// [`crate::metrics::MAX_IMPRESSION_VALUE`], what the exact sums hold; the error says which
+    /// clip would do.
+    fn validate_ips(&self) -> Result<(), ConfigError> {
+        let c = &self.clicks;
+        let Some(&k) = self.metrics.cutoffs.iter().max() else { return Ok(()) };
+        let propensities =
+            crate::clicks::ips::Propensities { relative: c.propensities.clone(), stderr: Vec::new(), clip: c.clip };
+        let bound = crate::metrics::MAX_IMPRESSION_VALUE;
+        let largest = propensities.largest_sum(k as usize);
+        if largest <= bound {
+            return Ok(());
+        }
+        let remedy = match propensities.smallest_clip_within(k as usize, bound) {
+            Some(clip) => format!("set clicks.clip to at least {clip}"),
+            None => "list fewer ranks in clicks.propensities".to_string(),
+        };
+        Err(invalid(
+            "clicks.clip",
+            format!(
+                "is {} but with clicks.propensities as given, one impression's ips_clicks@{k} (a click at every rank) would weigh {largest:.6e}, above the {bound} rankpulse sums exactly: {remedy}",
+                c.clip
+            ),
+        ))
     }
 
     /// `[repartition]`: sizes, and internal topic names that clash with no other topic.
@@ -511,6 +539,24 @@ mod tests {
             let err = parse(text).expect_err(text).to_string();
             assert!(err.contains(needle), "{text:?} gave {err:?}, expected it to mention {needle}");
         }
+    }
+
+    /// Click weights whose sum within the largest cutoff exceeds what the sums hold exactly are
+    /// refused, naming the clip that would do; at that clip they are accepted.
+    #[test]
+    fn inverse_propensity_weights_beyond_the_exact_sums_are_refused() {
+        let config = |clip: &str| {
+            format!("[metrics]\ncutoffs = [5, 10]\n[clicks]\npropensities = [1.0, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9]\nclip = {clip}")
+        };
+        let err = parse(&config("0.0")).unwrap_err().to_string();
+        assert!(err.contains("clicks.clip") && err.contains("ips_clicks@10"), "{err}");
+        // 1 + 9 / τ ≤ 32768 from τ = 9 / 32767 = 0.000274666..., written 0.000275.
+        assert!(err.contains("set clicks.clip to at least 0.000275"), "{err}");
+        parse(&config("0.000275")).unwrap();
+        parse(&config("0.000274")).unwrap_err();
+        // A single rank's weight alone can be too much.
+        let err = parse("[clicks]\npropensities = [1e-6]").unwrap_err().to_string();
+        assert!(err.contains("at least 0.0000306") || err.contains("at least 3.06e-5"), "{err}");
     }
 
     /// A real bcrypt hash (cost 4) of "secret".

@@ -89,6 +89,13 @@ pub enum MetricKind {
     IpsDcg,
 }
 
+/// The largest value one impression's metric may take. The ranking metrics lie in [0, 1]; the
+/// inverse-propensity-weighted ones reach the sum of the click weights within their cutoff, so
+/// configuration refuses propensities and a clip that could exceed this (`clicks.clip`): the
+/// accumulators' exact fixed-point sums ([`crate::accumulate`]) hold the squares of 2^41
+/// impressions of this value.
+pub const MAX_IMPRESSION_VALUE: f64 = 32768.0;
+
 /// Recall levels of the interpolated precision-recall curve, in tenths.
 pub const RECALL_LEVELS: u32 = 11;
 
