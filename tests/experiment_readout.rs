@@ -119,13 +119,16 @@ fn aa_stream() -> (Stream, Truth) {
             let quality = rng.next();
             let cell =
                 truth.entry((experiment.clone(), variant.to_string())).or_default().entry(bucket(&client)).or_default();
-            // 80% of the users searched in the look-back (days D0-5 .. D0-1), in another experiment.
+            // 80% of the users searched in the look-back (days D0-5 .. D0-1), in another experiment;
+            // the others enter with a covariate of 0, counted as one observation.
             if rng.next() < 0.8 {
                 for i in 0..PRE_IMPRESSIONS {
                     let ts = D0 - (1 + (i % 5) as i64) * DAY + (rng.next() * 80_000_000.0) as i64;
                     cell[2] += stream.impression(&mut rng, ts, "baseline", "control", &client, quality);
                     cell[3] += 1.0;
                 }
+            } else {
+                cell[3] += 1.0;
             }
             for _ in 0..POST_IMPRESSIONS {
                 let ts = D0 + (rng.next() * 2.0 * DAY as f64) as i64;
@@ -273,6 +276,96 @@ fn cuped_narrows_by_the_expected_factor_keeps_aa_false_positives_and_equals_the_
             assert!((got - want).abs() < 1e-12, "{key} {field}: {got} vs statsmodels {want}");
         }
         assert_eq!(m["adjusted_p_value"], m["holm_p_value"], "ab.correction = holm");
+    }
+}
+
+/// GrowthBook's CUPED on per-unit data: one impression per unit in the experiment, one in the
+/// look-back for 70% of the units, and a covariate of 0 for the 30% without one (gbstats 0.8.0's
+/// `RegressionAdjustedStatistic`, `compute_theta` and `TwoSidedTTest`, the units without history
+/// filled with 0 as GrowthBook's queries fill them). Every unit has a bucket of its own, so
+/// replay's figures are gbstats's to 1e-9. Before units without history counted as 0 they were
+/// left out of the covariate's mean, and θ differed (0.38 against 0.62 in the issue's example).
+#[test]
+fn cuped_fills_units_without_a_pre_period_with_zero_as_gbstats_does() {
+    let mut rng = Lcg(52);
+    let mut stream = Stream::default();
+    // Per arm, per unit: (post, pre), pre 0 without a pre-period.
+    let mut rows: BTreeMap<&str, Vec<[f64; 2]>> = BTreeMap::new();
+    let mut used = std::collections::BTreeSet::new();
+    let mut candidates = 0..;
+    let mut without = 0;
+    for u in 0..120 {
+        // A client whose bucket no other client has.
+        let client = loop {
+            let name = format!("fill-{}", candidates.next().unwrap());
+            if used.insert(bucket(&name)) {
+                break name;
+            }
+        };
+        let variant = if u % 2 == 0 { "control" } else { "treatment" };
+        let quality = 0.15 + 0.7 * rng.next();
+        let pre = if u % 10 < 3 {
+            without += 1;
+            0.0
+        } else {
+            let ts = D0 - DAY + (rng.next() * 80_000_000.0) as i64;
+            stream.impression(&mut rng, ts, "baseline", "control", &client, quality)
+        };
+        let lift = if variant == "treatment" { 0.1 } else { 0.0 };
+        let ts = D0 + (rng.next() * 80_000_000.0) as i64;
+        let post = stream.impression(&mut rng, ts, "fill", variant, &client, quality + lift);
+        rows.entry(variant).or_default().push([post, pre]);
+    }
+    assert_eq!(without, 36, "30% of the units have no pre-period");
+    let dir = tempfile::tempdir().unwrap();
+    let (impressions, engagements) = stream.write(dir.path());
+    let cfg = config(
+        dir.path(),
+        "1d",
+        &format!("[ab]\nunit = \"client_id\"\nunit_buckets = {UNIT_BUCKETS}\n[ab.cuped]\nmetrics = [\"mrr\"]\nlookback_days = 7"),
+    );
+    let report = replay_json(&impressions, &engagements, &cfg);
+    let experiment = report["experiments"].as_array().unwrap().iter().find(|r| r["experiment"] == "fill").unwrap();
+    let adjusted = &experiment["comparisons"][0]["metrics"]["mrr"]["cuped"];
+    assert!(adjusted.is_object(), "no CUPED figures: {experiment}");
+    let units = adjusted["units_with_pre_period"].as_array().unwrap();
+    assert_eq!(num(&units[0]) + num(&units[1]), 84.0, "{units:?}");
+
+    let script = r#"
+import json, sys
+import numpy as np
+from gbstats.frequentist.tests import FrequentistConfig, TwoSidedTTest
+from gbstats.models.statistics import RegressionAdjustedStatistic, SampleMeanStatistic, compute_theta
+rows = json.load(sys.stdin)
+def stat(arm):
+    a = np.array(rows[arm])
+    post, pre = a[:, 0], a[:, 1]
+    mean = lambda v: SampleMeanStatistic(n=len(v), sum=float(v.sum()), sum_squares=float((v**2).sum()))
+    return RegressionAdjustedStatistic(n=len(post), post_statistic=mean(post), pre_statistic=mean(pre),
+                                       post_pre_sum_of_products=float((post * pre).sum()), theta=0)
+theta = compute_theta(stat("control"), stat("treatment"))
+r = TwoSidedTTest(stat("control"), stat("treatment"), FrequentistConfig(alpha=0.05, difference_type="absolute")).compute_result()
+print(json.dumps({"theta": theta, "estimate": r.expected, "ci": list(r.ci), "p_value": r.p_value}))
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    serde_json::to_writer(child.stdin.take().unwrap(), &rows).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "gbstats (the test command installs it)");
+    let gbstats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    println!("CUPED with 30% of units without a pre-period: replay {adjusted}, gbstats {gbstats}");
+    for (what, got, want) in [
+        ("theta", num(&adjusted["theta"]), num(&gbstats["theta"])),
+        ("difference", num(&adjusted["difference"]["estimate"]), num(&gbstats["estimate"])),
+        ("lower", num(&adjusted["difference"]["ci"][0]), num(&gbstats["ci"][0])),
+        ("upper", num(&adjusted["difference"]["ci"][1]), num(&gbstats["ci"][1])),
+        ("p-value", num(&adjusted["difference"]["p_value"]), num(&gbstats["p_value"])),
+    ] {
+        assert!((got - want).abs() < 1e-9, "{what}: replay {got}, gbstats {want}");
     }
 }
 

@@ -8,7 +8,12 @@
 //! days are summed and frozen for the experiment, and when a unit's first impression in one of
 //! its groups is finalized its frozen sums move to the group's unit bucket and are forgotten,
 //! so a unit's pre-period counts once, whatever happens to its history afterwards. A unit with
-//! no history (new, or not tracked) adds nothing: its covariate is 0, as platforms fill it.
+//! no history (new, or not tracked) enters with a covariate of 0, as GrowthBook and Statsig fill
+//! it: one pre-period observation of value 0 (x = 0, e = 1 in `crate::stats::cuped`), which
+//! with one impression per unit is exactly their per-unit data. Either way the unit's entry is
+//! remembered in its experiment's frozen pre-period (an entry without impressions), so that it
+//! enters once; a frozen pre-period holds at most `max_units_per_partition` units, and a unit
+//! without history arriving when it is full enters without a covariate (counted as untracked).
 //!
 //! Finalization runs in deadline order, so the pre-period holds exactly the impressions
 //! finalized before the experiment's first, the same in a replay and in every replica that
@@ -75,11 +80,21 @@ fn head(day: i64, impressions: u64) -> u64 {
     (u64::from(day as i32 as u32) << 32) | impressions.min(u64::from(u32::MAX))
 }
 
-/// A unit's pre-period of one experiment.
+/// A unit's pre-period of one experiment; once the unit has entered the experiment, an entry
+/// without impressions or sums (nothing allocated), so that it enters once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct PrePeriod {
     impressions: u64,
     sums: Vec<f64>,
+}
+
+impl PrePeriod {
+    /// The entry of a unit that entered the experiment.
+    const ENTERED: PrePeriod = PrePeriod { impressions: 0, sums: Vec::new() };
+
+    fn entered(&self) -> bool {
+        self.impressions == 0
+    }
 }
 
 /// An experiment's pre-period, frozen at its start.
@@ -87,7 +102,8 @@ struct PrePeriod {
 struct Frozen {
     /// The day of the experiment's first finalized impression here.
     start_day: i64,
-    /// Units with impressions in the pre-period that have not entered the experiment yet.
+    /// Units with impressions in the pre-period that have not entered the experiment yet, and
+    /// ([`PrePeriod::ENTERED`]) the units that have, with or without a pre-period.
     units: BTreeMap<u32, PrePeriod>,
 }
 
@@ -96,7 +112,8 @@ struct Frozen {
 pub struct CovariateBucket {
     /// Units that entered with a pre-period.
     pub units: u64,
-    /// Their pre-period impressions (e in `crate::stats::cuped`).
+    /// Their pre-period impressions, plus one for each unit that entered without a pre-period
+    /// (e in `crate::stats::cuped`: its covariate of 0 counts as one observation).
     pub impressions: u64,
     /// Fixed-point pre-period sum per adjusted metric (x).
     sums: Vec<i128>,
@@ -160,7 +177,8 @@ impl CovariateTable {
 pub struct CupedCounts {
     /// Units that entered an experiment's group with a pre-period.
     pub entered_with_pre_period: u64,
-    /// Finalized impressions of units the full table could not track.
+    /// Finalized impressions of units the full table could not track, and of units without
+    /// a pre-period that a full frozen pre-period could not remember as entered.
     pub untracked_impressions: u64,
     /// Units dropped to make room (idle for longer than the look-back).
     pub units_dropped: u64,
@@ -198,7 +216,7 @@ impl CupedState {
 
     /// Units waiting in experiments' frozen pre-periods.
     pub fn frozen_units(&self) -> usize {
-        self.frozen.values().map(|f| f.units.len()).sum()
+        self.frozen.values().map(|f| f.units.values().filter(|p| !p.entered()).count()).sum()
     }
 
     /// A finalized impression of `unit` in `group` (of `experiment`) with the layout's metric
@@ -217,17 +235,36 @@ impl CupedState {
             let frozen = self.freeze(settings, day);
             self.frozen.insert(experiment.to_string(), frozen);
         }
-        if let Some(pre) = self.frozen.get_mut(experiment).and_then(|f| f.units.remove(&unit)) {
-            let bucket = unit % settings.unit_buckets.max(1);
-            let entered = CovariateBucket {
-                units: 1,
-                impressions: pre.impressions,
-                sums: pre.sums.iter().map(|&s| (s * FIXED_ONE) as i128).collect(),
+        let mut forgotten = false;
+        if let Some(frozen) = self.frozen.get_mut(experiment) {
+            let room = frozen.units.len() < settings.max_units;
+            let entered = match frozen.units.get_mut(&unit) {
+                Some(pre) if pre.entered() => None,
+                Some(pre) => {
+                    let pre = std::mem::replace(pre, PrePeriod::ENTERED);
+                    self.counts.entered_with_pre_period += 1;
+                    Some(CovariateBucket {
+                        units: 1,
+                        impressions: pre.impressions,
+                        sums: pre.sums.iter().map(|&s| (s * FIXED_ONE) as i128).collect(),
+                    })
+                }
+                None if room => {
+                    frozen.units.insert(unit, PrePeriod::ENTERED);
+                    Some(CovariateBucket { units: 0, impressions: 1, sums: vec![0; settings.slots.len()] })
+                }
+                None => {
+                    forgotten = true;
+                    None
+                }
             };
-            self.covariates.by_group.entry(group).or_default().entry(bucket).or_default().add(&entered);
-            self.counts.entered_with_pre_period += 1;
+            if let Some(entered) = entered {
+                let bucket = unit % settings.unit_buckets.max(1);
+                self.covariates.by_group.entry(group).or_default().entry(bucket).or_default().add(&entered);
+            }
         }
-        self.record(settings, unit, day, values);
+        let tracked = self.record(settings, unit, day, values);
+        self.counts.untracked_impressions += u64::from(forgotten || !tracked);
     }
 
     /// Every tracked unit's sums over the look-back before `start_day`.
@@ -251,17 +288,18 @@ impl CupedState {
         Frozen { start_day, units }
     }
 
-    fn record(&mut self, settings: &CupedSettings, unit: u32, day: i64, values: &[f64]) {
+    /// Adds an impression to its unit's history; false when the full table could not track
+    /// the unit.
+    fn record(&mut self, settings: &CupedSettings, unit: u32, day: i64, values: &[f64]) -> bool {
         self.newest_day = self.newest_day.max(day);
         let keep_from = self.newest_day.saturating_sub(settings.lookback_days);
         if day < keep_from {
-            return;
+            return true;
         }
         if !self.units.contains_key(&unit) && self.units.len() >= settings.max_units {
             self.make_room(keep_from, settings.slots.len());
             if self.units.len() >= settings.max_units {
-                self.counts.untracked_impressions += 1;
-                return;
+                return false;
             }
         }
         let width = settings.slots.len();
@@ -288,6 +326,7 @@ impl CupedState {
                 }
             }
         }
+        true
     }
 
     /// Drops units with no impression since `keep_from`: no experiment starting from now on
@@ -342,7 +381,17 @@ impl CupedState {
             }
         }
         for frozen in self.frozen.values() {
+            if frozen.units.len() > settings.max_units {
+                return Err(format!(
+                    "a CUPED pre-period of {} units, ab.cuped.max_units_per_partition is {}",
+                    frozen.units.len(),
+                    settings.max_units
+                ));
+            }
             for pre in frozen.units.values() {
+                if *pre == PrePeriod::ENTERED {
+                    continue;
+                }
                 check_count("a CUPED pre-period's impressions", pre.impressions)?;
                 if !finite(&pre.sums) || pre.sums.iter().any(|&s| s > pre.impressions as f64) {
                     return Err("a CUPED pre-period's sums do not fit the adjusted metrics".to_string());
@@ -423,6 +472,31 @@ mod tests {
         assert_eq!(state.covariates.group(1).unwrap()[&1].units, 1);
         assert!(state.covariates.group(2).is_none());
         assert_eq!(state.counts.entered_with_pre_period, 1);
+        assert_eq!(state.check(&s), Ok(()));
+    }
+
+    #[test]
+    fn a_unit_without_history_enters_once_with_a_covariate_of_zero() {
+        let s = settings();
+        let mut state = CupedState::new();
+        state.finalized(&s, "other", 0, 5, at(8), &[0.5]);
+        // Unit 6 has no history when e starts on day 9: one observation of 0 in its bucket.
+        state.finalized(&s, "e", 1, 6, at(9), &[0.7]);
+        state.finalized(&s, "e", 1, 6, at(9), &[0.2]);
+        let bucket = &state.covariates.group(1).unwrap()[&(6 % 4)];
+        assert_eq!((bucket.units, bucket.impressions, bucket.sum(0)), (0, 1, 0.0));
+        // Unit 5 enters with its pre-period; both are remembered as entered.
+        state.finalized(&s, "e", 1, 5, at(9), &[0.1]);
+        let bucket = &state.covariates.group(1).unwrap()[&(5 % 4)];
+        assert_eq!((bucket.units, bucket.impressions, bucket.sum(0)), (1, 1, 0.5));
+        assert_eq!(state.frozen_units(), 0);
+        assert_eq!(state.check(&s), Ok(()));
+        // The frozen pre-period holds at most max_units (3) units: the fourth unit without
+        // history is not remembered, so it enters without a covariate and is counted.
+        state.finalized(&s, "e", 1, 7, at(9), &[0.1]);
+        state.finalized(&s, "e", 1, 11, at(9), &[0.1]);
+        assert_eq!(state.covariates.group(1).unwrap()[&(11 % 4)].impressions, 1, "unit 7's");
+        assert_eq!(state.counts.untracked_impressions, 1);
         assert_eq!(state.check(&s), Ok(()));
     }
 
