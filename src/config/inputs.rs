@@ -12,7 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::path::{self, FieldPath};
 use super::schema::{Config, InputFormat};
-use super::ConfigError;
+use super::{ConfigError, Reads};
 use crate::time::HumanDuration;
 
 fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
@@ -361,8 +361,9 @@ pub struct LocalSchema {
 }
 
 /// The cross-field rules of `[mapping]`, `[schema_registry]` and `[schemas]`, and their
-/// agreement with `kafka.*_format`; each error names the key.
-pub(super) fn validate(cfg: &Config) -> Result<(), ConfigError> {
+/// agreement with `kafka.*_format`; each error names the key. A schema source is required only
+/// of inputs read from topics (see [`Reads`]).
+pub(super) fn validate(cfg: &Config, reads: Reads) -> Result<(), ConfigError> {
     let inputs = [
         ("impressions", cfg.kafka.impressions_format, cfg.mapping.impressions.is_some(), &cfg.schemas.impressions),
         ("engagements", cfg.kafka.engagements_format, cfg.mapping.engagements.is_some(), &cfg.schemas.engagements),
@@ -377,7 +378,9 @@ pub(super) fn validate(cfg: &Config) -> Result<(), ConfigError> {
             ));
         }
         match (format, local) {
-            (InputFormat::Avro | InputFormat::Protobuf, None) if cfg.schema_registry.url.is_empty() => {
+            (InputFormat::Avro | InputFormat::Protobuf, None)
+                if reads == Reads::Topics && cfg.schema_registry.url.is_empty() =>
+            {
                 return Err(invalid(
                     format!("kafka.{input}_format"),
                     format!(
