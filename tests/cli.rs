@@ -303,3 +303,28 @@ fn every_help_has_examples_that_parse() {
         }
     }
 }
+
+/// `replay --help` names every section of the configuration a replay reads, the field mapping
+/// and the A/B statistics among them.
+#[test]
+fn replay_help_names_every_section_it_reads() {
+    let help = rankpulse(&["replay", "--help"]);
+    let config = &help[help.find("--config <CONFIG>").expect("replay has --config")..];
+    let config = &config[..config.find("\n      --").unwrap_or(config.len())];
+    for section in [
+        "[join]",
+        "[metrics]",
+        "[limits]",
+        "[labels]",
+        "[ab]",
+        "[interleaving]",
+        "[judgments]",
+        "[clicks]",
+        "[mapping]",
+    ]
+    .into_iter()
+    .chain(["[ubi]", "[kafka]", "[page]"])
+    {
+        assert!(config.contains(section), "replay --help does not name {section}:\n{config}");
+    }
+}

@@ -233,6 +233,8 @@ fn generate() -> String {
          `rankpulse check-config` work is in [Configuration](../configuration.md).\n\n",
     );
     let root = &schema.sections["Config"];
+    // Depth first: a table of tables is documented right after its parent section, so that
+    // `[mapping.impressions]` is read beside `[mapping]`, not after every other section.
     let mut queue: VecDeque<(String, String, bool)> = root
         .fields
         .iter()
@@ -244,6 +246,7 @@ fn generate() -> String {
     let mut undocumented = Vec::new();
     while let Some((table, struct_name, env)) = queue.pop_front() {
         let section = &schema.sections[&struct_name];
+        let mut children = Vec::new();
         writeln!(page, "## `[{table}]`\n").unwrap();
         if !section.doc.is_empty() {
             writeln!(page, "{}\n", section.doc).unwrap();
@@ -255,7 +258,7 @@ fn generate() -> String {
                 let is_map = matches!(ty, Type::Path(p) if p.path.segments.last().unwrap().ident == "BTreeMap");
                 let child_table = if is_map { format!("{key}.<name>") } else { key.clone() };
                 // A table of tables: documented as a section of its own, after this one.
-                queue.push_back((child_table.clone(), child.clone(), false));
+                children.push((child_table.clone(), child.clone(), false));
                 writeln!(page, "### `{key}`\n\n{field_doc}\n\nA table: see `[{child_table}]` below.\n").unwrap();
                 continue;
             }
@@ -278,6 +281,9 @@ fn generate() -> String {
                 page.push('\n');
                 let _ = &choice.doc;
             }
+        }
+        for child in children.into_iter().rev() {
+            queue.push_front(child);
         }
     }
     assert!(undocumented.is_empty(), "keys without a doc comment: {undocumented:?}");
@@ -302,11 +308,8 @@ fn the_reference_is_what_the_schema_generates() {
     }
 }
 
-/// Every key of the built-in configuration is in the reference, so a section added to
-/// `Config` without a struct the generator can read would fail here.
-#[test]
-fn every_default_key_is_documented() {
-    let generated = generate();
+/// Every key of the built-in configuration, dotted (`kafka.brokers`, `clicks.clip`).
+fn default_keys() -> Vec<String> {
     fn keys(prefix: &str, value: &toml::Value, out: &mut Vec<String>) {
         if let toml::Value::Table(t) = value {
             for (k, v) in t {
@@ -328,6 +331,123 @@ fn every_default_key_is_documented() {
     let mut all = Vec::new();
     keys("", &toml::Value::try_from(Config::default()).unwrap(), &mut all);
     assert!(all.len() > 40, "{all:?}");
+    all
+}
+
+/// The keys `config/rankpulse.toml` lists, set or shown commented out (`# key = value` under
+/// its section, or a `# [table]` of its own), each with its section: `ab.correction`.
+fn shipped_keys(text: &str) -> Vec<String> {
+    let mut section = String::new();
+    let mut listed = Vec::new();
+    for line in text.lines() {
+        let header = line.trim_start_matches('#').trim();
+        if let Some(name) = header.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            if name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
+                listed.push(name.to_string());
+                // A deeper-indented header is an example in prose (`#   [ab.experiments.x]`).
+                if line.starts_with('[') || line.starts_with("# [") {
+                    section = name.to_string();
+                }
+                continue;
+            }
+        }
+        // A key, set or commented out with one `# ` (deeper indents are examples in prose).
+        let key_line = line.strip_prefix("# ").unwrap_or(line);
+        if let Some((key, _)) = key_line.split_once(" = ") {
+            if !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                listed.push(format!("{section}.{key}"));
+            }
+        }
+    }
+    listed
+}
+
+/// `config/rankpulse.toml` says it lists every key with its default: it does, so a section
+/// added to `Config` without its lines in the shipped file fails here. (That the keys it sets
+/// are the defaults is `config::load`'s test `shipped_default_file_equals_built_in_defaults`.)
+#[test]
+fn the_shipped_file_lists_every_key() {
+    let text = std::fs::read_to_string(repo("config/rankpulse.toml")).unwrap();
+    assert!(text.starts_with("# rankpulse configuration: every key with its default"));
+    let listed = shipped_keys(&text);
+    let missing: Vec<String> = default_keys()
+        .into_iter()
+        .filter(|key| !listed.iter().any(|l| l == key || l.starts_with(&format!("{key}."))))
+        .collect();
+    assert!(missing.is_empty(), "keys missing from config/rankpulse.toml: {missing:?}");
+    // Every section of the schema is there, if only in a comment when all its keys are optional.
+    for (name, _, _) in &parse_schema().sections["Config"].fields {
+        assert!(
+            text.contains(&format!("[{name}]")) || text.contains(&format!("[{name}.")),
+            "config/rankpulse.toml does not mention [{name}]"
+        );
+    }
+}
+
+/// The configuration chapter's list of sections names every section, each linked to its
+/// reference.
+#[test]
+fn the_configuration_chapter_lists_every_section() {
+    let chapter = std::fs::read_to_string(repo("docs/src/configuration.md")).unwrap();
+    let list = &chapter[chapter.find("## The sections").unwrap()..];
+    let list = &list[..list[3..].find("\n## ").map_or(list.len(), |n| n + 3)];
+    for (name, _, _) in &parse_schema().sections["Config"].fields {
+        let item = format!("- [`[{name}]`](reference/configuration.md#{name})");
+        assert!(list.contains(&item), "docs/src/configuration.md's section list has no {item}");
+    }
+}
+
+/// The reference speaks the file's language: no Rust type (a schema struct or enum's name, a
+/// `Type::method` path, `Debug`) where a user looks for a TOML key or section.
+#[test]
+fn the_reference_names_no_rust_types() {
+    let schema = parse_schema();
+    // The committed page, which the_reference_is_what_the_schema_generates keeps generated.
+    let generated = std::fs::read_to_string(repo(PAGE)).unwrap();
+    // The generator's own note to maintainers is an HTML comment, not shown.
+    let shown = generated.split_once("-->").map_or(generated.as_str(), |(_, rest)| rest);
+    let rust: Vec<&str> = shown
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| {
+            quoted.contains("::")
+                || *quoted == "Debug"
+                || schema.sections.contains_key(*quoted)
+                || schema.choices.contains_key(*quoted)
+        })
+        .collect();
+    assert!(rust.is_empty(), "Rust names in the configuration reference: {rust:?}");
+    for forbidden in ["FieldSource", "ImpressionMapping", "TlsServerConfig", "KafkaConfig"] {
+        assert!(!shown.contains(forbidden), "{forbidden} in the configuration reference");
+    }
+}
+
+/// A table of tables follows its parent: each `[a.b]` section comes after `[a]` with only other
+/// `[a.*]` sections between them.
+#[test]
+fn nested_tables_are_documented_beside_their_parent() {
+    let generated = std::fs::read_to_string(repo(PAGE)).unwrap();
+    let sections: Vec<&str> =
+        generated.lines().filter_map(|l| l.strip_prefix("## `[").and_then(|l| l.strip_suffix("]`"))).collect();
+    assert!(sections.len() > 20, "{sections:?}");
+    for (i, section) in sections.iter().enumerate() {
+        let Some((parent, _)) = section.trim_end_matches(".<name>").rsplit_once('.') else { continue };
+        let at = sections.iter().position(|s| *s == parent).unwrap_or_else(|| panic!("no [{parent}]"));
+        let between = &sections[at + 1..i];
+        assert!(
+            at < i && between.iter().all(|s| s.starts_with(&format!("{parent}."))),
+            "[{section}] is not beside [{parent}]: {sections:?}"
+        );
+    }
+}
+
+/// Every key of the built-in configuration is in the reference, so a section added to
+/// `Config` without a struct the generator can read would fail here.
+#[test]
+fn every_default_key_is_documented() {
+    let generated = generate();
+    let all = default_keys();
     let missing: Vec<&String> = all.iter().filter(|k| !generated.contains(&format!("### `{k}`"))).collect();
     assert!(missing.is_empty(), "keys of Config::default() missing from the reference: {missing:?}");
 }

@@ -450,6 +450,77 @@ fn the_manual_and_the_readme_link_only_to_what_exists() {
     assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
 }
 
+/// The introduction's chapter list links every chapter of SUMMARY.md, so a reader who starts
+/// there sees everything the manual has.
+#[test]
+fn the_introduction_lists_every_chapter() {
+    let book = Path::new(ROOT).join("docs/src");
+    let read = |name: &str| std::fs::read_to_string(book.join(name)).unwrap();
+    let target = |link: &str| link.split('#').next().unwrap_or("").to_string();
+    let introduced: HashSet<String> = links(&read("introduction.md")).into_iter().map(|(_, t)| target(&t)).collect();
+    let missing: Vec<String> = links(&read("SUMMARY.md"))
+        .into_iter()
+        .map(|(_, t)| target(&t))
+        .filter(|t| !t.is_empty() && t != "introduction.md" && !introduced.contains(t))
+        .collect();
+    assert!(missing.is_empty(), "chapters the introduction does not list: {missing:?}");
+}
+
+/// "The contract" was the project's own name for its specification, which users never see:
+/// the manual, the README and the shipped configuration say what they mean instead.
+#[test]
+fn the_manual_does_not_speak_of_a_contract_users_never_see() {
+    let root = Path::new(ROOT);
+    let mut pages = markdown_files(&root.join("docs/src"));
+    pages.push(root.join("README.md"));
+    pages.push(root.join("config/rankpulse.toml"));
+    let mut found = Vec::new();
+    for page in pages {
+        for (n, line) in std::fs::read_to_string(&page).unwrap().lines().enumerate() {
+            if line.to_lowercase().contains("contract") {
+                found.push(format!("{}:{}: {line}", shown(root, &page), n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// prometheus.md says what `rankpulse_window_mean`'s `metric` label holds: the metric keys of
+/// the metrics chapter's first column (`ndcg@10` for `ndcg@k`), each example one of them.
+#[test]
+fn the_window_mean_metric_label_is_stated_as_metric_keys() {
+    let book = Path::new(ROOT).join("docs/src");
+    let prometheus = std::fs::read_to_string(book.join("prometheus.md")).unwrap();
+    let row = prometheus.lines().find(|l| l.starts_with("| `rankpulse_window_mean`")).expect("the row");
+    let stated = row.split_once("`metric` is").expect("the row says what `metric` is").1;
+    assert!(stated.contains("(metrics.md)"), "{row}");
+    let metrics = std::fs::read_to_string(book.join("metrics.md")).unwrap();
+    let keys: Vec<String> = metrics
+        .lines()
+        .skip_while(|l| !l.starts_with("| rankpulse key"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .flat_map(|l| {
+            l.split('|').nth(1).unwrap_or("").split('`').skip(1).step_by(2).map(String::from).collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(keys.contains(&"mrr".to_string()) && keys.contains(&"ndcg@k".to_string()), "{keys:?}");
+    let is_key = |value: &str| {
+        keys.iter().any(|k| {
+            k == value
+                || k.strip_suffix("@k").is_some_and(|base| {
+                    value.strip_prefix(base).and_then(|r| r.strip_prefix('@')).is_some_and(|n| n.parse::<u32>().is_ok())
+                })
+                || (k.starts_with("iprec@") && value.starts_with("iprec@0.") && value.len() == "iprec@0.3".len())
+        })
+    };
+    let examples: Vec<&str> = stated.split('`').skip(1).step_by(2).collect();
+    assert!(examples.len() >= 3, "{row}");
+    for example in examples {
+        assert!(is_key(example), "`{example}` in the rankpulse_window_mean row is no metric key of metrics.md: {row}");
+    }
+}
+
 #[test]
 fn the_readme_minimal_configuration_is_valid() {
     let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();

@@ -58,7 +58,8 @@ fi
 # tests/your_events.rs produces with confluent-kafka's own Avro and Protobuf serializers and its
 # SchemaRegistryClient (pinned in tests/your_events/requirements.txt; about 30 s from PyPI).
 # --break-system-packages: a Debian python3 refuses pip installs without it (PEP 668).
-if ! python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, fastavro' >/dev/null 2>&1; then
+# tests/input_files.rs writes Avro container files of every codec with it (cramjam, backports.zstd).
+if ! python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, fastavro, cramjam' >/dev/null 2>&1; then
   echo "installing confluent-kafka and its serializers' dependencies..."
   python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
     -r tests/your_events/requirements.txt

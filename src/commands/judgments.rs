@@ -134,7 +134,7 @@ fn replay_table(
     config: Option<&Path>,
     max_rank: usize,
 ) -> anyhow::Result<NamedTable> {
-    let mut cfg = Config::load(config)?;
+    let mut cfg = Config::load_for(config, crate::config::Reads::Files)?;
     cfg.clicks.enabled = true;
     cfg.clicks.max_rank = max_rank;
     let (impressions, engagements, _converted) = crate::replay::records::prepare(&mut cfg, impressions, engagements)?;

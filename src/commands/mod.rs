@@ -81,8 +81,11 @@ pub enum Command {
         /// Engagements, one JSON object per line (format: `kafka.engagements_format`).
         #[arg(long)]
         engagements: PathBuf,
-        /// Configuration file (TOML); [join], [metrics], [limits], [labels], the formats of
-        /// [kafka] (impressions_format, engagements_format) and [ubi] matter here.
+        /// Configuration file (TOML). Read here: [join], [metrics], [limits], [labels], [ab],
+        /// [interleaving], [judgments], [clicks], [mapping], [ubi], the formats of [kafka]
+        /// (impressions_format, engagements_format), and [page] for --html. Brokers, topics,
+        /// [http], [state], [repartition] and schema sources are not: an Avro container file
+        /// carries its own schema.
         #[arg(long)]
         config: Option<PathBuf>,
         /// `table` for people (cumulative figures and the A/B summary), `json` for programs
@@ -111,7 +114,9 @@ pub enum Command {
         html: Option<PathBuf>,
         /// Fail (after printing the report) when more lines are rejected than this: `half`
         /// (more than half of either file's lines), a number of lines (both files together), or
-        /// `none` (never fail for rejected lines).
+        /// `none` (never fail for rejected lines). Lines rejected as `unmapped_action` (events
+        /// `mapping.engagements.actions` does not list: foreign, not malformed) are reported but
+        /// not counted here.
         #[arg(long, default_value = "half", value_name = "half|N|none")]
         max_rejects: crate::replay::MaxRejects,
     },
@@ -323,7 +328,10 @@ pub enum Command {
         #[arg(long)]
         config: PathBuf,
         /// Sample impressions (JSON lines, or an Avro container file for `avro`): each is
-        /// decoded as `serve` would, and what every field read is printed.
+        /// decoded as `serve` would, and what every field read is printed under its key. Exits 1
+        /// (after printing) when any sample line is rejected, so that a CI gate on a mapping
+        /// fails; lines rejected as `unmapped_action` (event names the mapping does not list)
+        /// are counted but fail nothing.
         #[arg(long)]
         impressions: Option<PathBuf>,
         /// Sample engagements, as `--impressions`.

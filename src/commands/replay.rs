@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::ReplayFormat;
-use crate::config::Config;
+use crate::config::{Config, Reads};
 use crate::engine::Engine;
 use crate::judgments::JudgmentSource;
 use crate::output::page::{self, PageData, PageSettings};
@@ -28,7 +28,8 @@ pub fn run(
     outputs: Outputs<'_>,
     max_rejects: MaxRejects,
 ) -> anyhow::Result<()> {
-    let mut cfg = Config::load(config)?;
+    // The files are exports: an Avro container file carries its schema, none is configured.
+    let mut cfg = Config::load_for(config, Reads::Files)?;
     // Avro container files become JSON lines for the run (removed when `_converted` drops).
     let (impressions, engagements, _converted) = replay::records::prepare(&mut cfg, impressions, engagements)?;
     let (impressions, engagements) = (impressions.as_path(), engagements.as_path());

@@ -12,7 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::path::{self, FieldPath};
 use super::schema::{Config, InputFormat};
-use super::ConfigError;
+use super::{ConfigError, Reads};
 use crate::time::HumanDuration;
 
 fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
@@ -23,18 +23,20 @@ fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct MappingConfig {
-    /// `[mapping.impressions]`: where an impression's fields are. Default absent: the
-    /// contract's field names (`query_id`, `timestamp`, `results`, ...).
+    /// `[mapping.impressions]`: where an impression's fields are. Default absent: the native
+    /// event format's field names (`query_id`, `timestamp`, `results`, ...).
     pub impressions: Option<ImpressionMapping>,
-    /// `[mapping.engagements]`: where an engagement's fields are. Default absent: the
-    /// contract's field names.
+    /// `[mapping.engagements]`: where an engagement's fields are. Default absent: the native
+    /// event format's field names.
     pub engagements: Option<EngagementMapping>,
 }
 
-/// `[mapping.impressions]`. Each field is a [`FieldSource`]: a path into the message (JSON
-/// Pointer or JSONPath, see [`path`]), a header, the message key or a constant, with an
-/// optional default. The three required fields have no default; an optional field left out is
-/// absent in every event (experiment and variant then `none`, as the contract says).
+/// `[mapping.impressions]`: where each field of an impression is. Each key names a field
+/// source: a path into the message (JSON Pointer or JSONPath), a header, the message key or a
+/// constant, with an optional default. The three required fields have no default; an optional
+/// field left out is absent in every event (experiment and variant then `none`, as for a
+/// native event without them).
+// Each field is a [`FieldSource`]; paths are parsed by [`path`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ImpressionMapping {
@@ -65,7 +67,8 @@ pub struct ImpressionMapping {
     pub teams: Option<FieldSource>,
 }
 
-/// `[mapping.engagements]`, as [`ImpressionMapping`].
+/// `[mapping.engagements]`: where each field of an engagement is, with field sources as in
+/// `[mapping.impressions]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct EngagementMapping {
@@ -135,7 +138,7 @@ pub enum TimestampFormat {
     EpochMillis,
     /// Microseconds since the epoch (GA4's `event_timestamp`): an integer or a decimal string.
     EpochMicros,
-    /// The contract's own rule: an RFC 3339 string or integer milliseconds.
+    /// The native events' own rule: an RFC 3339 string or integer milliseconds.
     Rfc3339OrEpochMillis,
 }
 
@@ -165,7 +168,7 @@ pub enum From {
 }
 
 impl FieldSource {
-    /// A path, as the contract's default shape and the shorthand string write it.
+    /// A path, as the native default shape and the shorthand string write it.
     pub fn path(text: &str) -> Result<FieldSource, String> {
         Ok(FieldSource { from: From::Path(path::parse(text)?), default: None, format: None })
     }
@@ -361,8 +364,9 @@ pub struct LocalSchema {
 }
 
 /// The cross-field rules of `[mapping]`, `[schema_registry]` and `[schemas]`, and their
-/// agreement with `kafka.*_format`; each error names the key.
-pub(super) fn validate(cfg: &Config) -> Result<(), ConfigError> {
+/// agreement with `kafka.*_format`; each error names the key. A schema source is required only
+/// of inputs read from topics (see [`Reads`]).
+pub(super) fn validate(cfg: &Config, reads: Reads) -> Result<(), ConfigError> {
     let inputs = [
         ("impressions", cfg.kafka.impressions_format, cfg.mapping.impressions.is_some(), &cfg.schemas.impressions),
         ("engagements", cfg.kafka.engagements_format, cfg.mapping.engagements.is_some(), &cfg.schemas.engagements),
@@ -377,7 +381,9 @@ pub(super) fn validate(cfg: &Config) -> Result<(), ConfigError> {
             ));
         }
         match (format, local) {
-            (InputFormat::Avro | InputFormat::Protobuf, None) if cfg.schema_registry.url.is_empty() => {
+            (InputFormat::Avro | InputFormat::Protobuf, None)
+                if reads == Reads::Topics && cfg.schema_registry.url.is_empty() =>
+            {
                 return Err(invalid(
                     format!("kafka.{input}_format"),
                     format!(

@@ -4,12 +4,18 @@
 use std::path::Path;
 
 use super::upgrade::{self, RetiredKey};
-use super::{Config, ConfigError};
+use super::{Config, ConfigError, Reads};
 
 impl Config {
     /// Loads a TOML file (or only defaults when `path` is `None`), applies
     /// `RANKPULSE__SECTION__KEY` environment overrides, and validates the result.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::load_for(path, Reads::Topics)
+    }
+
+    /// [`Config::load`] for a command that reads its events from `reads`: `replay` and
+    /// `judgments --from-clicks` read exported files, whose Avro inputs need no schema source.
+    pub fn load_for(path: Option<&Path>, reads: Reads) -> Result<Config, ConfigError> {
         let text = match path {
             Some(p) => {
                 std::fs::read_to_string(p).map_err(|error| ConfigError::Read { path: p.to_path_buf(), error })?
@@ -17,7 +23,11 @@ impl Config {
             None => String::new(),
         };
         let origin = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
-        Self::from_toml_with_env(&text, &origin, std::env::vars())
+        let (cfg, retired) = Self::parse(&text, &origin, std::env::vars(), reads)?;
+        for key in &retired {
+            tracing::warn!(origin, "{key}");
+        }
+        Ok(cfg)
     }
 
     /// Parses TOML text plus environment overrides; split from [`Config::load`] so tests can
@@ -41,6 +51,16 @@ impl Config {
         text: &str,
         origin: &str,
         env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(Config, Vec<RetiredKey>), ConfigError> {
+        Self::parse(text, origin, env, Reads::Topics)
+    }
+
+    /// [`Config::upgraded_from_toml_with_env`], validated for a command reading `reads`.
+    fn parse(
+        text: &str,
+        origin: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+        reads: Reads,
     ) -> Result<(Config, Vec<RetiredKey>), ConfigError> {
         let parse_err =
             |e: &dyn std::fmt::Display| ConfigError::Parse { origin: origin.to_string(), message: e.to_string() };
@@ -76,7 +96,7 @@ impl Config {
         let cfg: Config = merged
             .try_deserialize()
             .map_err(|e| parse_err(&format!("{e} (after applying RANKPULSE__* environment overrides)")))?;
-        cfg.validate()?;
+        cfg.validate_for(reads)?;
         Ok((cfg, retired))
     }
 

@@ -44,6 +44,19 @@ pub use schema::{
 };
 pub use upgrade::RetiredKey;
 
+/// Where the events a command reads come from, which decides what an Avro or Protobuf input
+/// needs: from topics (`serve`, `check-config`) each message names a schema that a registry or
+/// a local file must provide; from exported files (`replay`, `judgments --from-clicks`) an Avro
+/// object container file carries its own schema, and Protobuf exports are read as JSON lines,
+/// so neither needs one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// Kafka topics: the messages' schemas come from `[schema_registry]` or `[schemas.*]`.
+    Topics,
+    /// Exported files: no schema source is required.
+    Files,
+}
+
 /// A configuration that could not be loaded or is inconsistent. The message names the key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

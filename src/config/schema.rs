@@ -43,7 +43,7 @@ pub struct Config {
     /// [`JudgmentsConfig`] (off).
     pub judgments: JudgmentsConfig,
     /// `[mapping]`: where each field is in events of the user's own shape. Default: see
-    /// [`MappingConfig`] (the contract's field names).
+    /// [`MappingConfig`] (the native event format's field names).
     pub mapping: MappingConfig,
     /// `[schema_registry]`: where Avro and Protobuf schemas come from. Default: see
     /// [`SchemaRegistryConfig`] (none).
@@ -61,8 +61,10 @@ pub struct Config {
     pub page: PageConfig,
 }
 
-/// `[kafka]`: where events come from. Its `Debug` shows secrets redacted (see
-/// [`KafkaConfig::redacted`]).
+/// `[kafka]`: where events come from: the brokers, the consumer group, the topics and how their
+/// messages are written, and librdkafka's own properties. Secrets are never printed:
+/// `check-config` shows them as `<redacted>`.
+// Its `Debug` redacts the secrets too (`KafkaConfig::redacted`).
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct KafkaConfig {
@@ -90,7 +92,8 @@ pub struct KafkaConfig {
     /// `protobuf`. Default `json`.
     pub engagements_format: InputFormat,
     /// Extra librdkafka properties passed as they are (security.protocol, sasl.*, ssl.*, ...) to
-    /// every client, but for those of the other role (see [`KafkaConfig::consumer_properties`]).
+    /// every client, but for those of the other role (a producer-only property is not given to
+    /// the consumers, nor a consumer-only one to the producers, which would only warn).
     /// Secret values (`sasl.password`, ...) are accepted here but better kept out of the file
     /// with the two tables below. Default empty.
     pub properties: BTreeMap<String, String>,
@@ -124,12 +127,13 @@ impl Default for KafkaConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputFormat {
-    /// rankpulse's events as the contract defines them.
+    /// rankpulse's native events, as the manual's Events chapter defines them.
     Json,
-    /// OpenSearch User Behavior Insights documents (`ubi_queries` / `ubi_events`); see [`crate::event::ubi`].
+    /// OpenSearch User Behavior Insights documents (`ubi_queries` / `ubi_events`); see the
+    /// manual's OpenSearch UBI chapter.
     Ubi,
     /// Avro records: Confluent's wire format with `[schema_registry]`, bare datums with
-    /// `[schemas.*].avro_file`. Fields are found by `[mapping.*]` (default: the contract's names).
+    /// `[schemas.*].avro_file`. Fields are found by `[mapping.*]` (default: the native events' field names).
     Avro,
     /// Protobuf messages: Confluent's wire format with `[schema_registry]`, bare messages with
     /// `[schemas.*].protobuf_descriptor_set`. Fields are found by `[mapping.*]`, by their
@@ -258,8 +262,8 @@ pub struct MetricsConfig {
     /// Gain of each action; unknown actions gain 0. Default click 1, add_to_cart 2, purchase 3.
     pub action_gains: BTreeMap<String, u8>,
     /// Which trec_eval `iprec@r` follows where its versions differ: `"9"` (9.x: recall level r
-    /// reached at `(long)(r |R| + 0.9)` relevant results, recall >= r as the contract defines
-    /// it, what pytrec_eval and ir_measures compute) or `"10"` (10.0: at `lround(r |R|)`).
+    /// reached at `(long)(r |R| + 0.9)` relevant results, in effect recall@i >= r as
+    /// the Metrics chapter defines it, what pytrec_eval and ir_measures compute) or `"10"` (10.0: at `lround(r |R|)`).
     /// Default `"9"`.
     pub trec_eval: crate::metrics::TrecEval,
 }
@@ -285,7 +289,8 @@ impl Default for MetricsConfig {
 
 /// `[http]`: the metrics endpoint, and how it is protected (the key names of Prometheus'
 /// exporter-toolkit web configuration). `/healthz` and `/readyz` never ask for credentials.
-/// Its `Debug` shows no bcrypt hash (see [`HttpConfig::redacted`]).
+/// `check-config` shows no bcrypt hash.
+// Nor does its `Debug` (`HttpConfig::redacted`).
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
@@ -296,7 +301,8 @@ pub struct HttpConfig {
     /// experiment page and `/api/...` accept as `Authorization: Bearer TOKEN`; re-read when it
     /// changes. Default empty: no bearer token.
     pub bearer_token_file: String,
-    /// `[http.tls_server_config]`: HTTPS. Default: see [`TlsServerConfig`] (plain HTTP).
+    /// `[http.tls_server_config]`: HTTPS. Default: plain HTTP (no certificate, every key of
+    /// the table at its default).
     pub tls_server_config: TlsServerConfig,
     /// `[http.basic_auth_users]`: user name to bcrypt hash (`$2a$`, `$2b$` or `$2y$`; plain
     /// passwords are refused); `/metrics`, the experiment page and `/api/...` then ask for
@@ -499,8 +505,9 @@ pub struct JudgmentsConfig {
     pub format: JudgmentsFormat,
     /// The impression field judgments are matched on: `query` (the impression's `query`, UBI's
     /// `user_query`, normalized on both sides: NFKC, lower case of the whole text so that a
-    /// final sigma is `ς`, trimmed, whitespace runs as one space; see
-    /// [`crate::judgments::normalize_query`]) or `query_id` (exactly). Default `query`.
+    /// final sigma is `ς`, trimmed, whitespace runs as one space) or `query_id` (exactly).
+    /// Default `query`.
+    // The normalization is `crate::judgments::normalize_query`.
     pub key: JudgmentsKey,
     /// A judged result is relevant when its grade is at least this (trec_eval's `-l`). Default 1.
     pub relevance_threshold: u8,

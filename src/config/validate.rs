@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use super::{ClientAuthType, Config, ConfigError};
+use super::{ClientAuthType, Config, ConfigError, Reads};
 use crate::metrics::MAX_GAIN;
 
 /// librdkafka properties rankpulse sets itself, because its offset handling depends on them.
@@ -23,6 +23,12 @@ pub(super) fn invalid(key: impl Into<String>, problem: impl Into<String>) -> Con
 impl Config {
     /// Cross-field checks that serde cannot express. Run at start-up by every command.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_for(Reads::Topics)
+    }
+
+    /// [`Config::validate`] for a command that reads its events from `reads`: only a command
+    /// reading topics needs a schema source for Avro and Protobuf inputs.
+    pub fn validate_for(&self, reads: Reads) -> Result<(), ConfigError> {
         let k = &self.kafka;
         if k.brokers.trim().is_empty() {
             return Err(invalid("kafka.brokers", "must name at least one broker (host:port)"));
@@ -196,7 +202,7 @@ impl Config {
         self.validate_ab()?;
         self.validate_interleaving()?;
         self.validate_judgments()?;
-        super::inputs::validate(self)?;
+        super::inputs::validate(self, reads)?;
         self.validate_repartition()?;
         self.clicks.validate()?;
         self.validate_ips()?;

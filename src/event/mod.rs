@@ -139,6 +139,15 @@ impl RejectReason {
         RejectReason::SchemaUnavailable,
         RejectReason::Undecodable,
     ];
+
+    /// A message that is not meant for rankpulse rather than a broken one: an event name the
+    /// mapping does not list (a page view on a shared analytics topic). Counted under its own
+    /// reason, but left out of the rejected share that `RankpulseRejectedEvents` alerts on and
+    /// of replay's `--max-rejects` budget, where a topic's other traffic would fail a sound run.
+    pub fn is_foreign(self) -> bool {
+        self == RejectReason::UnmappedAction
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             RejectReason::EmptyMessage => "empty_message",

@@ -43,7 +43,7 @@ pub const MAX_GAIN: u8 = 30;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum TrecEval {
     /// trec_eval 9.x (9.0.8, what pytrec_eval, ir_measures and Anserini embed):
-    /// `(long)(r |R| + 0.9)`, in effect recall@i >= r as the contract defines it.
+    /// `(long)(r |R| + 0.9)`, in effect recall@i >= r as the Metrics chapter defines it.
     #[default]
     #[serde(rename = "9")]
     V9,

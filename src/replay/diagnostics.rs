@@ -89,8 +89,17 @@ const JSON_LINES_HINT: &str = "input must be JSON Lines: one JSON object per lin
 
 /// Fails a replay that rejected more lines than `limit` allows; the message gives the counts
 /// per file and, when most rejections are not JSON objects at all, says what the input must be.
+/// Foreign lines ([`RejectReason::is_foreign`]: events the mapping does not list) are left out
+/// of the budget as the alert leaves them out of its share, over the same denominator (every
+/// line read); the report still counts them.
 pub fn check_rejects(limit: MaxRejects, counters: &Counters, paths: [&Path; 2]) -> Result<(), ReplayError> {
-    let rejected = |kind: EventKind| counters.rejected[kind.index()].iter().sum::<u64>();
+    let rejected = |kind: EventKind| {
+        RejectReason::ALL
+            .into_iter()
+            .filter(|r| !r.is_foreign())
+            .map(|r| counters.rejected[kind.index()][r.index()])
+            .sum::<u64>()
+    };
     let read = |kind: EventKind| counters.consumed[kind.index()];
     let over: Vec<EventKind> = match limit {
         MaxRejects::Unlimited => return Ok(()),
@@ -137,10 +146,12 @@ pub fn check_rejects(limit: MaxRejects, counters: &Counters, paths: [&Path; 2]) 
     })
 }
 
-/// `invalid_json 3, missing_field 1`: one file's rejected lines by reason, most first.
+/// `invalid_json 3, missing_field 1`: one file's rejected lines by reason, most first, the
+/// foreign ones left out as the budget leaves them out (the report counts them).
 fn by_reason(counters: &Counters, kind: EventKind) -> String {
     let mut reasons: Vec<(RejectReason, u64)> = RejectReason::ALL
         .into_iter()
+        .filter(|r| !r.is_foreign())
         .map(|r| (r, counters.rejected[kind.index()][r.index()]))
         .filter(|&(_, n)| n > 0)
         .collect();
@@ -195,5 +206,25 @@ mod tests {
         assert_eq!("7".parse(), Ok(MaxRejects::Count(7)));
         assert_eq!("none".parse(), Ok(MaxRejects::Unlimited));
         assert!("lots".parse::<MaxRejects>().is_err());
+    }
+
+    #[test]
+    fn foreign_lines_are_outside_the_budget() {
+        use {EventKind::*, RejectReason::*};
+        // An Algolia-style stream: views (57%) the mapping does not list, and clicks.
+        let c = counters([100, 100], &[(Engagement, UnmappedAction, 57)]);
+        assert_eq!(check(MaxRejects::HalfOfAFile, &c), Ok(()));
+        assert_eq!(check(MaxRejects::Count(0), &c), Ok(()));
+        // The malformed ones still count, over every line read; the message names only them.
+        let c = counters([100, 100], &[(Engagement, UnmappedAction, 40), (Engagement, MissingField, 51)]);
+        let e = check(MaxRejects::HalfOfAFile, &c).unwrap_err();
+        assert_eq!(e, format!("too many rejected lines: 51 of 100 lines of eng.jsonl (missing_field 51), {HALF}"));
+        let c = counters([100, 100], &[(Engagement, UnmappedAction, 60), (Engagement, MissingField, 1)]);
+        assert_eq!(check(MaxRejects::HalfOfAFile, &c), Ok(()));
+        let e = check(MaxRejects::Count(0), &c).unwrap_err();
+        assert_eq!(
+            e,
+            "too many rejected lines: 1 of 100 lines of eng.jsonl (missing_field 1), more than --max-rejects 0"
+        );
     }
 }
