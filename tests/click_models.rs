@@ -74,13 +74,13 @@ fn simulated_table(world: &World, n: usize, rng: &mut SmallRng) -> (String, Vec<
     (lines, per_query)
 }
 
-/// `eval --clicks --propensities pbm`'s 95% interval holds the candidate's true value in 95%
-/// of tables, and each rank's propensity interval its true propensity: 300 simulated tables
-/// of 4,000 impressions (40 queries × 6 results, 10% shuffled), each scored by the binary.
-/// Measured with the observed information of every parameter together: the value in 295 of
-/// 300 (98%), each rank's propensity in 281 to 290 of 300; with the error of each γ given
-/// the fitted α's, as before, the value was held in 216 of 300 (72%) and each rank's
-/// propensity in 153 to 228.
+/// `eval --clicks --propensities pbm`'s 95% interval holds the candidate's true value in at
+/// least 95% of tables, and each rank's propensity interval its true propensity: 300
+/// simulated tables of 4,000 impressions (40 queries × 6 results, 10% shuffled), each scored
+/// by the binary. Measured with the observed information of every parameter together: the
+/// value in 299 of 300 (99.7%: the interval errs wide, see `Counterfactual::stderr`), the
+/// propensities of ranks 2 to 6 in 283 to 295 of 300 (rank 1's is exact); with the error of
+/// each γ given the fitted α's, as before, the value in 212 of 300 (71%).
 #[test]
 fn pbm_intervals_hold_the_truth_at_their_level() {
     const TABLES: usize = 300;
@@ -139,7 +139,8 @@ fn pbm_intervals_hold_the_truth_at_their_level() {
         held += usize::from(low <= truth && truth <= high);
         for (rank, truth) in EXAMINATION.iter().enumerate() {
             let estimate = cf["propensities"][rank].as_f64().unwrap();
-            let stderr = cf["propensities_stderr"][rank].as_f64().unwrap();
+            // Absent, none is held: the figure is part of what is asserted.
+            let stderr = cf["propensities_stderr"][rank].as_f64().unwrap_or(-1.0);
             held_rank[rank] += usize::from((estimate - truth).abs() <= 1.959963984540054 * stderr + 1e-12);
         }
         if t % 50 == 0 {
