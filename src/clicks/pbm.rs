@@ -51,7 +51,8 @@ pub struct PbmFit {
     /// row and a column per rank; rank 1's, exact by definition, is 0, and so are those of
     /// ranks without a click or whose examination the clicks cannot tell from the
     /// attractiveness of what was shown there (no pair shown both there and at a rank joined
-    /// to rank 1). `None` when rank 1 has no estimate.
+    /// to rank 1). `None` when rank 1 has no estimate, or the information is not positive
+    /// definite.
     pub relative_covariance: Option<Vec<Vec<f64>>>,
     /// α per pair, in the table's order.
     pub attractiveness: Vec<f64>,
@@ -272,6 +273,8 @@ fn root(group: &mut [usize], mut rank: usize) -> usize {
 /// The inverse of a symmetric positive definite matrix by its Cholesky factor; `None` when a
 /// pivot is not positive or, relative to its diagonal entry, lost to rounding (a singular
 /// matrix computed in floating point rarely has an exact 0 pivot).
+// Indices read as the algebra is written; iterators over rows and columns at once would not.
+#[allow(clippy::needless_range_loop)]
 fn invert_positive_definite(matrix: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
     let n = matrix.len();
     let mut l = vec![vec![0.0; n]; n];
@@ -280,7 +283,8 @@ fn invert_positive_definite(matrix: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
             let sum: f64 = (0..j).map(|k| l[i][k] * l[j][k]).sum();
             if i == j {
                 let pivot = matrix[i][i] - sum;
-                if !(pivot > 1e-9 * matrix[i][i]) || !pivot.is_finite() {
+                let positive = pivot.is_finite() && pivot > 1e-9 * matrix[i][i];
+                if !positive {
                     return None;
                 }
                 l[i][i] = pivot.sqrt();
@@ -392,9 +396,7 @@ mod tests {
         }
         let inverse = invert_positive_definite(&information).expect("positive definite at the maximum");
         let covariance = fit.relative_covariance.as_ref().unwrap();
-        for r in 0..3 {
-            assert_eq!(covariance[0][r], 0.0, "γ_1 is fixed");
-        }
+        assert!(covariance[0].iter().all(|c| *c == 0.0), "γ_1 is fixed");
         for r in 1..3 {
             for s in 1..3 {
                 let (got, want) = (covariance[r][s], inverse[9 + r - 1][9 + s - 1]);
