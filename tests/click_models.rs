@@ -263,3 +263,40 @@ fn judgments_from_clicks_runs_the_configured_em_iterations() {
     ]);
     assert_eq!(iterations(&models), (3.into(), false.into()), "from a table");
 }
+
+/// Without rank swaps the position-based model cannot tell a rank's examination from the
+/// attractiveness of what was shown there: `eval --clicks --propensities pbm` says which
+/// ranks, rather than print an interval that has no standard error behind it.
+#[test]
+fn pbm_propensities_without_rank_swaps_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every document always at its own rank; rank 3 joined to rank 1 by one swapped pair.
+    let table = write(
+        dir.path(),
+        "table.jsonl",
+        "{\"query\":\"q\",\"doc_id\":\"a\",\"rank\":1,\"impressions\":100,\"clicks\":40}\n\
+         {\"query\":\"q\",\"doc_id\":\"a\",\"rank\":3,\"impressions\":50,\"clicks\":9}\n\
+         {\"query\":\"q\",\"doc_id\":\"b\",\"rank\":2,\"impressions\":150,\"clicks\":30}\n\
+         {\"query\":\"q\",\"doc_id\":\"c\",\"rank\":3,\"impressions\":100,\"clicks\":10}\n\
+         {\"query\":\"q\",\"doc_id\":\"c\",\"rank\":1,\"impressions\":50,\"clicks\":12}\n",
+    );
+    let run = write(dir.path(), "run.jsonl", "{\"query\":\"q\",\"results\":[\"a\",\"b\",\"c\"]}\n");
+    let eval = |propensities: &str| {
+        rankpulse(&[
+            "eval",
+            "--clicks",
+            table.to_str().unwrap(),
+            "--run",
+            run.to_str().unwrap(),
+            "--propensities",
+            propensities,
+            "--max-rank",
+            "3",
+        ])
+    };
+    let out = eval("pbm");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot tell the examination of rank 2 from the attractiveness"), "{stderr}");
+    assert!(eval("1,0.6,0.4").status.success());
+}
