@@ -15,6 +15,10 @@
 //! query count as one. SRW's rank filter also admits the rank just past `maxRank` into a
 //! pair's counts without computing a rate for it; the click log does not track that rank.
 //! Only the tracked ranks count here.
+//!
+//! A pair's totals over its ranks saturate at 2^64 − 1 rather than wrap (tables from outside
+//! are untrusted, and a wrapped sum would report a handful of showings for the busiest pair);
+//! the commands say when a pair reached it ([`ClickTable::saturated_pairs`]).
 
 use super::ClickTable;
 
@@ -49,8 +53,8 @@ pub fn coec(table: &ClickTable) -> Vec<Coec> {
         vec![Coec { clicks: 0, impressions: 0, best_rank: None, expected_clicks: 0.0, coec: 0.0 }; table.pairs.len()];
     for (pair, rank, cell) in table.cells() {
         let entry = &mut out[pair];
-        entry.clicks += cell.clicks;
-        entry.impressions += cell.impressions;
+        entry.clicks = entry.clicks.saturating_add(cell.clicks);
+        entry.impressions = entry.impressions.saturating_add(cell.impressions);
         if cell.impressions > 0 && entry.best_rank.is_none_or(|best| rank < best) {
             entry.best_rank = Some(rank);
         }
@@ -90,5 +94,14 @@ mod tests {
         assert!((out[1].coec - 0.25).abs() < 1e-12);
         assert_eq!(out[2].coec, 0.0, "only shown where nobody clicks: 0, as SRW stores it");
         assert_eq!(rank_ctr(&table)[2], 0.0);
+    }
+
+    #[test]
+    fn totals_past_two_to_the_64_saturate_rather_than_wrap() {
+        let cell = |impressions, clicks| Cell { impressions, clicks };
+        let table = ClickTable { max_rank: 2, pairs: vec![vec![(0, cell(u64::MAX, u64::MAX - 1)), (1, cell(2, 2))]] };
+        let out = coec(&table)[0];
+        assert_eq!((out.impressions, out.clicks), (u64::MAX, u64::MAX));
+        assert_eq!(table.saturated_pairs(), 1);
     }
 }

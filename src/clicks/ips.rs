@@ -15,9 +15,12 @@ use super::ClickTable;
 pub struct Propensities {
     /// p_r / p_1 per 0-based rank; ranks past the end are not weighted (a click there counts 0).
     pub relative: Vec<f64>,
-    /// The standard error of each (0 for propensities known, not estimated): carried into
-    /// the counterfactual estimate's standard error. Empty: all known.
-    pub stderr: Vec<f64>,
+    /// The covariance of their errors, a row and a column per rank (0 for propensities known,
+    /// not estimated): carried into the counterfactual estimate's standard error. The PBM's
+    /// ranks are estimated together and their errors correlated
+    /// ([`super::pbm::relative_covariance`]); harvesting's are taken as independent (only the
+    /// diagonal). Empty: all known.
+    pub covariance: Vec<Vec<f64>>,
     /// τ: a propensity below it is taken as τ (0: no clipping).
     pub clip: f64,
 }
@@ -26,6 +29,13 @@ impl Propensities {
     /// Every known rank's [`Propensities::weight`].
     pub fn weights(&self) -> Vec<f64> {
         (0..self.relative.len()).map(|rank| self.weight(rank)).collect()
+    }
+
+    /// Each rank's standard error: the root of the covariance's diagonal (0 where known).
+    pub fn stderr(&self) -> Vec<f64> {
+        (0..self.relative.len())
+            .map(|r| self.covariance.get(r).and_then(|row| row.get(r)).map_or(0.0, |v| v.max(0.0).sqrt()))
+            .collect()
     }
 
     /// The weight of a click at `rank`: 1 / max(p, τ); 0 past the known ranks or where the
@@ -86,8 +96,11 @@ pub struct Counterfactual {
     pub estimate: f64,
     /// Its standard error: the clicks' share (independent Bernoulli trials per showing with
     /// the observed rate of their cell, the position-based model's own assumption, given which
-    /// pairs were shown how often) and the propensities' (the delta method over each rank's
-    /// weight, their errors taken as independent), added in quadrature.
+    /// pairs were shown how often) and the propensities' (the delta method over every rank's
+    /// weight with the propensities' covariance), added in quadrature. When the propensities
+    /// are estimated from the same clicks the two errors partly cancel (more clicks at a rank
+    /// raise its propensity and lower its weight), which the sum leaves out: the interval errs
+    /// wide, not narrow.
     pub stderr: f64,
     /// The clicks' share of the standard error alone.
     pub stderr_clicks: f64,
@@ -128,19 +141,21 @@ pub fn counterfactual(
         }
     }
     let n = impressions.max(1) as f64;
-    // d(S_r / p_r)/dp_r = -S_r / p_r², where the weight is not clipped.
-    let from_propensities: f64 = per_rank
+    // d(S_r / p_r)/dp_r = -S_r / p_r², where the weight is not clipped; the variance of
+    // Σ_r S_r / p_r is gᵀ C g over that gradient g and the propensities' covariance C.
+    let gradient: Vec<f64> = per_rank
         .iter()
-        .enumerate()
-        .map(|(rank, s)| {
-            let (p, se) = (propensities.relative[rank], propensities.stderr.get(rank).copied().unwrap_or(0.0));
-            if p > propensities.clip && p > 0.0 {
-                (s / (p * p) * se).powi(2)
-            } else {
-                0.0
-            }
-        })
-        .sum();
+        .zip(&propensities.relative)
+        .map(|(s, &p)| if p > propensities.clip && p > 0.0 { -s / (p * p) } else { 0.0 })
+        .collect();
+    let mut from_propensities = 0.0;
+    for (row, g_r) in propensities.covariance.iter().zip(&gradient) {
+        for (c, g_s) in row.iter().zip(&gradient) {
+            from_propensities += g_r * c * g_s;
+        }
+    }
+    // A covariance rounded below positive semi-definite must not take a root of less than 0.
+    let from_propensities = from_propensities.max(0.0);
     Counterfactual {
         estimate: weighted / n,
         stderr: (variance + from_propensities).sqrt() / n,
@@ -158,19 +173,19 @@ mod tests {
 
     #[test]
     fn weights_are_clipped_and_unknown_ranks_count_nothing() {
-        let p = Propensities { relative: vec![1.0, 0.5, 0.01, 0.0], stderr: vec![], clip: 0.1 };
+        let p = Propensities { relative: vec![1.0, 0.5, 0.01, 0.0], covariance: vec![], clip: 0.1 };
         assert_eq!(p.weight(0), 1.0);
         assert_eq!(p.weight(1), 2.0);
         assert_eq!(p.weight(2), 10.0);
         assert_eq!(p.weight(3), 10.0);
         assert_eq!(p.weight(4), 0.0);
-        let unclipped = Propensities { relative: vec![0.0], stderr: vec![], clip: 0.0 };
+        let unclipped = Propensities { relative: vec![0.0], covariance: vec![], clip: 0.0 };
         assert_eq!(unclipped.weight(0), 0.0);
     }
 
     #[test]
     fn the_largest_sum_and_the_clip_that_bounds_it() {
-        let p = Propensities { relative: vec![1.0, 0.05, 0.05, 1e-9], stderr: vec![], clip: 0.0 };
+        let p = Propensities { relative: vec![1.0, 0.05, 0.05, 1e-9], covariance: vec![], clip: 0.0 };
         assert_eq!(p.largest_sum(3), 41.0);
         assert!((p.largest_sum(100) - (41.0 + 1e9)).abs() < 1e-6);
         // Below τ = 0.05 the weights are 1, 20, 20 and 1 / τ: 41 + 1 / τ ≤ 1000 from τ = 1 / 959,
@@ -187,15 +202,31 @@ mod tests {
     fn a_click_counts_its_candidate_discount_over_its_logged_propensity() {
         let cell = |impressions, clicks| Cell { impressions, clicks };
         let table = ClickTable { max_rank: 2, pairs: vec![vec![(1, cell(4, 2))], vec![(0, cell(4, 1))]] };
-        let mut p = Propensities { relative: vec![1.0, 0.5], stderr: vec![], clip: 0.0 };
+        let mut p = Propensities { relative: vec![1.0, 0.5], covariance: vec![], clip: 0.0 };
         let out = counterfactual(&table, &[Some(0), None], &p, 4, 0);
         assert!((out.estimate - 2.0 * 2.0 / 4.0).abs() < 1e-12);
         assert!((out.naive - 2.0 / 4.0).abs() < 1e-12);
         assert!((out.stderr - (4.0f64 * 0.25 * 4.0).sqrt() / 4.0).abs() < 1e-12);
         // An estimated propensity adds (S / p² · se)² = (2 / 0.25 · 0.1)² to the variance of the sum.
-        p.stderr = vec![0.0, 0.1];
+        p.covariance = vec![vec![0.0, 0.0], vec![0.0, 0.01]];
         let out = counterfactual(&table, &[Some(0), None], &p, 4, 0);
         assert!((out.stderr - (4.0f64 + 0.64).sqrt() / 4.0).abs() < 1e-12);
         assert!((out.stderr_clicks - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn correlated_propensity_errors_add_their_covariance() {
+        let cell = |impressions, clicks| Cell { impressions, clicks };
+        // Clicks at ranks 2 and 3 (S = 1 each, candidate rank 1), propensities 0.5 and 0.25.
+        let table = ClickTable { max_rank: 3, pairs: vec![vec![(1, cell(1, 1))], vec![(2, cell(1, 1))]] };
+        let covariance = |c: f64| vec![vec![0.0; 3], vec![0.0, 0.01, c], vec![0.0, c, 0.0025]];
+        let at = |c: f64| {
+            let p = Propensities { relative: vec![1.0, 0.5, 0.25], covariance: covariance(c), clip: 0.0 };
+            counterfactual(&table, &[Some(0), Some(0)], &p, 1, 0).stderr
+        };
+        // Gradient (−4, −16): 16 · 0.01 + 256 · 0.0025 + 2 · 64 · c.
+        assert!((at(0.0) - (0.16f64 + 0.64).sqrt()).abs() < 1e-12);
+        assert!((at(0.004) - (0.16f64 + 0.64 + 0.512).sqrt()).abs() < 1e-12);
+        assert!((at(-0.004) - (0.16f64 + 0.64 - 0.512).sqrt()).abs() < 1e-12);
     }
 }

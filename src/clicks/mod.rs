@@ -80,7 +80,18 @@ impl ClickTable {
         ranks
     }
 
-    /// A pair's total over its ranks.
+    /// The pairs whose showings or clicks over their ranks reach 2^64 − 1, where every sum of
+    /// counts saturates: their totals (and the rates of their ranks) are capped, not exact.
+    pub fn saturated_pairs(&self) -> usize {
+        (0..self.pairs.len())
+            .filter(|&pair| {
+                let total = self.pair_total(pair);
+                total.impressions == u64::MAX || total.clicks == u64::MAX
+            })
+            .count()
+    }
+
+    /// A pair's total over its ranks (saturating, as [`Cell::add`]).
     pub fn pair_total(&self, pair: usize) -> Cell {
         let mut total = Cell::default();
         for (rank, cell) in self.pairs.get(pair).map(Vec::as_slice).unwrap_or_default() {

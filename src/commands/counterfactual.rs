@@ -9,8 +9,7 @@ use anyhow::{bail, Context};
 
 use crate::clicks::ips::{counterfactual, Propensities};
 use crate::clicks::named::NamedTable;
-use crate::clicks::pbm::EmSettings;
-use crate::clicks::Fitted;
+use crate::clicks::pbm::{self, EmSettings};
 use crate::eval::run;
 use crate::eval::trec::Compat;
 use crate::judgments::normalize_query;
@@ -48,6 +47,7 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
     }
     // The candidate is scored on every segment's clicks, with the propensities of all of them.
     let table = table.across_segments();
+    super::judgments::warn_saturated(&table);
     let propensities = propensities(&table, &flags)?;
     let text = std::fs::read_to_string(run_path).with_context(|| format!("cannot read {}", run_path.display()))?;
     let candidate = run::read(run_path, &text, 1, Compat::V10)?;
@@ -69,8 +69,10 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
         let (query, doc) = (&name.query, &name.doc);
         let ranked = ranks.get(query.as_ref());
         if ranked.is_some() {
-            let top: u64 = cells.iter().filter(|(r, _)| *r == 0).map(|(_, c)| c.impressions).sum();
-            *impressions.entry(query).or_default() += top;
+            // Saturating, as every sum of counts (tables from outside can hold any count).
+            let top = cells.iter().filter(|(r, _)| *r == 0).fold(0u64, |sum, (_, c)| sum.saturating_add(c.impressions));
+            let sum = impressions.entry(query).or_default();
+            *sum = sum.saturating_add(top);
             logged.entry(query).or_default().insert(doc);
         }
         candidate_rank.push(ranked.and_then(|docs| docs.get(doc.as_ref()).copied()));
@@ -82,7 +84,7 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
             Some(docs.keys().filter(|d| !shown.contains(*d)).count() as u64)
         })
         .sum();
-    let n: u64 = impressions.values().sum();
+    let n = impressions.values().fold(0u64, |sum, n| sum.saturating_add(*n));
     if n == 0 {
         bail!("no query of the run was logged in the click tables (queries are matched normalized: NFKC, lower case, whitespace runs as one space)");
     }
@@ -93,7 +95,8 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
             "estimate": result.estimate, "stderr": result.stderr, "stderr_clicks": result.stderr_clicks,
             "ci95": [result.estimate - half, result.estimate + half],
             "naive": result.naive, "impressions": result.impressions, "unlogged": result.unlogged,
-            "queries": impressions.len(), "propensities": propensities.relative, "clip": propensities.clip,
+            "queries": impressions.len(), "propensities": propensities.relative,
+            "propensities_stderr": propensities.stderr(), "clip": propensities.clip,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -116,16 +119,41 @@ pub fn run(run_path: &Path, flags: Flags) -> anyhow::Result<()> {
 
 /// The propensities the flags name, estimated from the table or given.
 fn propensities(table: &NamedTable, flags: &Flags) -> anyhow::Result<Propensities> {
-    let (relative, stderr): (Vec<f64>, Vec<f64>) = match flags.propensities.as_str() {
-        "pbm" | "harvest" => {
-            let fitted = Fitted::fit(&table.table, EmSettings::default());
-            let estimates: Vec<Option<(f64, f64)>> = if flags.propensities == "pbm" {
-                fitted.pbm.relative_with_stderr()
-            } else {
-                fitted.harvest.iter().map(|h| h.map(|h| (h.ratio, h.stderr.unwrap_or(0.0)))).collect()
-            };
+    let (relative, covariance): (Vec<f64>, Vec<Vec<f64>>) = match flags.propensities.as_str() {
+        "pbm" => {
+            let fit = pbm::fit(&table.table, EmSettings::default());
             // A rank without an estimate ends the weighted ranks: its clicks count nothing.
-            estimates.iter().map_while(|p| *p).unzip()
+            let estimates: Vec<(f64, Option<f64>)> = fit.relative_with_stderr().into_iter().map_while(|p| p).collect();
+            let clicked = table.table.per_rank();
+            let unidentified: Vec<String> = estimates
+                .iter()
+                .enumerate()
+                .filter(|(rank, (_, se))| se.is_none() && clicked[*rank].clicks > 0)
+                .map(|(rank, _)| (rank + 1).to_string())
+                .collect();
+            if !unidentified.is_empty() {
+                bail!(
+                    "--propensities pbm: the tables cannot tell the examination of rank {} from the attractiveness \
+                     of what was shown there (no clicked pair was shown both there and at a rank tied to rank 1), so \
+                     the position-based model has no error for it: log rank swaps (A/B variants, interleaving, an \
+                     exploration slice) or give known propensities",
+                    unidentified.join(", ")
+                );
+            }
+            let n = estimates.len();
+            let covariance = fit.relative_covariance.unwrap_or_default();
+            let covariance = covariance.into_iter().take(n).map(|row| row.into_iter().take(n).collect()).collect();
+            (estimates.into_iter().map(|(ratio, _)| ratio).collect(), covariance)
+        }
+        "harvest" => {
+            let harvest = crate::clicks::harvest::ratios_to_top(&table.table);
+            let estimates: Vec<(f64, f64)> =
+                harvest.iter().map_while(|h| h.map(|h| (h.ratio, h.stderr.unwrap_or(0.0)))).collect();
+            let n = estimates.len();
+            // Harvesting's ranks rest on different pairs: their errors are taken as independent.
+            let covariance =
+                (0..n).map(|r| (0..n).map(|s| if r == s { estimates[r].1.powi(2) } else { 0.0 }).collect()).collect();
+            (estimates.into_iter().map(|(ratio, _)| ratio).collect(), covariance)
         }
         list => {
             let known = list
@@ -135,12 +163,11 @@ fn propensities(table: &NamedTable, flags: &Flags) -> anyhow::Result<Propensitie
                 .with_context(|| {
                     format!("--propensities {list:?}: give pbm, harvest, or numbers in (0, 1] per rank")
                 })?;
-            let zeros = vec![0.0; known.len()];
-            (known, zeros)
+            (known, Vec::new())
         }
     };
     if relative.is_empty() {
         bail!("no propensity could be estimated: the tables have no clicks at rank 1");
     }
-    Ok(Propensities { relative, stderr, clip: flags.clip })
+    Ok(Propensities { relative, covariance, clip: flags.clip })
 }

@@ -16,8 +16,11 @@ use crate::engine::Engine;
 
 /// Where the click log comes from.
 pub struct Sources {
-    /// Logged events to replay: (impressions, engagements, configuration).
-    pub replay: Option<(PathBuf, PathBuf, Option<PathBuf>)>,
+    /// Logged events to replay: (impressions, engagements).
+    pub replay: Option<(PathBuf, PathBuf)>,
+    /// The configuration: the replay's, and `clicks.em_iterations` for every fit whatever the
+    /// source.
+    pub config: Option<PathBuf>,
     /// Running daemons' base URLs.
     pub urls: Vec<String>,
     /// Saved click tables.
@@ -45,14 +48,17 @@ pub enum Estimate {
 }
 
 pub fn run(sources: Sources, output: Output) -> anyhow::Result<()> {
-    let table = collect(&sources, output.max_rank)?;
+    let cfg = Config::load_for(sources.config.as_deref(), crate::config::Reads::Files)?;
+    let em = EmSettings { max_iterations: cfg.clicks.em_iterations, ..EmSettings::default() };
+    let table = collect(&sources, cfg, output.max_rank)?;
     if let Some(path) = &output.table_out {
         std::fs::write(path, table.to_lines()).with_context(|| format!("cannot write {}", path.display()))?;
     }
     // Judgments are per (query, document) over every segment; the position bias is each
     // segment's own.
     let across = table.across_segments();
-    let fitted = Fitted::fit(&across.table, EmSettings::default());
+    warn_saturated(&across);
+    let fitted = Fitted::fit(&across.table, em);
     // With segments, every one is fitted apart (traffic without one as a segment of its own).
     let named = table.segments();
     let segmented = named.iter().any(|s| !s.is_empty());
@@ -61,7 +67,7 @@ pub fn run(sources: Sources, output: Output) -> anyhow::Result<()> {
         .filter(|_| segmented)
         .map(|s| {
             let of = table.of_segment(s);
-            let fit = Fitted::fit(&of.table, EmSettings::default());
+            let fit = Fitted::fit(&of.table, em);
             (s, of, fit)
         })
         .collect();
@@ -93,14 +99,28 @@ pub fn run(sources: Sources, output: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Says so when a pair's counts reached 2^64 − 1, where they saturate: tables from outside can
+/// hold any count, and a figure capped there is not the count it would be.
+pub(super) fn warn_saturated(table: &NamedTable) {
+    let saturated = table.table.saturated_pairs();
+    if saturated > 0 {
+        eprintln!(
+            "warning: {saturated} pair{} shown or clicked 2^64 - 1 times or more over their ranks: counts saturate there \
+             (18446744073709551615), so their totals, their ranks' click-through rates and what is estimated from them \
+             are capped, not exact",
+            if saturated == 1 { "" } else { "s" }
+        );
+    }
+}
+
 /// The merged click table of every source.
-fn collect(sources: &Sources, max_rank: usize) -> anyhow::Result<NamedTable> {
+fn collect(sources: &Sources, cfg: Config, max_rank: usize) -> anyhow::Result<NamedTable> {
     let mut table = NamedTable::new(max_rank);
     if sources.replay.is_none() && sources.urls.is_empty() && sources.tables.is_empty() {
         bail!("give the clicks: --impressions and --engagements (a replay), --url (a running rankpulse, repeatable), or --table (a saved click table, repeatable)");
     }
-    if let Some((impressions, engagements, config)) = &sources.replay {
-        table.merge(&replay_table(impressions, engagements, config.as_deref(), max_rank)?);
+    if let Some((impressions, engagements)) = &sources.replay {
+        table.merge(&replay_table(impressions, engagements, cfg, max_rank)?);
     }
     for url in &sources.urls {
         let url = format!("{}/api/v1/clicks", url.trim_end_matches('/'));
@@ -131,10 +151,9 @@ fn add_text(table: &mut NamedTable, text: &str, source: &str) -> anyhow::Result<
 fn replay_table(
     impressions: &Path,
     engagements: &Path,
-    config: Option<&Path>,
+    mut cfg: Config,
     max_rank: usize,
 ) -> anyhow::Result<NamedTable> {
-    let mut cfg = Config::load_for(config, crate::config::Reads::Files)?;
     cfg.clicks.enabled = true;
     cfg.clicks.max_rank = max_rank;
     let (impressions, engagements, _converted) = crate::replay::records::prepare(&mut cfg, impressions, engagements)?;
@@ -229,14 +248,15 @@ fn judgment_lines(
 
 /// The position-bias estimates as JSON.
 fn models_json(table: &NamedTable, fitted: &Fitted) -> serde_json::Value {
+    let pbm = fitted.pbm.relative_with_stderr();
     let ranks: Vec<serde_json::Value> = (0..table.table.max_rank)
         .map(|r| {
             let harvest = fitted.harvest.get(r).copied().flatten();
             serde_json::json!({
                 "rank": r + 1,
                 "pbm_examination": fitted.pbm.examination[r],
-                "pbm_examination_stderr": fitted.pbm.examination_stderr[r],
-                "pbm_relative": fitted.pbm.relative()[r],
+                "pbm_relative": pbm.get(r).copied().flatten().map(|(ratio, _)| ratio),
+                "pbm_relative_stderr": pbm.get(r).copied().flatten().and_then(|(_, se)| se),
                 "harvest_relative": harvest.map(|h| h.ratio),
                 "harvest_stderr": harvest.and_then(|h| h.stderr),
                 "harvest_pairs": harvest.map_or(0, |h| h.pairs),

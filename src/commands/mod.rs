@@ -290,7 +290,8 @@ pub enum Command {
         /// Logged engagements to replay.
         #[arg(long, requires = "impressions")]
         engagements: Option<PathBuf>,
-        /// Configuration for the replay (`[clicks]` is turned on whatever it says).
+        /// Configuration: the replay's (`[clicks]` is turned on whatever it says), and
+        /// `clicks.em_iterations` for the click model's fit, whatever the source.
         #[arg(long)]
         config: Option<PathBuf>,
         /// A running rankpulse's HTTP address: its `/api/v1/clicks` (repeatable: every replica).
@@ -494,9 +495,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             if !(1..=crate::config::MAX_TRACKED_RANKS).contains(&max_rank) {
                 anyhow::bail!("--max-rank must be from 1 to {}", crate::config::MAX_TRACKED_RANKS);
             }
-            let replay = impressions.zip(engagements).map(|(i, e)| (i, e, config));
+            let replay = impressions.zip(engagements);
             judgments::run(
-                judgments::Sources { replay, urls: url, tables: table },
+                judgments::Sources { replay, config, urls: url, tables: table },
                 judgments::Output { estimate, grades, min_impressions, max_rank, out, table_out, models_out },
             )
         }

@@ -33,8 +33,9 @@ pub struct ClicksConfig {
     /// counts are dropped as time moves on, so the estimates follow the rankers and the users.
     /// Default `7d`.
     pub horizon: HumanDuration,
-    /// EM iterations for the position-based model at most; it stops earlier once no
-    /// parameter moves by more than 1e-7. Default 200.
+    /// EM iterations for the position-based model at most (the gauges' fits, and those of
+    /// `judgments --from-clicks --config`); it stops earlier once no parameter moves by more
+    /// than 1e-7. Default 200.
     pub em_iterations: usize,
     /// The gauges refit the models at most this often (a fit reads the whole log). Default
     /// `1m`.

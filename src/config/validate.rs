@@ -219,7 +219,7 @@ impl Config {
         let c = &self.clicks;
         let Some(&k) = self.metrics.cutoffs.iter().max() else { return Ok(()) };
         let propensities =
-            crate::clicks::ips::Propensities { relative: c.propensities.clone(), stderr: Vec::new(), clip: c.clip };
+            crate::clicks::ips::Propensities { relative: c.propensities.clone(), covariance: Vec::new(), clip: c.clip };
         let bound = crate::metrics::MAX_IMPRESSION_VALUE;
         let largest = propensities.largest_sum(k as usize);
         if largest <= bound {

@@ -236,7 +236,8 @@ impl MetricLayout {
             return self;
         }
         self.ips_weights = Some(
-            crate::clicks::ips::Propensities { relative: propensities.to_vec(), stderr: Vec::new(), clip }.weights(),
+            crate::clicks::ips::Propensities { relative: propensities.to_vec(), covariance: Vec::new(), clip }
+                .weights(),
         );
         for &k in &self.cutoffs {
             self.keys.push(MetricKey { kind: MetricKind::IpsClicks, k: Some(k) });

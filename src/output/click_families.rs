@@ -38,7 +38,7 @@ const EXAMINATION: (&str, &str) = (
 );
 const STDERR: (&str, &str) = (
     "rankpulse_click_examination_stderr",
-    "Standard error of rankpulse_click_examination: pbm's given the fitted attractiveness (a lower bound), harvest's over the pairs shown at both ranks.",
+    "Standard error of rankpulse_click_examination: pbm's from the observed information of every attractiveness and examination together (none for a rank without a click, or when no pair was shown at two ranks), harvest's over the pairs shown at both ranks.",
 );
 const HARVEST_PAIRS: (&str, &str) = (
     "rankpulse_click_harvest_pairs",
@@ -163,7 +163,9 @@ fn fit_families(table: &NamedTable, settings: FitSettings) -> Vec<MetricFamily> 
         for (rank, pbm) in fitted.pbm.relative_with_stderr().into_iter().enumerate() {
             if let Some((ratio, se)) = pbm {
                 value.push(gauge(labels(rank, Some("pbm")), ratio));
-                stderr.push(gauge(labels(rank, Some("pbm")), se));
+                if let Some(se) = se {
+                    stderr.push(gauge(labels(rank, Some("pbm")), se));
+                }
             }
         }
         for (rank, harvest) in fitted.harvest.iter().enumerate() {

@@ -77,14 +77,15 @@ pub struct LogCounts {
 }
 
 impl LogCounts {
-    /// Adds another partition's counts.
+    /// Adds another partition's counts (saturating: a restored snapshot's counts are read from
+    /// outside, and a sum must not wrap to a small number).
     pub fn add(&mut self, other: &LogCounts) {
-        self.tracked += other.tracked;
-        self.untracked += other.untracked;
-        self.without_query += other.without_query;
-        self.outside_horizon += other.outside_horizon;
-        self.dropped += other.dropped;
-        self.queries_replaced += other.queries_replaced;
+        self.tracked = self.tracked.saturating_add(other.tracked);
+        self.untracked = self.untracked.saturating_add(other.untracked);
+        self.without_query = self.without_query.saturating_add(other.without_query);
+        self.outside_horizon = self.outside_horizon.saturating_add(other.outside_horizon);
+        self.dropped = self.dropped.saturating_add(other.dropped);
+        self.queries_replaced = self.queries_replaced.saturating_add(other.queries_replaced);
     }
 }
 
