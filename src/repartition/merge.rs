@@ -114,11 +114,13 @@ impl<T> Merge<T> {
         self.lanes.iter().filter(|(_, lane)| lane.end.is_none()).map(|(source, _)| *source).collect()
     }
 
-    /// Where reading a lane starts, if nothing was read of it yet, and its partition's end.
+    /// Where reading a lane starts, if nothing was read of it yet, and its partition's end. A
+    /// partition revoked meanwhile gets no lane: an empty one would hold the others back.
     pub fn set_bounds(&mut self, source: Source, start: i64, end: i64) {
-        let lane = self.lanes.entry(source).or_insert_with(Lane::new);
-        lane.end = Some(end);
-        lane.next.get_or_insert(start);
+        if let Some(lane) = self.lanes.get_mut(&source) {
+            lane.end = Some(end);
+            lane.next.get_or_insert(start);
+        }
     }
 
     /// Queues a message read from `source` (a lane is made for a partition not seen assigned:
@@ -305,5 +307,7 @@ mod tests {
         assert!(!m.revoke((IMP, 0)));
         assert_eq!(m.queued(), 0);
         assert!(m.pop(now).is_none());
+        m.set_bounds((IMP, 0), 0, 100);
+        assert!(m.unbounded().is_empty() && m.lanes.is_empty(), "bounds looked up before a revocation make no lane");
     }
 }
