@@ -5,7 +5,9 @@
 //! generated events, also when one of them is SIGKILLed twice while traffic flows (the stage
 //! re-sends what it had not committed; the join's de-duplication absorbs the copies). With
 //! `repartition.mode = "never"` the same traffic is biased, and the key-mismatch counter, the
-//! shipped alert (promtool, on the counts this run exported) and the log say why.
+//! shipped alert (promtool, on the counts this run exported) and the log say why. A backlog
+//! (every event produced before `serve` starts, equal partition counts, so only the sampled keys
+//! turn repartitioning on) is re-keyed in event-time order and equals `replay` of its events.
 //!
 //! The broker is librdkafka's mock cluster, hosted by this test (see tests/replicas.rs): it has
 //! no CreateTopics, so the internal and state topics are created here, as rankpulse would.
