@@ -5,7 +5,9 @@
 //! generated events, also when one of them is SIGKILLed twice while traffic flows (the stage
 //! re-sends what it had not committed; the join's de-duplication absorbs the copies). With
 //! `repartition.mode = "never"` the same traffic is biased, and the key-mismatch counter, the
-//! shipped alert (promtool, on the counts this run exported) and the log say why.
+//! shipped alert (promtool, on the counts this run exported) and the log say why. A backlog
+//! (every event produced before `serve` starts, equal partition counts, so only the sampled keys
+//! turn repartitioning on) is re-keyed in event-time order and equals `replay` of its events.
 //!
 //! The broker is librdkafka's mock cluster, hosted by this test (see tests/replicas.rs): it has
 //! no CreateTopics, so the internal and state topics are created here, as rankpulse would.
@@ -57,13 +59,14 @@ struct Truth {
 /// A message as produced: topic, key, payload, and when (relative to the first) it is sent.
 type Message = (&'static str, String, String);
 
-/// The events in delivery order, every one keyed as a clickstream keys it, and their truth.
-fn traffic(t0: i64, seed: u64) -> (Vec<Message>, Truth) {
+/// The events in delivery order, every one keyed as a clickstream keys it, and their truth:
+/// `impressions` of them, `spacing_ms` apart in event time.
+fn traffic(t0: i64, seed: u64, impressions: usize, spacing_ms: i64) -> (Vec<Message>, Truth) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut truth = Truth::default();
     let mut messages: Vec<(i64, Message)> = Vec::new();
-    for i in 0..IMPRESSIONS {
-        let t = t0 + i as i64 * SPACING_MS;
+    for i in 0..impressions {
+        let t = t0 + i as i64 * spacing_ms;
         let (user, session) = (format!("user-{}", i % 97), format!("session-{}", i % 389));
         let v = i % 2;
         let query = format!("q{i}");
@@ -146,10 +149,10 @@ fn variant(v: &str) -> [(&'static str, &str); 2] {
     [("experiment", "x"), ("variant", v)]
 }
 
-/// Every impression final and nothing held: the numbers cannot move any more.
-fn finished(m: &BTreeMap<String, f64>) -> bool {
+/// Every one of `produced` impressions final and nothing held: the numbers cannot move any more.
+fn finished(m: &BTreeMap<String, f64>, produced: usize) -> bool {
     let impressions: f64 = VARIANTS.iter().map(|v| get(m, "rankpulse_impressions_total", &variant(v))).sum();
-    impressions == IMPRESSIONS as f64
+    impressions == produced as f64
         && m.get("rankpulse_pending_impressions") == Some(&0.0)
         && m.get("rankpulse_held_engagements") == Some(&0.0)
 }
@@ -197,7 +200,7 @@ fn run(broker: &Broker, mode: &str, replicas: &[&'static str], plan: &[(usize, S
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     eprintln!("repartition test seed {seed}");
     let t0 = chrono::Utc::now().timestamp_millis() - 300_000;
-    let (messages, truth) = traffic(t0, seed);
+    let (messages, truth) = traffic(t0, seed, IMPRESSIONS, SPACING_MS);
     let dir = tempfile::tempdir().unwrap();
     let mut running: Vec<Replica> =
         replicas.iter().map(|name| start(dir.path(), &brokers, name, mode, disorder)).collect();
@@ -242,7 +245,7 @@ fn run(broker: &Broker, mode: &str, replicas: &[&'static str], plan: &[(usize, S
         if let Some(all) = all {
             last_each = all.iter().map(|b| parse_exposition(b)).collect();
             last = summed(&last_each);
-            if finished(&last) {
+            if finished(&last, IMPRESSIONS) {
                 break;
             }
             let impressions: f64 =
@@ -358,6 +361,97 @@ fn a_replica_sigkilled_twice_loses_nothing_and_counts_nothing_twice() {
         duplicates - truth.redelivered as f64,
         truth.redelivered
     );
+}
+
+/// The backlog's partition count, equal on both raw topics: only the sampled keys turn
+/// repartitioning on (reason `keys`).
+const BACKLOG_PARTITIONS: i32 = 4;
+/// The backlog: 5 minutes of event time, far more than `join.max_out_of_orderness`, so that
+/// reading one raw partition's backlog ahead of another's would show.
+const BACKLOG_IMPRESSIONS: usize = 6000;
+const BACKLOG_SPACING_MS: i64 = 50;
+
+/// Every event is in the raw topics before `serve` starts, as after an outage or on a first
+/// deployment: the stage re-keys the whole backlog at once, and the totals still equal
+/// `replay` of the same events (and the ground truth), nothing orphaned or late.
+#[test]
+fn a_backlog_keyed_by_user_and_session_is_repartitioned_and_equals_replay() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let broker = Broker::Mock(MockCluster::new(3).unwrap());
+    for topic in [IMP_TOPIC, ENG_TOPIC] {
+        broker.create_topic(topic, BACKLOG_PARTITIONS);
+    }
+    for input in ["impressions", "engagements"] {
+        broker.create_topic(&format!("{GROUP}-{input}-repartition"), BACKLOG_PARTITIONS);
+    }
+    broker.create_state_topics(GROUP, BACKLOG_PARTITIONS);
+    let brokers = broker.bootstrap();
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("repartition backlog test seed {seed}");
+    let t0 = chrono::Utc::now().timestamp_millis() - 600_000;
+    let (messages, truth) = traffic(t0, seed, BACKLOG_IMPRESSIONS, BACKLOG_SPACING_MS);
+    let producer: BaseProducer =
+        ClientConfig::new().set("bootstrap.servers", &brokers).set("batch.num.messages", "10000").create().unwrap();
+    for (topic, key, payload) in &messages {
+        let mut record = BaseRecord::to(topic).key(key.as_str()).payload(payload.as_str());
+        while let Err((_, unsent)) = producer.send(record) {
+            producer.poll(Duration::from_millis(10));
+            record = unsent;
+        }
+    }
+    producer.flush(Duration::from_secs(60)).expect("the mock cluster took the backlog");
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = serve_config(dir.path(), "backlog", &brokers, port, &sections("auto", "10s"));
+    let lines = |topic: &str| -> Vec<(i32, String)> {
+        messages.iter().filter(|m| m.0 == topic).map(|(_, _, payload)| (0, payload.clone())).collect()
+    };
+    let imp_file = write_payloads(dir.path(), "impressions.jsonl", &lines(IMP_TOPIC));
+    let eng_file = write_payloads(dir.path(), "engagements.jsonl", &lines(ENG_TOPIC));
+    let report = replay_json(&imp_file, &eng_file, &config);
+
+    let daemon = Daemon::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    // Final: every impression finalized or counted late, nothing pending or held.
+    let m = wait_for(Instant::now() + Duration::from_secs(120), Duration::from_millis(500), "never final", || {
+        let m = parse_exposition(&http_get(port, "/metrics")?.1);
+        let late = get(&m, "rankpulse_impressions_late_total", &[]);
+        finished(&m, BACKLOG_IMPRESSIONS - late as usize).then_some(m)
+    });
+    let (status, _, logs) = daemon.terminate_with_output(Duration::from_secs(30));
+    assert!(status.success(), "serve did not stop cleanly:\n{logs}");
+    assert_eq!(get(&m, "rankpulse_repartition_active", &[("reason", "keys")]), 1.0, "{logs}");
+
+    let mut differing = Vec::new();
+    let mut check = |what: &str, served: f64, replayed: f64| {
+        if (served - replayed).abs() > 1e-9 * replayed.abs().max(1.0) {
+            differing.push(format!("{what}: serve {served}, replay {replayed}"));
+        }
+    };
+    for group in report["groups"].as_array().unwrap() {
+        let v = group["variant"].as_str().unwrap();
+        let impressions = group["impressions"].as_f64().unwrap();
+        check(&format!("{v} impressions"), get(&m, "rankpulse_impressions_total", &variant(v)), impressions);
+        check(
+            &format!("{v} engaged"),
+            get(&m, "rankpulse_impressions_engaged_total", &variant(v)),
+            group["engaged"].as_f64().unwrap(),
+        );
+        let rr_sum = group["metrics"]["mrr"].as_f64().unwrap() * impressions;
+        check(&format!("{v} RR sum"), get(&m, "rankpulse_reciprocal_rank_sum", &variant(v)), rr_sum);
+    }
+    let events = &report["events"];
+    for (series, field) in [
+        ("rankpulse_engagements_attributed_total", "engagements_attributed"),
+        ("rankpulse_engagements_orphaned_total", "engagements_orphaned"),
+        ("rankpulse_engagements_late_total", "engagements_late"),
+        ("rankpulse_impressions_late_total", "impressions_late"),
+    ] {
+        check(series, get(&m, series, &[]), events[field].as_f64().unwrap());
+    }
+    assert!(differing.is_empty(), "serve of the backlog differs from replay:\n{}", differing.join("\n"));
+    // And replay is right: both equal what the generated events add up to.
+    assert_truth(&m, &truth);
 }
 
 #[test]

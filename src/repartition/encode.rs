@@ -20,6 +20,7 @@ use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 
 use crate::event::{Decoders, Engagement, EventKind, Impression, RawMessage, Rejection};
+use crate::time::EventTime;
 
 /// One decoded message, borrowed from it (an impression's result ids are in the caller's list).
 enum Decoded<'a> {
@@ -124,6 +125,8 @@ pub struct Reencoder {
     payload: Vec<u8>,
     /// The query id of the newest message: its key on the internal topic.
     key: String,
+    /// The event time of the newest message: the stage forwards in its order (`merge`).
+    timestamp: EventTime,
     /// The capacity of an impression's result-id list, kept between messages (the list itself
     /// borrows from each message in turn).
     spare_ids: Vec<Cow<'static, str>>,
@@ -131,7 +134,13 @@ pub struct Reencoder {
 
 impl Reencoder {
     pub fn new(decoders: Decoders) -> Self {
-        Reencoder { decoders, payload: Vec::with_capacity(1024), key: String::new(), spare_ids: Vec::new() }
+        Reencoder {
+            decoders,
+            payload: Vec::with_capacity(1024),
+            key: String::new(),
+            timestamp: 0,
+            spare_ids: Vec::new(),
+        }
     }
 
     /// Whether a mapping reads the key or a header: only then are a message's headers collected.
@@ -153,6 +162,7 @@ impl Reencoder {
             let written = match &decoded {
                 Decoded::Impression(i) => {
                     self.key.push_str(&i.query_id);
+                    self.timestamp = i.timestamp;
                     let interleaving = i.interleaving.as_ref();
                     serde_json::to_writer(
                         &mut self.payload,
@@ -173,6 +183,7 @@ impl Reencoder {
                 }
                 Decoded::Engagement(e) => {
                     self.key.push_str(&e.query_id);
+                    self.timestamp = e.timestamp;
                     serde_json::to_writer(
                         &mut self.payload,
                         &NativeEngagement {
@@ -197,6 +208,11 @@ impl Reencoder {
     /// The newest message's query id, its key on the internal topic.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// The newest message's event time.
+    pub fn timestamp(&self) -> EventTime {
+        self.timestamp
     }
 
     /// The newest message as a native event.
@@ -231,6 +247,7 @@ mod tests {
             assert_eq!(got, want, "{}", String::from_utf8_lossy(r.payload()));
             assert_eq!(got_docs, want_docs);
             assert_eq!(r.key(), want.query_id);
+            assert_eq!(r.timestamp(), want.timestamp);
         }
     }
 

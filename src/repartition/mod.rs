@@ -26,7 +26,11 @@
 //! would make the re-sends invisible, but the join does not need that, and librdkafka's mock
 //! cluster, which the tests run on, cannot exercise them.
 //!
-//! Event-time order: an internal partition mixes events from every raw partition, so when one
+//! Event-time order: an internal partition mixes events from every raw partition, and the
+//! join's watermark on it holds only if they arrive in event-time order to within
+//! `join.max_out_of_orderness`. Read from a backlog, one raw partition's fetched batch comes
+//! before the next one's; the stage therefore queues what it reads per raw partition and, while
+//! any of them catches up, forwards the least event time first (`merge`). When one
 //! raw partition's consumer stalls (a crashed replica's partitions wait out the session
 //! timeout, then a rebalance), the others run ahead in event time. `join.max_out_of_orderness`
 //! must cover that stall, or the stalled events arrive behind the watermark and are counted
@@ -37,10 +41,12 @@
 //! | `mod.rs` | the start-up decision ([`plan`]), the internal topics, starting the stage |
 //! | `decide` | partition counts and sampled keys: are the inputs co-partitioned by query id? |
 //! | `encode` | a raw message decoded and re-encoded as a native event keyed by its query id; the one call into the decoders |
-//! | `stage` | the stage's thread: consume, re-key, produce, flush, commit |
+//! | `merge` | the order of forwarding: the raw partitions merged on event time while one catches up on a backlog; pure |
+//! | `stage` | the stage's thread: consume, re-key, queue per raw partition, produce, flush, commit |
 
 mod decide;
 mod encode;
+mod merge;
 mod stage;
 
 use std::sync::Arc;
@@ -361,9 +367,15 @@ pub fn spawn(
         .set("linger.ms", "2")
         .create_with_context(stage::DeliveryContext::new(log.clone()))
         .map_err(RepartitionError::Create)?;
-    let context = stage::StageContext::new(log, producer, raw_topics.clone(), routing);
+    // A raw partition catching up on a backlog that delivers nothing holds the others back for
+    // at most a third of `join.idle_timeout`: well before the join's inputs count as idle.
+    let max_stall = cfg.join.idle_timeout.as_duration() / 3;
+    let context = stage::StageContext::new(log, producer, raw_topics.clone(), routing, max_stall);
+    let consumer_config = consumer_config(cfg)?;
+    let from_earliest =
+        matches!(consumer_config.get("auto.offset.reset"), None | Some("earliest" | "smallest" | "beginning"));
     let consumer: BaseConsumer<stage::StageContext> =
-        consumer_config(cfg)?.create_with_context(context).map_err(RepartitionError::Create)?;
+        consumer_config.create_with_context(context).map_err(RepartitionError::Create)?;
     consumer
         .subscribe(&[raw_topics[0].as_str(), raw_topics[1].as_str()])
         .map_err(|error| RepartitionError::Subscribe { topics: raw_topics.join(", "), error })?;
@@ -373,7 +385,7 @@ pub fn spawn(
         internal_topics: plan.internal_topics.clone(),
         max_message_bytes: cfg.limits.max_message_bytes,
     };
-    let stage = stage::Stage { consumer, forwarder, shutdown };
+    let stage = stage::Stage { consumer, forwarder, shutdown, from_earliest };
     std::thread::Builder::new()
         .name("rankpulse-repartition".into())
         .spawn(move || stage.run())

@@ -9,6 +9,11 @@
 //! impression once per query id and an engagement once per identity (`join`'s de-duplication),
 //! so a re-send changes no count. A delivery that fails for good stops the process before any
 //! commit covers it: nothing is lost, and the restart re-sends.
+//!
+//! What is read waits in its raw partition's lane until `merge` lets it go: while a raw
+//! partition catches up on a backlog, the lanes are forwarded in event-time order, so that an
+//! internal partition's event time does not run ahead of raw partitions still unread. A lane's
+//! bounds (where reading starts, the partition's end) are looked up once it is assigned.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +30,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
 use super::encode::Reencoder;
+use super::merge::{Entry, Fetch, Merge, Source};
 use super::RepartitionError;
 use crate::engine::{RejectLog, Routing};
 use crate::event::{EventKind, RawMessage, RejectReason, Rejection};
@@ -45,6 +51,13 @@ const SLOW_FLUSH: Duration = Duration::from_millis(500);
 const POLL_TIMEOUT: Duration = Duration::from_millis(50);
 /// The pause after a consume error, so a broken connection recovers without spinning.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+/// Messages queued in one raw partition's lane before its fetching is paused: bounds the memory
+/// a backlog takes while another partition is read up to it (a few MB a lane).
+const LANE_MESSAGES: usize = 5_000;
+/// How long looking up a lane's bounds may take, and the pause before looking again after a
+/// failure.
+const BOUNDS_TIMEOUT: Duration = Duration::from_secs(2);
+const BOUNDS_RETRY: Duration = Duration::from_millis(500);
 
 /// The producer's context: counts deliveries that failed for good.
 pub(super) struct DeliveryContext {
@@ -89,6 +102,17 @@ pub(super) struct StageContext {
     pending: Mutex<Pending>,
     /// Where the forwarded counts go.
     routing: Arc<Routing>,
+    /// What was read and is not forwarded yet, per raw partition; locked by the stage thread
+    /// alone (the loop, and the rebalance callbacks inside its poll).
+    merge: Mutex<Merge<Option<Forward>>>,
+}
+
+/// A re-keyed event waiting in its lane; `None` in its place for a rejected message.
+pub(super) struct Forward {
+    /// Its query id: the key on the internal topic.
+    key: String,
+    /// The native event.
+    payload: Vec<u8>,
 }
 
 /// Produced since the last commit.
@@ -115,16 +139,32 @@ impl ClientContext for StageContext {
 
 impl ConsumerContext for StageContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        // Before partitions go to another member, what was read from them is acknowledged and
-        // committed, so their next owner re-sends nothing.
-        if let Rebalance::Revoke(_) = rebalance {
+        // Before partitions go to another member, what was forwarded from them is acknowledged
+        // and committed, so their next owner re-sends nothing; what waits in their lanes was
+        // not committed, and their next owner reads it.
+        if let Rebalance::Revoke(tpl) = rebalance {
             self.flush_and_commit(consumer, CommitMode::Sync);
+            let mut merge = self.merge();
+            for element in tpl.elements() {
+                if let Some(source) = self.source(element.topic(), element.partition()) {
+                    merge.revoke(source);
+                }
+            }
         }
     }
 
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) => {
+                let mut merge = self.merge();
+                for element in tpl.elements() {
+                    if let Some(source) = self.source(element.topic(), element.partition()) {
+                        merge.assign(source);
+                    }
+                }
+                drop(merge);
+                // A partition paused when it was revoked starts fetching again.
+                let _ = consumer.resume(tpl);
                 let partitions: Vec<String> =
                     tpl.elements().iter().map(|e| format!("{}[{}]", e.topic(), e.partition())).collect();
                 tracing::info!(?partitions, "repartition stage: raw partitions assigned");
@@ -138,6 +178,61 @@ impl ConsumerContext for StageContext {
 impl StageContext {
     fn pending(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn merge(&self) -> MutexGuard<'_, Merge<Option<Forward>>> {
+        self.merge.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The lane of a raw topic's partition.
+    fn source(&self, topic: &str, partition: i32) -> Option<Source> {
+        self.raw_topics.iter().position(|t| t == topic).map(|kind| (kind, partition))
+    }
+
+    /// Looks up where the lanes of newly assigned partitions start reading (the committed
+    /// offset, else the reset's) and where their partitions end: until then they are taken to
+    /// be catching up. A failed lookup is retried on the next call.
+    fn bound_lanes(&self, consumer: &BaseConsumer<Self>, from_earliest: bool) {
+        let unbounded = self.merge().unbounded();
+        let mut tpl = TopicPartitionList::new();
+        for &(kind, partition) in &unbounded {
+            if let Some(topic) = self.raw_topics.get(kind) {
+                tpl.add_partition(topic, partition);
+            }
+        }
+        let committed = match consumer.committed_offsets(tpl, BOUNDS_TIMEOUT) {
+            Ok(committed) => committed,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading the repartition stage's committed offsets failed; retried");
+                return;
+            }
+        };
+        for (kind, partition) in unbounded {
+            let Some(topic) = self.raw_topics.get(kind) else { continue };
+            let Ok((low, high)) = consumer.fetch_watermarks(topic, partition, BOUNDS_TIMEOUT) else { continue };
+            let start = match committed.find_partition(topic, partition).map(|e| e.offset()) {
+                Some(Offset::Offset(offset)) => offset,
+                _ if from_earliest => low,
+                _ => high,
+            };
+            self.merge().set_bounds((kind, partition), start, high);
+        }
+    }
+
+    /// Pauses or resumes fetching a lane's partition.
+    fn apply(&self, consumer: &BaseConsumer<Self>, fetch: Fetch) {
+        let (Fetch::Pause((kind, partition)) | Fetch::Resume((kind, partition))) = fetch;
+        let Some(topic) = self.raw_topics.get(kind) else { return };
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, partition);
+        let result = match fetch {
+            Fetch::Pause(_) => consumer.pause(&tpl),
+            Fetch::Resume(_) => consumer.resume(&tpl),
+        };
+        if let Err(e) = result {
+            // A partition revoked meanwhile: its next assignment starts it unpaused.
+            tracing::debug!(topic, partition, error = %e, "pausing or resuming a raw partition failed");
+        }
     }
 
     /// Serves delivery reports until every produced event is acknowledged (or failed for good):
@@ -218,6 +313,9 @@ pub(super) struct Stage {
     pub(super) forwarder: Forwarder,
     /// Checked between messages; the stage then flushes and commits one last time.
     pub(super) shutdown: Shutdown,
+    /// Whether a partition without a committed offset is read from its start
+    /// (`auto.offset.reset`): where its lane starts catching up.
+    pub(super) from_earliest: bool,
 }
 
 /// What turns a raw message into a produced event.
@@ -236,8 +334,10 @@ impl StageContext {
         producer: BaseProducer<DeliveryContext>,
         raw_topics: [String; 2],
         routing: Arc<Routing>,
+        max_stall: Duration,
     ) -> Self {
-        StageContext { log, producer, raw_topics, pending: Mutex::new(Pending::default()), routing }
+        let merge = Mutex::new(Merge::new(max_stall, LANE_MESSAGES));
+        StageContext { log, producer, raw_topics, pending: Mutex::new(Pending::default()), routing, merge }
     }
 }
 
@@ -250,9 +350,10 @@ impl DeliveryContext {
 impl Stage {
     /// Runs until shutdown or a delivery that failed for good.
     pub(super) fn run(self) -> Result<(), RepartitionError> {
-        let Stage { consumer, mut forwarder, shutdown } = self;
+        let Stage { consumer, mut forwarder, shutdown, from_earliest } = self;
         let mut rejects = RejectLog::default();
         let mut next_flush = Instant::now() + FLUSH_INTERVAL;
+        let mut next_bounds = Instant::now();
         let result = loop {
             if shutdown.is_triggered() {
                 break Ok(());
@@ -260,7 +361,9 @@ impl Stage {
             match consumer.poll(POLL_TIMEOUT) {
                 Some(Ok(message)) => {
                     consumer.context().log.recovered("a message was consumed");
-                    forwarder.forward(consumer.context(), &message, &mut rejects);
+                    if let Some(fetch) = forwarder.read(consumer.context(), &message, &mut rejects) {
+                        consumer.context().apply(&consumer, fetch);
+                    }
                 }
                 Some(Err(e)) => {
                     consumer.context().log.consume_error(&e);
@@ -269,6 +372,11 @@ impl Stage {
                 None => {}
             }
             let context = consumer.context();
+            if Instant::now() >= next_bounds && !context.merge().unbounded().is_empty() {
+                context.bound_lanes(&consumer, from_earliest);
+                next_bounds = Instant::now() + BOUNDS_RETRY;
+            }
+            forwarder.forward_ready(&consumer);
             // Serves the delivery callbacks between flushes.
             context.producer.poll(Duration::ZERO);
             let now = Instant::now();
@@ -300,15 +408,21 @@ impl Stage {
 }
 
 impl Forwarder {
-    /// Re-keys one raw message onto its internal topic, or counts its rejection; either way
-    /// its offset is done once what was produced before it is acknowledged.
-    fn forward(&mut self, context: &StageContext, message: &BorrowedMessage<'_>, rejects: &mut RejectLog) {
+    /// Decodes one raw message into its lane, re-keyed, or counts its rejection (it keeps its
+    /// place in the lane: its offset is done only once what was read before it is). Says
+    /// whether to pause the lane's partition.
+    fn read(
+        &mut self,
+        context: &StageContext,
+        message: &BorrowedMessage<'_>,
+        rejects: &mut RejectLog,
+    ) -> Option<Fetch> {
         let kind = if message.topic() == context.raw_topics[0] {
             EventKind::Impression
         } else if message.topic() == context.raw_topics[1] {
             EventKind::Engagement
         } else {
-            return;
+            return None;
         };
         context.routing.stage_consumed(kind);
         let payload = message.payload().unwrap_or(&[]);
@@ -323,10 +437,38 @@ impl Forwarder {
             };
             self.reencoder.reencode(kind, RawMessage { payload, key: message.key(), headers: &headers })
         };
-        match reencoded {
+        let (event_time, item) = match reencoded {
             Ok(()) => {
-                let topic = &self.internal_topics[kind.index()];
-                let mut record = BaseRecord::to(topic).key(self.reencoder.key()).payload(self.reencoder.payload());
+                let forward =
+                    Forward { key: self.reencoder.key().to_owned(), payload: self.reencoder.payload().to_vec() };
+                (Some(self.reencoder.timestamp()), Some(forward))
+            }
+            Err(rejection) => {
+                context.routing.stage_rejected(kind, rejection.reason);
+                rejects.log(Instant::now(), || {
+                    let (topic, reason) = (message.topic(), rejection.reason.label());
+                    let (partition, offset) = (message.partition(), message.offset());
+                    tracing::warn!(topic, partition, offset, reason, detail = %rejection.detail, "rejected message");
+                });
+                (None, None)
+            }
+        };
+        let entry = Entry { offset: message.offset(), event_time, item };
+        context.merge().push((kind.index(), message.partition()), entry)
+    }
+
+    /// Produces every event its lane lets go (`merge`) onto its internal topic; each one's
+    /// offset is done once what was produced before it is acknowledged.
+    fn forward_ready(&self, consumer: &BaseConsumer<StageContext>) {
+        let context = consumer.context();
+        loop {
+            let Some(((kind, partition), entry, fetch)) = context.merge().pop(Instant::now()) else { break };
+            if let Some(fetch) = fetch {
+                context.apply(consumer, fetch);
+            }
+            if let Some(Forward { key, payload }) = &entry.item {
+                let Some(topic) = self.internal_topics.get(kind) else { continue };
+                let mut record = BaseRecord::to(topic).key(key.as_str()).payload(payload.as_slice());
                 // A full queue waits for acknowledgements rather than dropping anything.
                 while let Err((e, unsent)) = context.producer.send(record) {
                     if !matches!(e.rdkafka_error_code(), Some(RDKafkaErrorCode::QueueFull)) {
@@ -336,19 +478,22 @@ impl Forwarder {
                     context.producer.poll(Duration::from_millis(10));
                     record = unsent;
                 }
-                context.pending().produced[kind.index()] += 1;
+                if let Some(produced) = context.pending().produced.get_mut(kind) {
+                    *produced += 1;
+                }
             }
-            Err(rejection) => {
-                context.routing.stage_rejected(kind, rejection.reason);
-                rejects.log(Instant::now(), || {
-                    let (topic, reason) = (message.topic(), rejection.reason.label());
-                    let (partition, offset) = (message.partition(), message.offset());
-                    tracing::warn!(topic, partition, offset, reason, detail = %rejection.detail, "rejected message");
-                });
-            }
+            let mut pending = context.pending();
+            pending.offsets.insert((kind, partition), entry.offset + 1);
+            pending.messages += 1;
         }
-        let mut pending = context.pending();
-        pending.offsets.insert((kind.index(), message.partition()), message.offset() + 1);
-        pending.messages += 1;
+        for (kind, partition) in context.merge().take_given_up() {
+            let topic = context.raw_topics.get(kind).map_or("", String::as_str);
+            tracing::warn!(
+                topic,
+                partition,
+                "a raw partition with unread messages delivered none for a third of join.idle_timeout: forwarding the \
+                 others without waiting for it; its events may arrive behind the watermark and be counted late"
+            );
+        }
     }
 }
