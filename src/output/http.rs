@@ -69,50 +69,137 @@ pub enum ReportError {
         /// Every valid value, in configuration order and then `cumulative`: the fix is one of them.
         known: Vec<String>,
     },
-    /// The window exists but holds no finalized impression of the experiment (yet): the
-    /// experiment may be unknown, or its first window may still be open.
-    #[error("experiment {experiment:?} has no finalized impressions in window {window:?}")]
-    NoReport {
+    /// No impression has named the experiment, in the partitions this process holds.
+    #[error("unknown experiment {experiment:?}: no impression has named it")]
+    UnknownExperiment {
         /// The experiment asked for.
         experiment: String,
-        /// The window it was looked up in.
+    },
+    /// Impressions name the experiment, but none is final yet: the report starts once the
+    /// first ones' attribution window has passed.
+    #[error(
+        "experiment {experiment:?} has no finalized impressions yet: an impression is final once its attribution window has passed"
+    )]
+    NotFinal {
+        /// The experiment asked for.
+        experiment: String,
+    },
+    /// No window of this size has closed yet, though the experiment has final impressions (the
+    /// cumulative report has them): a window closes only once every impression in it is final,
+    /// an attribution window after its end.
+    #[error("experiment {experiment:?}: no {window} window has closed yet{}; until then the cumulative report (without `window`) holds every final impression", closing(.closes))]
+    NotClosed {
+        /// The experiment asked for.
+        experiment: String,
+        /// The window size asked for.
         window: String,
+        /// When the first one closes, when there is a watermark to tell.
+        closes: Option<WindowClose>,
+    },
+    /// The newest closed window of this size holds no final impression of the experiment.
+    #[error("experiment {experiment:?} has no finalized impressions in the newest closed {window} window, {start} to {end}{}", closing(.closes))]
+    NotInWindow {
+        /// The experiment asked for.
+        experiment: String,
+        /// The window size asked for.
+        window: String,
+        /// The newest closed window's bounds (RFC 3339, event time).
+        start: String,
+        /// See `start`.
+        end: String,
+        /// When the next one closes, when there is a watermark to tell.
+        closes: Option<WindowClose>,
     },
 }
 
+/// When a window closes: its end, and the watermark at which its impressions are all final
+/// (both RFC 3339, event time). The caller learns when to ask again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowClose {
+    /// The window's end, exclusive.
+    pub end: String,
+    /// The watermark that closes it: `end` plus the attribution window.
+    pub at: String,
+}
+
+impl WindowClose {
+    /// The next window of size `size_index` to close, from the engine's watermark.
+    fn next(engine: &Engine, size_index: usize) -> Option<WindowClose> {
+        engine.next_window_close(size_index).map(|(end, at)| WindowClose {
+            end: crate::time::format_rfc3339_ms(end),
+            at: crate::time::format_rfc3339_ms(at),
+        })
+    }
+}
+
+/// The part of a message that says when a window closes.
+fn closing(closes: &Option<WindowClose>) -> String {
+    match closes {
+        Some(c) => format!(
+            "; the next ends at {} (event time) and closes when the watermark reaches {}, once its impressions are final",
+            c.end, c.at
+        ),
+        None => "; a window closes once the watermark passes its end by the attribution window".to_string(),
+    }
+}
+
 impl ReportError {
-    /// The HTTP status of this error: a malformed request, or nothing there.
+    /// The HTTP status of this error: a malformed request, or nothing there (yet).
     pub fn status(&self) -> StatusCode {
         match self {
             ReportError::UnknownWindow { .. } => StatusCode::BAD_REQUEST,
-            ReportError::NoReport { .. } => StatusCode::NOT_FOUND,
+            ReportError::UnknownExperiment { .. }
+            | ReportError::NotFinal { .. }
+            | ReportError::NotClosed { .. }
+            | ReportError::NotInWindow { .. } => StatusCode::NOT_FOUND,
         }
     }
 }
 
-/// The report of `experiment` over `window` (a size label or `cumulative`).
+/// The report of `experiment` over `window` (a size label or `cumulative`). Without one, the
+/// error says why: an experiment never seen, impressions not final yet, a window not closed
+/// yet (and when it will), or a closed window the experiment had no traffic in.
 pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Result<ExperimentReport, ReportError> {
-    let reports = if window == CUMULATIVE {
-        engine.experiment_reports(&engine.ab_cumulative(), Span::Cumulative)
-    } else {
-        let windows = engine.window_count();
-        let size_index = (0..windows).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
-            let mut known: Vec<String> = (0..windows).map(|i| engine.window_label(i).to_string()).collect();
-            known.push(CUMULATIVE.to_string());
-            ReportError::UnknownWindow { window: window.to_string(), known }
-        })?;
-        match engine.newest_closed().find(|w| w.size_index == size_index) {
-            Some(closed) => engine.experiment_reports(
-                &closed.groups,
-                Span::Window { label: window, start: closed.start, size_ms: engine.window_size_ms(size_index) },
-            ),
-            None => Vec::new(),
+    let name = || experiment.to_string();
+    if window == CUMULATIVE {
+        let reports = engine.experiment_reports(&engine.ab_cumulative(), Span::Cumulative);
+        return match reports.into_iter().find(|r| r.experiment == experiment) {
+            Some(report) => Ok(report),
+            None if engine.groups().has_experiment(experiment) => Err(ReportError::NotFinal { experiment: name() }),
+            None => Err(ReportError::UnknownExperiment { experiment: name() }),
+        };
+    }
+    let windows = engine.window_count();
+    let size_index = (0..windows).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
+        let mut known: Vec<String> = (0..windows).map(|i| engine.window_label(i).to_string()).collect();
+        known.push(CUMULATIVE.to_string());
+        ReportError::UnknownWindow { window: window.to_string(), known }
+    })?;
+    if !engine.groups().has_experiment(experiment) {
+        return Err(ReportError::UnknownExperiment { experiment: name() });
+    }
+    let closes = WindowClose::next(engine, size_index);
+    let Some(closed) = engine.newest_closed().find(|w| w.size_index == size_index) else {
+        // The window that closes next holds every final impression (see
+        // `Engine::next_window_close`), so it is the experiment's first only once it has one.
+        let groups = engine.groups();
+        let any_final = engine.ab_cumulative().iter().any(|(g, s)| s.impressions > 0 && groups.name(g).0 == experiment);
+        if !any_final {
+            return Err(ReportError::NotFinal { experiment: name() });
         }
+        return Err(ReportError::NotClosed { experiment: name(), window: window.to_string(), closes });
     };
-    reports
-        .into_iter()
-        .find(|r| r.experiment == experiment)
-        .ok_or_else(|| ReportError::NoReport { experiment: experiment.to_string(), window: window.to_string() })
+    let size_ms = engine.window_size_ms(size_index);
+    let span = Span::Window { label: window, start: closed.start, size_ms };
+    engine.experiment_reports(&closed.groups, span).into_iter().find(|r| r.experiment == experiment).ok_or_else(|| {
+        ReportError::NotInWindow {
+            experiment: name(),
+            window: window.to_string(),
+            start: crate::time::format_rfc3339_ms(closed.start),
+            end: crate::time::format_rfc3339_ms(closed.start.saturating_add(size_ms)),
+            closes,
+        }
+    })
 }
 
 /// `GET /api/v1/experiments`: every experiment with its cumulative traffic (and that of its
@@ -495,15 +582,59 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_experiment_or_a_window_not_closed_yet_is_not_found() {
-        let error = experiment_report(&engine(true), "nope", "cumulative").unwrap_err();
-        assert_eq!(error.status(), StatusCode::NOT_FOUND);
-        assert_eq!(error.to_string(), r#"experiment "nope" has no finalized impressions in window "cumulative""#);
+    fn an_unknown_experiment_is_named_unknown() {
+        for window in ["cumulative", "1m"] {
+            let error = experiment_report(&engine(true), "nope", window).unwrap_err();
+            assert_eq!(error.status(), StatusCode::NOT_FOUND);
+            assert_eq!(error.to_string(), r#"unknown experiment "nope": no impression has named it"#, "{window}");
+        }
+    }
 
-        let open = engine(false);
+    #[test]
+    fn a_window_not_closed_yet_says_when_it_closes() {
+        // The impressions are at 00:00:01; the watermark trails them by the default
+        // out-of-orderness, so none is final and no window closed.
+        let mut open = engine(false);
+        open.advance(Instant::now());
+        let error = experiment_report(&open, "x", "cumulative").unwrap_err();
+        assert_eq!(error, ReportError::NotFinal { experiment: "x".into() });
+        assert_eq!(error.status(), StatusCode::NOT_FOUND);
+        assert!(error.to_string().contains("no finalized impressions yet"), "{error}");
+        assert_eq!(experiment_report(&open, "x", "1m").unwrap_err(), ReportError::NotFinal { experiment: "x".into() });
+        // Once they are final (a watermark past 00:00:01 by the attribution window), the window
+        // [00:00, 00:01) holds them and has not closed.
+        let later = r#"{"query_id":"later","timestamp":1860000,"results":["a"],"experiment":"y","variant":"control"}"#;
+        open.process(EventKind::Impression, 0, later.as_bytes(), Instant::now()).unwrap();
+        open.advance(Instant::now());
+        assert!(experiment_report(&open, "x", "cumulative").is_ok());
         let error = experiment_report(&open, "x", "1m").unwrap_err();
-        assert_eq!(error, ReportError::NoReport { experiment: "x".into(), window: "1m".into() });
-        assert_eq!(error.to_string(), r#"experiment "x" has no finalized impressions in window "1m""#);
+        assert_eq!(error.status(), StatusCode::NOT_FOUND);
+        let ReportError::NotClosed { closes, .. } = &error else { panic!("{error:?}") };
+        let closes = closes.as_ref().expect("the engine has a watermark");
+        let text = error.to_string();
+        eprintln!("{text}");
+        assert_eq!(
+            (closes.end.as_str(), closes.at.as_str()),
+            ("1970-01-01T00:01:00Z", "1970-01-01T00:31:00Z"),
+            "{text}"
+        );
+        assert!(text.starts_with(r#"experiment "x": no 1m window has closed yet; the next ends at "#), "{text}");
+        assert!(text.contains("closes when the watermark reaches") && text.contains("cumulative report"), "{text}");
+    }
+
+    #[test]
+    fn a_closed_window_without_the_experiment_names_its_bounds() {
+        let mut e = engine(false);
+        let late = r#"{"query_id":"late","timestamp":7200000,"results":["a"],"experiment":"y","variant":"control"}"#;
+        e.process(EventKind::Impression, 0, late.as_bytes(), Instant::now()).unwrap();
+        e.finish();
+        // `y` is in the newest 1m window, 02:00 to 02:01; `x` is not.
+        let error = experiment_report(&e, "x", "1m").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            r#"experiment "x" has no finalized impressions in the newest closed 1m window, 1970-01-01T02:00:00Z to 1970-01-01T02:01:00Z; a window closes once the watermark passes its end by the attribution window"#
+        );
+        assert!(experiment_report(&e, "y", "1m").is_ok());
     }
 
     /// One `GET` over a plain socket: the status line's code and the body.
@@ -592,10 +723,7 @@ mod tests {
         assert_eq!(
             answers,
             [
-                (
-                    404,
-                    r#"{"error":"experiment \"nope\" has no finalized impressions in window \"cumulative\""}"#.into()
-                ),
+                (404, r#"{"error":"unknown experiment \"nope\": no impression has named it"}"#.into()),
                 (400, r#"{"error":"unknown window \"2m\"; one of 1m, 5m, cumulative"}"#.into()),
                 (503, "not ready: no partitions assigned or brokers unreachable\n".into()),
                 (200, "ready\n".into()),
