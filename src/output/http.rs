@@ -175,11 +175,13 @@ pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Res
         known.push(CUMULATIVE.to_string());
         ReportError::UnknownWindow { window: window.to_string(), known }
     })?;
-    if !engine.groups().has_experiment(experiment) {
-        return Err(ReportError::UnknownExperiment { experiment: name() });
-    }
+    // A report when there is one, even of an experiment retired since (`labels.idle_expiry`).
+    let unknown = !engine.groups().has_experiment(experiment);
     let closes = WindowClose::next(engine, size_index);
     let Some(closed) = engine.newest_closed().find(|w| w.size_index == size_index) else {
+        if unknown {
+            return Err(ReportError::UnknownExperiment { experiment: name() });
+        }
         // The window that closes next holds every final impression (see
         // `Engine::next_window_close`), so it is the experiment's first only once it has one.
         let groups = engine.groups();
@@ -191,7 +193,11 @@ pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Res
     };
     let size_ms = engine.window_size_ms(size_index);
     let span = Span::Window { label: window, start: closed.start, size_ms };
-    engine.experiment_reports(&closed.groups, span).into_iter().find(|r| r.experiment == experiment).ok_or_else(|| {
+    let report = engine.experiment_reports(&closed.groups, span).into_iter().find(|r| r.experiment == experiment);
+    report.ok_or_else(|| {
+        if unknown {
+            return ReportError::UnknownExperiment { experiment: name() };
+        }
         ReportError::NotInWindow {
             experiment: name(),
             window: window.to_string(),
