@@ -29,6 +29,7 @@ use crate::engine::{Engine, SharedEngine};
 use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 use crate::health::Health;
 use crate::shutdown::Shutdown;
+use crate::time::EventTime;
 
 /// What every handler may need; cloned per request, so only shared handles.
 #[derive(Clone)]
@@ -97,39 +98,41 @@ pub enum ReportError {
         closes: Option<WindowClose>,
     },
     /// The newest closed window of this size holds no final impression of the experiment.
-    #[error("experiment {experiment:?} has no finalized impressions in the newest closed {window} window, {start} to {end}{}", closing(.closes))]
+    #[error("experiment {experiment:?} has no finalized impressions in the newest closed {window} window, {} to {}{}", rfc3339(*.start), rfc3339(*.end), closing(.closes))]
     NotInWindow {
         /// The experiment asked for.
         experiment: String,
         /// The window size asked for.
         window: String,
-        /// The newest closed window's bounds (RFC 3339, event time).
-        start: String,
+        /// The newest closed window's bounds, in event time.
+        start: EventTime,
         /// See `start`.
-        end: String,
+        end: EventTime,
         /// When the next one closes, when there is a watermark to tell.
         closes: Option<WindowClose>,
     },
 }
 
 /// When a window closes: its end, and the watermark at which its impressions are all final
-/// (both RFC 3339, event time). The caller learns when to ask again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (both event time). The caller learns when to ask again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowClose {
     /// The window's end, exclusive.
-    pub end: String,
+    pub end: EventTime,
     /// The watermark that closes it: `end` plus the attribution window.
-    pub at: String,
+    pub at: EventTime,
 }
 
 impl WindowClose {
     /// The next window of size `size_index` to close, from the engine's watermark.
     fn next(engine: &Engine, size_index: usize) -> Option<WindowClose> {
-        engine.next_window_close(size_index).map(|(end, at)| WindowClose {
-            end: crate::time::format_rfc3339_ms(end),
-            at: crate::time::format_rfc3339_ms(at),
-        })
+        engine.next_window_close(size_index).map(|(end, at)| WindowClose { end, at })
     }
+}
+
+/// An event time in the API's messages, as in its reports.
+fn rfc3339(ms: EventTime) -> String {
+    crate::time::format_rfc3339_ms(ms)
 }
 
 /// The part of a message that says when a window closes.
@@ -137,7 +140,8 @@ fn closing(closes: &Option<WindowClose>) -> String {
     match closes {
         Some(c) => format!(
             "; the next ends at {} (event time) and closes when the watermark reaches {}, once its impressions are final",
-            c.end, c.at
+            rfc3339(c.end),
+            rfc3339(c.at)
         ),
         None => "; a window closes once the watermark passes its end by the attribution window".to_string(),
     }
@@ -201,8 +205,8 @@ pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Res
         ReportError::NotInWindow {
             experiment: name(),
             window: window.to_string(),
-            start: crate::time::format_rfc3339_ms(closed.start),
-            end: crate::time::format_rfc3339_ms(closed.start.saturating_add(size_ms)),
+            start: closed.start,
+            end: closed.start.saturating_add(size_ms),
             closes,
         }
     })
@@ -618,14 +622,11 @@ mod tests {
         let ReportError::NotClosed { closes, .. } = &error else { panic!("{error:?}") };
         let closes = closes.as_ref().expect("the engine has a watermark");
         let text = error.to_string();
-        eprintln!("{text}");
+        assert_eq!((closes.end, closes.at), (60_000, 1_860_000), "{text}");
         assert_eq!(
-            (closes.end.as_str(), closes.at.as_str()),
-            ("1970-01-01T00:01:00Z", "1970-01-01T00:31:00Z"),
-            "{text}"
+            text,
+            "experiment \"x\": no 1m window has closed yet; the next ends at 1970-01-01T00:01:00Z (event time) and closes when the watermark reaches 1970-01-01T00:31:00Z, once its impressions are final; until then the cumulative report (without `window`) holds every final impression"
         );
-        assert!(text.starts_with(r#"experiment "x": no 1m window has closed yet; the next ends at "#), "{text}");
-        assert!(text.contains("closes when the watermark reaches") && text.contains("cumulative report"), "{text}");
     }
 
     #[test]
