@@ -19,6 +19,7 @@
 //! Nothing here changes what the engine computes: the exposition and the API only read it, and
 //! the publisher only tells the engine which closed windows it may forget.
 
+mod ab_api;
 mod auth;
 mod click_families;
 mod http;
@@ -34,6 +35,7 @@ mod tls;
 mod watch;
 mod window_families;
 
-pub use self::http::{experiment_report, HttpSecurity, HttpServer, ReportError};
+pub use self::ab_api::{experiment_report, ReportError, WindowClose};
+pub use self::http::{HttpSecurity, HttpServer};
 pub use self::prometheus::{gather, registry, render};
 pub use self::publish::{unpublished_records, PublishError, Publisher};
