@@ -2,6 +2,11 @@
 //! and nDCG@10 above control's, the A/B feed calls the MRR difference significant (clustered by
 //! client), the interleaving duel is scored (API, counters, the printed line), the exposition
 //! passes `promtool check metrics`, and `--duration` ends the process cleanly.
+//!
+//! The links it prints answer from the start: the A/B feed's window link says, until its first
+//! window closes, that it has not and when it will (the window it names is the one served
+//! next), and an unknown experiment is called unknown. The printed PromQL groups by experiment
+//! as well as variant (the demo's experiments share variant names).
 
 mod common;
 
@@ -14,6 +19,79 @@ fn demo_shows_treatment_beating_control_within_a_minute() {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let daemon = Daemon::spawn(&["demo", "--listen", &listen, "--duration", "300"]);
+    let printed = wait_for(
+        std::time::Instant::now() + Duration::from_secs(60),
+        Duration::from_millis(100),
+        "the demo's links",
+        || daemon.output().contains("Ctrl-C to stop.").then(|| daemon.output()),
+    );
+    let promql =
+        printed.lines().find_map(|l| l.split_once("in PromQL: ")).map(|(_, q)| q.trim()).unwrap_or_else(|| {
+            panic!("the demo prints a PromQL query: {printed}");
+        });
+    assert_eq!(promql.matches("sum by (experiment, variant)").count(), 2, "{promql}");
+    assert!(!promql.contains("sum by (variant)"), "{promql}");
+    let feed = printed.lines().find(|l| l.contains("A/B feed: ")).unwrap();
+    assert!(feed.contains(&format!("http://{listen}/api/v1/experiments/ranker-2026-11")), "{feed}");
+
+    // The window link, asked every half second until its first window closes: unknown before
+    // the first impression, then not final, then not closed, naming the window served next.
+    let window_link = "/api/v1/experiments/ranker-2026-11?window=1m";
+    let mut answers: Vec<String> = Vec::new();
+    let first_window: serde_json::Value = wait_for(
+        std::time::Instant::now() + Duration::from_secs(240),
+        Duration::from_millis(500),
+        "the first 1m window of the demo",
+        || {
+            let (status, body) = http_get(port, window_link)?;
+            if status == 200 {
+                return serde_json::from_str(&body).ok();
+            }
+            assert_eq!(status, 404, "{body}");
+            let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let error = error["error"].as_str().unwrap().to_string();
+            if answers.last() != Some(&error) {
+                answers.push(error);
+            }
+            None
+        },
+    );
+    eprintln!("the window link before its first window closed:\n  {}", answers.join("\n  "));
+    let kinds: Vec<&str> = answers
+        .iter()
+        .map(|a| {
+            if a.starts_with(r#"unknown experiment "ranker-2026-11""#) {
+                "unknown"
+            } else if a.starts_with(r#"experiment "ranker-2026-11" has no finalized impressions yet"#) {
+                "not final"
+            } else if a.starts_with(r#"experiment "ranker-2026-11": no 1m window has closed yet; the next ends at "#) {
+                "not closed"
+            } else {
+                panic!("an answer of the window link before its first window: {a}")
+            }
+        })
+        .collect();
+    let mut order = kinds.clone();
+    order.dedup();
+    assert!(
+        order.ends_with(&["not closed"]) && order.windows(2).all(|w| w[0] != "not closed" && w[1] != "unknown"),
+        "{answers:?}"
+    );
+    // The window the last answer named is the one served: its end, closing an attribution
+    // window (30 s) after.
+    let end = first_window["end"].as_str().unwrap();
+    let named = answers.last().unwrap();
+    let at = chrono::DateTime::parse_from_rfc3339(end).unwrap() + chrono::Duration::seconds(30);
+    let at = at.with_timezone(&chrono::Utc).format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    assert!(
+        named.contains(&format!("the next ends at {end} (event time) and closes when the watermark reaches {at}")),
+        "{named} against the window served: {first_window}"
+    );
+    let (status, body) = http_get(port, "/api/v1/experiments/ranker-2099?window=1m").unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (404, r#"{"error":"unknown experiment \"ranker-2099\": no impression has named it"}"#)
+    );
     let labels = |variant: &'static str| [("experiment", "ranker-2026-11"), ("variant", variant)];
     let count = |m: &std::collections::BTreeMap<String, f64>, v| {
         m.get(&series("rankpulse_reciprocal_rank_count", &labels(v))).copied().unwrap_or(0.0)

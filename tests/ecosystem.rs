@@ -12,7 +12,8 @@
 //!   panel query, with the variables substituted as Grafana would, returns at least one series;
 //! - every query of the manual's PromQL cookbook (docs/src/promql.md) evaluates, and returns data unless it looks a
 //!   day back (`offset 1d`: no such history here);
-//! - the live `/metrics` passes `promtool check metrics`.
+//! - the live `/metrics` passes `promtool check metrics`;
+//! - the PromQL query the demo prints gives one series per experiment and variant.
 //!
 //! Starting Prometheus and asking its API are tests/common/prometheus.rs's, shared with
 //! tests/http_security.rs (Prometheus scraping over TLS with basic auth).
@@ -371,6 +372,28 @@ fn shipped_rules_and_dashboard_work_against_a_real_prometheus() {
     for q in &cookbook {
         check_cookbook_query(port, q).unwrap();
     }
+
+    // The query the demo prints: one series per experiment and variant, so the two experiments
+    // with a `control` are two series, not one mixing them.
+    let output = demo.output();
+    let printed = output.lines().find_map(|l| l.split_once("in PromQL: ")).expect("the demo prints a query").1.trim();
+    let data = api(port, &format!("/api/v1/query?query={}", encode(printed))).unwrap();
+    let pairs: Vec<(String, String)> = data["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let label =
+                |name: &str| r["metric"][name].as_str().unwrap_or_else(|| panic!("no {name} in {r}")).to_string();
+            (label("experiment"), label("variant"))
+        })
+        .collect();
+    let distinct: BTreeSet<&(String, String)> = pairs.iter().collect();
+    assert_eq!(distinct.len(), pairs.len(), "{pairs:?}");
+    for experiment in ["ranker-2026-11", "ranker-duel-ab"] {
+        assert!(pairs.contains(&(experiment.to_string(), "control".to_string())), "{experiment}: {pairs:?}");
+    }
+    eprintln!("the demo's printed query: {} series, one per experiment and variant", pairs.len());
 
     // The live exposition passes promtool check metrics.
     let (exposition, _) = scrape_until(demo_port, Duration::from_secs(5), |_| true);

@@ -234,6 +234,107 @@ fn the_replay_report_opened_from_disk_shows_replays_figures_at_desktop_and_phone
     assert!(phone["scroll_width"].as_u64() <= phone["inner_width"].as_u64(), "wider than a phone: {phone}");
 }
 
+/// The generated traffic's names, and what the test below renames them to: every character
+/// that the figures' data paths use as syntax (`|`, `&`, `=`, `{row}`, `%`), HTML's (quotes,
+/// `<`, `&`), spaces and letters outside ASCII.
+const AWKWARD_NAMES: [(&str, &str); 8] = [
+    ("ranker-2026-11", "exp|{row} & <b>=\"é\""),
+    ("control", "a|b"),
+    ("treatment", "{row}"),
+    ("ranker-duel-ab", "duel ab|{row}&x=1"),
+    ("ranker-duel", "duel|1&2={row} 'ß'"),
+    ("baseline", "base|line & \"b\" 50%"),
+    ("candidate", "cand=<c> ñ {row}"),
+    // The A/B twin's treatment, so that both experiments' variants differ.
+    ("ranker-duel-ab/treatment", "x&y=z \"q\" <i> ü"),
+];
+
+/// `name` renamed by [`AWKWARD_NAMES`] (a variant first as `experiment/variant`).
+fn awkward(experiment: Option<&str>, name: &str) -> String {
+    let scoped = experiment.map(|e| format!("{e}/{name}"));
+    AWKWARD_NAMES
+        .iter()
+        .find(|(from, _)| Some(*from) == scoped.as_deref())
+        .or_else(|| AWKWARD_NAMES.iter().find(|(from, _)| *from == name))
+        .map_or(name.to_string(), |(_, to)| to.to_string())
+}
+
+#[test]
+fn names_with_the_data_paths_syntax_resolve_to_the_reports_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let (generated, engagements, judgments) =
+        (dir.path().join("generated.jsonl"), dir.path().join("eng.jsonl"), dir.path().join("judgments.jsonl"));
+    let out = Command::new(BIN)
+        .args(["generate", "--impressions", generated.to_str().unwrap()])
+        .args(["--engagements", engagements.to_str().unwrap()])
+        .args(["--count", "6000", "--rate", "20", "--interleaving", "--judgments", judgments.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The same traffic under awkward names: experiments, variants, and the interleaved rankers
+    // (in `interleaving` and `teams`), which name the interleaving group and its pairs.
+    let mut renamed = String::new();
+    for line in std::fs::read_to_string(&generated).unwrap().lines() {
+        let mut event: Value = serde_json::from_str(line).unwrap();
+        let experiment = event["experiment"].as_str().map(str::to_string);
+        if let Some(e) = &experiment {
+            event["experiment"] = json!(awkward(None, e));
+        }
+        if let Some(v) = event["variant"].as_str().map(str::to_string) {
+            event["variant"] = json!(awkward(experiment.as_deref(), &v));
+        }
+        for list in ["interleaving", "teams"] {
+            if let Some(rankers) = event[list].as_array_mut() {
+                for r in rankers.iter_mut() {
+                    *r = json!(awkward(None, r.as_str().unwrap()));
+                }
+            }
+        }
+        renamed.push_str(&event.to_string());
+        renamed.push('\n');
+    }
+    let impressions = dir.path().join("imp.jsonl");
+    std::fs::write(&impressions, renamed).unwrap();
+    // The controls renamed, and a configured split: the split test's figures are keyed by
+    // variant name. JSON strings are TOML basic strings.
+    let quoted = |s: &str| serde_json::to_string(s).unwrap();
+    let (first, control, treatment) =
+        (awkward(None, "ranker-2026-11"), awkward(None, "control"), awkward(None, "treatment"));
+    let config = dir.path().join("replay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[ab]\nunit = \"client_id\"\ncontrol = {}\n[ab.experiments.{}]\nsplit = {{ {} = 0.5, {} = 0.5 }}\n[judgments]\nfile = {}\n[page]\nmetrics = [\"ndcg@10\", \"mrr\"]\n",
+            quoted(&control),
+            quoted(&first),
+            quoted(&control),
+            quoted(&treatment),
+            quoted(judgments.to_str().unwrap()),
+        ),
+    )
+    .unwrap();
+    let html = artefacts().join("awkward-names.html");
+    replay_html(&impressions, &engagements, &config, &html);
+    let (reports, replayed) = replay_reports(&impressions, &engagements, &config, dir.path());
+    // Every renamed experiment, variant and ranker is in the report, so its figures are on the page.
+    let report_text = serde_json::to_string(&reports).unwrap();
+    for (_, name) in AWKWARD_NAMES {
+        assert!(report_text.contains(&serde_json::to_string(name).unwrap()), "{name:?} is not in the report");
+    }
+    let file = format!("file://{}", html.display());
+    let visits = browse(json!([
+        {"url": file, "reports": replayed, "screenshot": artefacts().join("awkward-names.png"), "width": 1280, "height": 900},
+    ]));
+    let visit = &visits[0];
+    eprintln!("{file}: {} figures equal to replay's", visit["figures"]);
+    check_page(visit, &[&file], &reports, 500);
+    // The names are shown as they are, not as their escapes.
+    let text = visit["layout"]["text"].as_str().unwrap();
+    for (_, name) in AWKWARD_NAMES {
+        assert!(text.contains(name), "the page does not show {name:?}");
+    }
+}
+
 /// 50 experiments of 3 variants (`control`, `b` a little better, `c`), an impression per variant
 /// every 8 s over 20 minutes ending 2 minutes ago, an engagement on about half: (partition,
 /// payload) messages of impressions and engagements, co-partitioned by query over 4 partitions.

@@ -241,6 +241,12 @@ impl Groups {
         self.last_seen[id as usize]
     }
 
+    /// Whether an impression has named `experiment` (and it has not been retired): the A/B API
+    /// tells an experiment it has never seen from one whose impressions are not final yet.
+    pub fn has_experiment(&self, experiment: &str) -> bool {
+        self.index.contains_key(experiment)
+    }
+
     /// The id of an active (experiment, variant) pair.
     pub fn id_of(&self, experiment: &str, variant: &str) -> Option<GroupId> {
         self.index.get(experiment)?.get(variant).copied()

@@ -12,6 +12,10 @@ use crate::metrics::MetricKind;
 use crate::shutdown::Shutdown;
 use crate::time::HumanDuration;
 
+/// The mean reciprocal rank per experiment and variant, as the demo prints it: the PromQL
+/// chapter's query (docs/src/promql.md), over the last 5 minutes.
+pub const MRR_PROMQL: &str = "sum by (experiment, variant) (rate(rankpulse_reciprocal_rank_sum[5m])) / sum by (experiment, variant) (rate(rankpulse_reciprocal_rank_count[5m]))";
+
 /// The demo's configuration: the defaults, with windows short enough to see results in a minute.
 pub fn demo_config(bootstrap_servers: &str, listen: SocketAddr) -> Config {
     let mut cfg = Config::default();
@@ -53,8 +57,10 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: Fa
         println!("rankpulse demo: open http://{listen}/ (the experiment page: figures after ~35 s, curves from the first complete minute)");
         println!("  in-process Kafka at {} producing {rate} searches/s for experiment {EXPERIMENT} (control vs treatment)", cluster.bootstrap_servers);
         println!("  metrics:  http://{listen}/metrics   (attribution window 30s: first results after ~35s)");
-        println!("  MRR by variant in PromQL: sum by (variant) (rate(rankpulse_reciprocal_rank_sum[5m])) / sum by (variant) (rate(rankpulse_reciprocal_rank_count[5m]))");
-        println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT}?window=1m");
+        // By experiment too: the demo's experiments share variant names (control, treatment),
+        // and a sum by variant alone would mix them.
+        println!("  MRR per experiment and variant in PromQL: {MRR_PROMQL}");
+        println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT} (cumulative, after ~35 s); ?window=1m the newest closed minute, once one has closed (~95 s; until then it answers when it will)");
         println!("  interleaving: {DUEL_EXPERIMENT} shows two close rankers as one team-draft list; {DUEL_AB_EXPERIMENT} runs the same two as an A/B test on as many searches");
         if faults != FaultRate::NONE {
             // Said up front: the rejected-message warnings in the log are the demo's own doing.

@@ -175,6 +175,17 @@ impl Engine {
     pub fn window_size_ms(&self, size_index: usize) -> i64 {
         self.template.window_sizes_ms[size_index]
     }
+    /// The window of size `size_index` that closes next, as `(its end, the watermark that closes
+    /// it)`, both in event time; `None` before there is a watermark. Every impression final at
+    /// the watermark `w` is at or before `w - attribution_window`, and every window ending by
+    /// then is closed, so the open window holding that instant is the only one with final
+    /// impressions; it closes once the watermark passes its end by the attribution window
+    /// (`Accumulators::close_windows`). `None` too once the input has ended (the watermark at
+    /// the end of time): no window will close again.
+    pub fn next_window_close(&self, size_index: usize) -> Option<(EventTime, EventTime)> {
+        let watermark = self.watermark().filter(|&w| w != EventTime::MAX)?;
+        Some(next_close(watermark, self.template.attribution_window_ms, self.window_size_ms(size_index)))
+    }
     /// Impressions finalized after their window had closed, over every partition.
     pub fn window_late_impressions(&self) -> u64 {
         self.tasks.tasks().map(|t| t.totals.accumulators.window_late_impressions).sum()
@@ -245,5 +256,30 @@ impl Engine {
 
     pub fn processing_time(&self) -> &Distribution {
         &self.processing_time
+    }
+}
+
+/// [`Engine::next_window_close`] at watermark `watermark`: windows are `size`-aligned in event
+/// time (from the epoch, as `Accumulators` opens them).
+fn next_close(watermark: EventTime, attribution: i64, size: i64) -> (EventTime, EventTime) {
+    let reach = watermark.saturating_sub(attribution);
+    let end = reach.div_euclid(size).saturating_mul(size).saturating_add(size);
+    (end, end.saturating_add(attribution))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_close;
+
+    #[test]
+    fn the_next_window_to_close_holds_the_newest_final_instant() {
+        // Watermark 00:01:40, attribution 30 s: final through 00:01:10, in [00:01, 00:02),
+        // which closes at watermark 00:02:30.
+        assert_eq!(next_close(100_000, 30_000, 60_000), (120_000, 150_000));
+        // At the very watermark that closes [00:01, 00:02), the next is [00:02, 00:03).
+        assert_eq!(next_close(150_000, 30_000, 60_000), (180_000, 210_000));
+        assert_eq!(next_close(149_999, 30_000, 60_000), (120_000, 150_000));
+        // Before the epoch, aligned the same way.
+        assert_eq!(next_close(-1, 0, 60_000), (0, 0));
     }
 }

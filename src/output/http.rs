@@ -1,5 +1,6 @@
 //! The HTTP server: `/metrics`, `/healthz`, `/readyz`, the experiment page `/` and
-//! `/experiments/{name}` (see `page/`), and the A/B API `/api/v1/experiments[/{id}]`, over plain
+//! `/experiments/{name}` (see `page/`), and the A/B API `/api/v1/experiments[/{id}]` (its
+//! reports and errors: `ab_api.rs`), over plain
 //! HTTP or HTTPS (`[http.tls_server_config]`, see `tls.rs`), all but the probes behind
 //! credentials when `[http]` configures some (see `auth.rs`).
 //!
@@ -20,13 +21,14 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use prometheus::Registry;
 
+use super::ab_api::experiment_report;
 use super::auth::{require_credentials, Auth};
 use super::page;
 use super::prometheus::{registry, render};
 use super::tls::ReloadingTls;
 use crate::config::{ConfigError, HttpConfig};
-use crate::engine::{Engine, SharedEngine};
-use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
+use crate::engine::SharedEngine;
+use crate::experiments::{Span, CUMULATIVE};
 use crate::health::Health;
 use crate::shutdown::Shutdown;
 
@@ -55,64 +57,6 @@ struct ExperimentQuery {
 
 fn json_error(status: StatusCode, message: String) -> axum::response::Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
-}
-
-/// Why the A/B API has no report to give. The message is the API's `error` field, so it names
-/// what the caller can change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReportError {
-    /// The `window` query is neither a configured window size nor `cumulative`.
-    #[error("unknown window {window:?}; one of {}", .known.join(", "))]
-    UnknownWindow {
-        /// The window asked for, quoted back.
-        window: String,
-        /// Every valid value, in configuration order and then `cumulative`: the fix is one of them.
-        known: Vec<String>,
-    },
-    /// The window exists but holds no finalized impression of the experiment (yet): the
-    /// experiment may be unknown, or its first window may still be open.
-    #[error("experiment {experiment:?} has no finalized impressions in window {window:?}")]
-    NoReport {
-        /// The experiment asked for.
-        experiment: String,
-        /// The window it was looked up in.
-        window: String,
-    },
-}
-
-impl ReportError {
-    /// The HTTP status of this error: a malformed request, or nothing there.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ReportError::UnknownWindow { .. } => StatusCode::BAD_REQUEST,
-            ReportError::NoReport { .. } => StatusCode::NOT_FOUND,
-        }
-    }
-}
-
-/// The report of `experiment` over `window` (a size label or `cumulative`).
-pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Result<ExperimentReport, ReportError> {
-    let reports = if window == CUMULATIVE {
-        engine.experiment_reports(&engine.ab_cumulative(), Span::Cumulative)
-    } else {
-        let windows = engine.window_count();
-        let size_index = (0..windows).find(|&i| engine.window_label(i) == window).ok_or_else(|| {
-            let mut known: Vec<String> = (0..windows).map(|i| engine.window_label(i).to_string()).collect();
-            known.push(CUMULATIVE.to_string());
-            ReportError::UnknownWindow { window: window.to_string(), known }
-        })?;
-        match engine.newest_closed().find(|w| w.size_index == size_index) {
-            Some(closed) => engine.experiment_reports(
-                &closed.groups,
-                Span::Window { label: window, start: closed.start, size_ms: engine.window_size_ms(size_index) },
-            ),
-            None => Vec::new(),
-        }
-    };
-    reports
-        .into_iter()
-        .find(|r| r.experiment == experiment)
-        .ok_or_else(|| ReportError::NoReport { experiment: experiment.to_string(), window: window.to_string() })
 }
 
 /// `GET /api/v1/experiments`: every experiment with its cumulative traffic (and that of its
@@ -441,69 +385,15 @@ mod tests {
     use std::io::{Read, Write};
     use std::time::Instant;
 
+    use super::super::ab_api::tests::engine;
     use super::*;
     use crate::config::Config;
-    use crate::event::EventKind;
-
-    /// Experiment `x`, two impressions per variant in the first minute of event time, with
-    /// windows of `1m` and `5m`; `finish` closes them.
-    fn engine(finish: bool) -> Engine {
-        let toml = "[metrics]\nwindows = [\"1m\", \"5m\"]\n";
-        let mut e =
-            Engine::new(&Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap()).without_past_limit();
-        for (i, variant) in ["control", "treatment", "control", "treatment"].into_iter().enumerate() {
-            let payload = format!(
-                r#"{{"query_id":"q{i}","timestamp":{},"results":["a"],"experiment":"x","variant":"{variant}"}}"#,
-                1_000 + i
-            );
-            e.process(EventKind::Impression, 0, payload.as_bytes(), Instant::now()).unwrap();
-        }
-        if finish {
-            e.finish();
-        }
-        e
-    }
+    use crate::engine::Engine;
 
     /// The default `[page]`, over the default metrics.
     fn settings() -> page::PageSettings {
         let cfg = Config::default();
         page::PageSettings::from_config(&cfg, Engine::new(&cfg).layout())
-    }
-
-    #[test]
-    fn a_report_for_every_known_window_once_it_closed() {
-        let e = engine(true);
-        for window in ["cumulative", "1m", "5m"] {
-            let report = experiment_report(&e, "x", window).unwrap();
-            assert_eq!((report.experiment.as_str(), report.variants.len()), ("x", 2), "{window}");
-        }
-        assert_eq!(experiment_report(&e, "x", "1m").unwrap().id, "x/1m/1970-01-01T00:00:00Z");
-    }
-
-    #[test]
-    fn an_unknown_window_is_a_bad_request_listing_the_valid_ones() {
-        let error = experiment_report(&engine(true), "x", "2m").unwrap_err();
-        assert_eq!(
-            error,
-            ReportError::UnknownWindow {
-                window: "2m".into(),
-                known: vec!["1m".into(), "5m".into(), "cumulative".into()]
-            }
-        );
-        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
-        assert_eq!(error.to_string(), r#"unknown window "2m"; one of 1m, 5m, cumulative"#);
-    }
-
-    #[test]
-    fn an_unknown_experiment_or_a_window_not_closed_yet_is_not_found() {
-        let error = experiment_report(&engine(true), "nope", "cumulative").unwrap_err();
-        assert_eq!(error.status(), StatusCode::NOT_FOUND);
-        assert_eq!(error.to_string(), r#"experiment "nope" has no finalized impressions in window "cumulative""#);
-
-        let open = engine(false);
-        let error = experiment_report(&open, "x", "1m").unwrap_err();
-        assert_eq!(error, ReportError::NoReport { experiment: "x".into(), window: "1m".into() });
-        assert_eq!(error.to_string(), r#"experiment "x" has no finalized impressions in window "1m""#);
     }
 
     /// One `GET` over a plain socket: the status line's code and the body.
@@ -592,10 +482,7 @@ mod tests {
         assert_eq!(
             answers,
             [
-                (
-                    404,
-                    r#"{"error":"experiment \"nope\" has no finalized impressions in window \"cumulative\""}"#.into()
-                ),
+                (404, r#"{"error":"unknown experiment \"nope\": no impression has named it"}"#.into()),
                 (400, r#"{"error":"unknown window \"2m\"; one of 1m, 5m, cumulative"}"#.into()),
                 (503, "not ready: no partitions assigned or brokers unreachable\n".into()),
                 (200, "ready\n".into()),

@@ -10,6 +10,7 @@
 //! | `click_families.rs` | the click log's families (with `clicks.enabled`): impressions by outcome, its size, and the position-bias estimates with their standard errors, refitted at most every `clicks.refit_interval` |
 //! | `schema_families.rs` | the exposition's Schema Registry families (up, cached ids, fetches), for Avro and Protobuf inputs |
 //! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz`, the experiment page `/` and `/experiments/{name}`, the A/B JSON API `/api/v1/experiments[/{id}]`, the click log `/api/v1/clicks`, over HTTP or HTTPS |
+//! | `ab_api.rs` | the A/B API's reports by window, and why there is none: an unknown experiment or window, impressions not final, a window not closed yet and when it closes |
 //! | `page/` | the experiment page and `replay --html`'s file: HTML with inline SVG charts, every figure the A/B API's |
 //! | `tls.rs` | `[http.tls_server_config]`: certificate, key and client CA into rustls, reloaded when the files change |
 //! | `auth.rs` | `[http]`'s credentials for `/metrics`, the page and the API: basic auth against bcrypt hashes, a bearer token file |
@@ -19,6 +20,7 @@
 //! Nothing here changes what the engine computes: the exposition and the API only read it, and
 //! the publisher only tells the engine which closed windows it may forget.
 
+mod ab_api;
 mod auth;
 mod click_families;
 mod http;
@@ -34,6 +36,7 @@ mod tls;
 mod watch;
 mod window_families;
 
-pub use self::http::{experiment_report, HttpSecurity, HttpServer, ReportError};
+pub use self::ab_api::{experiment_report, ReportError, WindowClose};
+pub use self::http::{HttpSecurity, HttpServer};
 pub use self::prometheus::{gather, registry, render};
 pub use self::publish::{unpublished_records, PublishError, Publisher};

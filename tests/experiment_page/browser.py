@@ -63,14 +63,24 @@ def fetch_json(url, auth):
         return json.loads(response.read())
 
 
+def name(text):
+    """A key, field or value of a path as it is in the report: the page percent-encodes every
+    one (UTF-8, all but RFC 3986's unreserved characters), so none holds `|`, `&`, `=` or `{`."""
+    return urllib.parse.unquote(text, errors="strict")
+
+
 def resolve(report, path):
     """A figure's place in a report: `|`-separated keys, a list element chosen by
-    `field=value` (several joined by `&`), a list index by number."""
+    `field=value` (several joined by `&`), a list index by number; split on the syntax first,
+    then each name decoded."""
     node = report
     for part in path:
         if isinstance(node, list):
             if "=" in part:
-                wanted = dict(kv.split("=", 1) for kv in part.split("&"))
+                pairs = [kv.split("=") for kv in part.split("&")]
+                if any(len(kv) != 2 for kv in pairs):
+                    raise KeyError(f"{part}: not field=value pairs")
+                wanted = {name(k): name(v) for k, v in pairs}
                 matches = [e for e in node if all(str(e.get(k)) == v for k, v in wanted.items())]
                 if len(matches) != 1:
                     raise KeyError(f"{part}: {len(matches)} matches")
@@ -78,20 +88,21 @@ def resolve(report, path):
             else:
                 node = node[int(part)]
         else:
-            node = node[part]
+            node = node[name(part)]
     return node
 
 
 def page_figures(browser):
     # A figure's path: the `data-b` of every enclosing element, outermost first, then its own
     # `data-f`, or for a table cell without one its column's `data-col` with the row's
-    # `data-row` for `{row}`; the first part is the experiment's name, percent-encoded.
+    # `data-row` for `{row}` (which no encoded name can contain); the first part is the
+    # experiment's name. Every name in a path is percent-encoded (see `name`).
     return browser.execute_script(
         """return Array.from(document.querySelectorAll('[data-v]')).map(e => {
             let own = e.dataset.f;
             if (own === undefined) {
                 const th = e.closest('table').tHead.rows[0].cells[e.cellIndex];
-                own = th.dataset.col.replace('{row}', e.parentElement.dataset.row);
+                own = th.dataset.col.replace('{row}', () => e.parentElement.dataset.row);
             }
             const parts = [own];
             for (let n = e.parentElement; n; n = n.parentElement) {
@@ -107,7 +118,7 @@ def compare(figures, reports):
     wrong = []
     for f in figures:
         experiment, *path = f["figure"].split("|")
-        experiment = urllib.parse.unquote(experiment)
+        experiment = name(experiment)
         try:
             want = resolve(reports[experiment], path)
         except (KeyError, IndexError, ValueError) as e:

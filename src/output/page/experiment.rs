@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::chart::{self, line_chart, Series};
 use super::text::{
-    cell, count, escape, figure, interval, number, p_figure, p_text, path_segment, percent, signed, thousands,
+    cell, count, element, escape, figure, interval, number, p_figure, p_text, path_segment, percent, signed, thousands,
 };
 use super::PageData;
 use crate::experiments::history::{ExperimentHistory, HistoryPoint};
@@ -282,9 +282,13 @@ fn traffic(report: &ExperimentReport, history: Option<&ExperimentHistory>) -> St
             if total > 0 { format!("{:.1}%", v.impressions as f64 * 100.0 / total as f64) } else { "–".into() };
         let observed = srm
             .and_then(|s| s.observed.get(&v.variant))
-            .map_or("–".into(), |&n| count(&format!("sample_ratio|observed|{}", v.variant), n));
+            .map_or("–".into(), |&n| count(&format!("sample_ratio|observed|{}", path_segment(&v.variant)), n));
         let expected = srm.and_then(|s| s.expected_share.get(&v.variant)).map_or("–".into(), |&e| {
-            figure(&format!("sample_ratio|expected_share|{}", v.variant), e, &format!("{:.1}%", e * 100.0))
+            figure(
+                &format!("sample_ratio|expected_share|{}", path_segment(&v.variant)),
+                e,
+                &format!("{:.1}%", e * 100.0),
+            )
         });
         let _ = write!(
             out,
@@ -292,7 +296,7 @@ fn traffic(report: &ExperimentReport, history: Option<&ExperimentHistory>) -> St
             escape(&v.variant),
             count("impressions", v.impressions),
             count("engaged", v.engaged),
-            base = format_args!(r#"data-b="variants|variant={}""#, escape(&v.variant)),
+            base = format_args!(r#"data-b="{}""#, escape(&element("variants", &[("variant", &v.variant)]))),
         );
     }
     out.push_str("</tbody></table></div>");
@@ -372,7 +376,8 @@ fn drawn_metric(data: &PageData, report: &ExperimentReport, history: Option<&Exp
     for variant in &report.variants {
         let v = &variant.variant;
         let estimate = variant.metrics.iter().find(|(k, _)| k == key).map(|(_, e)| e);
-        let base = format!(r#"data-b="variants|variant={}|metrics|{}""#, escape(v), escape(key));
+        let base =
+            format!(r#"data-b="{}|metrics|{}""#, escape(&element("variants", &[("variant", v)])), path_segment(key));
         let _ = write!(out, "<tr><td>{}</td>", escape(v));
         match estimate {
             Some(e) => {
@@ -388,7 +393,11 @@ fn drawn_metric(data: &PageData, report: &ExperimentReport, history: Option<&Exp
         }
         match comparison(report, v, key) {
             Some(cmp) => {
-                let base = format!(r#"data-b="comparisons|variant={}|metrics|{}""#, escape(v), escape(key));
+                let base = format!(
+                    r#"data-b="{}|metrics|{}""#,
+                    escape(&element("comparisons", &[("variant", v)])),
+                    path_segment(key)
+                );
                 let difference = format!(
                     "{} {}",
                     figure("difference", cmp.difference, &signed(cmp.difference)),
@@ -442,13 +451,13 @@ fn all_metrics(data: &PageData, report: &ExperimentReport) -> String {
     for v in &report.variants {
         let _ = write!(
             out,
-            r#"<th data-col="variants|variant={}|metrics|{{row}}|mean">{}</th>"#,
-            escape(&v.variant),
+            r#"<th data-col="{}|metrics|{{row}}|mean">{}</th>"#,
+            escape(&element("variants", &[("variant", &v.variant)])),
             escape(&v.variant)
         );
     }
     for c in &report.comparisons {
-        let base = format!("comparisons|variant={}|metrics|{{row}}", escape(&c.variant));
+        let base = format!("{}|metrics|{{row}}", escape(&element("comparisons", &[("variant", &c.variant)])));
         let _ = write!(
             out,
             r#"<th data-col="{base}|difference">{v} − {control}</th><th data-col="{base}|always_valid_p_value">always-valid p</th><th>verdict</th>"#,
@@ -458,7 +467,7 @@ fn all_metrics(data: &PageData, report: &ExperimentReport) -> String {
     }
     out.push_str("</tr></thead><tbody>");
     for key in keys {
-        let _ = write!(out, r#"<tr data-row="{}"><td>{}</td>"#, escape(key), escape(key));
+        let _ = write!(out, r#"<tr data-row="{}"><td>{}</td>"#, path_segment(key), escape(key));
         for v in &report.variants {
             out.push_str(
                 &v.metrics
@@ -486,8 +495,8 @@ fn all_metrics(data: &PageData, report: &ExperimentReport) -> String {
 /// An interleaved group: each pair's preference over the looks and its figures.
 fn interleaving(name: &str, il: &InterleavingReport, history: Option<&ExperimentHistory>) -> String {
     let mut out = format!(
-        r#"<div data-b="interleaving|variant={}"><h3>Interleaving: {}</h3><p class="meta">{} interleaved impressions, {} with an engagement; rankers {}</p>"#,
-        escape(&il.variant),
+        r#"<div data-b="{}"><h3>Interleaving: {}</h3><p class="meta">{} interleaved impressions, {} with an engagement; rankers {}</p>"#,
+        escape(&element("interleaving", &[("variant", &il.variant)])),
         escape(&il.variant),
         count("impressions", il.impressions),
         count("engaged", il.engaged),
@@ -522,9 +531,8 @@ fn interleaving(name: &str, il: &InterleavingReport, history: Option<&Experiment
         };
         let _ = write!(
             out,
-            r#"<tr data-b="pairs|ranker={}&amp;opponent={}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{sequence}</td><td>{}</td><td>{}</td></tr>"#,
-            escape(&pair.ranker),
-            escape(&pair.opponent),
+            r#"<tr data-b="{}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{sequence}</td><td>{}</td><td>{}</td></tr>"#,
+            escape(&element("pairs", &[("ranker", &pair.ranker), ("opponent", &pair.opponent)])),
             escape(&pair.ranker),
             escape(&pair.opponent),
             count("wins", pair.wins),
@@ -553,15 +561,16 @@ fn judged_table(judged: &JudgedReport) -> String {
     for v in &judged.variants {
         let _ = write!(
             out,
-            r#"<td data-b="variants|variant={}">{}</td>"#,
-            escape(&v.variant),
+            r#"<td data-b="{}">{}</td>"#,
+            escape(&element("variants", &[("variant", &v.variant)])),
             count("impressions", v.impressions)
         );
     }
     out.push_str("</tr><tr><td>share of traffic judged</td>");
     for v in &judged.variants {
         let share = v.share.map_or("–".into(), |s| figure("share", s, &format!("{:.1}%", s * 100.0)));
-        let _ = write!(out, r#"<td data-b="variants|variant={}">{share}</td>"#, escape(&v.variant));
+        let _ =
+            write!(out, r#"<td data-b="{}">{share}</td>"#, escape(&element("variants", &[("variant", &v.variant)])));
     }
     out.push_str("</tr>");
     let keys: Vec<&str> =
@@ -574,9 +583,9 @@ fn judged_table(judged: &JudgedReport) -> String {
             });
             let _ = write!(
                 out,
-                r#"<td data-b="variants|variant={}|metrics|{}">{cell}</td>"#,
-                escape(&v.variant),
-                escape(key)
+                r#"<td data-b="{}|metrics|{}">{cell}</td>"#,
+                escape(&element("variants", &[("variant", &v.variant)])),
+                path_segment(key)
             );
         }
         out.push_str("</tr>");

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::experiment::{section, verdict, Verdict};
-use super::text::{count, escape, figure, p_text, path_segment, thousands};
+use super::text::{count, element, escape, figure, p_text, path_segment, thousands};
 use super::{DataQuality, Origin, PageData};
 use crate::time::EventTime;
 
@@ -140,8 +140,8 @@ fn experiment_table(data: &PageData, link: impl Fn(&str) -> String) -> String {
             .iter()
             .map(|v| {
                 format!(
-                    r#"<span data-b="variants|variant={}">{} {}</span>"#,
-                    escape(&v.variant),
+                    r#"<span data-b="{}">{} {}</span>"#,
+                    escape(&element("variants", &[("variant", &v.variant)])),
                     escape(&v.variant),
                     count("impressions", v.impressions)
                 )

@@ -19,6 +19,12 @@ pub fn escape(text: &str) -> String {
 }
 
 /// A path segment: every byte but the unreserved ones percent-encoded (RFC 3986).
+///
+/// Also how a name (an experiment, variant, ranker or metric key) is written in a figure's
+/// data path (see [`figure`]): names come from events, so anything, and a name holding the
+/// paths' own syntax (`|`, `&`, `=`, `{row}`) would be read as more of the path. Encoded, a
+/// name holds only letters, digits, `-._~` and `%XX`, none of which the syntax uses, so a
+/// path is split on its syntax first and each piece percent-decoded after: one reading only.
 pub fn path_segment(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
@@ -86,10 +92,21 @@ pub fn thousands(n: i64) -> String {
     out
 }
 
+/// A list element's place in a data path: `list|field=value`, `&` joining the conditions,
+/// every field and value written by [`path_segment`]. Raw: an attribute takes it through
+/// [`escape`] (for the `&`).
+pub fn element(list: &str, conditions: &[(&str, &str)]) -> String {
+    let chosen: Vec<String> =
+        conditions.iter().map(|(field, value)| format!("{}={}", path_segment(field), path_segment(value))).collect();
+    format!("{list}|{}", chosen.join("&"))
+}
+
 /// A number as text with its exact value (`data-v`) and its place in the A/B API's report
 /// (`data-f`): a path of `|`-separated keys, a list element chosen by `field=value` (`&` joins
 /// several), completed by the `data-b` of every enclosing element, outermost first (the
-/// section's is the experiment). The browser test resolves it (`tests/experiment_page/browser.py`).
+/// section's is the experiment). Every name in a path is written by [`path_segment`], so it
+/// cannot be taken for the syntax. The browser test resolves it
+/// (`tests/experiment_page/browser.py`): split on `|`, `&` and `=`, then percent-decoded.
 pub fn figure(path: &str, value: f64, text: &str) -> String {
     if !value.is_finite() {
         return "–".into();
@@ -151,10 +168,53 @@ mod tests {
         assert_eq!(thousands(-1234567), "-1,234,567");
     }
 
+    /// Undoes [`path_segment`], as the browser test's resolver does.
+    fn decode(text: &str) -> String {
+        let bytes = text.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' {
+                out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
+                i += 3;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn names_in_data_paths_cannot_be_taken_for_the_syntax() {
+        let names = ["a|b", "{row}", "x&y=z", "a=b&c=d|e", "\"q\" <i> & 'ü'", "50% off", "%7C", "", "ndcg@10"];
+        for (first, second) in names.iter().flat_map(|f| names.iter().map(move |v| (f, v))) {
+            let path = format!(
+                "{}|metrics|{}",
+                element("pairs", &[("ranker", first), ("opponent", second)]),
+                path_segment(first)
+            );
+            assert!(!path.contains("{row}") && !path.contains('"') && !path.contains('<'), "{path}");
+            // Split on the syntax, then decoded: the names come back, each in its place.
+            let parts: Vec<&str> = path.split('|').collect();
+            assert_eq!(parts.len(), 4, "{path}");
+            let pairs: Vec<Vec<&str>> = parts[1].split('&').map(|c| c.split('=').collect()).collect();
+            assert_eq!(pairs.len(), 2, "{path}");
+            assert!(pairs.iter().all(|p| p.len() == 2), "{path}");
+            let decoded = [pairs[0][0], pairs[0][1], pairs[1][0], pairs[1][1], parts[3]].map(decode);
+            assert_eq!(decoded, ["ranker", first, "opponent", second, first], "{path}");
+        }
+        assert_eq!(element("variants", &[("variant", "a|b")]), "variants|variant=a%7Cb");
+    }
+
     #[test]
     fn names_are_escaped_and_encoded() {
         assert_eq!(escape(r#"<a href="x">'&'</a>"#), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
         assert_eq!(path_segment("a b/é"), "a%20b%2F%C3%A9");
+        assert_eq!(path_segment("a|b"), "a%7Cb");
+        assert_eq!(path_segment("{row}"), "%7Brow%7D");
+        assert_eq!(path_segment("x&y=z"), "x%26y%3Dz");
+        assert_eq!(path_segment("50%"), "50%25");
         assert_eq!(figure("x|y", 0.1, "<0.1>"), r#"<span data-f="x|y" data-v="0.1">&lt;0.1&gt;</span>"#);
         assert_eq!(figure("x", f64::NAN, "nan"), "–");
         assert_eq!(interval("ci", None, number), "–");
