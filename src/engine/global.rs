@@ -711,6 +711,90 @@ mod tests {
         assert_eq!(progress.kept_from, Some(vec![22 * 60]));
     }
 
+    /// A backlog: 100 minutes of traffic processed before any record is written. The engine
+    /// closes a record's worth of windows of each size, holds the rest open and says records
+    /// are due; each record written lets the next ones close, and every window reaches the
+    /// view, none dropped. Once a write failed, windows close at the watermark again and the
+    /// unwritten limit bounds what is kept.
+    #[test]
+    fn a_backlog_closes_a_record_of_windows_at_a_time_and_drops_none() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let backlog = || {
+            let toml = "[join]\nattribution_window = \"1s\"\nmax_out_of_orderness = \"0s\"\nidle_timeout = \"1s\"\n\
+                        [metrics]\nwindows = [\"1m\", \"5m\"]\n";
+            let cfg = crate::config::Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+            let mut e = Engine::new(&cfg).without_past_limit();
+            e.enable_global_view(1);
+            let now = std::time::Instant::now();
+            e.assign(0, now);
+            for m in 0..=100 {
+                let imp = serde_json::json!({"query_id": format!("q{m}"), "timestamp": m * 60_000 + 1_000,
+                                             "results": ["d1"], "experiment": "e", "variant": "control"});
+                e.process(crate::event::EventKind::Impression, 0, imp.to_string().as_bytes(), now).unwrap();
+                let eng =
+                    serde_json::json!({"query_id": format!("q{m}"), "timestamp": m * 60_000 + 1_010, "doc_id": "d1"});
+                e.process(crate::event::EventKind::Engagement, 0, eng.to_string().as_bytes(), now).unwrap();
+            }
+            e.advance(now);
+            (e, now)
+        };
+        let unwritten = |e: &Engine, size| {
+            let task = e.tasks.get(0).unwrap();
+            task.closed_progress.unwritten_of_size(&task.totals.recent_closed, size)
+        };
+        let (mut e, now) = backlog();
+        let due = e.aggregates_due();
+        let (mut records, mut handed) = (0, Vec::new());
+        while due.swap(false, Relaxed) {
+            assert_eq!(unwritten(&e, 0), RECORD_WINDOWS, "a record's worth of 1 m windows, the rest held");
+            assert!(unwritten(&e, 1) <= RECORD_WINDOWS);
+            let (record, carried) = (e.partition_aggregates(0).unwrap(), e.unwritten_windows(0));
+            e.aggregates_written(&[(0, carried)]);
+            e.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
+            records += 1;
+            e.advance(now);
+        }
+        let record = e.partition_aggregates(0).unwrap();
+        e.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
+        let view = e.global.as_ref().unwrap();
+        for size in [0, 1] {
+            handed.push(view.unpublished.iter().filter(|w| w.size_index == size).count());
+        }
+        assert_eq!(handed, [100, 20], "minutes 0 to 99, in 1 m and 5 m windows");
+        assert_eq!(records, 100 / RECORD_WINDOWS, "a record per {RECORD_WINDOWS} minutes, the rest in the last");
+        assert_eq!(view.skipped, WindowsSkipped::default());
+        // The changelog cannot be written: no window waits for it, and past the limit the
+        // oldest unwritten ones go, counted.
+        let (mut e, now) = backlog();
+        assert_eq!(unwritten(&e, 0), RECORD_WINDOWS, "closed before the write failed");
+        // The source clears the flag as it writes; the write fails.
+        e.aggregates_due().store(false, Relaxed);
+        e.aggregates_not_written();
+        e.advance(now);
+        assert!(!e.aggregates_due().load(Relaxed), "no record is waited for");
+        assert_eq!((unwritten(&e, 0), unwritten(&e, 1)), (UNWRITTEN_LIMIT, 20));
+        assert_eq!(e.global.as_ref().unwrap().skipped.unwritten, 100 - UNWRITTEN_LIMIT as u64);
+    }
+
+    /// While the publisher's deliveries succeed, its backlog is not bounded (a backlog completes
+    /// many windows between two attempts, all taken at the next); once one failed, the oldest
+    /// past the limit are dropped and counted.
+    #[test]
+    fn the_publishers_backlog_is_bounded_only_while_its_deliveries_fail() {
+        let mut view = GlobalView { partitions: 1, newest: vec![None], ..Default::default() };
+        let window = |m: i64| ClosedWindow { size_index: 0, start: m * 60, groups: table(&[(0, 1)]) };
+        view.unpublished = (0..100).map(window).collect();
+        view.trim_unpublished(true);
+        assert_eq!((view.unpublished.len(), view.skipped.unpublished), (100, 0));
+        view.publisher_failing = true;
+        view.trim_unpublished(true);
+        assert_eq!(
+            (view.unpublished.len(), view.skipped.unpublished),
+            (UNPUBLISHED_LIMIT, 100 - UNPUBLISHED_LIMIT as u64)
+        );
+        assert_eq!(view.unpublished[0].start, (100 - UNPUBLISHED_LIMIT as i64) * 60, "the oldest went");
+    }
+
     /// During a rolling upgrade, replicas of the version before interleaving write records
     /// without its sums (as `interleaving.max_rankers = 0` does): read as zeros, not refused.
     #[test]
