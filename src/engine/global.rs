@@ -315,7 +315,7 @@ impl GlobalView {
     /// elsewhere they are kept only in case it becomes the publisher.
     fn trim_unpublished(&mut self, publishing: bool) {
         let limit = UNPUBLISHED_LIMIT * self.newest.len().max(1);
-        if self.unpublished.len() > limit && !(publishing && !self.publisher_failing) {
+        if self.unpublished.len() > limit && (!publishing || self.publisher_failing) {
             let over = self.unpublished.len() - limit;
             self.unpublished.drain(..over);
             if publishing {

@@ -69,11 +69,14 @@ impl Publisher {
     }
 }
 
+/// A window by (size index, start), as [`Engine::published`] takes it.
+type WindowKey = (usize, EventTime);
+
 /// The A/B records of the closed windows not yet published: (record id, JSON) per experiment
 /// and window, and the (size index, start) of the windows they cover, to pass to
 /// [`Engine::published`] once every record is delivered (windows closing or dropped in the
 /// meantime leave the others as they are).
-pub fn unpublished_records(engine: &Engine) -> (Vec<(String, String)>, Vec<(usize, EventTime)>) {
+pub fn unpublished_records(engine: &Engine) -> (Vec<(String, String)>, Vec<WindowKey>) {
     let closed = engine.kept_closed();
     let mut records = Vec::new();
     for window in closed {

@@ -315,7 +315,8 @@ impl ConsumeLoop {
                 engine.lock().advance(now);
                 last_advance = now;
             }
-            let due = aggregates_due.swap(false, Ordering::Relaxed);
+            // A load per message; the write only when it is set.
+            let due = aggregates_due.load(Ordering::Relaxed) && aggregates_due.swap(false, Ordering::Relaxed);
             if now >= next_checkpoint || due {
                 if !context.barrier() {
                     stopped(handoff::EngineStopped);
