@@ -284,6 +284,70 @@ fn a_backlog_of_many_windows_is_published_whole() {
     assert!(status.success());
 }
 
+/// A `serve` started on 130 minutes of traffic already in the topics, with 1-minute and
+/// 5-minute windows: far more windows close before the first checkpoint than a partition may
+/// keep unwritten (64 of a size). Each still reaches the feed once, equal to replay's, and none
+/// is counted skipped (a partition writes its aggregates record as its closed windows reach a
+/// record's worth, rather than dropping the oldest).
+#[test]
+fn a_backlog_past_the_unwritten_limit_reaches_the_feed_whole() {
+    const MINUTES: i64 = 130;
+    let cluster = cluster_with_topics();
+    let brokers = cluster.bootstrap_servers();
+    // Twelve impressions a minute, so every partition has some in every window.
+    let (mut rng, mut impressions, mut engagements) = (Lcg(17), Vec::new(), Vec::new());
+    for i in 0..MINUTES * 12 {
+        let (ts, query, partition) = (T0 + i * 5_000, format!("b{i}"), (i % PARTITIONS as i64) as i32);
+        let variant = if rng.next() < 0.5 { "control" } else { "treatment" };
+        let results: Vec<String> = (0..4).map(|r| format!("d{}", (i + r) % 31)).collect();
+        impressions.push((
+            partition,
+            json!({"query_id": query, "timestamp": ts, "results": results, "experiment": "e1", "variant": variant})
+                .to_string(),
+        ));
+        if rng.next() < 0.4 {
+            let doc = &results[(rng.next() * 4.0) as usize];
+            let event = json!({"query_id": query, "timestamp": ts + 300, "doc_id": doc, "event_id": format!("b{i}")});
+            engagements.push((partition, event.to_string()));
+        }
+    }
+    produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let judgments = write_judgments(dir.path());
+    let minute_windows = sections(&judgments)
+        .replace(r#"windows = ["5s", "10s"]"#, r#"windows = ["1m", "5m"]"#)
+        .replace(r#"checkpoint_interval = "500ms""#, r#"checkpoint_interval = "5s""#);
+    assert!(minute_windows.contains(r#"["1m", "5m"]"#) && minute_windows.contains(r#""5s""#));
+    let port = free_port();
+    let cfg = serve_config(dir.path(), "long-backlog", &brokers, port, &minute_windows);
+    let imp_file = write_payloads(dir.path(), "imp.jsonl", &impressions);
+    let eng_file = write_payloads(dir.path(), "eng.jsonl", &engagements);
+    let expected = window_records(&replay_json(&imp_file, &eng_file, &cfg));
+    assert_eq!(expected.len(), 130 + 26, "every 1 m and 5 m window of the span");
+
+    let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
+    let records = read_output(&brokers, expected.len(), Duration::from_secs(120), Duration::from_secs(6));
+    let unique: BTreeSet<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
+    let missing: Vec<&str> = expected.keys().map(String::as_str).filter(|id| !unique.contains(id)).collect();
+    assert!(missing.is_empty(), "{} of {} windows never reached the feed: {missing:?}", missing.len(), expected.len());
+    assert_eq!(unique, expected.keys().map(String::as_str).collect(), "record ids");
+    assert_eq!(records.len(), expected.len(), "each window published once");
+    for (key, record) in &records {
+        let mut record = record.clone();
+        record["partitions"] = json!([0]);
+        assert_eq!(record, expected[key], "record {key} differs from replay's");
+    }
+    let (_, m) = scrape_until(port, Duration::from_secs(10), |m| {
+        m.contains_key(&series("rankpulse_ab_windows_skipped_total", &[("reason", "unwritten")]))
+    });
+    for reason in ["incomplete", "unwritten", "unpublished"] {
+        assert_eq!(m[&series("rankpulse_ab_windows_skipped_total", &[("reason", reason)])], 0.0, "{reason}");
+    }
+    let (status, _) = daemon.terminate(Duration::from_secs(10));
+    assert!(status.success());
+}
+
 fn ab_feed_equals_replay(replicas: usize) {
     let cluster = cluster_with_topics();
     let brokers = cluster.bootstrap_servers();

@@ -331,6 +331,22 @@ impl Accumulators {
         }
     }
 
+    /// The highest watermark up to `watermark` at which at most `n` open windows of size
+    /// `size_index` close (see [`Accumulators::close_windows`]): one below the watermark that
+    /// would close the next after them.
+    pub fn closing_at_most(&mut self, watermark: EventTime, size_index: usize, n: usize) -> EventTime {
+        self.flush();
+        let Some(series) = self.series.get(size_index) else { return watermark };
+        match series.open.keys().nth(n) {
+            // Window [s, s + size) closes once the watermark reaches s + size + attribution.
+            Some(&start) => {
+                let closes_at = start.saturating_add(series.size_ms).saturating_add(self.attribution_window_ms);
+                watermark.min(closes_at.saturating_sub(1))
+            }
+            None => watermark,
+        }
+    }
+
     /// Closes every open window (the stream has ended).
     pub fn close_all(&mut self, on_closed: impl FnMut(ClosedWindow)) {
         self.close_windows(EventTime::MAX, on_closed);
@@ -390,6 +406,27 @@ impl Accumulators {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Closing at the watermark `closing_at_most` gives closes exactly that many of the
+    /// windows the full watermark would, oldest first, and the rest later.
+    #[test]
+    fn closing_at_most_n_windows_holds_the_rest_open() {
+        let mut acc = Accumulators::new(StatsShape::plain(1), &[1000], 100);
+        for start in [0, 2000, 3000, 7000] {
+            acc.add(0, start + 5, &[1.0], true, 0);
+        }
+        let mut closed = Vec::new();
+        assert_eq!(acc.closing_at_most(5000, 0, 4), 5000, "only three would close");
+        let w = acc.closing_at_most(5000, 0, 2);
+        assert_eq!(w, 3000 + 1000 + 100 - 1, "one short of closing the third");
+        acc.close_windows(w, |c| closed.push(c.start));
+        assert_eq!(closed, [0, 2000]);
+        assert_eq!(acc.closing_at_most(5000, 0, 0), 4099);
+        acc.close_windows(5000, |c| closed.push(c.start));
+        assert_eq!(closed, [0, 2000, 3000]);
+        assert_eq!(acc.closing_at_most(EventTime::MAX, 0, 0), 8099, "the window at 7 s is open");
+        assert_eq!(acc.closing_at_most(5000, 1, 0), 5000, "no such size");
+    }
 
     #[test]
     fn windows_close_when_their_last_impression_is_final() {

@@ -9,11 +9,13 @@
 //! number of replicas, and equal to `replay` over the same traffic.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::handover::{check_named, GroupName};
-use super::task::Task;
+use super::task::{Task, Tasks};
 use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
 use crate::experiments::sequential::{Looks, LooksBeforeInterleaving};
@@ -24,17 +26,28 @@ use crate::time::EventTime;
 /// carried them: a margin for a reader that starts between two writes. A window no record has
 /// carried yet is kept until one does (a backlog closes many windows between two writes).
 pub(super) const RETAINED_WINDOWS: usize = 4;
-/// Windows of each size a partition keeps that no record carried yet, at most: beyond it (a
-/// replica whose changelog writes fail for an hour of 1-minute windows, or a backlog read more
-/// than 64 windows per checkpoint interval) the oldest are dropped, and counted. Each is a
-/// table of the partition's groups, unit buckets included, and the next record carries them all.
+/// Closed windows of each size a partition holds that no record carried yet, at most, while
+/// the changelog writes succeed: a backlog (hours of traffic already in the topics, read in
+/// seconds) would close them all between two writes. Its windows past this many stay open
+/// ([`hold_back`]), the source writes the partition's record at once rather than at the next
+/// checkpoint interval, and the next ones close after it: no window is dropped, and a record
+/// holds few enough that the view's [`PENDING_LIMIT`] is not reached while the records of the
+/// partitions written together arrive one after another.
+const RECORD_WINDOWS: usize = PENDING_LIMIT / 4;
+/// Windows of each size a partition keeps that no record carried yet, at most, once a changelog
+/// write failed (windows then close at the watermark again, not held for a record that cannot
+/// be written): beyond it (a replica whose writes fail for an hour of 1-minute windows) the
+/// oldest are dropped, and counted. Each is a table of the partition's groups, unit buckets
+/// included, and the next record carries them all.
 const UNWRITTEN_LIMIT: usize = 64;
-/// Windows of each size waiting, in the view, for a partition to close them, at most (the
-/// publisher's backlog has the same bound): beyond it (a partition without an owner for an
-/// hour of 1-minute windows) the oldest are given up, and counted.
-const PENDING_LIMIT: usize = UNPUBLISHED_LIMIT;
-/// Complete windows of each size waiting for the publisher at most: on a replica that does
-/// not publish (or a publisher whose brokers are down for hours) the oldest are dropped.
+/// Windows of each size waiting, in the view, for a partition to close them, at most: beyond
+/// it (a partition without an owner for an hour of 1-minute windows) the oldest are given up,
+/// and counted.
+const PENDING_LIMIT: usize = 64;
+/// Complete windows of each size waiting for the publisher at most, once its deliveries fail
+/// (a publisher whose brokers are down for hours) or on a replica that does not publish: the
+/// oldest are dropped. While deliveries succeed nothing is dropped: the publisher takes every
+/// window waiting at each attempt, however many a backlog completed since.
 const UNPUBLISHED_LIMIT: usize = 64;
 
 /// One partition's A/B sums as the aggregates topic carries them (borrowed when written).
@@ -184,6 +197,9 @@ pub(super) struct GlobalView {
     /// Windows closed everywhere that were never handed out, by why: they are in the
     /// cumulative sums, but are neither looks nor A/B feed records.
     pub skipped: WindowsSkipped,
+    /// The publisher's last attempt failed (its brokers are down): only then is its backlog
+    /// bounded by dropping the oldest windows.
+    pub publisher_failing: bool,
 }
 
 /// Closed windows the experiment-wide view could not hand out (see [`GlobalView::skipped`]).
@@ -195,8 +211,8 @@ pub struct WindowsSkipped {
     /// A partition dropped it before any record carried it (this replica's changelog writes
     /// failing past the unwritten limit).
     pub unwritten: u64,
-    /// Complete, but past the publisher's backlog limit (the A/B output topic down); counted only on
-    /// the replica that publishes.
+    /// Complete, but past the publisher's backlog limit while its deliveries failed (the A/B
+    /// output topic down); counted only on the replica that publishes.
     pub unpublished: u64,
 }
 
@@ -294,11 +310,12 @@ impl GlobalView {
 
     /// Drops the oldest complete windows past the publisher's backlog limit. `publishing`: this
     /// replica publishes them (it holds partition 0 and `ab.output_topic` is set), so a window
-    /// dropped is one the feed lost, and is counted; elsewhere they are kept only in case it
-    /// becomes the publisher.
+    /// dropped is one the feed lost, and is counted, and only while deliveries fail (a backlog
+    /// completes windows faster than the publisher's interval, which then takes them all);
+    /// elsewhere they are kept only in case it becomes the publisher.
     fn trim_unpublished(&mut self, publishing: bool) {
         let limit = UNPUBLISHED_LIMIT * self.newest.len().max(1);
-        if self.unpublished.len() > limit {
+        if self.unpublished.len() > limit && (!publishing || self.publisher_failing) {
             let over = self.unpublished.len() - limit;
             self.unpublished.drain(..over);
             if publishing {
@@ -337,6 +354,31 @@ pub struct ClosedProgress {
     pub(super) kept_from: Option<Vec<EventTime>>,
 }
 
+impl ClosedProgress {
+    /// How many windows of a size in `recent` no record carried yet.
+    fn unwritten_of_size(&self, recent: &[ClosedWindow], size: usize) -> usize {
+        recent.iter().skip(recent.len().saturating_sub(self.unwritten)).filter(|w| w.size_index == size).count()
+    }
+}
+
+/// The watermark to close windows at, `w` or less: the highest at which no task holds more than
+/// [`RECORD_WINDOWS`] closed windows of a size that no record carried yet. Less than `w` when a
+/// backlog's windows must wait, open, for the record that carries those before them, as they
+/// wait for a partition whose watermark lags: their impressions are final (each partition's
+/// join refuses what its own watermark passed), and they close, whole, once the record is
+/// written.
+pub(super) fn hold_back(tasks: &mut Tasks, w: EventTime, sizes: usize) -> EventTime {
+    let mut held = w;
+    for task in tasks.iter_mut() {
+        let Task { totals, closed_progress, .. } = task;
+        for size in 0..sizes {
+            let room = RECORD_WINDOWS.saturating_sub(closed_progress.unwritten_of_size(&totals.recent_closed, size));
+            held = held.min(totals.accumulators.closing_at_most(w, size, room));
+        }
+    }
+    held
+}
+
 /// Keeps a window a task just closed for its aggregates records, then drops what no record
 /// needs any more; returns how many windows were dropped before a record carried them.
 pub(super) fn keep_closed(
@@ -358,7 +400,7 @@ fn trim_closed(recent: &mut Vec<ClosedWindow>, progress: &mut ClosedProgress, si
     loop {
         let written = recent.len().saturating_sub(progress.unwritten);
         let of_size = recent.iter().filter(|w| w.size_index == size).count();
-        let unwritten_of_size = recent.iter().skip(written).filter(|w| w.size_index == size).count();
+        let unwritten_of_size = progress.unwritten_of_size(recent, size);
         let Some(oldest) = recent.iter().position(|w| w.size_index == size) else { break };
         let carried = oldest < written;
         if !(carried && of_size > RETAINED_WINDOWS || unwritten_of_size > UNWRITTEN_LIMIT) {
@@ -402,8 +444,10 @@ impl Engine {
     }
 
     /// Records encoded with `(partition, unwritten_windows)` were written: those windows are
-    /// carried, and beyond the retained few can go.
+    /// carried, and beyond the retained few can go; windows held open for them close at the
+    /// next advance.
     pub fn aggregates_written(&mut self, written: &[(i32, usize)]) {
+        self.aggregates_failing = false;
         let sizes_ms = &self.template.window_sizes_ms;
         for &(partition, carried) in written {
             let Some(task) = self.tasks.get_mut(partition) else { continue };
@@ -413,6 +457,19 @@ impl Engine {
                 trim_closed(&mut task.totals.recent_closed, progress, size, sizes_ms);
             }
         }
+    }
+
+    /// A changelog write failed: until one succeeds, windows close at the watermark rather than
+    /// wait for a record (the unwritten limit bounds what they keep, see [`UNWRITTEN_LIMIT`]).
+    pub fn aggregates_not_written(&mut self) {
+        self.aggregates_failing = true;
+    }
+
+    /// Set (and left set) whenever windows are held open for a partition's record
+    /// ([`hold_back`]): the source then writes the records without waiting for the checkpoint
+    /// interval, and clears it.
+    pub fn aggregates_due(&self) -> Arc<AtomicBool> {
+        self.aggregates_due.clone()
     }
 
     /// Turns on the experiment-wide view over `partitions` input partitions (0 until the
@@ -652,6 +709,90 @@ mod tests {
         assert_eq!(progress.unwritten, UNWRITTEN_LIMIT);
         assert_eq!(recent.len(), UNWRITTEN_LIMIT, "the carried two went first, then the two oldest not carried");
         assert_eq!(progress.kept_from, Some(vec![22 * 60]));
+    }
+
+    /// A backlog: 100 minutes of traffic processed before any record is written. The engine
+    /// closes a record's worth of windows of each size, holds the rest open and says records
+    /// are due; each record written lets the next ones close, and every window reaches the
+    /// view, none dropped. Once a write failed, windows close at the watermark again and the
+    /// unwritten limit bounds what is kept.
+    #[test]
+    fn a_backlog_closes_a_record_of_windows_at_a_time_and_drops_none() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let backlog = || {
+            let toml = "[join]\nattribution_window = \"1s\"\nmax_out_of_orderness = \"0s\"\nidle_timeout = \"1s\"\n\
+                        [metrics]\nwindows = [\"1m\", \"5m\"]\n";
+            let cfg = crate::config::Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+            let mut e = Engine::new(&cfg).without_past_limit();
+            e.enable_global_view(1);
+            let now = std::time::Instant::now();
+            e.assign(0, now);
+            for m in 0..=100 {
+                let imp = serde_json::json!({"query_id": format!("q{m}"), "timestamp": m * 60_000 + 1_000,
+                                             "results": ["d1"], "experiment": "e", "variant": "control"});
+                e.process(crate::event::EventKind::Impression, 0, imp.to_string().as_bytes(), now).unwrap();
+                let eng =
+                    serde_json::json!({"query_id": format!("q{m}"), "timestamp": m * 60_000 + 1_010, "doc_id": "d1"});
+                e.process(crate::event::EventKind::Engagement, 0, eng.to_string().as_bytes(), now).unwrap();
+            }
+            e.advance(now);
+            (e, now)
+        };
+        let unwritten = |e: &Engine, size| {
+            let task = e.tasks.get(0).unwrap();
+            task.closed_progress.unwritten_of_size(&task.totals.recent_closed, size)
+        };
+        let (mut e, now) = backlog();
+        let due = e.aggregates_due();
+        let (mut records, mut handed) = (0, Vec::new());
+        while due.swap(false, Relaxed) {
+            assert_eq!(unwritten(&e, 0), RECORD_WINDOWS, "a record's worth of 1 m windows, the rest held");
+            assert!(unwritten(&e, 1) <= RECORD_WINDOWS);
+            let (record, carried) = (e.partition_aggregates(0).unwrap(), e.unwritten_windows(0));
+            e.aggregates_written(&[(0, carried)]);
+            e.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
+            records += 1;
+            e.advance(now);
+        }
+        let record = e.partition_aggregates(0).unwrap();
+        e.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
+        let view = e.global.as_ref().unwrap();
+        for size in [0, 1] {
+            handed.push(view.unpublished.iter().filter(|w| w.size_index == size).count());
+        }
+        assert_eq!(handed, [100, 20], "minutes 0 to 99, in 1 m and 5 m windows");
+        assert_eq!(records, 100 / RECORD_WINDOWS, "a record per {RECORD_WINDOWS} minutes, the rest in the last");
+        assert_eq!(view.skipped, WindowsSkipped::default());
+        // The changelog cannot be written: no window waits for it, and past the limit the
+        // oldest unwritten ones go, counted.
+        let (mut e, now) = backlog();
+        assert_eq!(unwritten(&e, 0), RECORD_WINDOWS, "closed before the write failed");
+        // The source clears the flag as it writes; the write fails.
+        e.aggregates_due().store(false, Relaxed);
+        e.aggregates_not_written();
+        e.advance(now);
+        assert!(!e.aggregates_due().load(Relaxed), "no record is waited for");
+        assert_eq!((unwritten(&e, 0), unwritten(&e, 1)), (UNWRITTEN_LIMIT, 20));
+        assert_eq!(e.global.as_ref().unwrap().skipped.unwritten, 100 - UNWRITTEN_LIMIT as u64);
+    }
+
+    /// While the publisher's deliveries succeed, its backlog is not bounded (a backlog completes
+    /// many windows between two attempts, all taken at the next); once one failed, the oldest
+    /// past the limit are dropped and counted.
+    #[test]
+    fn the_publishers_backlog_is_bounded_only_while_its_deliveries_fail() {
+        let mut view = GlobalView { partitions: 1, newest: vec![None], ..Default::default() };
+        let window = |m: i64| ClosedWindow { size_index: 0, start: m * 60, groups: table(&[(0, 1)]) };
+        view.unpublished = (0..100).map(window).collect();
+        view.trim_unpublished(true);
+        assert_eq!((view.unpublished.len(), view.skipped.unpublished), (100, 0));
+        view.publisher_failing = true;
+        view.trim_unpublished(true);
+        assert_eq!(
+            (view.unpublished.len(), view.skipped.unpublished),
+            (UNPUBLISHED_LIMIT, 100 - UNPUBLISHED_LIMIT as u64)
+        );
+        assert_eq!(view.unpublished[0].start, (100 - UNPUBLISHED_LIMIT as i64) * 60, "the oldest went");
     }
 
     /// During a rolling upgrade, replicas of the version before interleaving write records

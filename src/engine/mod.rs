@@ -44,6 +44,7 @@ mod task;
 mod telemetry;
 mod watermark;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -125,6 +126,12 @@ pub struct Engine {
     global: Option<global::GlobalView>,
     /// Whether each task keeps its newest closed windows for the aggregates topic.
     retain_recent_closed: bool,
+    /// Set when windows were held open for a partition's aggregates record (see
+    /// [`Engine::aggregates_due`]); shared with the source, which reads it between messages.
+    aggregates_due: Arc<AtomicBool>,
+    /// The last changelog write failed: windows are not held for records (see
+    /// [`Engine::aggregates_not_written`]).
+    aggregates_failing: bool,
     /// Interned (experiment, variant) labels, with their limits and retirement.
     groups: Groups,
     /// Everything that turns a finalized impression into numbers.
@@ -250,6 +257,8 @@ impl Engine {
             history: History::default(),
             global: None,
             retain_recent_closed: false,
+            aggregates_due: Arc::default(),
+            aggregates_failing: false,
             groups: Groups::new(LabelLimits {
                 max_experiments: cfg.labels.max_experiments,
                 max_variants: cfg.labels.max_variants,
@@ -553,13 +562,25 @@ impl Engine {
         finalize_due(&mut due, aggregation, state, join, *finalize_lanes);
         let least = watermark::least(&self.tasks);
         if let Some(w) = least {
-            self.close_windows(w);
+            self.close_windows(w, true);
         }
         self.watermarks.least = least;
     }
 
-    /// Closes, in every partition, the windows whose impressions are all final at watermark `w`.
-    fn close_windows(&mut self, w: EventTime) {
+    /// Closes, in every partition, the windows whose impressions are all final at watermark `w`;
+    /// with `hold`, while the aggregates records are written, no more than a record carries
+    /// ([`global::hold_back`]).
+    fn close_windows(&mut self, w: EventTime, hold: bool) {
+        let w = match hold && self.retain_recent_closed && !self.aggregates_failing {
+            true => {
+                let held = global::hold_back(&mut self.tasks, w, self.template.window_sizes_ms.len());
+                if held < w {
+                    self.aggregates_due.store(true, Ordering::Relaxed);
+                }
+                held
+            }
+            false => w,
+        };
         if let Some(worker) = &mut self.aggregation.worker {
             // Its windows are merged when it finishes, in this order.
             worker.close_windows(w);
@@ -593,7 +614,7 @@ impl Engine {
         let Engine { tasks, aggregation, state, join, finalize_lanes, .. } = self;
         let mut due: Vec<_> = tasks.iter_mut().map(|task| (EventTime::MAX, task)).collect();
         finalize_due(&mut due, aggregation, state, join, *finalize_lanes);
-        self.close_windows(EventTime::MAX);
+        self.close_windows(EventTime::MAX, false);
         self.join_finalize_worker();
     }
 

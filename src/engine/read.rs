@@ -155,13 +155,24 @@ impl Engine {
     pub fn take_closed_windows(&mut self) -> Vec<ClosedWindow> {
         std::mem::take(&mut self.closed.kept)
     }
-    /// The first `windows` unpublished closed windows have been delivered.
-    pub fn published(&mut self, windows: usize) {
+    /// The unpublished closed windows of these (size index, start) have been delivered. Named,
+    /// not counted: the oldest may have been dropped while they were sent.
+    pub fn published(&mut self, windows: &[(usize, EventTime)]) {
         let kept = match &mut self.global {
-            Some(view) => &mut view.unpublished,
+            Some(view) => {
+                view.publisher_failing = false;
+                &mut view.unpublished
+            }
             None => &mut self.closed.kept,
         };
-        kept.drain(..windows.min(kept.len()));
+        let sent: std::collections::BTreeSet<&(usize, EventTime)> = windows.iter().collect();
+        kept.retain(|w| !sent.contains(&(w.size_index, w.start)));
+    }
+    /// A publication failed: the publisher's backlog is bounded from now until one succeeds.
+    pub fn publish_failed(&mut self) {
+        if let Some(view) = &mut self.global {
+            view.publisher_failing = true;
+        }
     }
     /// Closed windows the experiment-wide view never handed out, by why; `None` without the view.
     pub fn windows_skipped(&self) -> Option<super::WindowsSkipped> {

@@ -16,6 +16,7 @@ use crate::engine::{Engine, SharedEngine};
 use crate::experiments::Span;
 use crate::kafka_log::{KafkaLog, ProducerLog};
 use crate::shutdown::Shutdown;
+use crate::time::EventTime;
 
 /// How often closed windows are looked for; windows close at most once a minute in practice.
 const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
@@ -68,11 +69,14 @@ impl Publisher {
     }
 }
 
+/// A window by (size index, start), as [`Engine::published`] takes it.
+type WindowKey = (usize, EventTime);
+
 /// The A/B records of the closed windows not yet published: (record id, JSON) per experiment
-/// and window, and how many windows they cover (to pass to [`Engine::published`] once every
-/// record is delivered). Windows closing in the meantime are appended after these, so
-/// forgetting that many forgets exactly the ones sent.
-pub fn unpublished_records(engine: &Engine) -> (Vec<(String, String)>, usize) {
+/// and window, and the (size index, start) of the windows they cover, to pass to
+/// [`Engine::published`] once every record is delivered (windows closing or dropped in the
+/// meantime leave the others as they are).
+pub fn unpublished_records(engine: &Engine) -> (Vec<(String, String)>, Vec<WindowKey>) {
     let closed = engine.kept_closed();
     let mut records = Vec::new();
     for window in closed {
@@ -86,7 +90,7 @@ pub fn unpublished_records(engine: &Engine) -> (Vec<(String, String)>, usize) {
             records.push((report.id, json));
         }
     }
-    (records, closed.len())
+    (records, closed.iter().map(|w| (w.size_index, w.start)).collect())
 }
 
 async fn run(
@@ -113,7 +117,7 @@ async fn run(
 /// Sends every record of the unpublished windows; forgets the windows only if all arrived.
 async fn publish_pending(producer: &FutureProducer<ProducerLog>, topic: &str, engine: &SharedEngine, log: &KafkaLog) {
     let (records, windows) = unpublished_records(&engine.lock());
-    if windows == 0 {
+    if windows.is_empty() {
         return;
     }
     // Enqueue everything first, then wait: the records travel in as few requests as possible.
@@ -125,6 +129,7 @@ async fn publish_pending(producer: &FutureProducer<ProducerLog>, topic: &str, en
                 if let Some(repeated) = log.admit("A/B record not enqueued", &error) {
                     tracing::warn!(%topic, %error, "A/B record not enqueued; retrying{repeated}");
                 }
+                engine.lock().publish_failed();
                 return;
             }
         }
@@ -143,10 +148,11 @@ async fn publish_pending(producer: &FutureProducer<ProducerLog>, topic: &str, en
         }
     }
     if failed > 0 {
+        engine.lock().publish_failed();
         return;
     }
-    engine.lock().published(windows);
-    tracing::debug!(%topic, records = records.len(), windows, "A/B records published");
+    engine.lock().published(&windows);
+    tracing::debug!(%topic, records = records.len(), windows = windows.len(), "A/B records published");
 }
 
 #[cfg(test)]
@@ -184,7 +190,7 @@ mod tests {
     fn one_record_per_experiment_and_closed_window_keyed_by_its_id() {
         let e = engine_with_two_closed_windows();
         let (records, windows) = unpublished_records(&e);
-        assert_eq!(windows, 2);
+        assert_eq!(windows, [(0, 0), (0, 60_000)]);
         let ids: Vec<&str> = records.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["x/1m/1970-01-01T00:00:00Z", "y/1m/1970-01-01T00:00:00Z", "x/1m/1970-01-01T00:01:00Z"]);
         for (id, json) in &records {
@@ -208,10 +214,14 @@ mod tests {
     #[test]
     fn published_windows_are_forgotten_oldest_first_and_the_rest_are_unchanged() {
         let mut e = engine_with_two_closed_windows();
-        let (records, _) = unpublished_records(&e);
-        e.published(1);
-        assert_eq!(unpublished_records(&e), (records[2..].to_vec(), 1), "the second window, byte for byte");
-        e.published(1);
-        assert_eq!(unpublished_records(&e), (Vec::new(), 0));
+        let (records, windows) = unpublished_records(&e);
+        e.published(&windows[..1]);
+        assert_eq!(
+            unpublished_records(&e),
+            (records[2..].to_vec(), windows[1..].to_vec()),
+            "the second window, byte for byte"
+        );
+        e.published(&windows[1..]);
+        assert_eq!(unpublished_records(&e), (Vec::new(), Vec::new()));
     }
 }

@@ -67,7 +67,7 @@ pub(super) fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
         ];
         families.push(family(
             "rankpulse_ab_windows_skipped_total",
-            "Windows closed on every partition that were never looks nor A/B feed records (they are in the cumulative figures), by reason: a partition's part unseen by this replica (incomplete), dropped before a changelog write carried it (unwritten), or past the publisher's backlog limit (unpublished).",
+            "Windows closed on every partition that were never looks nor A/B feed records (they are in the cumulative figures), by reason: a partition's part unseen by this replica (incomplete), dropped past the limit while changelog writes failed (unwritten), or past the publisher's backlog limit while its deliveries failed (unpublished).",
             MetricType::COUNTER,
             reasons.iter().map(|&(reason, n)| counter(vec![label("reason", reason)], n as f64)).collect(),
         ));

@@ -109,6 +109,7 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
         let mut engine = engine.lock();
         engine.record_checkpoint(bytes, started.elapsed(), ok, started);
         if !ok {
+            engine.aggregates_not_written();
             return;
         }
         engine.aggregates_written(&carried);

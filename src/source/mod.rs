@@ -44,6 +44,7 @@ mod rebalance;
 mod standby;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -228,6 +229,10 @@ impl ConsumeLoop {
         let context = consumer.context();
         let mut last_advance = Instant::now();
         let mut next_checkpoint = last_advance + *checkpoint_interval;
+        // Set by the engine when a partition holds a record's worth of closed windows no
+        // aggregates record carried yet and more wait, open, behind them (a backlog): then the
+        // checkpoint, which writes the records, comes now rather than at the interval.
+        let aggregates_due = engine.lock().aggregates_due();
         let mut consecutive_errors = 0u32;
         // Shutdown is checked before every poll that may wait, and every `SHUTDOWN_CHECK_EVERY`
         // messages while they keep arriving.
@@ -310,15 +315,24 @@ impl ConsumeLoop {
                 engine.lock().advance(now);
                 last_advance = now;
             }
-            if now >= next_checkpoint {
+            // A load per message; the write only when it is set.
+            let due = aggregates_due.load(Ordering::Relaxed) && aggregates_due.swap(false, Ordering::Relaxed);
+            if now >= next_checkpoint || due {
                 if !context.barrier() {
                     stopped(handoff::EngineStopped);
                 }
                 let mut state = context.state();
                 let assigned = state.assigned.clone();
-                checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Async, "interval");
+                let occasion = if due { "records due" } else { "interval" };
+                checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Async, occasion);
                 drop(state);
-                next_checkpoint = Instant::now() + *checkpoint_interval;
+                let written = Instant::now();
+                if due {
+                    // The windows held for these records close now, not at the next tick.
+                    engine.lock().advance(written);
+                    last_advance = written;
+                }
+                next_checkpoint = written + *checkpoint_interval;
             }
         }
 
