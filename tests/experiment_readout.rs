@@ -169,6 +169,21 @@ fn config(dir: &Path, window: &str, ab: &str) -> std::path::PathBuf {
     path
 }
 
+/// Runs a reference `script` in python3 with `input` as JSON on its standard input; its
+/// standard output, parsed. `what` names the package the test command installs for it.
+fn python(script: &str, input: &impl serde::Serialize, what: &str) -> Value {
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    serde_json::to_writer(child.stdin.take().unwrap(), input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{what} (the test command installs it)");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -260,16 +275,7 @@ fn cuped_narrows_by_the_expected_factor_keeps_aa_false_positives_and_equals_the_
     let p: Vec<f64> = family.iter().map(|(_, m)| num(&m["p_value"])).collect();
     let script = "import json, sys\nfrom statsmodels.stats.multitest import multipletests\np = json.load(sys.stdin)\n\
                   print(json.dumps([list(multipletests(p, method=m)[1]) for m in ('holm', 'fdr_bh')]))";
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    serde_json::to_writer(child.stdin.take().unwrap(), &p).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "statsmodels (the test command installs it)");
-    let reference: Vec<Vec<f64>> = serde_json::from_slice(&out.stdout).unwrap();
+    let reference: Vec<Vec<f64>> = serde_json::from_value(python(script, &p, "statsmodels")).unwrap();
     for (k, (key, m)) in family.iter().enumerate() {
         for (field, want) in [("holm_p_value", reference[0][k]), ("bh_p_value", reference[1][k])] {
             let got = num(&m[field]);
@@ -347,16 +353,7 @@ theta = compute_theta(stat("control"), stat("treatment"))
 r = TwoSidedTTest(stat("control"), stat("treatment"), FrequentistConfig(alpha=0.05, difference_type="absolute")).compute_result()
 print(json.dumps({"theta": theta, "estimate": r.expected, "ci": list(r.ci), "p_value": r.p_value}))
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    serde_json::to_writer(child.stdin.take().unwrap(), &rows).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "gbstats (the test command installs it)");
-    let gbstats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gbstats = python(script, &rows, "gbstats");
     println!("CUPED with 30% of units without a pre-period: replay {adjusted}, gbstats {gbstats}");
     for (what, got, want) in [
         ("theta", num(&adjusted["theta"]), num(&gbstats["theta"])),
