@@ -17,10 +17,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
-use sim::World;
-
-/// The simulated users' examination, rank 1 first (as `tests/clicks.rs`).
-const EXAMINATION: [f64; 6] = [1.0, 0.72, 0.55, 0.41, 0.3, 0.22];
+use sim::{World, EXAMINATION};
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
@@ -87,24 +84,8 @@ fn pbm_intervals_hold_the_truth_at_their_level() {
     let dir = tempfile::tempdir().unwrap();
     let world = World::new(40, 6, 5);
     // The candidate: every query's documents by true attractiveness.
-    let ideal: Vec<Vec<usize>> = world
-        .alpha
-        .iter()
-        .map(|a| {
-            let mut o: Vec<usize> = (0..a.len()).collect();
-            o.sort_by(|&x, &y| a[y].total_cmp(&a[x]));
-            o
-        })
-        .collect();
-    let run: String = ideal
-        .iter()
-        .enumerate()
-        .map(|(q, order)| {
-            let results: Vec<String> = order.iter().map(|&d| sim::doc_id(q, d)).collect();
-            format!("{}\n", serde_json::json!({"query": sim::query_text(q), "results": results}))
-        })
-        .collect();
-    let run = write(dir.path(), "candidate.jsonl", &run);
+    let ideal = world.ideal();
+    let run = write(dir.path(), "candidate.jsonl", &sim::run_lines(&ideal, sim::query_text));
     // Its DCG@6 with attractiveness as gain, per query: IPS estimates the mean over the logged
     // impressions (examination 1 at rank 1).
     let dcg: Vec<f64> = ideal

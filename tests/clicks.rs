@@ -14,12 +14,9 @@ use std::process::{Command, Stdio};
 
 use common::BIN;
 use serde_json::Value;
-use sim::{Ranker, User, World};
+use sim::{Ranker, User, World, EXAMINATION};
 
 const TOLERANCE: f64 = 1e-9;
-
-/// The examination of the simulated position-based users, rank 1 first.
-const EXAMINATION: [f64; 6] = [1.0, 0.72, 0.55, 0.41, 0.3, 0.22];
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
@@ -179,15 +176,7 @@ fn candidate_run(dir: &Path, name: &str, orders: &[Vec<usize>]) -> PathBuf {
 }
 
 fn run_file(dir: &Path, name: &str, orders: &[Vec<usize>], query: impl Fn(usize) -> String) -> PathBuf {
-    let lines: String = orders
-        .iter()
-        .enumerate()
-        .map(|(q, order)| {
-            let results: Vec<String> = order.iter().map(|&d| sim::doc_id(q, d)).collect();
-            format!("{}\n", serde_json::json!({"query": query(q), "results": results}))
-        })
-        .collect();
-    write(dir, name, &lines)
+    write(dir, name, &sim::run_lines(orders, query))
 }
 
 fn counterfactual(table: &Path, run: &Path, propensities: &str) -> Value {
@@ -207,19 +196,6 @@ fn counterfactual(table: &Path, run: &Path, propensities: &str) -> Value {
         "json",
     ]);
     serde_json::from_str(&out).unwrap()
-}
-
-/// Orders of every query by true attractiveness: the best candidate.
-fn ideal(world: &World) -> Vec<Vec<usize>> {
-    world
-        .alpha
-        .iter()
-        .map(|a| {
-            let mut o: Vec<usize> = (0..a.len()).collect();
-            o.sort_by(|&x, &y| a[y].total_cmp(&a[x]));
-            o
-        })
-        .collect()
 }
 
 /// 40,000 impressions of 40 queries × 6 results, 90% from the production ranker and 10% from
@@ -252,7 +228,7 @@ fn a_position_based_users_bias_is_recovered_and_candidates_are_scored_without_it
     }
     let reversed: Vec<Vec<usize>> = world.production.iter().map(|o| o.iter().rev().copied().collect()).collect();
     let known = EXAMINATION.map(|e| e.to_string()).join(",");
-    for (name, orders) in [("ideal", ideal(&world)), ("reversed", reversed), ("production", world.production.clone())] {
+    for (name, orders) in [("ideal", world.ideal()), ("reversed", reversed), ("production", world.production.clone())] {
         let run = candidate_run(dir.path(), "candidate.jsonl", &orders);
         let truth = world.true_dcg(&orders, &logged, 6);
         for propensities in ["harvest", "pbm", known.as_str()] {
@@ -295,7 +271,7 @@ fn a_cascade_user_breaks_the_position_based_assumption_visibly() {
     let world = World::new(40, 6, 5);
     let (logged, models, table) = logged_traffic(&world, &User::Cascade, dir.path());
     eprintln!("cascade: relative examination (pbm, harvest, stderr): {:?}", relative(&models));
-    let orders = ideal(&world);
+    let orders = world.ideal();
     let run = candidate_run(dir.path(), "candidate.jsonl", &orders);
     let truth = world.true_dcg(&orders, &logged, 6);
     for propensities in ["harvest", "pbm"] {

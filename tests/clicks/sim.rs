@@ -43,6 +43,21 @@ pub struct Logged {
     pub clicks: Vec<bool>,
 }
 
+/// The simulated position-based users' examination, rank 1 first.
+pub const EXAMINATION: [f64; 6] = [1.0, 0.72, 0.55, 0.41, 0.3, 0.22];
+
+/// A run file's lines: per query its documents in `orders`' order, under the name `query(q)`.
+pub fn run_lines(orders: &[Vec<usize>], query: impl Fn(usize) -> String) -> String {
+    orders
+        .iter()
+        .enumerate()
+        .map(|(q, order)| {
+            let results: Vec<String> = order.iter().map(|&d| doc_id(q, d)).collect();
+            format!("{}\n", serde_json::json!({"query": query(q), "results": results}))
+        })
+        .collect()
+}
+
 pub fn query_text(q: usize) -> String {
     format!("query {q}")
 }
@@ -52,6 +67,18 @@ pub fn doc_id(q: usize, d: usize) -> String {
 }
 
 impl World {
+    /// Orders of every query by true attractiveness: the best candidate.
+    pub fn ideal(&self) -> Vec<Vec<usize>> {
+        self.alpha
+            .iter()
+            .map(|a| {
+                let mut o: Vec<usize> = (0..a.len()).collect();
+                o.sort_by(|&x, &y| a[y].total_cmp(&a[x]));
+                o
+            })
+            .collect()
+    }
+
     /// `queries` queries of `docs` documents each; the production ranker orders them by a
     /// noisy view of their attractiveness (better than random, not perfect).
     pub fn new(queries: usize, docs: usize, seed: u64) -> World {
