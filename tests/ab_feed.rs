@@ -216,6 +216,19 @@ fn cluster_with_topics() -> MockCluster<'static, rdkafka::producer::DefaultProdu
 }
 
 /// Replay's window records (what the output topic should get), by record id.
+/// A single replica's feed: every window of replay's once, each equal to replay's record (a
+/// single replica's record covers partition 0 of its own view, as replay's one file does).
+fn feed_equals_replay(records: &[(String, Value)], expected: &BTreeMap<String, Value>) {
+    let unique: BTreeSet<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(unique, expected.keys().map(String::as_str).collect(), "record ids");
+    assert_eq!(records.len(), expected.len(), "each window published once");
+    for (key, record) in records {
+        let mut record = record.clone();
+        record["partitions"] = json!([0]);
+        assert_eq!(record, expected[key], "record {key} differs from replay's");
+    }
+}
+
 fn window_records(replayed: &Value) -> BTreeMap<String, Value> {
     replayed["windows"]
         .as_array()
@@ -263,14 +276,7 @@ fn a_backlog_of_many_windows_is_published_whole() {
 
     let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
     let records = read_output(&brokers, expected.len(), Duration::from_secs(60), Duration::from_secs(6));
-    let unique: BTreeSet<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
-    assert_eq!(unique, expected.keys().map(String::as_str).collect(), "record ids");
-    assert_eq!(records.len(), expected.len(), "each window published once");
-    for (key, record) in &records {
-        let mut record = record.clone();
-        record["partitions"] = json!([0]);
-        assert_eq!(record, expected[key], "record {key} differs from replay's");
-    }
+    feed_equals_replay(&records, &expected);
     let cumulative = cumulative_reports(&replayed);
     assert_eq!(cumulative["e1"]["sequential"]["looks"], 15);
     sequential_figures_equal_replay(port, &cumulative);
@@ -331,13 +337,7 @@ fn a_backlog_past_the_unwritten_limit_reaches_the_feed_whole() {
     let unique: BTreeSet<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
     let missing: Vec<&str> = expected.keys().map(String::as_str).filter(|id| !unique.contains(id)).collect();
     assert!(missing.is_empty(), "{} of {} windows never reached the feed: {missing:?}", missing.len(), expected.len());
-    assert_eq!(unique, expected.keys().map(String::as_str).collect(), "record ids");
-    assert_eq!(records.len(), expected.len(), "each window published once");
-    for (key, record) in &records {
-        let mut record = record.clone();
-        record["partitions"] = json!([0]);
-        assert_eq!(record, expected[key], "record {key} differs from replay's");
-    }
+    feed_equals_replay(&records, &expected);
     let (_, m) = scrape_until(port, Duration::from_secs(10), |m| {
         m.contains_key(&series("rankpulse_ab_windows_skipped_total", &[("reason", "unwritten")]))
     });
