@@ -23,7 +23,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use rand::rngs::SmallRng;
@@ -289,4 +289,73 @@ fn scaling_out_and_in_while_traffic_flows_is_exact_and_evicts_nothing() {
     for m in expositions {
         assert_eq!(m.get("rankpulse_impressions_evicted_total").copied().unwrap_or(0.0), 0.0);
     }
+}
+
+/// A replica stopped while the group rebalances stops promptly. Its last commit and its
+/// LeaveGroup queue behind the JoinGroup the coordinator holds until the other members rejoin
+/// (on the mock cluster, for the session timeout less a second: 44 s by default); before the
+/// goodbye was bounded, the stop waited all of it (40 s measured). Now it waits at most
+/// `GOODBYE_LIMIT` (5 s) and says why, the final snapshot written before.
+#[test]
+fn a_replica_stopped_while_the_group_rebalances_stops_promptly() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let broker = Broker::Mock(MockCluster::new(1).unwrap());
+    broker.create_topic(IMP_TOPIC, PARTITIONS);
+    broker.create_topic(ENG_TOPIC, PARTITIONS);
+    broker.create_state_topics("rebalancing", PARTITIONS);
+    let brokers = broker.bootstrap();
+    // Something to snapshot and commit on every partition.
+    let t0 = 1_767_225_600_000i64;
+    let impressions: Vec<(i32, String)> = (0..600)
+        .map(|i| {
+            (
+                i % PARTITIONS,
+                json!({"query_id": format!("q{i}"), "timestamp": t0 + i as i64, "results": ["d1", "d2"]}).to_string(),
+            )
+        })
+        .collect();
+    produce_to_partitions(&brokers, &[(IMP_TOPIC, &impressions)]);
+
+    let dir = tempfile::tempdir().unwrap();
+    // librdkafka's default session timeout (45 s), and its group debug lines, which show when
+    // the replica has sent its JoinGroup.
+    let sections = format!(
+        r#"
+[kafka]
+group_id = "rebalancing"
+impressions_topic = "{IMP_TOPIC}"
+engagements_topic = "{ENG_TOPIC}"
+[kafka.properties]
+debug = "cgrp"
+[limits]
+max_past = "3650d"
+[state]
+checkpoint_interval = "500ms"
+"#
+    );
+    let config = |name: &str| serve_config(dir.path(), name, &brokers, free_port(), &sections);
+    let (a_config, b_config) = (config("a"), config("b"));
+    let a = Daemon::spawn(&["serve", "--config", a_config.to_str().unwrap()]);
+    let b = Daemon::spawn_with_env(
+        &["serve", "--config", b_config.to_str().unwrap()],
+        &[("RUST_LOG", "info,librdkafka=debug")],
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    wait_for(deadline, Duration::from_millis(200), "both replicas own partitions", || {
+        let owns = |d: &Daemon| d.output().contains("partitions assigned partitions={");
+        (owns(&a) && owns(&b)).then_some(())
+    });
+
+    // `a` leaves; `b` learns of the rebalance at its next heartbeat and rejoins.
+    let (status, _) = a.terminate(Duration::from_secs(10));
+    assert!(status.success());
+    let seen = b.output().len();
+    wait_for(Instant::now() + Duration::from_secs(30), Duration::from_millis(100), "b rejoins", || {
+        b.output()[seen..].contains("-> wait-join").then_some(())
+    });
+
+    let (status, took, output) = b.terminate_with_output(Duration::from_secs(15));
+    assert!(status.success());
+    assert!(took < Duration::from_secs(10), "stopping took {took:?}");
+    assert!(output.contains("did not answer the last commit and this replica's leave in time"), "{output}");
 }

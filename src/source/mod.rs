@@ -190,20 +190,40 @@ pub async fn run(
     tracing::info!(brokers = %cfg.brokers, group = %cfg.group_id, ?topics, "consuming");
 
     let (finished, done) = tokio::sync::oneshot::channel();
+    let (left, goodbye) = tokio::sync::oneshot::channel();
     let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval };
     std::thread::Builder::new()
         .name("rankpulse-source".into())
         .spawn(move || {
             let _ = finished.send(consume.run());
+            // Closing the consumer: the last commit's reply, the revoke, the LeaveGroup.
+            drop(consume);
+            let _ = left.send(());
         })
         .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the consumer thread: {e}"))))?;
     // The thread reports when it has snapshotted and stopped; a dropped sender means it panicked.
-    match done.await {
+    let stopped = match done.await {
         Ok(None) => Ok(()),
         Ok(Some(fatal)) => Err(fatal.into()),
         Err(_) => Err(SourceError::ConsumerThread),
+    };
+    if tokio::time::timeout(GOODBYE_LIMIT, goodbye).await.is_err() {
+        tracing::warn!(
+            limit_s = GOODBYE_LIMIT.as_secs(),
+            "the consumer group did not answer the last commit and this replica's leave in time (a rebalance in \
+             progress holds the coordinator's replies, or it is unreachable); stopping without waiting: the \
+             changelog snapshots hold every partition's position, so nothing is lost"
+        );
     }
+    stopped
 }
+
+/// How long stopping waits for the consumer group's goodbye: the reply to the last commit and
+/// the LeaveGroup. Both queue behind a JoinGroup the coordinator holds while a rebalance waits
+/// for the other members (on librdkafka's mock cluster, for the session timeout less a
+/// second), and a stop must not wait that long: the final snapshot, written before, is what a
+/// partition resumes from.
+const GOODBYE_LIMIT: Duration = Duration::from_secs(5);
 
 /// Everything the consumer thread owns.
 struct ConsumeLoop {
@@ -223,9 +243,10 @@ struct ConsumeLoop {
 }
 
 impl ConsumeLoop {
-    /// Consumes until shutdown; returns the error that stopped it, if one did.
-    fn run(self) -> Option<ChangelogError> {
-        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval } = &self;
+    /// Consumes until shutdown; returns the error that stopped it, if one did. Dropping the loop
+    /// afterwards closes the consumer.
+    fn run(&self) -> Option<ChangelogError> {
+        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval } = self;
         let context = consumer.context();
         let mut last_advance = Instant::now();
         let mut next_checkpoint = last_advance + *checkpoint_interval;
@@ -345,7 +366,10 @@ impl ConsumeLoop {
         let last = if state.changelog.is_some() { "final snapshot and commit" } else { "final commit" };
         tracing::info!("stopping the consumer: {last}");
         let assigned = std::mem::take(&mut state.assigned);
-        checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Sync, "shutdown");
+        // Asynchronous: a commit queues behind a JoinGroup the coordinator holds during a
+        // rebalance; closing the consumer waits for its reply, and stopping waits for the close
+        // at most `GOODBYE_LIMIT`.
+        checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Async, "shutdown");
         let fatal = state.fatal.take();
         // Nothing is assigned any more as far as the revoke callback is concerned: the snapshot
         // is written, and the partitions' state stays for the demo's summary.
