@@ -148,7 +148,7 @@ const NO_PANIC_FILES: &[&str] = &[
     "source/chunks.rs",
     "source/changelog.rs",
     "source/aggregates.rs",
-    "engine/handover.rs",
+    "engine/snapshot.rs",
     "clicks/named.rs",
     "clicks/log/snapshot.rs",
     "accumulate/cuped.rs",

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::handover::{check_named, GroupName};
+use super::snapshot::{check_named, GroupName};
 use super::task::{Task, Tasks};
 use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};

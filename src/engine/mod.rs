@@ -14,7 +14,7 @@
 //! | [`prepare`] | a message decoded into what the engine keeps of it ([`Preparer`]), on any thread: replay's readers decode ahead of the engine |
 //! | [`offload`] | finalization (metrics, sums, closed windows) on threads of their own, in the engine's order per thread, their sums added: replay's |
 //! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership; how a new partition's task starts |
-//! | [`handover`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
+//! | [`snapshot`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
@@ -31,7 +31,7 @@
 
 mod aggregation;
 mod global;
-mod handover;
+mod snapshot;
 mod judge;
 mod limits;
 mod offload;
@@ -64,7 +64,7 @@ use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
-pub use handover::{RestoreError, StateFingerprint, TaskSnapshot};
+pub use snapshot::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
 pub use prepare::{

@@ -4,7 +4,7 @@
 //!
 //! A task holds its join state, its two input clocks and its [`Totals`]: every sum and count
 //! its messages contributed. A partition's state moves between replicas as one task (see
-//! [`super::handover`]), so what a replica exports is the sum of the tasks it owns, and the
+//! [`super::snapshot`]), so what a replica exports is the sum of the tasks it owns, and the
 //! sum over replicas is what one replica owning every partition would export.
 
 use std::time::Instant;
@@ -34,7 +34,7 @@ pub struct Totals {
     /// (`super::global`); empty unless the engine keeps them.
     pub recent_closed: Vec<ClosedWindow>,
     /// The partition's click log, with `clicks.enabled`. Not in the positional encoding of
-    /// the snapshot: `super::handover` writes it after everything else, so that snapshots of
+    /// the snapshot: `super::snapshot` writes it after everything else, so that snapshots of
     /// either version restore.
     #[serde(skip)]
     pub clicks: Option<ClickLog>,

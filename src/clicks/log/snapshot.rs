@@ -1,5 +1,5 @@
 //! The click log as a partition's snapshot carries it: written borrowed after the rest of
-//! the partition's state (`engine::handover`), read back untrusted, checked, then restored with
+//! the partition's state (`engine::snapshot`), read back untrusted, checked, then restored with
 //! its indexes rebuilt.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{ClickLog, LogCounts, LogSettings, Map, Pair, Query, Showing, SKETCH_WIDTH};
 use crate::ids::QueryKey;
 
-/// A click log as a snapshot carries it (`engine::handover` writes it after the rest of a
+/// A click log as a snapshot carries it (`engine::snapshot` writes it after the rest of a
 /// partition's state): the slots and counts; the indexes are rebuilt on restore.
 #[derive(Serialize)]
 pub struct LogStateRef<'a> {

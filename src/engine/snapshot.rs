@@ -418,7 +418,7 @@ mod tests {
 
     #[test]
     fn state_without_the_judged_block_is_widened_and_the_other_way_refused() {
-        let dir = std::env::temp_dir().join(format!("rankpulse-handover-judged-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("rankpulse-snapshot-judged-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("judgments.jsonl");
         std::fs::write(&file, "{\"query\":\"shoes\",\"doc_id\":\"x\",\"grade\":2}\n").unwrap();
@@ -549,7 +549,7 @@ mod tests {
 
     #[test]
     fn judged_state_without_the_incomplete_measures_is_widened_and_the_other_way_refused() {
-        let dir = std::env::temp_dir().join(format!("rankpulse-handover-incomplete-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("rankpulse-snapshot-incomplete-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("judgments.jsonl");
         let lines = [
