@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{DocKey, EngagementId, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
-use expiry::{ExpiryQueue, KeyMap};
+use expiry::{ExpiringSet, ExpiryQueue, KeyMap};
 use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
 
 /// Event-time rules of the join, in milliseconds.
@@ -155,76 +155,6 @@ pub struct Finalized<'a> {
     pub teams: &'a [u8],
     /// Impression to its first attributed engagement, for the delay distribution.
     pub first_engagement_delay_ms: Option<i64>,
-}
-
-/// A set of keys that forgets each one once the watermark passes its expiry time.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(serialize = "K: Serialize", deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord + Copy"))]
-struct ExpiringSet<K> {
-    /// The keys with their expiry times, for membership and for rules that depend on when a
-    /// key expires (a late engagement's classification).
-    keys: KeyMap<K, EventTime>,
-    /// (expiry, key) for every key, earliest first.
-    expiry: ExpiryQueue<K>,
-}
-
-impl<K> Default for ExpiringSet<K> {
-    fn default() -> Self {
-        ExpiringSet { keys: KeyMap::default(), expiry: ExpiryQueue::default() }
-    }
-}
-
-impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
-    /// Inserts; false if the key was already there.
-    fn insert(&mut self, key: K, expires: EventTime) -> bool {
-        let fresh = match self.keys.entry(key) {
-            Entry::Occupied(_) => false,
-            Entry::Vacant(slot) => {
-                slot.insert(expires);
-                true
-            }
-        };
-        if fresh {
-            self.expiry.push(expires, key);
-        }
-        fresh
-    }
-    fn contains(&self, key: &K) -> bool {
-        self.keys.contains_key(key)
-    }
-    /// When a key expires, if it is here.
-    fn expires(&self, key: &K) -> Option<EventTime> {
-        self.keys.get(key).copied()
-    }
-    fn expire(&mut self, watermark: EventTime) {
-        // Every key passed (the end of the input, a long idle gap): all forgotten at once rather
-        // than a cache miss apiece.
-        if self.expiry.all_before(watermark) {
-            // Not when empty already: clearing writes every control byte of the capacity.
-            if !self.keys.is_empty() {
-                self.keys.clear();
-            }
-            self.expiry.clear();
-            return;
-        }
-        while let Some((expires, key)) = self.expiry.peek() {
-            if expires >= watermark {
-                break;
-            }
-            self.expiry.pop();
-            self.keys.remove(&key);
-        }
-    }
-    /// Forgets the key that would expire first.
-    fn forget_oldest(&mut self) -> bool {
-        match self.expiry.pop() {
-            Some((_, key)) => self.keys.remove(&key).is_some(),
-            None => false,
-        }
-    }
-    fn len(&self) -> usize {
-        self.keys.len()
-    }
 }
 
 /// Join state of one shard.

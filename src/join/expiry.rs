@@ -1,4 +1,5 @@
-//! Keys in the order they expire: [`ExpiryQueue`], and the hasher of the join's own tables.
+//! Keys in the order they expire: [`ExpiryQueue`], [`ExpiringSet`] (the de-duplication memory built
+//! on it), and the hasher of the join's own tables.
 //!
 //! De-duplication memory and held engagements expire when the watermark passes a time that is
 //! an event time plus a constant, and events arrive nearly in event-time order. So the queue is
@@ -14,6 +15,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+
+use std::collections::hash_map::Entry;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -139,6 +142,76 @@ impl<'de, K: Deserialize<'de> + Ord + Copy> Deserialize<'de> for ExpiryQueue<K> 
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let entries: Vec<Reverse<(EventTime, K)>> = Vec::deserialize(deserializer)?;
         Ok(Self::from_entries(entries.into_iter().map(|Reverse(e)| e).collect()))
+    }
+}
+
+/// A set of keys that forgets each one once the watermark passes its expiry time.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound(serialize = "K: Serialize", deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord + Copy"))]
+pub(super) struct ExpiringSet<K> {
+    /// The keys with their expiry times, for membership and for rules that depend on when a
+    /// key expires (a late engagement's classification).
+    keys: KeyMap<K, EventTime>,
+    /// (expiry, key) for every key, earliest first.
+    expiry: ExpiryQueue<K>,
+}
+
+impl<K> Default for ExpiringSet<K> {
+    fn default() -> Self {
+        ExpiringSet { keys: KeyMap::default(), expiry: ExpiryQueue::default() }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
+    /// Inserts; false if the key was already there.
+    pub(super) fn insert(&mut self, key: K, expires: EventTime) -> bool {
+        let fresh = match self.keys.entry(key) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(slot) => {
+                slot.insert(expires);
+                true
+            }
+        };
+        if fresh {
+            self.expiry.push(expires, key);
+        }
+        fresh
+    }
+    pub(super) fn contains(&self, key: &K) -> bool {
+        self.keys.contains_key(key)
+    }
+    /// When a key expires, if it is here.
+    pub(super) fn expires(&self, key: &K) -> Option<EventTime> {
+        self.keys.get(key).copied()
+    }
+    pub(super) fn expire(&mut self, watermark: EventTime) {
+        // Every key passed (the end of the input, a long idle gap): all forgotten at once rather
+        // than a cache miss apiece.
+        if self.expiry.all_before(watermark) {
+            // Not when empty already: clearing writes every control byte of the capacity.
+            if !self.keys.is_empty() {
+                self.keys.clear();
+            }
+            self.expiry.clear();
+            return;
+        }
+        while let Some((expires, key)) = self.expiry.peek() {
+            if expires >= watermark {
+                break;
+            }
+            self.expiry.pop();
+            self.keys.remove(&key);
+        }
+    }
+    /// Forgets the key that would expire first.
+    pub(super) fn forget_oldest(&mut self) -> bool {
+        match self.expiry.pop() {
+            Some((_, key)) => self.keys.remove(&key).is_some(),
+            None => false,
+        }
+    }
+    pub(super) fn len(&self) -> usize {
+        self.keys.len()
     }
 }
 
