@@ -31,6 +31,7 @@
 //! * when the engine's state limits are reached, the impression with the earliest deadline is
 //!   finalized early (*evicted*) and the oldest held engagement is dropped (*evicted*).
 
+mod delta;
 mod expiry;
 mod pending;
 
@@ -40,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{DocKey, EngagementId, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
+pub use delta::ShardDelta;
 use expiry::{ExpiringSet, ExpiryQueue, KeyMap};
 use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
 
@@ -187,6 +189,12 @@ pub struct Shard {
     /// Reused buffer handing a finalized impression's teams to the accumulators.
     #[serde(skip)]
     teams_scratch: Vec<u8>,
+    /// Whether changes are recorded for the next delta ([`Shard::record_changes`]).
+    #[serde(skip)]
+    recording: bool,
+    /// The held engagements changed since the last delta (they go into it whole).
+    #[serde(skip)]
+    held_changed: bool,
 }
 
 impl Shard {
@@ -274,6 +282,7 @@ impl Shard {
             return ImpressionOutcome::Duplicate;
         };
         if let Some(held) = self.held.remove(&query) {
+            self.held_changed = true;
             let mut still_held = Vec::new();
             for e in held {
                 match attribute(self.pending.get_mut(id), e.timestamp, e.doc, e.gain, settings) {
@@ -323,6 +332,7 @@ impl Shard {
             self.held.entry(query).or_default().push(HeldEngagement { timestamp, doc, gain });
             self.held_expiry.push(timestamp, query);
             self.held_count += 1;
+            self.held_changed = true;
         }
         self.tally.count(outcome);
         outcome
@@ -346,6 +356,7 @@ impl Shard {
                 break;
             }
             self.held_expiry.pop();
+            self.held_changed = true;
             if let Entry::Occupied(mut slot) = self.held.entry(query) {
                 // Several engagements of one query may be held; expire only those passed.
                 let list = slot.get_mut();
@@ -412,6 +423,7 @@ impl Shard {
     /// Drops the held engagement with the earliest timestamp, to bound memory.
     pub fn evict_oldest_held(&mut self) -> bool {
         while let Some((timestamp, query)) = self.held_expiry.pop() {
+            self.held_changed = true;
             let Entry::Occupied(mut slot) = self.held.entry(query) else { continue };
             let list = slot.get_mut();
             let Some(i) = list.iter().position(|e| e.timestamp == timestamp) else { continue };

@@ -96,6 +96,12 @@ impl<K: Ord + Copy> ExpiryQueue<K> {
             && self.stragglers.iter().all(|Reverse((expires, _))| *expires < time)
     }
 
+    /// The latest entry.
+    pub fn max(&self) -> Option<(EventTime, K)> {
+        let straggler = self.stragglers.iter().map(|Reverse(e)| *e).max();
+        self.run.back().copied().max(straggler)
+    }
+
     /// Forgets every entry, keeping the capacity.
     pub fn clear(&mut self) {
         self.run.clear();
@@ -114,6 +120,12 @@ impl<K: Ord + Copy> ExpiryQueue<K> {
         } else {
             self.stragglers.pop().map(|Reverse(entry)| entry)
         }
+    }
+
+    /// Every entry, in no particular order.
+    #[cfg(test)]
+    pub fn entries(&self) -> Vec<(EventTime, K)> {
+        self.run.iter().copied().chain(self.stragglers.iter().map(|Reverse(e)| *e)).collect()
     }
 
     #[cfg(test)]
@@ -154,11 +166,56 @@ pub(super) struct ExpiringSet<K> {
     keys: KeyMap<K, EventTime>,
     /// (expiry, key) for every key, earliest first.
     expiry: ExpiryQueue<K>,
+    /// What changed since the last delta, while the source writes deltas.
+    #[serde(skip)]
+    changes: Option<SetChanges<K>>,
 }
 
 impl<K> Default for ExpiringSet<K> {
     fn default() -> Self {
-        ExpiringSet { keys: KeyMap::default(), expiry: ExpiryQueue::default() }
+        ExpiringSet { keys: KeyMap::default(), expiry: ExpiryQueue::default(), changes: None }
+    }
+}
+
+/// The changes an [`ExpiringSet`] records: keys leave it only earliest first (expired by the
+/// watermark or forgotten for the state limits), so those of the last snapshot that left since
+/// are exactly those up to the latest one that left, as for the pending impressions
+/// (`pending::changes`).
+#[derive(Debug)]
+struct SetChanges<K> {
+    /// Entries inserted since the last delta (some may have left again).
+    added: Vec<(EventTime, K)>,
+    /// The latest (expiry, key) that left since the last delta.
+    left_through: Option<(EventTime, K)>,
+}
+
+impl<K: Ord + Copy> SetChanges<K> {
+    fn left(&mut self, entry: (EventTime, K)) {
+        if self.left_through.is_none_or(|through| through < entry) {
+            self.left_through = Some(entry);
+        }
+    }
+}
+
+/// The changes of an [`ExpiringSet`] between two snapshots or deltas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct SetDelta<K> {
+    /// Every key of the set as it was, up to this (expiry, key) inclusive, left it.
+    left_through: Option<(EventTime, K)>,
+    /// Keys inserted since that are still there, with their expiry, in (expiry, key) order.
+    added: Vec<(EventTime, K)>,
+}
+
+impl<K> Default for SetDelta<K> {
+    fn default() -> Self {
+        SetDelta { left_through: None, added: Vec::new() }
+    }
+}
+
+impl<K> SetDelta<K> {
+    /// How many keys it adds.
+    pub(super) fn added(&self) -> usize {
+        self.added.len()
     }
 }
 
@@ -174,6 +231,9 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
         };
         if fresh {
             self.expiry.push(expires, key);
+            if let Some(changes) = self.changes.as_mut() {
+                changes.added.push((expires, key));
+            }
         }
         fresh
     }
@@ -192,6 +252,9 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
             if !self.keys.is_empty() {
                 self.keys.clear();
             }
+            if let (Some(changes), Some(last)) = (self.changes.as_mut(), self.expiry.max()) {
+                changes.left(last);
+            }
             self.expiry.clear();
             return;
         }
@@ -201,17 +264,74 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
             }
             self.expiry.pop();
             self.keys.remove(&key);
+            if let Some(changes) = self.changes.as_mut() {
+                changes.left((expires, key));
+            }
         }
     }
     /// Forgets the key that would expire first.
     pub(super) fn forget_oldest(&mut self) -> bool {
         match self.expiry.pop() {
-            Some((_, key)) => self.keys.remove(&key).is_some(),
+            Some((expires, key)) => {
+                if let Some(changes) = self.changes.as_mut() {
+                    changes.left((expires, key));
+                }
+                self.keys.remove(&key).is_some()
+            }
             None => false,
         }
     }
+
+    /// Starts recording changes from now on (a snapshot of the set was just taken or restored).
+    pub(super) fn record_changes(&mut self) {
+        self.changes = Some(SetChanges { added: Vec::new(), left_through: None });
+    }
+
+    /// The changes since [`ExpiringSet::record_changes`] or the last call; an empty delta when
+    /// not recording.
+    pub(super) fn take_delta(&mut self) -> SetDelta<K> {
+        let Some(changes) = self.changes.as_mut() else { return SetDelta::default() };
+        let mut added = std::mem::take(&mut changes.added);
+        let left_through = changes.left_through.take();
+        // Still there with that expiry (a key that left and came back is there once, with its
+        // newer expiry).
+        added.retain(|(expires, key)| self.keys.get(key) == Some(expires));
+        added.sort_unstable();
+        added.dedup();
+        SetDelta { left_through, added }
+    }
+
+    /// Applies a delta to the set as the snapshot or delta before it left it.
+    pub(super) fn apply_delta(&mut self, delta: SetDelta<K>) -> Result<(), &'static str> {
+        if let Some(through) = delta.left_through {
+            while let Some(entry) = self.expiry.peek() {
+                if entry > through {
+                    break;
+                }
+                self.expiry.pop();
+                self.keys.remove(&entry.1);
+            }
+        }
+        for (expires, key) in delta.added {
+            if !self.insert(key, expires) {
+                return Err("a delta adds a de-duplication key that is already there");
+            }
+        }
+        Ok(())
+    }
     pub(super) fn len(&self) -> usize {
         self.keys.len()
+    }
+
+    /// Every (expiry, key), in no particular order; checked against the queue's.
+    #[cfg(test)]
+    pub(super) fn entries(&self) -> Vec<(EventTime, K)> {
+        let mut from_keys: Vec<(EventTime, K)> = self.keys.iter().map(|(&k, &e)| (e, k)).collect();
+        let mut from_queue = self.expiry.entries();
+        from_keys.sort_unstable();
+        from_queue.sort_unstable();
+        assert!(from_keys == from_queue, "the keys and their queue disagree");
+        from_keys
     }
 }
 

@@ -180,9 +180,9 @@ impl DeadlineQueue {
             && self.stragglers.entries.iter().all(|due| due.deadline < limit)
     }
 
-    /// Removes the earliest due id if its deadline is before `limit` (any, when `None`).
-    pub(super) fn pop_due_before(&mut self, limit: Option<EventTime>, arena: &Arena, window: i64) -> Option<u32> {
-        let first = match (self.run.front(), self.stragglers.peek()) {
+    /// The earliest due id, with its deadline.
+    pub(super) fn peek(&self, arena: &Arena, window: i64) -> Option<Due> {
+        Some(match (self.run.front(), self.stragglers.peek()) {
             (None, None) => return None,
             (Some(&id), None) => Due::of(arena, window, id),
             (None, Some(top)) => top,
@@ -194,7 +194,12 @@ impl DeadlineQueue {
                     front
                 }
             }
-        };
+        })
+    }
+
+    /// Removes the earliest due id if its deadline is before `limit` (any, when `None`).
+    pub(super) fn pop_due_before(&mut self, limit: Option<EventTime>, arena: &Arena, window: i64) -> Option<u32> {
+        let first = self.peek(arena, window)?;
         if limit.is_some_and(|limit| first.deadline >= limit) {
             return None;
         }

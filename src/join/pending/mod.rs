@@ -12,6 +12,7 @@
 //! the join sees. Checkpoints hold the records in queue order, never an id.
 
 mod arena;
+mod changes;
 mod deadlines;
 mod index;
 
@@ -24,6 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use self::arena::{Arena, FIRST_ENGAGEMENT, GROUP_UNIT, HEADER_WORDS, LEN, QUERY_HIGH, QUERY_LOW, TIMESTAMP};
 use self::deadlines::{DeadlineQueue, Due};
 use self::index::QueryIndex;
+pub(super) use changes::PendingDelta;
 use crate::ids::{DocKey, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
 
@@ -147,6 +149,8 @@ pub(super) struct PendingSet {
     index: QueryIndex,
     /// Ids of all records, in deadline order.
     queue: DeadlineQueue,
+    /// What changed since the last delta, while the source writes deltas (see [`changes`]).
+    changes: Option<changes::PendingChanges>,
 }
 
 impl fmt::Debug for PendingSet {
@@ -226,11 +230,18 @@ impl PendingSet {
             }
         }
         self.queue.push(id, &self.arena, window);
+        if let Some(changes) = self.changes.as_mut() {
+            changes.touched(query);
+        }
         Some(id)
     }
 
-    /// The pending impression with this id (valid until the next insertion or removal).
+    /// The pending impression with this id (valid until the next insertion or removal), to
+    /// change: it goes into the next delta.
     pub(super) fn get_mut(&mut self, id: u32) -> PendingMut<'_> {
+        if let Some(changes) = self.changes.as_mut() {
+            changes.touched(self.arena.query(id));
+        }
         PendingMut { words: self.arena.record_mut(id) }
     }
 
@@ -262,6 +273,9 @@ impl PendingSet {
         let id = self.queue.pop_due_before(limit, &self.arena, window)?;
         let record = self.arena.record(id);
         let taken = Taken::read(record);
+        if let Some(changes) = self.changes.as_mut() {
+            changes.taken(taken.timestamp.saturating_add(window), taken.query);
+        }
         gains.clear();
         let mut any_team = 0;
         gains.extend(record[HEADER_WORDS..].iter().map(|&w| {
