@@ -15,6 +15,7 @@
 //! | [`offload`] | finalization (metrics, sums, closed windows) on threads of their own, in the engine's order per thread, their sums added: replay's |
 //! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership; how a new partition's task starts |
 //! | [`snapshot`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
+//! | [`delta`] | one partition's changes since its last snapshot, written between snapshots and applied to the snapshot they follow |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
@@ -30,6 +31,7 @@
 //! not the engine's: the Kafka source keeps them, beside each partition's snapshot.
 
 mod aggregation;
+mod delta;
 mod global;
 mod snapshot;
 mod judge;
@@ -64,6 +66,7 @@ use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
+pub use delta::TaskDelta;
 pub use snapshot::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};

@@ -44,11 +44,11 @@ pub struct StateFingerprint {
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct GroupName<S> {
     /// The writing engine's id for it.
-    id: GroupId,
-    experiment: S,
-    variant: S,
+    pub(super) id: GroupId,
+    pub(super) experiment: S,
+    pub(super) variant: S,
     /// Its latest impression timestamp, so that label retirement continues where it was.
-    last_seen: EventTime,
+    pub(super) last_seen: EventTime,
 }
 
 /// One partition's state as written (borrowed, no copy).
@@ -74,24 +74,24 @@ struct TaskSnapshotRef<'a> {
 /// (postcard is positional).
 #[derive(Deserialize)]
 pub struct TaskSnapshot {
-    fingerprint: StateFingerprint,
+    pub(super) fingerprint: StateFingerprint,
     /// The partition number it is the state of.
     pub partition: i32,
-    groups: Vec<GroupName<String>>,
-    frontier: Option<EventTime>,
-    task: Task,
+    pub(super) groups: Vec<GroupName<String>>,
+    pub(super) frontier: Option<EventTime>,
+    pub(super) task: Task,
     /// Absent (zeros) in a snapshot of format 5.
-    later_rejections: LaterRejections,
+    pub(super) later_rejections: LaterRejections,
     /// Absent in a snapshot written before the click log existed.
-    clicks: ClicksTail,
+    pub(super) clicks: ClicksTail,
     /// Absent in a snapshot written before CUPED existed.
-    cuped: CupedTail,
+    pub(super) cuped: CupedTail,
 }
 
 /// A snapshot's click log, if it has one: a snapshot written before the click log existed
 /// ends before it, which reads as none (as [`LaterRejections`] does).
 #[derive(Debug, Default)]
-struct ClicksTail(Option<LogState>);
+pub(super) struct ClicksTail(pub(super) Option<LogState>);
 
 impl<'de> Deserialize<'de> for ClicksTail {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -101,7 +101,7 @@ impl<'de> Deserialize<'de> for ClicksTail {
 
 /// A snapshot's CUPED state and the metric keys it adjusts, if it has one (as [`ClicksTail`]).
 #[derive(Debug, Default)]
-struct CupedTail(Option<(Vec<String>, CupedState)>);
+pub(super) struct CupedTail(pub(super) Option<(Vec<String>, CupedState)>);
 
 impl<'de> Deserialize<'de> for CupedTail {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -152,7 +152,7 @@ pub(super) fn check_named<S>(names: &[GroupName<S>], used: impl Iterator<Item = 
 }
 
 impl Engine {
-    fn fingerprint(&self) -> StateFingerprint {
+    pub(super) fn fingerprint(&self) -> StateFingerprint {
         let template = &self.template;
         StateFingerprint {
             metric_keys: self.aggregation.layout().slot_names(),
@@ -166,14 +166,7 @@ impl Engine {
     /// output, nothing wall-clock. `None` if the engine holds no task for it.
     pub fn snapshot_partition(&self, partition: i32) -> Option<impl Serialize + '_> {
         let task = self.tasks.get(partition)?;
-        let used: BTreeSet<GroupId> = task
-            .join
-            .pending_groups()
-            .chain(task.totals.accumulators.groups())
-            .chain(task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
-            .chain(task.totals.cuped.iter().flat_map(CupedState::groups))
-            .collect();
-        let groups = used.into_iter().map(|id| self.group_name(id)).collect();
+        let groups = self.names_of(task, std::iter::empty());
         Some(TaskSnapshotRef {
             fingerprint: self.fingerprint(),
             partition,
@@ -312,6 +305,19 @@ impl Engine {
     /// CUPED state must have been written with.
     pub(super) fn cuped_metric_keys(&self) -> Vec<String> {
         self.ab.cuped.metrics.clone()
+    }
+
+    /// The names of the groups a task's totals and pending impressions refer to, and `more`.
+    pub(super) fn names_of(&self, task: &Task, more: impl Iterator<Item = GroupId>) -> Vec<GroupName<&str>> {
+        let used: BTreeSet<GroupId> = task
+            .join
+            .pending_groups()
+            .chain(task.totals.accumulators.groups())
+            .chain(task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
+            .chain(task.totals.cuped.iter().flat_map(CupedState::groups))
+            .chain(more)
+            .collect();
+        used.into_iter().map(|id| self.group_name(id)).collect()
     }
 
     /// A group's name, to write beside sums that refer to it by id.

@@ -80,6 +80,16 @@ impl Shard {
         self.finalized_recently.record_changes();
     }
 
+    /// Stops recording changes (the write that would have carried them failed: a snapshot of
+    /// the whole shard must follow).
+    pub fn stop_recording(&mut self) {
+        self.recording = false;
+        self.held_changed = false;
+        self.pending.stop_recording();
+        self.seen_engagements.stop_recording();
+        self.finalized_recently.stop_recording();
+    }
+
     /// What changed since [`Shard::record_changes`] or the last delta, and starts the next;
     /// `None` when the shard does not record changes (then only a snapshot of the whole shard
     /// can carry it).

@@ -287,6 +287,11 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
         self.changes = Some(SetChanges { added: Vec::new(), left_through: None });
     }
 
+    /// Stops recording changes.
+    pub(super) fn stop_recording(&mut self) {
+        self.changes = None;
+    }
+
     /// The changes since [`ExpiringSet::record_changes`] or the last call; an empty delta when
     /// not recording.
     pub(super) fn take_delta(&mut self) -> SetDelta<K> {

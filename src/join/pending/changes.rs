@@ -90,6 +90,11 @@ impl PendingSet {
         self.changes = Some(PendingChanges::default());
     }
 
+    /// Stops recording changes.
+    pub(in crate::join) fn stop_recording(&mut self) {
+        self.changes = None;
+    }
+
     /// The changes since [`PendingSet::record_changes`] or the last call, which starts the next
     /// delta; an empty delta when not recording.
     pub(in crate::join) fn take_delta(&mut self) -> PendingDelta {
