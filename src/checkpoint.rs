@@ -21,7 +21,13 @@ const MAGIC: [u8; 8] = *b"RPULSECK";
 /// partition task, offsets beside the engine's state instead of inside its input clocks; 5: one
 /// partition's state per snapshot, with its own totals, written to the changelog topic).
 pub const FORMAT_VERSION: u32 = 5;
-const HEADER_LEN: usize = 8 + 4 + 8 + 8;
+
+/// The changelog's records (6: a record is a partition's snapshot or its delta since one, see
+/// `source::commit`). Bumped apart from [`FORMAT_VERSION`], which the aggregates records keep:
+/// a build that reads only version 5 refuses a changelog record of 6 (a delta applied to
+/// nothing would lose what it carries), and still reads the aggregates records.
+pub const CHANGELOG_FORMAT_VERSION: u32 = 6;
+pub const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 
 /// The largest count (of messages, impressions, engagements...) a decoded snapshot or
 /// aggregates record may carry: 2^53, beyond any process's reach (and beyond what a Prometheus
@@ -61,16 +67,27 @@ struct Incompatible {
 // sequence of unknown length, a bug in a `Serialize` impl here that must not go unnoticed.
 #[allow(clippy::expect_used, reason = "serializes our own state, never input")]
 pub fn encode(payload: &impl Serialize) -> Vec<u8> {
-    seal(&postcard::to_stdvec(payload).expect("checkpoint payloads always serialize"))
+    encode_as(FORMAT_VERSION, payload)
+}
+
+/// [`encode`] with another format version in the header (the changelog's records).
+#[allow(clippy::expect_used, reason = "serializes our own state, never input")]
+pub fn encode_as(version: u32, payload: &impl Serialize) -> Vec<u8> {
+    seal_as(version, &postcard::to_stdvec(payload).expect("checkpoint payloads always serialize"))
 }
 
 /// Puts the header (format version, length, checksum) in front of an encoded payload: what
 /// [`encode`] writes, and what the fuzz targets use to reach the payload decoding behind a
 /// checksum that random bytes never match.
 pub fn seal(payload: &[u8]) -> Vec<u8> {
+    seal_as(FORMAT_VERSION, payload)
+}
+
+/// [`seal`] with another format version.
+pub fn seal_as(version: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(payload).to_le_bytes());
     out.extend_from_slice(payload);
@@ -82,19 +99,31 @@ pub fn seal(payload: &[u8]) -> Vec<u8> {
 pub enum DecodeError {
     #[error("damaged ({0:?}): truncated, or not written by rankpulse")]
     Damaged(Damage),
-    #[error("written by an incompatible rankpulse (format version {0}, this one reads {FORMAT_VERSION})")]
-    Incompatible(u32),
+    #[error("written by an incompatible rankpulse (format version {0}, this one reads {1})")]
+    Incompatible(u32, &'static str),
     #[error("valid checksum but does not decode ({0}): written by an incompatible build")]
     Undecodable(String),
 }
 
 /// Verifies and decodes bytes made by [`encode`].
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
-    match verify(bytes) {
-        Ok(Ok(payload)) => postcard::from_bytes(payload).map_err(|e| DecodeError::Undecodable(e.to_string())),
+    let (_, payload) = open(bytes, &[FORMAT_VERSION], "5")?;
+    decode_payload(payload)
+}
+
+/// Verifies bytes made by [`encode_as`] with one of the `readable` versions (named in the
+/// error as `reads`): their version and payload, for [`decode_payload`].
+pub fn open<'a>(bytes: &'a [u8], readable: &[u32], reads: &'static str) -> Result<(u32, &'a [u8]), DecodeError> {
+    match verify(bytes, readable) {
+        Ok(Ok(opened)) => Ok(opened),
         Ok(Err(damage)) => Err(DecodeError::Damaged(damage)),
-        Err(Incompatible { found }) => Err(DecodeError::Incompatible(found)),
+        Err(Incompatible { found }) => Err(DecodeError::Incompatible(found, reads)),
     }
+}
+
+/// Decodes a verified payload (see [`open`]).
+pub fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, DecodeError> {
+    postcard::from_bytes(payload).map_err(|e| DecodeError::Undecodable(e.to_string()))
 }
 
 /// Why bytes are not a usable snapshot (the reader then tries an older one).
@@ -129,15 +158,15 @@ fn read_header(bytes: &[u8]) -> Option<(Header, &[u8])> {
     Some((header, payload))
 }
 
-/// Checks the header and checksum; returns the payload.
-fn verify(bytes: &[u8]) -> Result<Result<&[u8], Damage>, Incompatible> {
+/// Checks the header (a `readable` version) and checksum; returns the version and payload.
+fn verify<'a>(bytes: &'a [u8], readable: &[u32]) -> Result<Result<(u32, &'a [u8]), Damage>, Incompatible> {
     let Some((header, payload)) = read_header(bytes) else {
         return Ok(Err(Damage::Truncated));
     };
     if header.magic != MAGIC {
         return Ok(Err(Damage::NotACheckpoint));
     }
-    if header.version != FORMAT_VERSION {
+    if !readable.contains(&header.version) {
         return Err(Incompatible { found: header.version });
     }
     // The length comes from the bytes: compared, never added to or allocated from, so a corrupt
@@ -148,7 +177,7 @@ fn verify(bytes: &[u8]) -> Result<Result<&[u8], Damage>, Incompatible> {
     if xxhash_rust::xxh3::xxh3_64(payload) != header.checksum {
         return Ok(Err(Damage::ChecksumMismatch));
     }
-    Ok(Ok(payload))
+    Ok(Ok((header.version, payload)))
 }
 
 #[cfg(test)]
@@ -240,7 +269,7 @@ mod tests {
         // neighbours at the edge of the address space.
         for len in [u64::MAX, u64::MAX - 27, u64::MAX - 28, 1 << 63] {
             bytes[12..20].copy_from_slice(&len.to_le_bytes());
-            assert!(matches!(verify(&bytes), Ok(Err(Damage::Truncated))), "length {len}");
+            assert!(matches!(verify(&bytes, &[FORMAT_VERSION]), Ok(Err(Damage::Truncated))), "length {len}");
             assert!(matches!(decode::<PartitionSnapshot>(&bytes), Err(DecodeError::Damaged(Damage::Truncated))));
         }
     }

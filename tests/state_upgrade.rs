@@ -90,13 +90,14 @@ fn traffic(part_b: bool) -> Vec<(&'static str, i32, String)> {
         (rng >> 33) as usize
     };
     let mut out = Vec::new();
-    let impression = |out: &mut Vec<_>, i: usize, ts: i64, experiment: &str, variant: &str, client: usize, query: usize| {
-        let results: Vec<String> = (0..8).map(|r| format!("d{}", (query * 7 + r * 3) % 40)).collect();
-        let payload = json!({"query_id": format!("{experiment}-{i}"), "timestamp": ts, "results": results,
+    let impression =
+        |out: &mut Vec<_>, i: usize, ts: i64, experiment: &str, variant: &str, client: usize, query: usize| {
+            let results: Vec<String> = (0..8).map(|r| format!("d{}", (query * 7 + r * 3) % 40)).collect();
+            let payload = json!({"query_id": format!("{experiment}-{i}"), "timestamp": ts, "results": results,
             "experiment": experiment, "variant": variant, "client_id": format!("c{client}"),
             "query": format!("query {query}")});
-        out.push((IMP_TOPIC, (i % PARTITIONS as usize) as i32, payload.to_string()));
-    };
+            out.push((IMP_TOPIC, (i % PARTITIONS as usize) as i32, payload.to_string()));
+        };
     let click = |out: &mut Vec<_>, i: usize, ts: i64, experiment: &str, query: usize, rank: usize, copies: usize| {
         let doc = format!("d{}", (query * 7 + rank * 3) % 40);
         let payload = json!({"query_id": format!("{experiment}-{i}"), "timestamp": ts, "doc_id": doc,
@@ -186,7 +187,9 @@ fn scrape(port: u16) -> Option<BTreeMap<String, f64>> {
 fn finished(m: &BTreeMap<String, f64>, consumed: [usize; 2]) -> bool {
     let total = |topic: &str| -> f64 {
         m.iter()
-            .filter(|(k, _)| k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\"")))
+            .filter(|(k, _)| {
+                k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\""))
+            })
             .map(|(_, v)| v)
             .sum()
     };
@@ -207,9 +210,8 @@ fn reports(port: u16) -> Option<(Value, Value)> {
             return None;
         }
         // A JSON document, or JSON lines (the click log).
-        let mut value: Value = serde_json::from_str(&body).unwrap_or_else(|_| {
-            Value::Array(body.lines().map(|line| serde_json::from_str(line).unwrap()).collect())
-        });
+        let mut value: Value = serde_json::from_str(&body)
+            .unwrap_or_else(|_| Value::Array(body.lines().map(|line| serde_json::from_str(line).unwrap()).collect()));
         strip_times(&mut value);
         Some(value)
     };
@@ -290,7 +292,9 @@ fn a_version_5_changelog_restores_and_resumes_exactly() {
     let output = upgraded.output();
     for partition in 0..PARTITIONS {
         let restored = output.lines().find(|l| {
-            l.contains("partition restored") && l.contains(&format!("partition={partition} ")) && l.contains("source=\"changelog\"")
+            l.contains("partition restored")
+                && l.contains(&format!("partition={partition} "))
+                && l.contains("source=\"changelog\"")
         });
         assert!(restored.is_some(), "partition {partition} was not restored from the old changelog:\n{output}");
     }
@@ -317,13 +321,18 @@ fn a_version_5_changelog_restores_and_resumes_exactly() {
         assert!(Instant::now() < settled, "no report on one of the replicas; the restored one served {last:?}");
         std::thread::sleep(Duration::from_millis(500));
     };
-    for (what, want, got) in [("the experiment's report", &want_report, &got_report), ("the click log", &want_clicks, &got_clicks)] {
+    for (what, want, got) in
+        [("the experiment's report", &want_report, &got_report), ("the click log", &want_clicks, &got_clicks)]
+    {
         let mut differences = Vec::new();
         differences_between(want, got, "", &mut differences);
         assert!(differences.is_empty(), "{what} differs (from scratch, restored):\n{}", differences.join("\n"));
     }
     let cuped = &want_report["comparisons"][0]["metrics"]["mrr"]["cuped"];
-    assert!(cuped["units_with_pre_period"].as_array().is_some_and(|u| u.iter().any(|n| n.as_u64() > Some(0))), "{cuped}");
+    assert!(
+        cuped["units_with_pre_period"].as_array().is_some_and(|u| u.iter().any(|n| n.as_u64() > Some(0))),
+        "{cuped}"
+    );
     for daemon in [upgraded, reference] {
         let (status, _) = daemon.terminate(Duration::from_secs(15));
         assert!(status.success());
@@ -343,7 +352,8 @@ fn write_the_version_5_fixture() {
     let brokers = cluster.bootstrap_servers();
     let part_a = traffic(false);
     produce(&brokers, &part_a);
-    let consumed = [part_a.iter().filter(|m| m.0 == IMP_TOPIC).count(), part_a.iter().filter(|m| m.0 == ENG_TOPIC).count()];
+    let consumed =
+        [part_a.iter().filter(|m| m.0 == IMP_TOPIC).count(), part_a.iter().filter(|m| m.0 == ENG_TOPIC).count()];
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let cfg = serve_config(dir.path(), "writer", &brokers, port, &sections(GROUP));
@@ -353,7 +363,9 @@ fn write_the_version_5_fixture() {
         let m = scrape(port)?;
         let total = |topic: &str| -> f64 {
             m.iter()
-                .filter(|(k, _)| k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\"")))
+                .filter(|(k, _)| {
+                    k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\""))
+                })
                 .map(|(_, v)| v)
                 .sum()
         };
@@ -364,7 +376,9 @@ fn write_the_version_5_fixture() {
     assert!(status.success(), "{output}");
 
     std::fs::create_dir_all(fixture("changelog", 0).parent().unwrap()).unwrap();
-    for (suffix, partition) in ["changelog", "aggregates"].into_iter().flat_map(|s| (0..PARTITIONS).map(move |p| (s, p))) {
+    for (suffix, partition) in
+        ["changelog", "aggregates"].into_iter().flat_map(|s| (0..PARTITIONS).map(move |p| (s, p)))
+    {
         let reader: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &brokers)
             .set("group.id", "fixture-reader")
@@ -387,7 +401,9 @@ fn write_the_version_5_fixture() {
         // The newest snapshot's chunks: from the last record whose chunk index is 0 (bytes 20..24
         // of the chunk header) on.
         let start = match suffix {
-            "changelog" => records.iter().rposition(|(_, v)| v.get(20..24) == Some(&[0, 0, 0, 0][..])).expect("a snapshot"),
+            "changelog" => {
+                records.iter().rposition(|(_, v)| v.get(20..24) == Some(&[0, 0, 0, 0][..])).expect("a snapshot")
+            }
             _ => 0,
         };
         let mut file = Vec::new();

@@ -70,22 +70,19 @@ impl TaskDelta {
 impl Engine {
     /// A partition's state to write to the changelog, as [`Engine::snapshot_partition`], from
     /// which the task records its changes for [`Engine::delta_partition`].
-    pub fn snapshot_partition_for_deltas(&mut self, partition: i32) -> Option<Vec<u8>> {
-        let bytes = crate::checkpoint::encode(&self.snapshot_partition(partition)?);
-        if let Some(task) = self.tasks.get_mut(partition) {
-            task.join.record_changes();
-        }
-        Some(bytes)
+    pub fn snapshot_partition_for_deltas(&mut self, partition: i32) -> Option<impl Serialize + '_> {
+        self.tasks.get_mut(partition)?.join.record_changes();
+        self.snapshot_partition(partition)
     }
 
-    /// A partition's changes since its last snapshot or delta, encoded as a payload (see
-    /// [`crate::checkpoint::encode`]); `None` when the engine holds no task for it or the task
-    /// records no changes (a snapshot must carry it).
-    pub fn delta_partition(&mut self, partition: i32) -> Option<Vec<u8>> {
+    /// A partition's changes since its last snapshot or delta, to write to the changelog;
+    /// `None` when the engine holds no task for it or the task records no changes (a snapshot
+    /// must carry it).
+    pub fn delta_partition(&mut self, partition: i32) -> Option<impl Serialize + '_> {
         let join = self.tasks.get_mut(partition)?.join.take_delta()?;
         let task = self.tasks.get(partition)?;
         let groups = self.names_of(task, join.pending_groups());
-        Some(crate::checkpoint::encode(&TaskDeltaRef {
+        Some(TaskDeltaRef {
             fingerprint: self.fingerprint(),
             partition,
             groups,
@@ -96,7 +93,7 @@ impl Engine {
             later_rejections: task.totals.counters.rejected.later(),
             clicks: task.totals.clicks.as_ref().map(ClickLog::state),
             cuped: task.totals.cuped.as_ref().map(|state| (self.cuped_metric_keys(), state)),
-        }))
+        })
     }
 
     /// Stops recording a partition's changes: its last write failed, so the next must be a
@@ -140,5 +137,117 @@ impl TaskSnapshot {
         self.clicks = ClicksTail(delta.clicks);
         self.cuped = CupedTail(delta.cuped);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::checkpoint;
+    use crate::config::{AbUnit, Config};
+    use crate::event::EventKind;
+
+    /// Feeds impressions `from..to` (client units, some clicked, some engaged before they
+    /// arrive, some redelivered) and advances.
+    fn feed(engine: &mut Engine, from: usize, to: usize) {
+        let now = Instant::now();
+        for i in from..to {
+            let ts = 1_000_000 + i as i64 * 700;
+            let variant = ["control", "treatment"][i % 2];
+            let impression = format!(
+                r#"{{"query_id":"q{i}","timestamp":{ts},"results":["a","b","c"],"experiment":"e","variant":"{variant}","client_id":"c{}","query":"text {}"}}"#,
+                i % 13,
+                i % 7
+            );
+            let click = format!(
+                r#"{{"query_id":"q{i}","timestamp":{},"doc_id":"{}","event_id":"k{i}"}}"#,
+                ts + 500,
+                ["a", "b", "c"][i % 3]
+            );
+            if i % 5 == 0 {
+                engine.process(EventKind::Engagement, 0, click.as_bytes(), now).unwrap();
+            }
+            engine.process(EventKind::Impression, 0, impression.as_bytes(), now).unwrap();
+            if i % 3 != 0 {
+                engine.process(EventKind::Engagement, 0, click.as_bytes(), now).unwrap();
+            }
+        }
+        engine.advance(now);
+    }
+
+    fn config() -> Config {
+        let mut cfg = Config::default();
+        cfg.ab.unit = AbUnit::ClientId;
+        cfg.ab.cuped.metrics = vec!["mrr".into()];
+        cfg.clicks.enabled = true;
+        cfg.join.attribution_window = crate::time::HumanDuration::from_millis(30_000);
+        cfg.metrics.windows = vec![crate::time::HumanDuration::from_millis(60_000)];
+        cfg
+    }
+
+    #[test]
+    fn a_snapshot_with_its_deltas_restores_the_partition_and_it_goes_on_alike() {
+        let cfg = config();
+        let mut live = Engine::new(&cfg).without_past_limit();
+        feed(&mut live, 0, 300);
+        let base = checkpoint::encode(&live.snapshot_partition_for_deltas(0).unwrap());
+        let mut deltas = Vec::new();
+        for (from, to) in [(300, 420), (420, 430), (430, 700)] {
+            feed(&mut live, from, to);
+            deltas.push(checkpoint::encode(&live.delta_partition(0).unwrap()));
+        }
+
+        let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
+        for delta in &deltas {
+            snapshot.apply_delta(checkpoint::decode(delta).unwrap()).unwrap();
+        }
+        let mut restored = Engine::new(&cfg).without_past_limit();
+        restored.restore_partition(0, snapshot, Instant::now()).unwrap();
+        assert_eq!(restored.pending_impressions(), live.pending_impressions());
+        assert_eq!(restored.cumulative(), live.cumulative());
+        // What each writes next is the same state.
+        let again = |e: &Engine| checkpoint::encode(&e.snapshot_partition(0).unwrap());
+        assert_eq!(again(&restored).len(), again(&live).len());
+        feed(&mut live, 700, 900);
+        feed(&mut restored, 700, 900);
+        live.finish();
+        restored.finish();
+        assert_eq!(restored.cumulative(), live.cumulative());
+        assert_eq!(restored.counters().consumed, live.counters().consumed);
+    }
+
+    #[test]
+    fn with_the_shipped_defaults_a_delta_costs_what_changed() {
+        // A 30-minute attribution window: everything fed stays pending.
+        let mut engine = Engine::new(&Config::default()).without_past_limit();
+        feed(&mut engine, 0, 2_000);
+        let whole = checkpoint::encode(&engine.snapshot_partition_for_deltas(0).unwrap()).len();
+        feed(&mut engine, 2_000, 2_020);
+        let delta = checkpoint::encode(&engine.delta_partition(0).unwrap()).len();
+        assert!(delta * 20 < whole, "a delta of 20 impressions is {delta} bytes, the snapshot of 2,000 {whole}");
+    }
+
+    #[test]
+    fn a_delta_of_another_partition_or_configuration_is_refused() {
+        let cfg = config();
+        let mut engine = Engine::new(&cfg).without_past_limit();
+        feed(&mut engine, 0, 50);
+        let base = checkpoint::encode(&engine.snapshot_partition_for_deltas(0).unwrap());
+        feed(&mut engine, 50, 60);
+        let delta = checkpoint::encode(&engine.delta_partition(0).unwrap());
+        let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
+        snapshot.partition = 3;
+        let err = snapshot.apply_delta(checkpoint::decode(&delta).unwrap()).unwrap_err();
+        assert!(err.contains("partition 0 follows a snapshot of 3"), "{err}");
+        let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
+        snapshot.fingerprint.attribution_window_ms += 1;
+        let err = snapshot.apply_delta(checkpoint::decode(&delta).unwrap()).unwrap_err();
+        assert!(err.contains("another configuration"), "{err}");
+        // A task that records no changes (restored, or never snapshotted for deltas) has none.
+        let mut other = Engine::new(&cfg).without_past_limit();
+        feed(&mut other, 0, 5);
+        assert!(other.delta_partition(0).is_none());
     }
 }

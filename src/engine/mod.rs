@@ -33,7 +33,6 @@
 mod aggregation;
 mod delta;
 mod global;
-mod snapshot;
 mod judge;
 mod limits;
 mod offload;
@@ -42,6 +41,7 @@ mod read;
 mod reject_log;
 mod routing;
 mod shared;
+mod snapshot;
 mod task;
 mod telemetry;
 mod watermark;
@@ -65,9 +65,8 @@ use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
-pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
 pub use delta::TaskDelta;
-pub use snapshot::{RestoreError, StateFingerprint, TaskSnapshot};
+pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
 pub use prepare::{
@@ -76,6 +75,7 @@ pub use prepare::{
 pub use reject_log::RejectLog;
 pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;
+pub use snapshot::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use task::{Task, Tasks, Totals};
 pub use telemetry::{CheckpointStats, Counters, Distribution, RebalanceKind, RebalanceStats, Restore, RestoreSource};
 pub use watermark::InputClock;

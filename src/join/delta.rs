@@ -158,7 +158,9 @@ mod tests {
         });
         format!(
             "pending {pending:?}\nheld {:?} {:?} {}\nseen {:?}\nfinalized {:?}\nwatermark {:?}\ntally {:?}",
-            held.iter().map(|(q, l)| (q, l.iter().map(|e| (e.timestamp, e.doc, e.gain)).collect::<Vec<_>>())).collect::<Vec<_>>(),
+            held.iter()
+                .map(|(q, l)| (q, l.iter().map(|e| (e.timestamp, e.doc, e.gain)).collect::<Vec<_>>()))
+                .collect::<Vec<_>>(),
             sorted(shard.held_expiry.entries()),
             shard.held_count,
             sorted(shard.seen_engagements.entries()),

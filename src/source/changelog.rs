@@ -36,6 +36,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientContext;
 
 use super::chunks::{chunk_records, ChunkHeader, SnapshotId, Tail};
+use super::record::{self, Links};
 use crate::config::{ClientRole, KafkaClientError, KafkaConfig};
 use crate::kafka_log::{KafkaLog, SharedLog};
 
@@ -99,6 +100,65 @@ impl ProducerContext for ChangelogContext {
     }
 }
 
+/// Deltas one snapshot may have before the next snapshot is written, whatever their size: a
+/// time bound (an hour at the default 5 s interval) on what a restore reads, and on the keys a
+/// compacted changelog keeps per partition.
+const MAX_DELTAS: u32 = 720;
+
+/// What a record of [`Changelog::write`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    /// A partition's whole state: starts a chain.
+    Snapshot,
+    /// Its changes since the chain's tip ([`Changelog::chain`]).
+    Delta,
+}
+
+/// A partition's chain as this replica writes it: the snapshot and the deltas after it.
+#[derive(Debug, Clone, Copy)]
+pub struct Chain {
+    /// The snapshot the chain starts from.
+    pub base: SnapshotId,
+    /// The newest record of the chain, which the next delta follows.
+    pub tip: SnapshotId,
+    /// Deltas written since the snapshot.
+    deltas: u32,
+    /// The snapshot's size in bytes.
+    base_bytes: u64,
+    /// The deltas' size in bytes, together.
+    delta_bytes: u64,
+}
+
+impl Chain {
+    /// Whether the next record should be a snapshot: once the deltas together are as large as
+    /// the snapshot they follow (a restore then reads at most twice the state, and the deltas
+    /// written cost at most as much again as snapshots would), or after [`MAX_DELTAS`].
+    fn snapshot_due(&self) -> bool {
+        self.deltas >= MAX_DELTAS || self.delta_bytes >= self.base_bytes
+    }
+}
+
+/// A partition's newest state read back: its newest usable snapshot and the deltas after it,
+/// in order.
+pub struct RecoveredChain {
+    /// The snapshot.
+    pub base: Recovered,
+    /// The deltas that follow it, each following the one before.
+    pub deltas: Vec<Recovered>,
+}
+
+impl RecoveredChain {
+    /// The record the state is as of: the last delta, or the snapshot.
+    pub fn newest(&self) -> &Recovered {
+        self.deltas.last().unwrap_or(&self.base)
+    }
+
+    /// Bytes read for it.
+    pub fn bytes(&self) -> usize {
+        self.base.bytes.len() + self.deltas.iter().map(|d| d.bytes.len()).sum::<usize>()
+    }
+}
+
 /// A snapshot read back: its id and bytes, and where it starts (for messages).
 pub struct Recovered {
     /// The snapshot's id.
@@ -126,6 +186,12 @@ pub struct Changelog {
     admin: AdminClient<SharedLog>,
     /// The sequence of each partition's next snapshot: one above the newest seen in the topic.
     next_sequence: HashMap<i32, u64>,
+    /// Each partition's chain this replica writes; none until it wrote a snapshot.
+    chains: HashMap<i32, Chain>,
+    /// Each partition's newest complete snapshot known (written here, or restored from): the
+    /// next snapshot takes the other key slot, so a crash while writing it cannot overwrite
+    /// the chain a restore would read on a compacted topic.
+    last_base: HashMap<i32, SnapshotId>,
     /// The same for the aggregates topic, which is never read back here (nonces keep two
     /// writers' records apart there).
     next_aggregates_sequence: HashMap<i32, u64>,
@@ -187,6 +253,8 @@ impl Changelog {
             reader,
             admin,
             next_sequence: HashMap::new(),
+            chains: HashMap::new(),
+            last_base: HashMap::new(),
             next_aggregates_sequence: HashMap::new(),
             ready_for: HashMap::new(),
             replication,
@@ -255,33 +323,108 @@ impl Changelog {
         }
     }
 
-    /// Writes one snapshot per partition to the changelog and one aggregates record per
-    /// partition to the aggregates topic, and waits until the brokers have acknowledged every
-    /// chunk. On error, some chunks may be written: a later complete one supersedes them, and a
-    /// reader never takes an incomplete one.
+    /// The chain a partition's next record may continue as a delta: `None` when this replica
+    /// wrote no snapshot of it yet, its last write failed, or a snapshot is due.
+    pub fn chain(&self, partition: i32) -> Option<Chain> {
+        self.chains.get(&partition).filter(|chain| !chain.snapshot_due()).copied()
+    }
+
+    /// Notes the newest snapshot of a partition restored from (its key slot is not the next
+    /// snapshot's).
+    pub fn restored_from(&mut self, partition: i32, base: SnapshotId) {
+        self.last_base.insert(partition, base);
+        self.chains.remove(&partition);
+    }
+
+    /// The id of a partition's next record: one above the newest sequence seen, and for a
+    /// snapshot the key slot (sequence parity) its newest known snapshot does not hold.
+    fn next_id(&mut self, partition: i32, kind: RecordKind) -> SnapshotId {
+        let next = self.next_sequence.entry(partition).or_insert(0);
+        let other_slot = self.last_base.get(&partition).is_some_and(|last| last.sequence % 2 == *next % 2);
+        if kind == RecordKind::Snapshot && other_slot {
+            *next = next.wrapping_add(1);
+        }
+        let id = SnapshotId { sequence: *next, nonce: rand::random() };
+        // Sequences only choose a key slot and tell records apart (the newest is judged by
+        // offset): past u64::MAX they start again at 0, still alternating slots.
+        *next = next.wrapping_add(1);
+        id
+    }
+
+    /// Writes one record per partition to the changelog (a snapshot, or a delta continuing
+    /// [`Changelog::chain`]) and one aggregates record per partition to the aggregates topic,
+    /// and waits until the brokers have acknowledged every chunk. On error, some chunks may be
+    /// written: a later complete record supersedes them, a reader never takes an incomplete
+    /// one, and the partitions written start their next chain with a snapshot.
+    ///
+    /// Keys: a snapshot's chunks `<partition>/<slot>/<index>`, a delta's
+    /// `<partition>/<slot>/d<n>/<index>` (its snapshot's slot, n counting from 1), so on a
+    /// compacted topic records of one chain overwrite only those of the chain before the one
+    /// before.
     pub fn write(
         &mut self,
-        snapshots: &[(i32, Vec<u8>)],
+        records: &[(i32, RecordKind, Vec<u8>)],
         aggregates: &[(i32, Vec<u8>)],
     ) -> Result<u64, ChangelogError> {
-        let write_error = |error: String| ChangelogError::Write { topic: self.topic.clone(), error };
+        let result = self.write_records(records, aggregates);
+        for &(partition, kind, ref bytes) in records {
+            let Some(&id) = result.as_ref().ok().and_then(|(ids, _)| ids.get(&partition)) else {
+                self.chains.remove(&partition);
+                continue;
+            };
+            let len = bytes.len() as u64;
+            match (kind, self.chains.get_mut(&partition)) {
+                (RecordKind::Delta, Some(chain)) => {
+                    chain.tip = id;
+                    chain.deltas += 1;
+                    chain.delta_bytes += len;
+                }
+                (RecordKind::Delta, None) => {}
+                (RecordKind::Snapshot, _) => {
+                    self.last_base.insert(partition, id);
+                    let chain = Chain { base: id, tip: id, deltas: 0, base_bytes: len, delta_bytes: 0 };
+                    self.chains.insert(partition, chain);
+                }
+            }
+        }
+        result.map(|(_, bytes)| bytes)
+    }
+
+    /// [`Changelog::write`]'s sending: the ids the records got, and the bytes sent.
+    fn write_records(
+        &mut self,
+        records: &[(i32, RecordKind, Vec<u8>)],
+        aggregates: &[(i32, Vec<u8>)],
+    ) -> Result<(HashMap<i32, SnapshotId>, u64), ChangelogError> {
+        let topic_name = self.topic.clone();
+        let write_error = |error: String| ChangelogError::Write { topic: topic_name.clone(), error };
         let failed_before = self.producer.context().failed.load(Ordering::Relaxed);
         let mut bytes = 0u64;
-        let to_changelog = snapshots.iter().map(|(p, b)| (true, p, b));
-        for (changelog, partition, snapshot) in to_changelog.chain(aggregates.iter().map(|(p, b)| (false, p, b))) {
-            let (topic, sequences) = if changelog {
-                (self.topic.as_str(), &mut self.next_sequence)
-            } else {
-                (self.aggregates_topic.as_str(), &mut self.next_aggregates_sequence)
+        let mut ids = HashMap::new();
+        let to_changelog = records.iter().map(|(p, kind, b)| (Some(*kind), p, b));
+        for (kind, partition, record) in to_changelog.chain(aggregates.iter().map(|(p, b)| (None, p, b))) {
+            let (topic, id, slot) = match kind {
+                Some(kind) => {
+                    let id = self.next_id(*partition, kind);
+                    ids.insert(*partition, id);
+                    let slot = match (kind, self.chains.get(partition)) {
+                        (RecordKind::Delta, Some(chain)) => {
+                            format!("{}/d{}", chain.base.sequence % 2, chain.deltas.saturating_add(1))
+                        }
+                        _ => format!("{}", id.sequence % 2),
+                    };
+                    (self.topic.as_str(), id, slot)
+                }
+                None => {
+                    let next = self.next_aggregates_sequence.entry(*partition).or_insert(0);
+                    let id = SnapshotId { sequence: *next, nonce: rand::random() };
+                    *next = next.wrapping_add(1);
+                    (self.aggregates_topic.as_str(), id, format!("{}", id.sequence % 2))
+                }
             };
-            let next = sequences.entry(*partition).or_insert(0);
-            let id = SnapshotId { sequence: *next, nonce: rand::random() };
-            // Sequences only choose a key slot and tell snapshots apart (the newest is judged by
-            // offset): past u64::MAX they start again at 0, still alternating slots.
-            *next = next.wrapping_add(1);
-            let records = chunk_records(id, snapshot).map_err(|e| write_error(e.to_string()))?;
-            for (index, record) in records.iter().enumerate() {
-                let key = format!("{partition}/{}/{index}", id.sequence % 2);
+            let chunks = chunk_records(id, record).map_err(|e| write_error(e.to_string()))?;
+            for (index, record) in chunks.iter().enumerate() {
+                let key = format!("{partition}/{slot}/{index}");
                 bytes += record.len() as u64;
                 let mut pending = BaseRecord::to(topic).partition(*partition).key(&key).payload(record);
                 loop {
@@ -302,7 +445,7 @@ impl Changelog {
             let last = context.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
             return Err(write_error(format!("not acknowledged: {}", last.unwrap_or_default())));
         }
-        Ok(bytes)
+        Ok((ids, bytes))
     }
 
     /// The end offset of a changelog partition (the offset its next record gets).
@@ -327,8 +470,8 @@ impl Changelog {
     pub fn read_newest<T>(
         &mut self,
         partition: i32,
-        mut usable: impl FnMut(&Recovered) -> Result<T, String>,
-    ) -> Result<Option<(Recovered, T)>, ChangelogError> {
+        mut usable: impl FnMut(&RecoveredChain) -> Result<T, String>,
+    ) -> Result<Option<(RecoveredChain, T)>, ChangelogError> {
         let read_error = |error: String| ChangelogError::Read { topic: self.topic.clone(), partition, error };
         let (low, high) = self
             .reader
@@ -351,12 +494,29 @@ impl Changelog {
                 let next = self.next_sequence.entry(partition).or_insert(0);
                 *next = (*next).max(after);
             }
-            for (id, offset) in tail.complete() {
-                if rejected.contains(&id) {
+            let complete = tail.complete();
+            let links: Vec<(SnapshotId, i64, Links)> = complete
+                .iter()
+                .filter_map(|&(id, offset)| Some((id, offset, record::peek_links(tail.first_chunk(id))?)))
+                .collect();
+            let recover = |id: SnapshotId, offset: i64| Recovered {
+                id,
+                offset,
+                bytes: tail.assemble(id),
+                written_ms: written.get(&offset).copied(),
+            };
+            // Snapshots newest first, each with the chain of deltas after it; a record whose
+            // first bytes say nothing is tried as a snapshot (and reported when it is not one).
+            for &(id, offset) in &complete {
+                if rejected.contains(&id)
+                    || links.iter().any(|(other, _, l)| *other == id && matches!(l, Links::Delta { .. }))
+                {
                     continue;
                 }
-                let written_ms = written.get(&offset).copied();
-                let recovered = Recovered { id, offset, bytes: tail.assemble(id), written_ms };
+                let chain = record::resolve_chain(id, offset, &links);
+                let offsets: HashMap<SnapshotId, i64> = complete.iter().copied().collect();
+                let deltas = chain.iter().map(|d| recover(*d, offsets.get(d).copied().unwrap_or(offset))).collect();
+                let recovered = RecoveredChain { base: recover(id, offset), deltas };
                 match usable(&recovered) {
                     Ok(value) => return Ok(Some((recovered, value))),
                     Err(why) => {

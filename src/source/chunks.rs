@@ -25,7 +25,7 @@ const MAGIC: [u8; 4] = *b"RPCL";
 pub const HEADER_LEN: usize = 4 + 8 + 8 + 4 + 4;
 
 /// Identifies one snapshot among those of a partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct SnapshotId {
     /// One above the newest sequence the writer saw in the partition: chooses the key slot.
     pub sequence: u64,
@@ -142,6 +142,11 @@ impl Tail {
         }
         out.sort_by_key(|&(_, first)| std::cmp::Reverse(first));
         out
+    }
+
+    /// The payload of a snapshot's first chunk (empty for one never seen).
+    pub fn first_chunk(&self, id: SnapshotId) -> &[u8] {
+        self.snapshots.get(&id).and_then(|chunks| chunks.get(&0)).map_or(&[], |(_, payload)| payload.as_slice())
     }
 
     /// A snapshot's bytes, its chunks joined in order (only for the one being tried: a snapshot

@@ -10,17 +10,18 @@ use std::time::Instant;
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::changelog::{Changelog, ChangelogError};
+use super::changelog::{Chain, Changelog, ChangelogError, RecordKind};
 use super::positions::Positions;
 use super::rebalance::TaskInputs;
+use super::record::{self, RecordRef};
 use super::standby::Standby;
 use crate::checkpoint;
-use crate::engine::{Engine, SharedEngine, TaskSnapshot};
+use crate::engine::{Engine, SharedEngine};
 use crate::event::EventKind;
 
-/// One partition's changelog snapshot, as written (borrowed, no copy).
+/// One partition's snapshot as format 5 wrote it (borrowed, no copy).
 #[derive(Serialize)]
 struct SnapshotRef<T: Serialize> {
     /// Where the partition's inputs resume: the next offset of each, if any was consumed.
@@ -29,24 +30,33 @@ struct SnapshotRef<T: Serialize> {
     task: T,
 }
 
-/// One partition's changelog snapshot, as read back on assignment.
-#[derive(Deserialize)]
-pub struct PartitionSnapshot {
-    /// Where the partition's inputs resume.
-    pub positions: [Option<i64>; 2],
-    /// Its state, for [`Engine::restore_partition`].
-    pub task: TaskSnapshot,
-}
-
-/// Encodes one partition's state and the positions it covers (`None` if the engine holds no
-/// task for it).
+/// Encodes one partition's state and the positions it covers as a changelog record of format
+/// 5, a snapshot, which this build still reads (`None` if the engine holds no task for it):
+/// what the fuzz targets and tests decode with [`checkpoint::decode`].
 pub fn encode_partition(engine: &Engine, positions: &Positions, partition: i32) -> Option<Vec<u8>> {
     let task = engine.snapshot_partition(partition)?;
     Some(checkpoint::encode(&SnapshotRef { positions: positions.of(partition).unwrap_or([None; 2]), task }))
 }
 
-/// One partition's encoded record, for [`Changelog::write`].
-type Encoded = (i32, Vec<u8>);
+/// One partition's record of format 6: its delta when its chain can go on and its task records
+/// changes, else its snapshot (from which its task records changes). `None` if the engine holds
+/// no task for it.
+fn encode_record(
+    engine: &mut Engine,
+    chain: Option<Chain>,
+    positions: &Positions,
+    partition: i32,
+) -> Option<(RecordKind, Vec<u8>)> {
+    let positions = positions.of(partition).unwrap_or([None; 2]);
+    if let Some(chain) = chain {
+        if let Some(task) = engine.delta_partition(partition) {
+            let delta = RecordRef::<(), _>::Delta { base: chain.base, previous: chain.tip, positions, task };
+            return Some((RecordKind::Delta, record::encode(&delta)));
+        }
+    }
+    let task = engine.snapshot_partition_for_deltas(partition)?;
+    Some((RecordKind::Snapshot, record::encode(&RecordRef::<_, ()>::Snapshot { positions, task })))
+}
 
 /// What the consumer thread keeps besides the engine: shared between the poll loop and the
 /// rebalance callbacks (which run inside `poll`, on the same thread).
@@ -89,15 +99,21 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
     if let Some(changelog) = state.changelog.as_mut() {
         let started = Instant::now();
         // With each aggregates record, how many closed windows it is the first to carry.
-        let (snapshots, aggregates, carried): (Vec<Encoded>, Vec<Encoded>, Vec<(i32, usize)>) = {
-            let engine = engine.lock();
-            let snapshots =
-                partitions.iter().filter_map(|&p| Some((p, encode_partition(&engine, &state.positions, p)?))).collect();
-            let aggregates = partitions.iter().filter_map(|&p| Some((p, engine.partition_aggregates(p)?))).collect();
-            let carried = partitions.iter().map(|&p| (p, engine.unwritten_windows(p))).collect();
-            (snapshots, aggregates, carried)
+        let (records, aggregates, carried) = {
+            let mut engine = engine.lock();
+            let records: Vec<(i32, RecordKind, Vec<u8>)> = partitions
+                .iter()
+                .filter_map(|&p| {
+                    let (kind, bytes) = encode_record(&mut engine, changelog.chain(p), &state.positions, p)?;
+                    Some((p, kind, bytes))
+                })
+                .collect();
+            let aggregates: Vec<(i32, Vec<u8>)> =
+                partitions.iter().filter_map(|&p| Some((p, engine.partition_aggregates(p)?))).collect();
+            let carried: Vec<(i32, usize)> = partitions.iter().map(|&p| (p, engine.unwritten_windows(p))).collect();
+            (records, aggregates, carried)
         };
-        let written = changelog.write(&snapshots, &aggregates);
+        let written = changelog.write(&records, &aggregates);
         let ok = written.is_ok();
         let bytes = match written {
             Ok(bytes) => bytes,

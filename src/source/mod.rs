@@ -31,6 +31,7 @@
 //! | `aggregates` | the aggregates topic's reader: every partition's A/B sums into the experiment-wide view |
 //! | [`positions`] | the next offset of every input partition in the state |
 //! | [`commit`] | snapshot, then commit: the only path by which offsets reach the group |
+//! | `record` | the changelog's records (a partition's snapshot, or its delta since one) and the chain of deltas a partition's state is made of |
 //! | `rebalance` | assignment (restore from the changelog or the standby's copy) and revoke (snapshot, commit, drop); which tasks come with an impressions partition |
 //! | `standby` | the warm standby: the changelog tailed, every partition's newest snapshot kept |
 
@@ -41,6 +42,7 @@ mod commit;
 mod handoff;
 mod positions;
 mod rebalance;
+mod record;
 mod standby;
 
 use std::collections::BTreeSet;
@@ -65,8 +67,9 @@ use rebalance::SourceContext;
 use standby::Standby;
 
 pub use changelog::ChangelogError;
-pub use commit::{encode_partition, PartitionSnapshot};
+pub use commit::encode_partition;
 pub use positions::Positions;
+pub use record::PartitionSnapshot;
 
 /// How often watermarks are recomputed when messages keep arriving, and when they do not.
 const ADVANCE_INTERVAL: Duration = Duration::from_millis(50);

@@ -14,10 +14,10 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 
-use super::changelog::{ChangelogError, Recovered};
-use super::commit::{checkpoint_and_commit, PartitionSnapshot, SourceState};
+use super::changelog::{ChangelogError, RecoveredChain};
+use super::commit::{checkpoint_and_commit, SourceState};
 use super::handoff::Handoff;
-use crate::checkpoint;
+use super::record::{self, PartitionSnapshot, Record};
 use crate::engine::{RebalanceKind, Restore, RestoreSource, SharedEngine};
 use crate::event::EventKind;
 use crate::health::Health;
@@ -219,13 +219,17 @@ impl SourceContext {
             let mut engine = self.engine.lock();
             let mut resume = [None; 2];
             match restored {
-                Some((recovered, snapshot, source)) => {
+                Some((chain, snapshot, source)) => {
                     let pending = snapshot.task.pending_impressions();
                     let positions = snapshot.positions;
                     if let Err(e) = engine.restore_partition(p, snapshot.task, Instant::now()) {
                         // Checked while reading: only a bug gets here.
                         tracing::error!(partition = p, error = %e, "restoring the partition failed");
                     }
+                    if let Some(changelog) = state.changelog.as_mut() {
+                        changelog.restored_from(p, chain.base.id);
+                    }
+                    let recovered = chain.newest();
                     resume = positions;
                     state.positions.set(p, positions);
                     let took = started.elapsed();
@@ -236,9 +240,10 @@ impl SourceContext {
                     engine.record_restore(p, Restore { took, source, unowned });
                     tracing::info!(
                         partition = p,
-                        snapshot = recovered.id.sequence,
-                        changelog_offset = recovered.offset,
-                        bytes = recovered.bytes.len(),
+                        snapshot = chain.base.id.sequence,
+                        changelog_offset = chain.base.offset,
+                        deltas = chain.deltas.len(),
+                        bytes = chain.bytes(),
                         pending,
                         took_ms = took.as_millis() as u64,
                         unowned_ms = unowned.map(|d| d.as_millis() as u64),
@@ -282,9 +287,27 @@ impl SourceContext {
         &self,
         state: &mut SourceState,
         partition: i32,
-    ) -> Result<Option<(Recovered, PartitionSnapshot, RestoreSource)>, ChangelogError> {
-        let usable = |recovered: &Recovered| -> Result<PartitionSnapshot, String> {
-            let mut snapshot: PartitionSnapshot = checkpoint::decode(&recovered.bytes).map_err(|e| e.to_string())?;
+    ) -> Result<Option<(RecoveredChain, PartitionSnapshot, RestoreSource)>, ChangelogError> {
+        // The snapshot with its deltas applied, in order: the partition's state as of the last.
+        let usable = |chain: &RecoveredChain| -> Result<PartitionSnapshot, String> {
+            let Record::Snapshot(mut snapshot) = record::decode(&chain.base.bytes).map_err(|e| e.to_string())? else {
+                return Err("the record a chain starts from is not a snapshot".into());
+            };
+            let mut previous = chain.base.id;
+            for (n, read) in chain.deltas.iter().enumerate() {
+                let failed =
+                    |why: String| format!("delta {} of {} (offset {}): {why}", n + 1, chain.deltas.len(), read.offset);
+                let Record::Delta(delta) = record::decode(&read.bytes).map_err(|e| failed(e.to_string()))? else {
+                    return Err(failed("not a delta".into()));
+                };
+                // What its first chunk said, now checked against its whole verified bytes.
+                if delta.base != chain.base.id || delta.previous != previous {
+                    return Err(failed("it does not follow the record before it".into()));
+                }
+                previous = read.id;
+                snapshot.task.apply_delta(delta.task).map_err(failed)?;
+                snapshot.positions = delta.positions;
+            }
             self.engine.lock().check_compatible(partition, &mut snapshot.task).map_err(|e| e.to_string())?;
             Ok(snapshot)
         };
@@ -294,8 +317,8 @@ impl SourceContext {
             let end = changelog.end_offset(partition)?;
             if let Some(warm) = standby.take_current(partition, end, STANDBY_CATCH_UP) {
                 changelog.continue_sequence(partition, warm.next_sequence);
-                match usable(&warm.recovered) {
-                    Ok(snapshot) => return Ok(Some((warm.recovered, snapshot, RestoreSource::Standby))),
+                match usable(&warm.chain) {
+                    Ok(snapshot) => return Ok(Some((warm.chain, snapshot, RestoreSource::Standby))),
                     Err(why) => {
                         tracing::warn!(partition, reason = %why, "the warm standby's copy is unusable: reading the changelog")
                     }

@@ -23,8 +23,9 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::changelog::Recovered;
+use super::changelog::{Recovered, RecoveredChain};
 use super::chunks::{ChunkHeader, InOrder, SnapshotId};
+use super::record::{self, Links};
 use super::SourceError;
 use crate::config::{ClientRole, KafkaConfig};
 use crate::kafka_log::{KafkaLog, SharedLog};
@@ -40,6 +41,9 @@ const METADATA_INTERVAL: Duration = Duration::from_secs(5);
 struct Copy {
     /// The newest complete snapshot read, with where it starts and when it was written.
     newest: Option<Recovered>,
+    /// The complete deltas read after it that name it as their chain's start, with their links
+    /// (a restore takes the chain of those following each other, `record::resolve_chain`).
+    deltas: Vec<(Recovered, Links)>,
     /// The offset after the last record read: everything before it has been seen.
     read_to: i64,
     /// Where the snapshot being reassembled starts, and its record timestamp.
@@ -61,10 +65,11 @@ pub struct Standby {
     shared: Arc<(Mutex<Copies>, Condvar)>,
 }
 
-/// A snapshot the standby held, and the sequence a writer continues above.
+/// A snapshot the standby held with the deltas after it, and the sequence a writer continues
+/// above.
 pub struct Warm {
-    /// The snapshot, as the changelog reader would have returned it.
-    pub recovered: Recovered,
+    /// The snapshot and its deltas, as the changelog reader would have returned them.
+    pub chain: RecoveredChain,
     /// One above the highest sequence the standby saw in the partition.
     pub next_sequence: u64,
 }
@@ -112,9 +117,14 @@ impl Standby {
         loop {
             let copy = copies.partitions.get_mut(&partition)?;
             if copy.read_to >= end {
-                let recovered = copy.newest.take()?;
+                let base = copy.newest.take()?;
+                let read = std::mem::take(&mut copy.deltas);
+                let links: Vec<(SnapshotId, i64, Links)> = read.iter().map(|(d, l)| (d.id, d.offset, *l)).collect();
+                let order = record::resolve_chain(base.id, base.offset, &links);
+                let mut by_id: HashMap<SnapshotId, Recovered> = read.into_iter().map(|(d, _)| (d.id, d)).collect();
+                let deltas = order.iter().filter_map(|id| by_id.remove(id)).collect();
                 let next_sequence = copy.newest_sequence.map_or(0, |s| s.wrapping_add(1));
-                return Some(Warm { recovered, next_sequence });
+                return Some(Warm { chain: RecoveredChain { base, deltas }, next_sequence });
             }
             let left = deadline.checked_duration_since(Instant::now())?;
             copies = self.shared.1.wait_timeout(copies, left).map_or_else(|p| p.into_inner().0, |(g, _)| g);
@@ -178,7 +188,20 @@ fn tail(
             }
             if let Some(bytes) = records.add(partition, header, payload) {
                 if let Some((id, first, written_ms)) = copy.first.take().filter(|f| f.0 == header.snapshot) {
-                    copy.newest = Some(Recovered { id, offset: first, bytes, written_ms });
+                    let recovered = Recovered { id, offset: first, bytes, written_ms };
+                    // A record whose first bytes say nothing is kept as a snapshot, and
+                    // reported as unusable when a restore tries it.
+                    match record::peek_links(&recovered.bytes).unwrap_or(Links::Snapshot) {
+                        Links::Snapshot => {
+                            copy.newest = Some(recovered);
+                            copy.deltas.clear();
+                        }
+                        links @ Links::Delta { base, .. } => {
+                            if copy.newest.as_ref().is_some_and(|newest| newest.id == base) {
+                                copy.deltas.push((recovered, links));
+                            }
+                        }
+                    }
                 }
             }
         }

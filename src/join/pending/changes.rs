@@ -130,7 +130,8 @@ impl PendingSet {
                 if (due.deadline, self.arena.query(due.id)) > through {
                     break;
                 }
-                let id = self.queue.pop_due_before(None, &self.arena, window).ok_or("the pending queue lost an entry")?;
+                let id =
+                    self.queue.pop_due_before(None, &self.arena, window).ok_or("the pending queue lost an entry")?;
                 self.index.remove(self.arena.query(id), id);
                 self.arena.free(id);
             }

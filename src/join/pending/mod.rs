@@ -25,9 +25,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use self::arena::{Arena, FIRST_ENGAGEMENT, GROUP_UNIT, HEADER_WORDS, LEN, QUERY_HIGH, QUERY_LOW, TIMESTAMP};
 use self::deadlines::{DeadlineQueue, Due};
 use self::index::QueryIndex;
-pub(super) use changes::PendingDelta;
 use crate::ids::{DocKey, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
+pub(super) use changes::PendingDelta;
 
 /// No engagement attributed yet.
 pub(super) const NO_ENGAGEMENT: EventTime = EventTime::MAX;
