@@ -180,6 +180,18 @@ mod tests {
         assert_eq!(resolve_chain(id(1), 10, &forked), [id(2), id(3), id(5), id(6)]);
     }
 
+    /// What a build of format 5 does with a record of 6: its reader was `checkpoint::decode`
+    /// with `FORMAT_VERSION` 5, which this build keeps for the aggregates records.
+    #[test]
+    fn a_reader_of_format_5_refuses_the_new_records_by_their_version() {
+        let delta = encode::<(), u8>(&RecordRef::Delta { base: id(1), previous: id(1), positions: [None; 2], task: 0 });
+        let snapshot = encode::<u8, ()>(&RecordRef::Snapshot { positions: [None; 2], task: 0 });
+        for record in [delta, snapshot] {
+            let err = checkpoint::decode::<([Option<i64>; 2], u8)>(&record).err().unwrap().to_string();
+            assert!(err.contains("incompatible rankpulse (format version 6, this one reads 5)"), "{err}");
+        }
+    }
+
     #[test]
     fn a_records_links_are_read_without_its_state() {
         let snapshot = encode::<(), ()>(&RecordRef::Snapshot { positions: [Some(1), None], task: () });

@@ -1,0 +1,181 @@
+//! A changelog of snapshots and deltas survives SIGKILL wherever it lands: the replica under
+//! test (`rankpulse serve` on librdkafka's mock cluster) is killed once while deltas follow its
+//! snapshot (a restore then applies them), and once right after the snapshot its restarted
+//! successor writes first; each time a new replica restores from the changelog alone. Once the
+//! stream is finalized, every exported `_sum`, `_count` and `_total` equals that of an
+//! uninterrupted replica in a group of its own, exactly.
+//!
+//! A 10-minute attribution window keeps the pending impressions most of the state, so a round
+//! writes a delta far smaller than the snapshot and the chains grow long; the restored replica's
+//! log says how many deltas it applied.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rdkafka::config::ClientConfig;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use serde_json::json;
+
+const PARTITIONS: i32 = 2;
+/// Impressions per batch, one batch every [`BATCH_PAUSE`].
+const BATCH_IMPRESSIONS: usize = 40;
+const BATCH_PAUSE: Duration = Duration::from_millis(100);
+
+fn sections(group_id: &str) -> String {
+    format!(
+        r#"
+[kafka]
+group_id = "{group_id}"
+impressions_topic = "{IMP_TOPIC}"
+engagements_topic = "{ENG_TOPIC}"
+[kafka.properties]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
+[join]
+attribution_window = "10m"
+max_out_of_orderness = "1s"
+idle_timeout = "30s"
+[metrics]
+cutoffs = [1, 5, 10]
+windows = ["1m"]
+[state]
+checkpoint_interval = "300ms"
+"#
+    )
+}
+
+/// The number after `deltas=` in a daemon's `partition restored` lines.
+fn deltas_applied(output: &str) -> Vec<u64> {
+    output
+        .lines()
+        .filter(|l| l.contains("partition restored"))
+        .filter_map(|l| l.split(" deltas=").nth(1)?.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// The replica's series once it consumed everything produced and finalized all but the last
+/// impression of each partition.
+fn caught_up(port: u16, produced: [usize; 2]) -> Option<std::collections::BTreeMap<String, f64>> {
+    let (_, body) = http_get(port, "/metrics")?;
+    let m = parse_exposition(&body);
+    let total = |topic: &str| m.get(&series("rankpulse_events_consumed_total", &[("topic", topic)])).copied();
+    (total(IMP_TOPIC) == Some(produced[0] as f64)
+        && total(ENG_TOPIC) == Some(produced[1] as f64)
+        && m.get("rankpulse_pending_impressions") == Some(&f64::from(PARTITIONS)))
+    .then_some(m)
+}
+
+#[test]
+fn sigkill_between_snapshots_and_right_after_one_loses_nothing() {
+    let cluster = MockCluster::new(1).unwrap();
+    for topic in [IMP_TOPIC, ENG_TOPIC] {
+        cluster.create_topic(topic, PARTITIONS, 1).unwrap();
+    }
+    for group in ["reference", "chain"] {
+        create_state_topics(&cluster, group, PARTITIONS);
+    }
+    let brokers = cluster.bootstrap_servers();
+    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("changelog chain seed {seed}");
+    let t0 = chrono::Utc::now().timestamp_millis() - 7_200_000;
+    let mut stream = Stream::new(seed, t0, PARTITIONS);
+    let send = |messages: Vec<(&'static str, i32, String)>| {
+        for (topic, partition, payload) in messages {
+            let mut record = BaseRecord::<(), str>::to(topic).partition(partition).payload(payload.as_str());
+            while let Err((_, back)) = producer.send(record) {
+                record = back;
+                producer.poll(Duration::from_millis(10));
+            }
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let (ref_port, port) = (free_port(), free_port());
+    let reference_cfg = serve_config(dir.path(), "reference", &brokers, ref_port, &sections("reference"));
+    let cfg = serve_config(dir.path(), "chain", &brokers, port, &sections("chain"));
+    let serve = |cfg: &std::path::Path| Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
+    let reference = serve(&reference_cfg);
+    let mut replica = serve(&cfg);
+
+    // Produces batches until `until` says stop (checked after each), with the pause between.
+    let produce_until = |stream: &mut Stream, what: &str, until: &mut dyn FnMut() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            send(stream.batch(BATCH_IMPRESSIONS, false));
+            if until() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(BATCH_PAUSE);
+        }
+    };
+    // 1. Consuming for 3 s: a snapshot per partition, then deltas. Killed between snapshots.
+    let mut consuming_since: Option<Instant> = None;
+    produce_until(&mut stream, "the replica never consumed", &mut || {
+        if consuming_since.is_none() && replica.output().contains("partitions assigned") {
+            consuming_since = Some(Instant::now());
+        }
+        consuming_since.is_some_and(|since| since.elapsed() > Duration::from_secs(3))
+    });
+    replica.kill();
+    // 2. Its successor restores the snapshots with their deltas, writes its own snapshots at its
+    //    first round, and is killed right after.
+    replica = serve(&cfg);
+    produce_until(&mut stream, "the first successor never restored", &mut || {
+        deltas_applied(&replica.output()).len() == PARTITIONS as usize
+    });
+    let restored = deltas_applied(&replica.output());
+    assert!(restored.iter().all(|&d| d > 0), "a restore between snapshots applies deltas: {restored:?}");
+    eprintln!("the first restore applied {restored:?} deltas");
+    std::thread::sleep(Duration::from_millis(450));
+    replica.kill();
+    // 3. The second successor restores from those fresh snapshots and runs to the end.
+    replica = serve(&cfg);
+    produce_until(&mut stream, "the second successor never restored", &mut || {
+        deltas_applied(&replica.output()).len() == PARTITIONS as usize
+    });
+    for _ in 0..20 {
+        send(stream.batch(BATCH_IMPRESSIONS, false));
+        std::thread::sleep(BATCH_PAUSE);
+    }
+    send(stream.batch(0, true));
+    // The last impression of each partition, 20 minutes of event time later: every other is final.
+    let end = t0 + stream.next as i64 * 10 + 1_200_000;
+    // An engagement of it moves the engagements' clock there too.
+    let last: Vec<_> = (0..PARTITIONS)
+        .flat_map(|p| {
+            let query = format!("last-{p}");
+            let impression = json!({"query_id": query, "timestamp": end, "results": ["d1"], "experiment": "x", "variant": "control"});
+            let click = json!({"query_id": query, "timestamp": end + 1, "doc_id": "d1", "event_id": query});
+            [(IMP_TOPIC, p, impression.to_string()), (ENG_TOPIC, p, click.to_string())]
+        })
+        .collect();
+    send(last);
+    let produced = [stream.produced[0] + PARTITIONS as usize, stream.produced[1] + PARTITIONS as usize];
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let want = wait_for(deadline, Duration::from_millis(250), "the reference never caught up", || {
+        caught_up(ref_port, produced)
+    });
+    let got = wait_for(deadline, Duration::from_millis(250), "the killed replica never caught up", || {
+        caught_up(port, produced)
+    });
+    let (want, got) = (totals(&want), totals(&got));
+    assert!(want.len() > 50, "compared too few series: {}", want.len());
+    let differing: Vec<String> = want
+        .iter()
+        .filter(|(k, v)| got.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: uninterrupted {v}, killed twice {:?}", got.get(k)))
+        .collect();
+    assert!(differing.is_empty(), "totals differ:\n{}", differing.join("\n"));
+    assert_eq!(got.len(), want.len());
+    for daemon in [reference, replica] {
+        let (status, _) = daemon.terminate(Duration::from_secs(15));
+        assert!(status.success());
+    }
+}
