@@ -15,6 +15,12 @@
 //! invocations, whose tokens are searched for path shapes: `crate::`, `self::` and `super::`
 //! paths resolved from the file's module (`super::engine` in `src/source/mod.rs` is `engine`),
 //! and paths starting at a child module.
+//!
+//! Inside `engine/`, the files are layered too ([`ENGINE_LAYERS`]): an engine file imports only
+//! engine files of a lower layer. [`ENGINE_EDGES_TO_UNTIE`] lists the imports that break that
+//! layering today, a circle through the engine's files: it is what issue 53's Engine facade work
+//! removes. The list only shrinks: a new upward import fails the test, and so does a listed one
+//! that no longer exists (whoever unties an edge deletes its line).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -70,6 +76,60 @@ const STAGES: &[(&str, u32)] = &[
     ("commands", 11),
 ];
 
+/// Each file of `src/engine/` and its layer, lowest first: an engine file may import only engine
+/// files of a lower layer (and itself), besides [`ENGINE_EDGES_TO_UNTIE`]. `mod` is
+/// `engine/mod.rs`, the `Engine` itself. A name `mod.rs` re-exports counts as the file it comes
+/// from (`super::Task` is `task`'s).
+const ENGINE_LAYERS: &[(&str, u32)] = &[
+    // No import of another engine file (but for telemetry's and watermark's edges to untie): an
+    // arriving impression's judgment, the repartition stage's counters, the rate limit on
+    // logging rejections; event counters and latency distributions; input clocks and watermarks.
+    ("judge", 0),
+    ("routing", 0),
+    ("reject_log", 0),
+    ("telemetry", 0),
+    ("watermark", 0),
+    // A partition's state: its join shard, input clocks and totals.
+    ("task", 1),
+    // A finalized impression into a task's totals.
+    ("aggregation", 2),
+    // Finalization on worker threads; the limits on the state, enforced by finalizing early.
+    ("offload", 3),
+    ("limits", 3),
+    // A message decoded ahead of the engine, within the limits on one message.
+    ("prepare", 4),
+    // A partition's snapshot.
+    ("handover", 4),
+    // The experiment-wide view over every partition's sums.
+    ("global", 5),
+    // The `Engine`, orchestrating all of the above.
+    ("mod", 6),
+    // What exporters read from the `Engine`; the `Engine` behind one lock.
+    ("read", 7),
+    ("shared", 7),
+];
+
+/// The imports between engine files that break [`ENGINE_LAYERS`] today, `(from, to)`: the circle
+/// issue 53's Engine facade work unties. Only deletions are welcome here: the test fails when a
+/// listed import no longer exists.
+const ENGINE_EDGES_TO_UNTIE: &[(&str, &str)] = &[
+    // `impl Engine` blocks outside `mod.rs`: the callers' timings and rebalances recorded
+    // (`record_processing_time`, ...), the snapshot taken and restored, the aggregates records
+    // written and applied.
+    ("telemetry", "mod"),
+    ("handover", "mod"),
+    ("global", "mod"),
+    // A task keeps its `ClosedProgress`: how much of its closed windows the aggregates topic,
+    // the experiment-wide view's input, has carried.
+    ("task", "global"),
+    // `Watermarks` computes the frontier and a task's target over `Task` and `Tasks`.
+    ("watermark", "task"),
+    // `Aggregation` holds replay's `FinalizeWorker`, which runs `Aggregation`s on its threads.
+    ("aggregation", "offload"),
+    // Finalizing the due impressions tracks the shards' sizes in `limits::StateSize`.
+    ("aggregation", "limits"),
+];
+
 /// A module's path from the crate root: `src/engine/task.rs` is `["engine", "task"]`.
 type ModulePath = Vec<String>;
 
@@ -79,6 +139,23 @@ type ModulePath = Vec<String>;
 struct Import {
     line: usize,
     path: Vec<String>,
+    kind: ImportKind,
+}
+
+/// How code names what it imports. A module's re-exports (`pub use`) are its public face: what
+/// they name is a dependency of the module, but not of the code beside them, which depends on a
+/// re-exported item where it uses it. So the stages count what is written, re-exports included,
+/// and the engine's layers count what the code uses: `engine/mod.rs` re-exporting `SharedEngine`
+/// from `shared`, which wraps the `Engine`, is no circle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImportKind {
+    /// A path or a private `use`.
+    Written,
+    /// A `pub use` (any visibility but private).
+    ReExport,
+    /// A name bound by a `pub use` of the same module, used (`Task` in `engine/mod.rs`, which
+    /// re-exports `task::Task`): a use of what the re-export names.
+    ThroughReExport,
 }
 
 /// One file of the crate: where it is, its module, its syntax tree.
@@ -143,7 +220,7 @@ impl Crate {
         }
     }
 
-    /// The imports of one file's non-test code.
+    /// The imports of one file's non-test code, and the names its `use` declarations bind.
     fn imports(&self, source: &SourceFile) -> Collector<'_> {
         let mut collector = Collector::new(&self.modules, source.module.clone());
         collector.visit_file(&source.ast);
@@ -247,27 +324,52 @@ fn path_separator(pair: &[TokenTree]) -> bool {
         if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':')
 }
 
-/// Walks one file's syntax tree, test-only parts left out, and collects its imports.
+/// Walks one file's syntax tree, test-only parts left out, and collects its imports and the
+/// names its `use` declarations bind.
 struct Collector<'a> {
     modules: &'a BTreeSet<ModulePath>,
     /// The module of the code being walked: the file's, or an inline module's inside it.
     module: ModulePath,
     imports: Vec<Import>,
+    /// Per module, each name a `use` binds and the crate path it stands for (`None`: a name of a
+    /// dependency or of the standard library), so that a re-export can be followed to its file.
+    bindings: BTreeMap<ModulePath, BTreeMap<String, Option<Vec<String>>>>,
+    /// Per module, the names its `pub use` declarations bind and the crate paths they stand for.
+    re_exported: BTreeMap<ModulePath, BTreeMap<String, Vec<String>>>,
+    /// Whether the `use` tree being walked is a `pub use`.
+    in_pub_use: bool,
 }
 
 impl<'a> Collector<'a> {
     fn new(modules: &'a BTreeSet<ModulePath>, module: ModulePath) -> Self {
-        Collector { modules, module, imports: Vec::new() }
-    }
-
-    /// Records `path` (written on `line`) if it names the crate.
-    fn import(&mut self, line: usize, path: &[String]) {
-        if let Some(resolved) = resolve(self.modules, &self.module, path) {
-            self.imports.push(Import { line, path: resolved });
+        Collector {
+            modules,
+            module,
+            imports: Vec::new(),
+            bindings: BTreeMap::new(),
+            re_exported: BTreeMap::new(),
+            in_pub_use: false,
         }
     }
 
-    /// Records every path of a `use` tree below `prefix` (segments with their lines).
+    /// Records `path` (written on `line`) if it names the crate; returns what it names.
+    fn import(&mut self, line: usize, path: &[String]) -> Option<Vec<String>> {
+        let resolved = resolve(self.modules, &self.module, path)?;
+        let kind = if self.in_pub_use { ImportKind::ReExport } else { ImportKind::Written };
+        self.imports.push(Import { line, path: resolved.clone(), kind });
+        Some(resolved)
+    }
+
+    /// Records `path` (written on `line`) if it starts with a name a `pub use` of this module binds.
+    fn import_through_re_export(&mut self, line: usize, path: &[String]) {
+        let Some((first, rest)) = path.split_first() else { return };
+        let Some(bound) = self.re_exported.get(&self.module).and_then(|names| names.get(first)) else { return };
+        let path = [bound.clone(), rest.to_vec()].concat();
+        self.imports.push(Import { line, path, kind: ImportKind::ThroughReExport });
+    }
+
+    /// Records every path of a `use` tree below `prefix` (segments with their lines), and the
+    /// names it binds.
     fn use_tree(&mut self, prefix: &mut Vec<(String, usize)>, tree: &UseTree) {
         let line_of = |ident: &syn::Ident| ident.span().start().line;
         match tree {
@@ -276,8 +378,8 @@ impl<'a> Collector<'a> {
                 self.use_tree(prefix, &path.tree);
                 prefix.pop();
             }
-            UseTree::Name(name) => self.use_leaf(prefix, &name.ident),
-            UseTree::Rename(rename) => self.use_leaf(prefix, &rename.ident),
+            UseTree::Name(name) => self.use_leaf(prefix, &name.ident, &name.ident),
+            UseTree::Rename(rename) => self.use_leaf(prefix, &rename.ident, &rename.rename),
             UseTree::Glob(_) => {
                 if let Some((_, line)) = prefix.last() {
                     let segments: Vec<String> = prefix.iter().map(|(segment, _)| segment.clone()).collect();
@@ -292,13 +394,18 @@ impl<'a> Collector<'a> {
         }
     }
 
-    /// A `use` leaf: `ident` below `prefix` (`self` is the prefix itself).
-    fn use_leaf(&mut self, prefix: &[(String, usize)], ident: &syn::Ident) {
+    /// A `use` leaf: `ident` below `prefix` (`self` is the prefix itself), bound as `bound`.
+    fn use_leaf(&mut self, prefix: &[(String, usize)], ident: &syn::Ident, bound: &syn::Ident) {
         let mut segments: Vec<String> = prefix.iter().map(|(segment, _)| segment.clone()).collect();
         if ident != "self" {
             segments.push(ident.to_string());
         }
-        self.import(ident.span().start().line, &segments);
+        let resolved = self.import(ident.span().start().line, &segments);
+        let name = if bound == "self" { segments.last().cloned().unwrap_or_default() } else { bound.to_string() };
+        if let (true, Some(resolved)) = (self.in_pub_use, &resolved) {
+            self.re_exported.entry(self.module.clone()).or_default().insert(name.clone(), resolved.clone());
+        }
+        self.bindings.entry(self.module.clone()).or_default().insert(name, resolved);
     }
 }
 
@@ -389,7 +496,11 @@ impl<'ast> Visit<'ast> for Collector<'_> {
                 }
             }
             // `::name` is a dependency.
-            Item::Use(used) if used.leading_colon.is_none() => self.use_tree(&mut Vec::new(), &used.tree),
+            Item::Use(used) if used.leading_colon.is_none() => {
+                self.in_pub_use = !matches!(used.vis, syn::Visibility::Inherited);
+                self.use_tree(&mut Vec::new(), &used.tree);
+                self.in_pub_use = false;
+            }
             Item::Use(_) => {}
             _ => visit::visit_item(self, item),
         }
@@ -510,10 +621,14 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     fn visit_attribute(&mut self, _: &'ast Attribute) {}
 
     fn visit_path(&mut self, path: &'ast syn::Path) {
-        // One segment is a name in scope (its `use` is counted) or the value `self`.
-        if path.leading_colon.is_none() && path.segments.len() > 1 {
+        if path.leading_colon.is_none() {
             let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-            self.import(path.segments[0].ident.span().start().line, &segments);
+            let line = path.segments[0].ident.span().start().line;
+            // One segment is a name in scope (its `use` is counted) or the value `self`.
+            if segments.len() > 1 {
+                self.import(line, &segments);
+            }
+            self.import_through_re_export(line, &segments);
         }
         visit::visit_path(self, path);
     }
@@ -524,6 +639,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
         token_paths(mac.tokens.clone(), &mut found);
         for (line, path) in found {
             self.import(line, &path);
+            self.import_through_re_export(line, &path);
         }
     }
 }
@@ -555,7 +671,10 @@ fn stage_violations(file: &str, module: &str, imports: &[Import], stages: &BTree
         return vec![format!("{file}: module `{module}` has no stage in STAGES")];
     };
     let mut violations = Vec::new();
-    for Import { line, path } in imports {
+    for Import { line, path, kind } in imports {
+        if *kind == ImportKind::ThroughReExport {
+            continue; // its `pub use` is counted
+        }
         let Some(imported) = path.first() else {
             violations.push(format!("{file}:{line}: `{module}` imports the crate root"));
             continue;
@@ -608,6 +727,99 @@ fn every_file_of_src_is_read() {
     assert!(unread.is_empty(), "files of src/ not reached from src/lib.rs:\n{}", unread.join("\n"));
 }
 
+/// The engine file an imported path's item is in: the child module it names, or the file a name
+/// of `engine/mod.rs`'s `use` declarations comes from (`super::Task` is `task`'s), else `mod`
+/// (`super::Engine`). `None` outside the engine, and for a name `mod.rs` imports from elsewhere.
+fn engine_file(
+    modules: &BTreeSet<ModulePath>,
+    mod_rs_bindings: &BTreeMap<String, Option<Vec<String>>>,
+    path: &[String],
+) -> Option<String> {
+    let mut path = path.to_vec();
+    // A re-export of a re-export is followed as far as it goes.
+    for _ in 0..8 {
+        if path.first().map(String::as_str) != Some("engine") {
+            return None;
+        }
+        let Some(name) = path.get(1) else { return Some("mod".to_string()) };
+        if modules.contains(&path[..2]) {
+            return Some(name.clone());
+        }
+        match mod_rs_bindings.get(name) {
+            Some(Some(bound)) => path = [bound.clone(), path[2..].to_vec()].concat(),
+            Some(None) => return None,
+            None => return Some("mod".to_string()),
+        }
+    }
+    Some("mod".to_string())
+}
+
+/// The imports between engine files, `(from, to)`, each with where it is first written.
+fn engine_edges(krate: &Crate) -> BTreeMap<(String, String), String> {
+    let mod_rs = krate.files.iter().find(|f| f.module == ["engine"]).expect("src/engine/mod.rs");
+    let mod_rs_bindings = krate.imports(mod_rs).bindings.remove(&mod_rs.module).unwrap_or_default();
+    let mut edges = BTreeMap::new();
+    for source in krate.files.iter().filter(|f| f.module.first().is_some_and(|m| m == "engine")) {
+        let from = source.module.get(1).cloned().unwrap_or_else(|| "mod".to_string());
+        for Import { line, path, kind } in krate.imports(source).imports {
+            if kind == ImportKind::ReExport {
+                continue;
+            }
+            let Some(to) = engine_file(&krate.modules, &mod_rs_bindings, &path) else { continue };
+            if to != from {
+                edges.entry((from.clone(), to)).or_insert_with(|| format!("{}:{line}", shown(&source.file)));
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn engine_files_import_only_lower_layers() {
+    let krate = Crate::read(&src());
+    let layers: BTreeMap<&str, u32> = ENGINE_LAYERS.iter().copied().collect();
+    let files: BTreeSet<String> = krate
+        .files
+        .iter()
+        .filter(|f| f.module.first().is_some_and(|m| m == "engine"))
+        .map(|f| f.module.get(1).cloned().unwrap_or_else(|| "mod".to_string()))
+        .collect();
+    let mut violations = Vec::new();
+    for file in &files {
+        if !layers.contains_key(file.as_str()) {
+            violations.push(format!("engine file `{file}` has no layer in ENGINE_LAYERS"));
+        }
+    }
+    for file in layers.keys().filter(|file| !files.contains(**file)) {
+        violations.push(format!("ENGINE_LAYERS names `{file}`, which is no file of src/engine/"));
+    }
+    let to_untie: BTreeSet<(&str, &str)> = ENGINE_EDGES_TO_UNTIE.iter().copied().collect();
+    let edges = engine_edges(&krate);
+    let upward = |from: &str, to: &str| match (layers.get(from), layers.get(to)) {
+        (Some(from), Some(to)) => to >= from,
+        _ => false, // reported above
+    };
+    for ((from, to), at) in &edges {
+        if upward(from, to) && !to_untie.contains(&(from.as_str(), to.as_str())) {
+            violations.push(format!(
+                "{at}: engine file `{from}` (layer {}) imports `{to}` (layer {}): not a lower layer",
+                layers[from.as_str()],
+                layers[to.as_str()]
+            ));
+        }
+    }
+    for &(from, to) in &to_untie {
+        if !edges.contains_key(&(from.to_string(), to.to_string())) {
+            violations.push(format!("`{from}` no longer imports `{to}`: delete it from ENGINE_EDGES_TO_UNTIE"));
+        } else if !upward(from, to) {
+            violations.push(format!(
+                "`{from}` -> `{to}` is no upward import in ENGINE_LAYERS: delete it from ENGINE_EDGES_TO_UNTIE"
+            ));
+        }
+    }
+    assert!(violations.is_empty(), "engine layering violations:\n{}", violations.join("\n"));
+}
+
 /// The imports the checker finds in `code`, written in `module` of a crate of `modules`.
 fn imports_in(code: &str, module: &[&str], modules: &[&[&str]]) -> Vec<Import> {
     let path = |names: &[&str]| -> ModulePath { names.iter().map(|name| name.to_string()).collect() };
@@ -617,9 +829,11 @@ fn imports_in(code: &str, module: &[&str], modules: &[&[&str]]) -> Vec<Import> {
     collector.imports
 }
 
-/// [`imports_in`] as `line: path` (`3: time::now`).
+/// [`imports_in`]'s written imports (re-exports included) as `line: path` (`3: time::now`).
 fn written_in(code: &str, module: &[&str], modules: &[&[&str]]) -> Vec<String> {
-    imports_in(code, module, modules).iter().map(|i| format!("{}: {}", i.line, i.path.join("::"))).collect()
+    let imports = imports_in(code, module, modules);
+    let written = imports.iter().filter(|i| i.kind != ImportKind::ThroughReExport);
+    written.map(|i| format!("{}: {}", i.line, i.path.join("::"))).collect()
 }
 
 #[test]
@@ -716,6 +930,30 @@ pub(super) fn f() {
 }
 pub(in crate::engine) fn g() {}";
     assert_eq!(written_in(code, &["engine", "task"], &[]), ["2: time::now"]);
+}
+
+#[test]
+fn a_re_export_is_followed_to_its_file() {
+    let modules: &[&[&str]] = &[&["engine"], &["engine", "task"]];
+    let code = "pub use task::Task;\nuse crate::time::EventTime;\nstruct Engine { tasks: Vec<Task> }";
+    let imports = imports_in(code, &["engine"], modules);
+    let kinds: Vec<(usize, ImportKind)> = imports.iter().map(|i| (i.line, i.kind)).collect();
+    assert_eq!(kinds, [(1, ImportKind::ReExport), (2, ImportKind::Written), (3, ImportKind::ThroughReExport)]);
+    let path = |p: &str| -> Vec<String> { p.split("::").map(str::to_string).collect() };
+    let modules: BTreeSet<ModulePath> = modules.iter().map(|m| m.iter().map(|s| s.to_string()).collect()).collect();
+    let bindings = BTreeMap::from([
+        ("Task".to_string(), Some(path("engine::task::Task"))),
+        ("EventTime".to_string(), Some(path("time::EventTime"))),
+        ("Instant".to_string(), None),
+    ]);
+    let file = |p: &str| engine_file(&modules, &bindings, &path(p));
+    assert_eq!(file("engine::Task::new"), Some("task".to_string()));
+    assert_eq!(file("engine::task::Tasks"), Some("task".to_string()));
+    assert_eq!(file("engine::Engine"), Some("mod".to_string()));
+    assert_eq!(file("engine"), Some("mod".to_string()));
+    assert_eq!(file("engine::EventTime"), None);
+    assert_eq!(file("engine::Instant"), None);
+    assert_eq!(file("time::EventTime"), None);
 }
 
 /// The no-panic rule (`src/lib.rs`, "Hostile input"): denied outside tests in every file that
