@@ -15,6 +15,11 @@
 //! a snapshot of it is encoded ([`Engine::snapshot_partition_for_deltas`]), and a task that does
 //! not record (just restored, or its last write failed) has no delta to give: the source then
 //! writes a snapshot.
+//!
+//! A delta's bytes are untrusted, as a snapshot's: this file is under the no-panic rule (crate
+//! documentation, "Hostile input"), and what a delta makes of a snapshot is checked as any
+//! snapshot is before it is installed.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 use serde::{Deserialize, Serialize};
 
