@@ -309,7 +309,7 @@ impl SourceContext {
                 snapshot.positions = delta.positions;
             }
             self.engine.lock().check_compatible(partition, &mut snapshot.task).map_err(|e| e.to_string())?;
-            Ok(snapshot)
+            Ok(*snapshot)
         };
         let SourceState { changelog, standby, .. } = state;
         let Some(changelog) = changelog.as_mut() else { return Ok(None) };

@@ -74,18 +74,18 @@ pub struct PartitionDelta {
     pub task: TaskDelta,
 }
 
-/// A record as read back.
+/// A record as read back (boxed: both are large, and moved along).
 #[derive(Deserialize)]
 pub enum Record {
-    Snapshot(PartitionSnapshot),
-    Delta(PartitionDelta),
+    Snapshot(Box<PartitionSnapshot>),
+    Delta(Box<PartitionDelta>),
 }
 
 /// Decodes a record of format 5 (a snapshot) or 6.
 pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     let (version, payload) = checkpoint::open(bytes, &[FORMAT_VERSION, CHANGELOG_FORMAT_VERSION], READS)?;
     if version == FORMAT_VERSION {
-        return checkpoint::decode_payload(payload).map(Record::Snapshot);
+        return checkpoint::decode_payload(payload).map(|snapshot| Record::Snapshot(Box::new(snapshot)));
     }
     checkpoint::decode_payload(payload)
 }
