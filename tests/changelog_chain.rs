@@ -165,6 +165,15 @@ fn sigkill_between_snapshots_and_right_after_one_loses_nothing() {
     let got = wait_for(deadline, Duration::from_millis(250), "the killed replica never caught up", || {
         caught_up(port, produced)
     });
+    // The last replica wrote a snapshot per partition, then deltas, each far smaller.
+    let of = |family: &str, kind: &str| got.get(&series(family, &[("kind", kind)])).copied().unwrap_or(0.0);
+    let (snapshots, deltas) =
+        (of("rankpulse_changelog_records_total", "snapshot"), of("rankpulse_changelog_records_total", "delta"));
+    assert!(snapshots >= f64::from(PARTITIONS) && deltas > 2.0 * snapshots, "{snapshots} snapshots, {deltas} deltas");
+    let per_snapshot = of("rankpulse_changelog_bytes_total", "snapshot") / snapshots;
+    let per_delta = of("rankpulse_changelog_bytes_total", "delta") / deltas;
+    eprintln!("{snapshots} snapshots of {per_snapshot:.0} bytes on average, {deltas} deltas of {per_delta:.0}");
+    assert!(per_delta * 3.0 < per_snapshot, "a delta is {per_delta:.0} bytes, a snapshot {per_snapshot:.0}");
     let (want, got) = (totals(&want), totals(&got));
     assert!(want.len() > 50, "compared too few series: {}", want.len());
     let differing: Vec<String> = want

@@ -229,6 +229,10 @@ pub struct CheckpointStats {
     pub last_duration: Duration,
     /// Wall-clock milliseconds of the last successful checkpoint.
     pub last_success_ms: Option<EventTime>,
+    /// Changelog records acknowledged: snapshots, deltas (see `source::record`).
+    pub records: [u64; 2],
+    /// Their payload bytes: snapshots, deltas.
+    pub record_bytes: [u64; 2],
 }
 
 /// How a rebalance changed this replica's partitions.
@@ -316,6 +320,18 @@ impl super::Engine {
             stats.last_success_ms = Some(wall_clock);
         } else {
             stats.failed += 1;
+        }
+    }
+
+    /// Records changelog records acknowledged in a round: `(count, bytes)` of snapshots and of
+    /// deltas.
+    pub fn record_changelog_records(&mut self, snapshots: (u64, u64), deltas: (u64, u64)) {
+        let stats = &mut self.checkpoint_stats;
+        for (i, (count, bytes)) in [snapshots, deltas].into_iter().enumerate() {
+            if let (Some(c), Some(b)) = (stats.records.get_mut(i), stats.record_bytes.get_mut(i)) {
+                *c += count;
+                *b += bytes;
+            }
         }
     }
 

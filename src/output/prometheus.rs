@@ -440,6 +440,26 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
             vec![counter(vec![], checkpoints.written as f64)],
         ),
         family(
+            "rankpulse_changelog_records_total",
+            "Changelog records acknowledged, by kind: a partition's whole state (snapshot) or its changes since the record before (delta).",
+            MetricType::COUNTER,
+            ["snapshot", "delta"]
+                .iter()
+                .zip(checkpoints.records)
+                .map(|(kind, n)| counter(vec![label("kind", kind)], n as f64))
+                .collect(),
+        ),
+        family(
+            "rankpulse_changelog_bytes_total",
+            "Payload bytes of the changelog records acknowledged, by kind (snapshot, delta).",
+            MetricType::COUNTER,
+            ["snapshot", "delta"]
+                .iter()
+                .zip(checkpoints.record_bytes)
+                .map(|(kind, n)| counter(vec![label("kind", kind)], n as f64))
+                .collect(),
+        ),
+        family(
             "rankpulse_checkpoint_failures_total",
             "Snapshot rounds the brokers did not acknowledge; offsets stay uncommitted until one succeeds.",
             MetricType::COUNTER,

@@ -124,6 +124,13 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
         };
         let mut engine = engine.lock();
         engine.record_checkpoint(bytes, started.elapsed(), ok, started);
+        if ok {
+            let of = |kind: RecordKind| {
+                let of_kind = records.iter().filter(|(_, k, _)| *k == kind);
+                (of_kind.clone().count() as u64, of_kind.map(|(_, _, b)| b.len() as u64).sum())
+            };
+            engine.record_changelog_records(of(RecordKind::Snapshot), of(RecordKind::Delta));
+        }
         if !ok {
             engine.aggregates_not_written();
             return;

@@ -143,13 +143,14 @@ pub fn promtool_check(exposition: &str) {
 }
 
 /// Whether a family counts what this process saw rather than a partition's data (its
-/// processing, checkpoints, the key check on its consumer, the repartition stage, rebalances,
+/// processing, checkpoints and changelog records, the key check on its consumer, the repartition stage, rebalances,
 /// restores, and the windows its experiment-wide view could not hand out): such counts do not
 /// move with a partition, and carry no `partition` label.
 pub fn of_the_process(name: &str) -> bool {
     [
         "rankpulse_event_processing_seconds",
         "rankpulse_checkpoint",
+        "rankpulse_changelog",
         "rankpulse_input_key",
         "rankpulse_repartition",
         "rankpulse_rebalances",

@@ -380,6 +380,7 @@ fn a_partitions_totals_leave_its_old_owner_and_arrive_carried_over_at_the_new_on
         [
             "rankpulse_event_processing_seconds",
             "rankpulse_checkpoint",
+            "rankpulse_changelog",
             "rankpulse_input_key",
             "rankpulse_rebalances",
             "rankpulse_partition_restores",
