@@ -12,6 +12,7 @@
 //! | [`mapped_events`] | a message of events in the user's own shape | the same, through `config/examples/ga4.toml`'s mapping (JSON Pointer, JSONPath filters, microsecond timestamps, action names) and through `config/examples/avro.toml`'s with its `.avsc` files as local schemas (bare Avro datums, apache-avro's decoding) | the same |
 //! | [`scan_vs_serde`] | a native message | the scanner alone, serde_json alone, and both as used | wherever the scanner answers, its answer (event, result ids, or rejection with its wording) is serde_json's, and the decoder as used always equals serde_json alone (`event/scan.rs`) |
 //! | [`snapshot`] | a changelog snapshot or an aggregates record | [`checkpoint::decode`] as read, and the same bytes behind a valid header (random bytes never pass the checksum), then [`Engine::restore_partition`] or [`Engine::apply_aggregates`], events, finalization, the `/metrics` families | no panic, no allocation sized by a length or id in the bytes; a restored state snapshots and restores again |
+//! | [`delta`] | a delta record's payload, with a snapshot it follows | [`crate::source::record::decode`] behind a valid header of format 6, [`crate::engine::TaskSnapshot::apply_delta`] to the snapshot, then as [`snapshot`] | no panic, no allocation sized by a length or id in the bytes; what a delta makes of a snapshot is checked before it is installed |
 //! | [`changelog`] | the records of a changelog partition | [`ChunkHeader::read`], [`Tail`] (the changelog reader's reassembly) and [`InOrder`] (the aggregates reader's), then as [`snapshot`] | the same |
 //!
 //! A rejected input is the normal case; what each function returns says what happened, for the
@@ -257,6 +258,24 @@ pub fn snapshot(data: &[u8]) -> SnapshotOutcome {
     }
 }
 
+/// A delta's payload read as the changelog's next record after `base` (a snapshot record, of
+/// format 5 or 6), sealed behind a valid header of format 6 (random bytes never pass the
+/// checksum): applied to the snapshot as a restore does, then restored and used as
+/// [`snapshot`] does. `Refused` when the base or the payload does not decode as a snapshot and
+/// a delta, `Incompatible` when the delta does not follow the snapshot or the result does not
+/// fit the configuration.
+pub fn delta(base: &[u8], payload: &[u8]) -> Restored {
+    use crate::source::record::{self, Record};
+    let Ok(Record::Snapshot(mut snapshot)) = record::decode(base) else { return Restored::Refused };
+    let sealed = checkpoint::seal_as(checkpoint::CHANGELOG_FORMAT_VERSION, payload);
+    let Ok(Record::Delta(delta)) = record::decode(&sealed) else { return Restored::Refused };
+    if snapshot.task.apply_delta(delta.task).is_err() {
+        return Restored::Incompatible;
+    }
+    snapshot.positions = delta.positions;
+    restore_snapshot(*snapshot)
+}
+
 /// A native impression and an engagement on its second result, at `timestamp`: what a
 /// restored engine is fed to show it still works.
 fn probe_events(timestamp: i64) -> [(EventKind, String); 2] {
@@ -275,7 +294,12 @@ fn probe_events(timestamp: i64) -> [(EventKind, String); 2] {
 /// as the source does on assignment; then checks that the restored state snapshots and restores
 /// again, feeds it events, finalizes it and builds its `/metrics` families.
 fn restore(bytes: &[u8]) -> Restored {
-    let Ok(mut snapshot) = checkpoint::decode::<PartitionSnapshot>(bytes) else { return Restored::Refused };
+    let Ok(snapshot) = checkpoint::decode::<PartitionSnapshot>(bytes) else { return Restored::Refused };
+    restore_snapshot(snapshot)
+}
+
+/// [`restore`] of a decoded snapshot.
+fn restore_snapshot(mut snapshot: PartitionSnapshot) -> Restored {
     let cfg = config(InputFormat::Json);
     let now = Instant::now();
     let mut engine = Engine::new(cfg).without_past_limit();

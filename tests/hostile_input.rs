@@ -363,6 +363,20 @@ fn damaged(bytes: &[u8], damage: &Damage) -> Vec<u8> {
     }
 }
 
+/// [`damaged`] for a payload without its header (the target seals it): a varint made huge, bytes
+/// mutated, or the payload cut short.
+fn damaged_payload(payload: &[u8], damage: &Damage) -> Vec<u8> {
+    match damage {
+        Damage::PayloadVarint(i, v) => {
+            let starts = varint_starts(payload);
+            let at = starts.get(i.index(starts.len().max(1))).copied().unwrap_or(0);
+            with_varint(payload, at, *v)
+        }
+        Damage::Payload(ms) | Damage::Raw(ms) => mutate(payload.to_vec(), ms),
+        Damage::HeaderLength(len) => payload[..(*len as usize).min(payload.len())].to_vec(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -400,6 +414,18 @@ proptest! {
         let damaged = damaged(bytes, &damage);
         fuzzing::snapshot(&damaged);
         fuzzing::snapshot(&damaged[HEADER.min(damaged.len())..]);
+    }
+
+    /// Deltas with damaged payloads (resealed, so the decoder and the application see them)
+    /// after the snapshot they follow: refused, or applied and installed, never a panic.
+    #[test]
+    fn damaged_deltas_never_panic_nor_allocate_by_their_fields(
+        which in any::<prop::sample::Index>(),
+        damage in damage(),
+    ) {
+        let seeds = chain_seeds();
+        let (base, payload) = &seeds[which.index(seeds.len())];
+        fuzzing::delta(base, &damaged_payload(payload, &damage));
     }
 
     /// Click-table lines (`/api/v1/clicks` of another replica, a saved table) mutated: every
@@ -621,6 +647,55 @@ fn state_seeds() -> &'static StateSeeds {
         }
         let count = snapshots.len();
         StateSeeds { encoded: snapshots.into_iter().chain(aggregates).collect(), snapshots: count }
+    })
+}
+
+/// Snapshot records of format 6 with the payload of a delta that follows each (pending
+/// impressions added, engaged and finalized, de-duplication keys, held engagements, the click
+/// log), for the delta target.
+fn chain_seeds() -> &'static Vec<(Vec<u8>, Vec<u8>)> {
+    use rankpulse::source::record::{self, RecordRef};
+    static SEEDS: OnceLock<Vec<(Vec<u8>, Vec<u8>)>> = OnceLock::new();
+    SEEDS.get_or_init(|| {
+        let now = Instant::now();
+        let mut cfg = Config::default();
+        cfg.clicks.enabled = true;
+        let mut seeds = Vec::new();
+        for (before, after) in [(0, 3), (3, 3), (12, 20)] {
+            let mut engine = Engine::new(&cfg).without_past_limit();
+            engine.assign(0, now);
+            let mut generator = TrafficGenerator::new(13);
+            let mut feed = |engine: &mut Engine, from: i64, to: i64| {
+                for i in from..to {
+                    let (_, impression, engagements) = generator.impression(START_MS + i * 90_000);
+                    let impression = impression.replacen('{', &format!(r#"{{"query":"q{}","#, i % 4), 1);
+                    let _ = engine.process(EventKind::Impression, 0, impression.as_bytes(), now);
+                    for e in engagements {
+                        let _ = engine.process(EventKind::Engagement, 0, e.payload.as_bytes(), now);
+                    }
+                    engine.advance(now);
+                }
+            };
+            feed(&mut engine, 0, before);
+            let id = SnapshotId { sequence: 4, nonce: 9 };
+            let positions = [Some(before), None];
+            let base = record::encode(&RecordRef::<_, ()>::Snapshot {
+                positions,
+                task: engine.snapshot_partition_for_deltas(0).unwrap(),
+            });
+            feed(&mut engine, before, before + after);
+            let delta = RecordRef::<(), _>::Delta {
+                base: id,
+                previous: id,
+                positions: [Some(before + after), None],
+                task: engine.delta_partition(0).unwrap(),
+            };
+            let payload = postcard::to_allocvec(&delta).unwrap();
+            // Undamaged, the pair restores.
+            assert_eq!(fuzzing::delta(&base, &payload), Restored::Installed, "seed ({before}, {after})");
+            seeds.push((base, payload));
+        }
+        seeds
     })
 }
 

@@ -42,7 +42,7 @@ mod commit;
 mod handoff;
 mod positions;
 mod rebalance;
-mod record;
+pub mod record;
 mod standby;
 
 use std::collections::BTreeSet;

@@ -26,7 +26,7 @@ const READS: &str = "5 and 6";
 
 /// One partition's record as written (borrowed, no copy).
 #[derive(Serialize)]
-pub(super) enum RecordRef<S: Serialize, D: Serialize> {
+pub enum RecordRef<S: Serialize, D: Serialize> {
     /// The partition's whole state.
     Snapshot {
         /// Where the partition's inputs resume: the next offset of each, if any was consumed.
@@ -48,7 +48,7 @@ pub(super) enum RecordRef<S: Serialize, D: Serialize> {
 }
 
 /// Encodes a record in format 6.
-pub(super) fn encode<S: Serialize, D: Serialize>(record: &RecordRef<S, D>) -> Vec<u8> {
+pub fn encode<S: Serialize, D: Serialize>(record: &RecordRef<S, D>) -> Vec<u8> {
     checkpoint::encode_as(CHANGELOG_FORMAT_VERSION, record)
 }
 
