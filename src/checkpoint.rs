@@ -86,17 +86,25 @@ pub enum Inconsistency {
 }
 
 /// Refuses a decoded count above [`MAX_COUNT`], naming it.
-pub fn check_count(what: &str, value: u64) -> Result<(), String> {
+pub fn check_count(what: &'static str, value: u64) -> Result<(), Inconsistency> {
     if value > MAX_COUNT {
-        return Err(format!("{what} is {value}, more than any state can hold"));
+        return Err(Inconsistency::Count { what, value });
     }
     Ok(())
 }
 
 /// Refuses a decoded sum beyond [`MAX_SUM`] in magnitude, naming it.
-pub fn check_sum(what: &str, value: i128) -> Result<(), String> {
+pub fn check_sum(what: &'static str, value: i128) -> Result<(), Inconsistency> {
     if value.unsigned_abs() > MAX_SUM {
-        return Err(format!("{what} is {value}, more than any state can hold"));
+        return Err(Inconsistency::Sum { what, value });
+    }
+    Ok(())
+}
+
+/// Refuses a decoded unsigned total above [`MAX_SUM`], naming it.
+pub fn check_total(what: &'static str, value: u128) -> Result<(), Inconsistency> {
+    if value > MAX_SUM {
+        return Err(Inconsistency::Total { what, value });
     }
     Ok(())
 }
