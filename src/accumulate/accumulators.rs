@@ -422,6 +422,41 @@ impl Accumulators {
 mod tests {
     use super::*;
 
+    #[test]
+    fn accumulators_and_closed_windows_read_back_are_checked_against_the_configuration() {
+        let shape = StatsShape::plain(2);
+        let mut acc = Accumulators::new(shape, &[1000], 300);
+        acc.add(0, 10, &[1.0, 0.0], true, 0);
+        assert_eq!(acc.check(shape, &[1000], 300), Ok(()));
+        let differs = |err: Result<(), Inconsistency>| match err {
+            Err(Inconsistency::Configuration { what, .. }) => what,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(differs(acc.check(StatsShape::plain(3), &[1000], 300)), "stats of shape");
+        assert_eq!(differs(acc.check(shape, &[1000], 301)), "attribution window (ms)");
+        let err = acc.check(shape, &[1000, 5000], 300);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "windows (ms) [1000], configured [1000, 5000]",
+            "what the log line quotes"
+        );
+        acc.window_late_impressions = u64::MAX;
+        let late = Inconsistency::Count { what: "the late window impressions", value: u64::MAX };
+        assert_eq!(acc.check(shape, &[1000], 300), Err(late));
+        let mut closed = Vec::new();
+        acc.close_all(|w| closed.push(w));
+        let mut window = closed.pop().unwrap();
+        assert_eq!(window.check(shape, 1), Ok(()));
+        window.size_index = 1;
+        let beyond = Inconsistency::Beyond {
+            what: "a closed window's size index",
+            index: 1,
+            limit: "metrics.windows",
+            count: 1,
+        };
+        assert_eq!(window.check(shape, 1), Err(beyond));
+    }
+
     /// Closing at the watermark `closing_at_most` gives closes exactly that many of the
     /// windows the full watermark would, oldest first, and the rest later.
     #[test]

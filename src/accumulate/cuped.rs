@@ -556,8 +556,33 @@ mod tests {
         state.finalized(&s, "x", 0, 1, at(1), &[1.0]);
         state.finalized(&s, "e", 3, 1, at(2), &[1.0]);
         assert_eq!(state.check(&s), Ok(()));
-        assert!(state.check(&CupedSettings { slots: vec![0, 1], ..s.clone() }).is_err());
-        assert!(state.check(&CupedSettings { unit_buckets: 1, ..s.clone() }).is_err());
+        let err = state.check(&CupedSettings { slots: vec![0, 1], ..s.clone() }).unwrap_err();
+        assert!(matches!(err, Inconsistency::Shape { expected: 0, .. }), "{err}");
+        let err = state.check(&CupedSettings { unit_buckets: 1, ..s.clone() }).unwrap_err();
+        assert!(matches!(err, Inconsistency::Beyond { what: "CUPED unit bucket", index: 1, count: 1, .. }), "{err}");
+        let err = state.check(&CupedSettings { max_units: 0, ..s.clone() }).unwrap_err();
+        assert!(matches!(err, Inconsistency::TooMany { what: "CUPED units", found: 1, max: 0, .. }), "{err}");
+        let err = state.check(&CupedSettings { lookback_days: 0, ..s.clone() }).unwrap_err();
+        assert!(matches!(err, Inconsistency::TooMany { what: "days in a CUPED unit's history", .. }), "{err}");
+        // Forged sums: a day's, and a pre-period's of the wrong length, negative or beyond its count.
+        let mut forged = CupedState::new();
+        forged.finalized(&s, "x", 0, 1, at(1), &[1.0]);
+        *forged.units.get_mut(&1).unwrap().words.last_mut().unwrap() = f64::NAN.to_bits();
+        let err = forged.check(&s).unwrap_err();
+        assert!(matches!(err, Inconsistency::Value { what: "a CUPED day's sum", .. }), "{err}");
+        let frozen = |sums: Vec<f64>| {
+            let mut forged = CupedState::new();
+            forged.finalized(&s, "e", 3, 1, at(2), &[1.0]);
+            let pre = PrePeriod { impressions: 1, sums };
+            forged.frozen.values_mut().next().unwrap().units.insert(9, pre);
+            forged.check(&s).unwrap_err()
+        };
+        assert!(matches!(frozen(vec![]), Inconsistency::Shape { what: "sums in a CUPED pre-period", .. }));
+        let negative = Inconsistency::Value { what: "a CUPED pre-period's sum", expected: "finite and non-negative" };
+        assert_eq!(frozen(vec![-1.0]), negative);
+        let beyond =
+            Inconsistency::Value { what: "a CUPED pre-period's sum", expected: "at most its impression count" };
+        assert_eq!(frozen(vec![2.0]), beyond);
         let mut map = GroupMap::new();
         map.insert(3, 7);
         state.remap_groups(&map);

@@ -523,7 +523,14 @@ mod tests {
         state.covariates.merge(&table.into_table());
         let mut reader = Engine::new(&cfg).without_past_limit();
         let err = reader.restore_partition(0, forged, Instant::now()).unwrap_err();
-        assert!(err.to_string().contains("CUPED unit bucket"), "{err}");
+        let buckets = u64::from(cfg.ab.unit_buckets);
+        let bucket = Inconsistency::Beyond {
+            what: "CUPED unit bucket",
+            index: buckets,
+            limit: "ab.unit_buckets",
+            count: buckets,
+        };
+        assert!(matches!(&err, RestoreError::Inconsistent(e) if *e == bucket), "{err}");
         assert!(!reader.has_partition(0));
     }
 
@@ -724,12 +731,13 @@ mod tests {
         assert_eq!(restore(unused, 0).unwrap().pending_impressions(), 3);
         let mut unnamed = snapshot();
         unnamed.groups.pop();
-        let err = restore(unnamed, 0).err().unwrap().to_string();
-        assert!(err.contains("is not named"), "{err}");
+        let err = restore(unnamed, 0).err().unwrap();
+        assert!(matches!(err, RestoreError::Inconsistent(Inconsistency::Unnamed { what: "group", .. })), "{err}");
         let mut twice = snapshot();
         let first = GroupName { id: twice.groups[0].id, experiment: "e".into(), variant: "v".into(), last_seen: 0 };
         twice.groups.push(first);
-        assert!(restore(twice, 0).err().unwrap().to_string().contains("named twice"));
+        let err = restore(twice, 0).err().unwrap();
+        assert!(matches!(err, RestoreError::Inconsistent(Inconsistency::Twice { .. })), "{err}");
     }
 
     #[test]
@@ -738,7 +746,14 @@ mod tests {
         // its type overflowed on the next message.
         let mut forged = snapshot();
         forged.task.totals.counters.consumed[0] = u64::MAX;
-        let err = restore(forged, 0).err().unwrap().to_string();
-        assert!(err.contains("inconsistent") && err.contains("more than any state can hold"), "{err}");
+        let err = restore(forged, 0).err().unwrap();
+        let count = Inconsistency::Count { what: "a message or impression count", value: u64::MAX };
+        assert!(matches!(&err, RestoreError::Inconsistent(e) if *e == count), "{err}");
+        // What the log line says.
+        assert_eq!(
+            err.to_string(),
+            "the snapshot is inconsistent (a message or impression count is 18446744073709551615, more than any \
+             state can hold): damaged or forged, though its checksum matches"
+        );
     }
 }

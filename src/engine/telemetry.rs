@@ -364,8 +364,14 @@ mod tests {
         // Found reviewing restore for the snapshot fuzz target: a sum or a count at the top of its
         // type overflowed on the next record or merge.
         let huge_sum = DistributionState { high: 1000, recorded: vec![], sum: u128::MAX };
-        assert!(Distribution::try_from(huge_sum).is_err());
+        let err = Distribution::try_from(huge_sum).err();
+        assert_eq!(err, Some(Inconsistency::Total { what: "a distribution's sum", value: u128::MAX }));
         let huge_count = DistributionState { high: 1000, recorded: vec![(10, u64::MAX)], sum: 0 };
-        assert!(Distribution::try_from(huge_count).is_err());
+        let err = Distribution::try_from(huge_count).err();
+        assert_eq!(err, Some(Inconsistency::Count { what: "a distribution's count", value: u64::MAX }));
+        // A value beyond the histogram's bounds, which recording it would have grown.
+        let beyond = DistributionState { high: 1000, recorded: vec![(1 << 40, 1)], sum: 0 };
+        let err = Distribution::try_from(beyond).err();
+        assert!(matches!(err, Some(Inconsistency::Value { what: "a distribution's recorded value", .. })), "{err:?}");
     }
 }

@@ -452,6 +452,15 @@ mod tests {
     }
 
     #[test]
+    fn looks_read_back_with_figures_of_another_metric_count_are_refused() {
+        let layout = layout();
+        let mut looks = Looks::default();
+        looks.comparisons.entry("e".into()).or_default().insert("treatment".into(), Vec::new());
+        let refused = looks.check(StatsShape::plain(layout.len()), layout.len()).unwrap_err();
+        assert!(matches!(refused, Inconsistency::Shape { found: 0, .. }), "{refused}");
+    }
+
+    #[test]
     fn interleaving_figures_start_again_with_another_tuning_and_are_checked() {
         let (layout, mut ab) = (layout(), AbConfig::default());
         let mut groups = Groups::default();

@@ -29,7 +29,7 @@ pub struct LogState {
     queries: Vec<Option<Query>>,
     pub(super) pairs: Vec<Option<Pair>>,
     pub(super) showings: Map<QueryKey, Showing>,
-    sketch: Vec<u32>,
+    pub(super) sketch: Vec<u32>,
     admissions: u32,
     counts: LogCounts,
 }

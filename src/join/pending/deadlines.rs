@@ -354,6 +354,23 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_restored_heap_with_other_deadlines_or_out_of_order_is_refused() {
+        let mut set = PendingSet::default();
+        for t in 10..110 {
+            set.insert(t as QueryKey, t, 0, 0, &[], &[], WINDOW);
+        }
+        set.insert(3000, 20, 0, 0, &[], &[], WINDOW);
+        set.insert(3001, 0, 0, 0, &[], &[], WINDOW);
+        assert_eq!(set.queue.stragglers.entries.len(), 2);
+        assert_eq!(set.check(WINDOW), Ok(()));
+        // Deadlines of another attribution window than the one restoring them.
+        let other = set.check(WINDOW + 1).unwrap_err();
+        assert!(matches!(other, Inconsistency::Value { what: "a pending impression's deadline", .. }), "{other}");
+        set.queue.stragglers.entries.swap(0, 1);
+        assert_eq!(set.check(WINDOW), Err(Inconsistency::Order { what: "the late pending impressions" }));
+    }
+
+    #[test]
     fn deadlines_saturate_and_still_order_by_query() {
         let mut set = PendingSet::default();
         set.insert(2, EventTime::MAX - 10, 0, 0, &[], &[], WINDOW);

@@ -677,7 +677,8 @@ mod tests {
         swapped.insert(2, 1001, 0, 0, &docs(1), &[], WINDOW);
         swapped.queue.swap_run(0, 1);
         let restored: PendingSet = postcard::from_bytes(&postcard::to_stdvec(&swapped).unwrap()).unwrap();
-        assert!(restored.check(WINDOW).is_err());
+        let refused = restored.check(WINDOW);
+        assert_eq!(refused, Err(Inconsistency::Order { what: "the pending impressions' deadlines" }));
     }
 
     #[derive(Debug, Clone)]
