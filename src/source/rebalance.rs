@@ -18,7 +18,7 @@ use super::changelog::{ChangelogError, Recovered};
 use super::commit::{checkpoint_and_commit, PartitionSnapshot, SourceState};
 use super::handoff::Handoff;
 use crate::checkpoint;
-use crate::engine::{RebalanceKind, Restore, RestoreSource, SharedEngine};
+use crate::engine::{RebalanceKind, Restore, RestoreError, RestoreSource, SharedEngine};
 use crate::event::EventKind;
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
@@ -30,6 +30,16 @@ const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
 /// end before reading it itself: the previous owner's last snapshot was acknowledged before
 /// the rebalance, so a tailing standby normally has it already.
 const STANDBY_CATCH_UP: Duration = Duration::from_millis(500);
+
+/// Why a recovered snapshot is not restored: the warm standby's copy is then read from the
+/// changelog instead, and a changelog snapshot is skipped for the one before.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error(transparent)]
+    Decode(#[from] checkpoint::DecodeError),
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+}
 
 /// The consumer's context: what its callbacks need, and the source state they share with the
 /// poll loop.
@@ -283,9 +293,9 @@ impl SourceContext {
         state: &mut SourceState,
         partition: i32,
     ) -> Result<Option<(Recovered, PartitionSnapshot, RestoreSource)>, ChangelogError> {
-        let usable = |recovered: &Recovered| -> Result<PartitionSnapshot, String> {
-            let mut snapshot: PartitionSnapshot = checkpoint::decode(&recovered.bytes).map_err(|e| e.to_string())?;
-            self.engine.lock().check_compatible(partition, &mut snapshot.task).map_err(|e| e.to_string())?;
+        let usable = |recovered: &Recovered| -> Result<PartitionSnapshot, Unusable> {
+            let mut snapshot: PartitionSnapshot = checkpoint::decode(&recovered.bytes)?;
+            self.engine.lock().check_compatible(partition, &mut snapshot.task)?;
             Ok(snapshot)
         };
         let SourceState { changelog, standby, .. } = state;
