@@ -38,18 +38,79 @@ pub const MAX_COUNT: u64 = 1 << 53;
 /// The largest magnitude of a decoded fixed-point sum: [`MAX_COUNT`] values of up to 2^57.
 pub const MAX_SUM: u128 = 1 << 110;
 
+/// Why decoded state (a snapshot's, an aggregates record's) cannot be used although its bytes
+/// decoded: what it says is impossible for any rankpulse to have written, or does not fit the
+/// configuration it is restored into. Bytes that pass the checksum can still be forged or come
+/// from a buggy writer; every check of decoded state says what it refused with one of these,
+/// and the state is refused whole.
+///
+/// `what` names the part of the state, as a phrase the message is built around.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Inconsistency {
+    /// A count above [`MAX_COUNT`]: adding to it could overflow.
+    #[error("{what} is {value}, more than any state can hold")]
+    Count { what: &'static str, value: u64 },
+    /// A fixed-point sum beyond [`MAX_SUM`] in magnitude.
+    #[error("{what} is {value}, more than any state can hold")]
+    Sum { what: &'static str, value: i128 },
+    /// An unsigned total (of recorded values) above [`MAX_SUM`].
+    #[error("{what} is {value}, more than any state can hold")]
+    Total { what: &'static str, value: u128 },
+    /// A length that is not the one this configuration makes (`found` of `what`, where
+    /// `expected` were due: sums per metric slot, counters of a sketch...).
+    #[error("{found} {what}, not {expected}")]
+    Shape { what: &'static str, found: usize, expected: usize },
+    /// A setting the state was made under that is not the configuration's, though the
+    /// snapshot's fingerprint agreed (values as `Debug` prints them).
+    #[error("{what} {found}, configured {configured}")]
+    Configuration { what: &'static str, found: String, configured: String },
+    /// More of something than its limit (a setting, or what ids can number) allows.
+    #[error("{found} {what}, more than {limit} ({max})")]
+    TooMany { what: &'static str, found: usize, limit: &'static str, max: usize },
+    /// A count kept beside the data that the data does not match.
+    #[error("{found} {what} counted as {kept}")]
+    Recount { what: &'static str, found: usize, kept: usize },
+    /// Entries read back in an order the code trusts, out of it.
+    #[error("{what} are out of order")]
+    Order { what: &'static str },
+    /// A number that refers to one of `count` things (`limit` names them) and is not below it:
+    /// a unit bucket beyond `ab.unit_buckets`, a window size index, a slot.
+    #[error("{what} {index} beyond {limit} ({count})")]
+    Beyond { what: &'static str, index: u64, limit: &'static str, count: u64 },
+    /// An id the state refers to that is not named beside it (so renumbering would miss it).
+    #[error("{what} {id} is not named")]
+    Unnamed { what: &'static str, id: u64 },
+    /// Something that is unique (a clause: "a group id is named") found twice.
+    #[error("{what} twice")]
+    Twice { what: &'static str },
+    /// A reference (slot `index` of `what`) whose target does not refer back to it.
+    #[error("{what} {index} does not refer back")]
+    Dangling { what: &'static str, index: u64 },
+    /// A value outside its range: `what` is not `expected`.
+    #[error("{what} is not {expected}")]
+    Value { what: &'static str, expected: &'static str },
+}
+
 /// Refuses a decoded count above [`MAX_COUNT`], naming it.
-pub fn check_count(what: &str, value: u64) -> Result<(), String> {
+pub fn check_count(what: &'static str, value: u64) -> Result<(), Inconsistency> {
     if value > MAX_COUNT {
-        return Err(format!("{what} is {value}, more than any state can hold"));
+        return Err(Inconsistency::Count { what, value });
     }
     Ok(())
 }
 
 /// Refuses a decoded sum beyond [`MAX_SUM`] in magnitude, naming it.
-pub fn check_sum(what: &str, value: i128) -> Result<(), String> {
+pub fn check_sum(what: &'static str, value: i128) -> Result<(), Inconsistency> {
     if value.unsigned_abs() > MAX_SUM {
-        return Err(format!("{what} is {value}, more than any state can hold"));
+        return Err(Inconsistency::Sum { what, value });
+    }
+    Ok(())
+}
+
+/// Refuses a decoded unsigned total above [`MAX_SUM`], naming it.
+pub fn check_total(what: &'static str, value: u128) -> Result<(), Inconsistency> {
+    if value > MAX_SUM {
+        return Err(Inconsistency::Total { what, value });
     }
     Ok(())
 }

@@ -39,6 +39,7 @@ use std::collections::hash_map::Entry;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::Inconsistency;
 use crate::ids::{DocKey, EngagementId, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
 pub use delta::ShardDelta;
@@ -119,7 +120,7 @@ impl EngagementTally {
     }
 
     /// Checks counts read from a snapshot (see [`crate::checkpoint::MAX_COUNT`]).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Inconsistency> {
         let EngagementTally { attributed, not_shown, outside_window, late, orphaned, duplicate, evicted } = *self;
         for count in [attributed, not_shown, outside_window, late, orphaned, duplicate, evicted] {
             crate::checkpoint::check_count("an engagement count", count)?;
@@ -219,13 +220,13 @@ impl Shard {
     /// Checks a shard read from a snapshot, beyond what deserializing checked: its count of held
     /// engagements (kept, not recounted), its engagement counts, and the deadline order of its
     /// pending impressions under this attribution window.
-    pub fn check(&self, settings: &JoinSettings) -> Result<(), String> {
+    pub fn check(&self, settings: &JoinSettings) -> Result<(), Inconsistency> {
         let held: usize = self.held.values().map(Vec::len).sum();
         if held != self.held_count {
-            return Err(format!("{held} held engagements counted as {}", self.held_count));
+            return Err(Inconsistency::Recount { what: "held engagements", found: held, kept: self.held_count });
         }
         self.tally.check()?;
-        self.pending.check(settings.attribution_window).map_err(str::to_string)
+        self.pending.check(settings.attribution_window)
     }
 
     /// The groups of the pending impressions (with repeats).
@@ -576,7 +577,10 @@ mod tests {
         // The held count is kept, not recounted: one that disagrees would underflow the state
         // size accounting (the snapshot entry point's varint sweep, tests/hostile_input.rs).
         s.held_count = usize::MAX;
-        assert_eq!(s.check(&SETTINGS), Err(format!("1 held engagements counted as {}", usize::MAX)));
+        assert_eq!(
+            s.check(&SETTINGS),
+            Err(Inconsistency::Recount { what: "held engagements", found: 1, kept: usize::MAX })
+        );
     }
 
     #[test]

@@ -62,7 +62,8 @@
 //! * **Decoded state is checked before it is used.** A snapshot restores only into its own
 //!   partition and configuration, and only if it is consistent (shapes, kept counts, deadline
 //!   order, named groups, counts with room to grow: `engine`'s `check_consistent`); an
-//!   aggregates record likewise. Lengths and ids from the bytes are compared, never used to
+//!   aggregates record likewise. Every such check says what it refused with a
+//!   [`checkpoint::Inconsistency`], which the log line quotes and tests match on. Lengths and ids from the bytes are compared, never used to
 //!   size anything.
 //! * **Fuzzing.** [`fuzzing`] has one entry point per fuzz target (`fuzz/`, cargo-fuzz):
 //!   the decoders of both formats through the engine, the scanner against serde_json, snapshot

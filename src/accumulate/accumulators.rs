@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::group_stats::{FixedValue, GroupStats, StatsShape, Unit};
+use crate::checkpoint::Inconsistency;
 use crate::ids::{GroupId, GroupMap};
 use crate::time::EventTime;
 
@@ -56,7 +57,7 @@ impl GroupTable {
         }
     }
     /// Checks every group's stats (see [`GroupStats::check`]).
-    pub fn check(&self, shape: StatsShape) -> Result<(), String> {
+    pub fn check(&self, shape: StatsShape) -> Result<(), Inconsistency> {
         self.iter().try_for_each(|(_, stats)| stats.check(shape))
     }
     /// [`GroupStats::widen`] of every group.
@@ -95,9 +96,14 @@ pub struct ClosedWindow {
 impl ClosedWindow {
     /// Checks a closed window read from a snapshot or an aggregates record against the
     /// configuration: one of its window sizes, stats of its shape.
-    pub fn check(&self, shape: StatsShape, window_count: usize) -> Result<(), String> {
+    pub fn check(&self, shape: StatsShape, window_count: usize) -> Result<(), Inconsistency> {
         if self.size_index >= window_count {
-            return Err(format!("a closed window of size {} with {window_count} window sizes", self.size_index));
+            return Err(Inconsistency::Beyond {
+                what: "a closed window's size index",
+                index: self.size_index as u64,
+                limit: "metrics.windows",
+                count: window_count as u64,
+            });
         }
         self.groups.check(shape)
     }
@@ -171,19 +177,28 @@ impl Accumulators {
     /// Checks accumulators read from a snapshot against the ones this configuration makes
     /// (`Accumulators::new` of the same arguments): the same shape, windows and attribution
     /// window, and every stats table consistent with them.
-    pub fn check(&self, shape: StatsShape, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Result<(), String> {
+    pub fn check(
+        &self,
+        shape: StatsShape,
+        window_sizes_ms: &[i64],
+        attribution_window_ms: i64,
+    ) -> Result<(), Inconsistency> {
+        let differs = |what, found: &dyn std::fmt::Debug, configured: &dyn std::fmt::Debug| {
+            Err(Inconsistency::Configuration {
+                what,
+                found: format!("{found:?}"),
+                configured: format!("{configured:?}"),
+            })
+        };
         if self.shape != shape {
-            return Err(format!("stats of shape {:?}, configured {shape:?}", self.shape));
+            return differs("stats of shape", &self.shape, &shape);
         }
         if self.attribution_window_ms != attribution_window_ms {
-            return Err(format!(
-                "attribution window {} ms, configured {attribution_window_ms}",
-                self.attribution_window_ms
-            ));
+            return differs("attribution window (ms)", &self.attribution_window_ms, &attribution_window_ms);
         }
         let sizes: Vec<i64> = self.series.iter().map(|s| s.size_ms).collect();
         if sizes != window_sizes_ms {
-            return Err(format!("windows of {sizes:?} ms, configured {window_sizes_ms:?}"));
+            return differs("windows (ms)", &sizes, &window_sizes_ms);
         }
         crate::checkpoint::check_count("the late window impressions", self.window_late_impressions)?;
         self.cumulative.check(shape)?;
@@ -406,6 +421,41 @@ impl Accumulators {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accumulators_and_closed_windows_read_back_are_checked_against_the_configuration() {
+        let shape = StatsShape::plain(2);
+        let mut acc = Accumulators::new(shape, &[1000], 300);
+        acc.add(0, 10, &[1.0, 0.0], true, 0);
+        assert_eq!(acc.check(shape, &[1000], 300), Ok(()));
+        let differs = |err: Result<(), Inconsistency>| match err {
+            Err(Inconsistency::Configuration { what, .. }) => what,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(differs(acc.check(StatsShape::plain(3), &[1000], 300)), "stats of shape");
+        assert_eq!(differs(acc.check(shape, &[1000], 301)), "attribution window (ms)");
+        let err = acc.check(shape, &[1000, 5000], 300);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "windows (ms) [1000], configured [1000, 5000]",
+            "what the log line quotes"
+        );
+        acc.window_late_impressions = u64::MAX;
+        let late = Inconsistency::Count { what: "the late window impressions", value: u64::MAX };
+        assert_eq!(acc.check(shape, &[1000], 300), Err(late));
+        let mut closed = Vec::new();
+        acc.close_all(|w| closed.push(w));
+        let mut window = closed.pop().unwrap();
+        assert_eq!(window.check(shape, 1), Ok(()));
+        window.size_index = 1;
+        let beyond = Inconsistency::Beyond {
+            what: "a closed window's size index",
+            index: 1,
+            limit: "metrics.windows",
+            count: 1,
+        };
+        assert_eq!(window.check(shape, 1), Err(beyond));
+    }
 
     /// Closing at the watermark `closing_at_most` gives closes exactly that many of the
     /// windows the full watermark would, oldest first, and the rest later.

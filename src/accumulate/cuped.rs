@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::Inconsistency;
 use crate::ids::{GroupId, GroupMap};
 use crate::time::EventTime;
 
@@ -354,47 +355,72 @@ impl CupedState {
 
     /// Checks state read from a snapshot against the settings: sums of the configured length,
     /// days within the look-back, buckets within `ab.unit_buckets`, bounded counts.
-    pub fn check(&self, settings: &CupedSettings) -> Result<(), String> {
+    pub fn check(&self, settings: &CupedSettings) -> Result<(), Inconsistency> {
         use crate::checkpoint::check_count;
         let width = settings.slots.len();
-        if self.units.len() > settings.max_units {
-            return Err(format!(
-                "{} CUPED units, ab.cuped.max_units_per_partition is {}",
-                self.units.len(),
-                settings.max_units
-            ));
-        }
-        let finite = |sums: &[f64]| sums.len() == width && sums.iter().all(|s| s.is_finite() && *s >= 0.0);
+        let units = |what, found: usize| {
+            if found > settings.max_units {
+                return Err(Inconsistency::TooMany {
+                    what,
+                    found,
+                    limit: "ab.cuped.max_units_per_partition",
+                    max: settings.max_units,
+                });
+            }
+            Ok(())
+        };
+        units("CUPED units", self.units.len())?;
+        // A sum of one metric's values, each in [0, 1].
+        let sum_range = |what, sums: &[f64]| {
+            if !sums.iter().all(|s| s.is_finite() && *s >= 0.0) {
+                return Err(Inconsistency::Value { what, expected: "finite and non-negative" });
+            }
+            Ok(())
+        };
         for history in self.units.values() {
-            if history.words.len() % (width + 1) != 0 {
-                return Err(format!("a CUPED unit's history of {} words for {width} metrics", history.words.len()));
+            let beyond = history.words.len() % (width + 1);
+            if beyond != 0 {
+                return Err(Inconsistency::Shape {
+                    what: "words in a CUPED unit's history after its last whole day",
+                    found: beyond,
+                    expected: 0,
+                });
             }
             let days = history.words.len() / (width + 1);
-            if days as i64 > settings.lookback_days + 1 {
-                return Err(format!("a CUPED unit with {days} days of history"));
+            let most_days = usize::try_from(settings.lookback_days.saturating_add(1)).unwrap_or(0);
+            if days > most_days {
+                return Err(Inconsistency::TooMany {
+                    what: "days in a CUPED unit's history",
+                    found: days,
+                    limit: "ab.cuped.lookback_days + 1",
+                    max: most_days,
+                });
             }
             for (_, _, sums) in history.days(width) {
                 let sums: Vec<f64> = sums.iter().map(|&b| f64::from_bits(b)).collect();
-                if !finite(&sums) {
-                    return Err("a CUPED day's sums do not fit the adjusted metrics".to_string());
-                }
+                sum_range("a CUPED day's sum", &sums)?;
             }
         }
         for frozen in self.frozen.values() {
-            if frozen.units.len() > settings.max_units {
-                return Err(format!(
-                    "a CUPED pre-period of {} units, ab.cuped.max_units_per_partition is {}",
-                    frozen.units.len(),
-                    settings.max_units
-                ));
-            }
+            units("units in a CUPED pre-period", frozen.units.len())?;
             for pre in frozen.units.values() {
                 if *pre == PrePeriod::ENTERED {
                     continue;
                 }
                 check_count("a CUPED pre-period's impressions", pre.impressions)?;
-                if !finite(&pre.sums) || pre.sums.iter().any(|&s| s > pre.impressions as f64) {
-                    return Err("a CUPED pre-period's sums do not fit the adjusted metrics".to_string());
+                if pre.sums.len() != width {
+                    return Err(Inconsistency::Shape {
+                        what: "sums in a CUPED pre-period",
+                        found: pre.sums.len(),
+                        expected: width,
+                    });
+                }
+                sum_range("a CUPED pre-period's sum", &pre.sums)?;
+                if pre.sums.iter().any(|&s| s > pre.impressions as f64) {
+                    return Err(Inconsistency::Value {
+                        what: "a CUPED pre-period's sum",
+                        expected: "at most its impression count",
+                    });
                 }
             }
         }
@@ -407,18 +433,27 @@ impl CupedState {
 
 impl CovariateTable {
     /// Checks a table read from a snapshot or an aggregates record against the settings.
-    pub fn check(&self, settings: &CupedSettings) -> Result<(), String> {
+    pub fn check(&self, settings: &CupedSettings) -> Result<(), Inconsistency> {
         use crate::checkpoint::{check_count, check_sum};
         let width = settings.slots.len();
         for buckets in self.by_group.values() {
             for (&bucket, sums) in buckets {
                 if bucket >= settings.unit_buckets {
-                    return Err(format!("CUPED unit bucket {bucket} with ab.unit_buckets {}", settings.unit_buckets));
+                    return Err(Inconsistency::Beyond {
+                        what: "CUPED unit bucket",
+                        index: bucket.into(),
+                        limit: "ab.unit_buckets",
+                        count: settings.unit_buckets.into(),
+                    });
                 }
                 check_count("a CUPED bucket's units", sums.units)?;
                 check_count("a CUPED bucket's impressions", sums.impressions)?;
                 if sums.sums.len() != width {
-                    return Err(format!("a CUPED bucket with {} sums for {width} metrics", sums.sums.len()));
+                    return Err(Inconsistency::Shape {
+                        what: "sums in a CUPED bucket",
+                        found: sums.sums.len(),
+                        expected: width,
+                    });
                 }
                 for &sum in &sums.sums {
                     check_sum("a CUPED bucket's sum", sum)?;
@@ -521,8 +556,33 @@ mod tests {
         state.finalized(&s, "x", 0, 1, at(1), &[1.0]);
         state.finalized(&s, "e", 3, 1, at(2), &[1.0]);
         assert_eq!(state.check(&s), Ok(()));
-        assert!(state.check(&CupedSettings { slots: vec![0, 1], ..s.clone() }).is_err());
-        assert!(state.check(&CupedSettings { unit_buckets: 1, ..s.clone() }).is_err());
+        let err = state.check(&CupedSettings { slots: vec![0, 1], ..s.clone() }).unwrap_err();
+        assert!(matches!(err, Inconsistency::Shape { expected: 0, .. }), "{err}");
+        let err = state.check(&CupedSettings { unit_buckets: 1, ..s.clone() }).unwrap_err();
+        assert!(matches!(err, Inconsistency::Beyond { what: "CUPED unit bucket", index: 1, count: 1, .. }), "{err}");
+        let err = state.check(&CupedSettings { max_units: 0, ..s.clone() }).unwrap_err();
+        assert!(matches!(err, Inconsistency::TooMany { what: "CUPED units", found: 1, max: 0, .. }), "{err}");
+        let err = state.check(&CupedSettings { lookback_days: 0, ..s.clone() }).unwrap_err();
+        assert!(matches!(err, Inconsistency::TooMany { what: "days in a CUPED unit's history", .. }), "{err}");
+        // Forged sums: a day's, and a pre-period's of the wrong length, negative or beyond its count.
+        let mut forged = CupedState::new();
+        forged.finalized(&s, "x", 0, 1, at(1), &[1.0]);
+        *forged.units.get_mut(&1).unwrap().words.last_mut().unwrap() = f64::NAN.to_bits();
+        let err = forged.check(&s).unwrap_err();
+        assert!(matches!(err, Inconsistency::Value { what: "a CUPED day's sum", .. }), "{err}");
+        let frozen = |sums: Vec<f64>| {
+            let mut forged = CupedState::new();
+            forged.finalized(&s, "e", 3, 1, at(2), &[1.0]);
+            let pre = PrePeriod { impressions: 1, sums };
+            forged.frozen.values_mut().next().unwrap().units.insert(9, pre);
+            forged.check(&s).unwrap_err()
+        };
+        assert!(matches!(frozen(vec![]), Inconsistency::Shape { what: "sums in a CUPED pre-period", .. }));
+        let negative = Inconsistency::Value { what: "a CUPED pre-period's sum", expected: "finite and non-negative" };
+        assert_eq!(frozen(vec![-1.0]), negative);
+        let beyond =
+            Inconsistency::Value { what: "a CUPED pre-period's sum", expected: "at most its impression count" };
+        assert_eq!(frozen(vec![2.0]), beyond);
         let mut map = GroupMap::new();
         map.insert(3, 7);
         state.remap_groups(&map);

@@ -15,6 +15,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::Inconsistency;
+
 /// One in fixed point: 2^56 units, so that an `i64` holds any metric value in [0, 1] (see
 /// [`to_fixed`]) with 7 bits to spare.
 const FIXED_ONE: f64 = (1u64 << 56) as f64;
@@ -326,35 +328,45 @@ impl GroupStats {
     /// configuration's stats: one sum per metric slot, unit buckets only when clustered and
     /// within their count, counts and sums that adding to cannot overflow. What the bytes say is
     /// not trusted, the checksum only tells they arrived as written.
-    pub fn check(&self, shape: StatsShape) -> Result<(), String> {
+    pub fn check(&self, shape: StatsShape) -> Result<(), Inconsistency> {
         use crate::checkpoint::{check_count, check_sum};
-        if self.sums.len() != shape.metrics || self.squares.len() != shape.metrics {
-            return Err(format!(
-                "{} sums and {} squares for {} metric slots",
-                self.sums.len(),
-                self.squares.len(),
-                shape.metrics
-            ));
-        }
+        let slots = |what, found: usize| {
+            if found != shape.metrics {
+                return Err(Inconsistency::Shape { what, found, expected: shape.metrics });
+            }
+            Ok(())
+        };
+        slots("sums in a group's stats", self.sums.len())?;
+        slots("squares in a group's stats", self.squares.len())?;
         check_count("an impression count", self.impressions)?;
         check_count("an engaged count", self.engaged)?;
         for &sum in self.sums.iter().chain(self.squares.iter()) {
             check_sum("a metric sum", sum)?;
         }
         for (&bucket, sums) in &self.buckets {
-            if shape.unit_buckets.is_none_or(|buckets| bucket >= buckets) {
-                return Err(format!("unit bucket {bucket} with ab.unit_buckets {:?}", shape.unit_buckets));
+            // Without clustering (`ab.unit` = impression) there are no buckets.
+            let buckets = shape.unit_buckets.unwrap_or(0);
+            if bucket >= buckets {
+                return Err(Inconsistency::Beyond {
+                    what: "unit bucket",
+                    index: bucket.into(),
+                    limit: "ab.unit_buckets",
+                    count: buckets.into(),
+                });
             }
-            if sums.sums.len() != shape.metrics {
-                return Err(format!("a unit bucket with {} sums for {} metric slots", sums.sums.len(), shape.metrics));
-            }
+            slots("sums in a unit bucket", sums.sums.len())?;
             check_count("a unit bucket's impression count", sums.impressions)?;
             for &sum in sums.sums.iter() {
                 check_sum("a unit bucket's sum", sum)?;
             }
         }
         if self.units.len() > shape.max_units {
-            return Err(format!("{} distinct units, ab.max_units is {}", self.units.len(), shape.max_units));
+            return Err(Inconsistency::TooMany {
+                what: "distinct units",
+                found: self.units.len(),
+                limit: "ab.max_units",
+                max: shape.max_units,
+            });
         }
         Ok(())
     }
@@ -398,16 +410,27 @@ mod tests {
         // Found by the snapshot entry point's varint sweep (tests/hostile_input.rs): stats of
         // another shape were merged and indexed by this one, and a shape from the bytes sized every
         // new group's sums (68 GB).
-        assert!(stats.check(StatsShape { metrics: 3, ..shape }).is_err());
-        assert!(stats.check(StatsShape { unit_buckets: Some(3), ..shape }).is_err(), "bucket 3 of 3");
-        assert!(stats.check(StatsShape { unit_buckets: None, ..shape }).is_err());
-        assert!(stats.check(StatsShape { max_units: 0, ..shape }).is_err());
+        let sums = Inconsistency::Shape { what: "sums in a group's stats", found: 2, expected: 3 };
+        assert_eq!(stats.check(StatsShape { metrics: 3, ..shape }), Err(sums));
+        let bucket = |count| Inconsistency::Beyond { what: "unit bucket", index: 3, limit: "ab.unit_buckets", count };
+        assert_eq!(stats.check(StatsShape { unit_buckets: Some(3), ..shape }), Err(bucket(3)), "bucket 3 of 3");
+        assert_eq!(stats.check(StatsShape { unit_buckets: None, ..shape }), Err(bucket(0)));
+        let units = stats.check(StatsShape { max_units: 0, ..shape });
+        assert!(matches!(units, Err(Inconsistency::TooMany { what: "distinct units", found: 1, max: 0, .. })));
         let mut huge = stats.clone();
         huge.sums[0] = i128::MAX;
-        assert!(huge.check(shape).unwrap_err().contains("more than any state can hold"));
+        assert_eq!(huge.check(shape), Err(Inconsistency::Sum { what: "a metric sum", value: i128::MAX }));
+        assert_eq!(
+            huge.check(shape).unwrap_err().to_string(),
+            format!("a metric sum is {}, more than any state can hold", i128::MAX)
+        );
+        let mut narrow = stats.clone();
+        narrow.buckets.values_mut().next().unwrap().sums = Box::new([0]);
+        let bucket_sums = Inconsistency::Shape { what: "sums in a unit bucket", found: 1, expected: 2 };
+        assert_eq!(narrow.check(shape), Err(bucket_sums));
         let mut huge = stats;
         huge.impressions = u64::MAX;
-        assert!(huge.check(shape).is_err());
+        assert_eq!(huge.check(shape), Err(Inconsistency::Count { what: "an impression count", value: u64::MAX }));
     }
 
     #[test]

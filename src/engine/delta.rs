@@ -27,8 +27,9 @@ use super::snapshot::{ClicksTail, CupedTail, GroupName, StateFingerprint, TaskSn
 use super::task::Totals;
 use super::telemetry::LaterRejections;
 use super::watermark::InputClock;
-use super::Engine;
+use super::{Engine, RestoreError};
 use crate::accumulate::CupedState;
+use crate::checkpoint::Inconsistency;
 use crate::clicks::log::{ClickLog, LogState, LogStateRef};
 use crate::join::{JoinSettings, ShardDelta};
 use crate::time::EventTime;
@@ -115,19 +116,22 @@ impl TaskSnapshot {
     /// by the engine that wrote it: the snapshot becomes the task as it was at the delta.
     /// Refused when the delta is of another partition or configuration, or would make the
     /// join inconsistent; the snapshot is then unusable (partly changed).
-    pub fn apply_delta(&mut self, delta: TaskDelta) -> Result<(), String> {
+    pub fn apply_delta(&mut self, delta: TaskDelta) -> Result<(), RestoreError> {
         if delta.partition != self.partition {
-            return Err(format!("a delta of partition {} follows a snapshot of {}", delta.partition, self.partition));
+            return Err(RestoreError::Partition { found: delta.partition, expected: self.partition });
         }
         if delta.fingerprint != self.fingerprint {
-            return Err("a delta was written with another configuration than the snapshot it follows".into());
+            let what = "the configuration a delta was written with";
+            return Err(Inconsistency::Value { what, expected: "its snapshot's" }.into());
         }
         // The delta names the groups of what it holds; the snapshot's pending impressions it
         // does not rewrite may refer to others, named by the snapshot (ids are the writer's).
         for name in delta.groups {
             match self.groups.iter_mut().find(|g| g.id == name.id) {
                 Some(known) if known.experiment != name.experiment || known.variant != name.variant => {
-                    return Err(format!("group {} is named differently in a delta and its snapshot", name.id));
+                    return Err(
+                        Inconsistency::Value { what: "a group's name in a delta", expected: "its snapshot's" }.into()
+                    );
                 }
                 Some(known) => known.last_seen = known.last_seen.max(name.last_seen),
                 None => self.groups.push(name),
@@ -245,11 +249,11 @@ mod tests {
         let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
         snapshot.partition = 3;
         let err = snapshot.apply_delta(checkpoint::decode(&delta).unwrap()).unwrap_err();
-        assert!(err.contains("partition 0 follows a snapshot of 3"), "{err}");
+        assert!(matches!(err, RestoreError::Partition { found: 0, expected: 3 }), "{err}");
         let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
         snapshot.fingerprint.attribution_window_ms += 1;
         let err = snapshot.apply_delta(checkpoint::decode(&delta).unwrap()).unwrap_err();
-        assert!(err.contains("another configuration"), "{err}");
+        assert!(err.to_string().contains("the configuration a delta was written with is not its snapshot's"), "{err}");
         // A task that records no changes (restored, or never snapshotted for deltas) has none.
         let mut other = Engine::new(&cfg).without_past_limit();
         feed(&mut other, 0, 5);

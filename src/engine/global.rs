@@ -18,6 +18,7 @@ use super::snapshot::{check_named, GroupName};
 use super::task::{Task, Tasks};
 use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
+use crate::checkpoint::Inconsistency;
 use crate::experiments::sequential::{Looks, LooksBeforeInterleaving};
 use crate::ids::GroupId;
 use crate::time::EventTime;
@@ -519,7 +520,7 @@ impl Engine {
     /// record whose stats are not of this configuration's shape, whose counts leave no room to
     /// add to, or that refers to groups it does not name, is refused whole (its bytes are
     /// another replica's, or anyone's who can write the topic).
-    pub fn apply_aggregates(&mut self, mut record: PartitionAggregates) -> Result<(), String> {
+    pub fn apply_aggregates(&mut self, mut record: PartitionAggregates) -> Result<(), Inconsistency> {
         if self.global.is_none() {
             return Ok(());
         }
@@ -822,7 +823,7 @@ mod tests {
         newer.finish();
         let record = PartitionAggregates::decode(&newer.partition_aggregates(0).unwrap()).unwrap();
         let refused = old.apply_aggregates(record).unwrap_err();
-        assert!(refused.contains("sums"), "{refused}");
+        assert!(matches!(refused, Inconsistency::Shape { what: "sums in a group's stats", .. }), "{refused}");
     }
 
     /// During a rolling upgrade, replicas of the version before the measures for incomplete
@@ -859,7 +860,7 @@ mod tests {
         assert_eq!(stats.sum(block.count_slot()), 1.0, "judged there");
         assert_eq!(stats.sum(block.incomplete_count_slot().unwrap()), 0.0, "without the measures there");
         let refused = old.apply_aggregates(record(&mut engine(true))).unwrap_err();
-        assert!(refused.contains("sums"), "{refused}");
+        assert!(matches!(refused, Inconsistency::Shape { what: "sums in a group's stats", .. }), "{refused}");
     }
 
     /// Two replicas of one deployment: `a` holds partition 0 from the start, `b` starts after

@@ -20,6 +20,7 @@ use super::task::Task;
 use super::telemetry::LaterRejections;
 use super::{watermark, Engine};
 use crate::accumulate::CupedState;
+use crate::checkpoint::Inconsistency;
 use crate::clicks::log::{ClickLog, LogState, LogStateRef};
 use crate::config::AbUnit;
 use crate::ids::{GroupId, GroupMap};
@@ -133,20 +134,21 @@ pub enum RestoreError {
     )]
     Partition { found: i32, expected: i32 },
     #[error("the snapshot is inconsistent ({0}): damaged or forged, though its checksum matches")]
-    Inconsistent(String),
+    Inconsistent(#[from] Inconsistency),
 }
 
 /// Checks that every group id state refers to is named once beside it (a snapshot's or an
 /// aggregates record's `groups`), so that renumbering leaves none behind.
-pub(super) fn check_named<S>(names: &[GroupName<S>], used: impl Iterator<Item = GroupId>) -> Result<(), String> {
+pub(super) fn check_named<S>(
+    names: &[GroupName<S>],
+    mut used: impl Iterator<Item = GroupId>,
+) -> Result<(), Inconsistency> {
     let named: HashSet<GroupId> = names.iter().map(|g| g.id).collect();
     if named.len() != names.len() {
-        return Err("a group id is named twice".into());
+        return Err(Inconsistency::Twice { what: "a group id is named" });
     }
-    for group in used {
-        if !named.contains(&group) {
-            return Err(format!("group {group} is not named"));
-        }
+    if let Some(group) = used.find(|group| !named.contains(group)) {
+        return Err(Inconsistency::Unnamed { what: "group", id: group.into() });
     }
     Ok(())
 }
@@ -222,7 +224,7 @@ impl Engine {
         if theirs.unit_buckets != ours.unit_buckets {
             return mismatch("ab.unit / ab.unit_buckets", &theirs.unit_buckets, &ours.unit_buckets);
         }
-        self.check_consistent(snapshot).map_err(RestoreError::Inconsistent)
+        Ok(self.check_consistent(snapshot)?)
     }
 
     /// What a snapshot's bytes could say that no rankpulse writes, checked before anything is
@@ -230,7 +232,7 @@ impl Engine {
     /// Sizes and shapes must be this configuration's (the code indexes by them), counts kept
     /// beside the data must match it, pending impressions must be in deadline order, counts and
     /// sums must leave room to add to, and every group referred to must be named.
-    fn check_consistent(&self, snapshot: &TaskSnapshot) -> Result<(), String> {
+    fn check_consistent(&self, snapshot: &TaskSnapshot) -> Result<(), Inconsistency> {
         let template = &self.template;
         let Task { join, totals, .. } = &snapshot.task;
         join.check(&self.join)?;
@@ -271,9 +273,7 @@ impl Engine {
             (None, _) => None,
             (Some(settings), None) => Some(ClickLog::new(settings)),
             // Checked with the rest of the snapshot (`check_consistent`).
-            (Some(settings), Some(state)) => {
-                Some(ClickLog::restore(settings, state).map_err(RestoreError::Inconsistent)?)
-            }
+            (Some(settings), Some(state)) => Some(ClickLog::restore(settings, state)?),
         };
         let map = self.intern_names(&groups);
         // CUPED's state of other adjusted metrics (or none) starts afresh: its sums would be
@@ -529,7 +529,14 @@ mod tests {
         state.covariates.merge(&table.into_table());
         let mut reader = Engine::new(&cfg).without_past_limit();
         let err = reader.restore_partition(0, forged, Instant::now()).unwrap_err();
-        assert!(err.to_string().contains("CUPED unit bucket"), "{err}");
+        let buckets = u64::from(cfg.ab.unit_buckets);
+        let bucket = Inconsistency::Beyond {
+            what: "CUPED unit bucket",
+            index: buckets,
+            limit: "ab.unit_buckets",
+            count: buckets,
+        };
+        assert!(matches!(&err, RestoreError::Inconsistent(e) if *e == bucket), "{err}");
         assert!(!reader.has_partition(0));
     }
 
@@ -730,12 +737,13 @@ mod tests {
         assert_eq!(restore(unused, 0).unwrap().pending_impressions(), 3);
         let mut unnamed = snapshot();
         unnamed.groups.pop();
-        let err = restore(unnamed, 0).err().unwrap().to_string();
-        assert!(err.contains("is not named"), "{err}");
+        let err = restore(unnamed, 0).err().unwrap();
+        assert!(matches!(err, RestoreError::Inconsistent(Inconsistency::Unnamed { what: "group", .. })), "{err}");
         let mut twice = snapshot();
         let first = GroupName { id: twice.groups[0].id, experiment: "e".into(), variant: "v".into(), last_seen: 0 };
         twice.groups.push(first);
-        assert!(restore(twice, 0).err().unwrap().to_string().contains("named twice"));
+        let err = restore(twice, 0).err().unwrap();
+        assert!(matches!(err, RestoreError::Inconsistent(Inconsistency::Twice { .. })), "{err}");
     }
 
     #[test]
@@ -744,7 +752,14 @@ mod tests {
         // its type overflowed on the next message.
         let mut forged = snapshot();
         forged.task.totals.counters.consumed[0] = u64::MAX;
-        let err = restore(forged, 0).err().unwrap().to_string();
-        assert!(err.contains("inconsistent") && err.contains("more than any state can hold"), "{err}");
+        let err = restore(forged, 0).err().unwrap();
+        let count = Inconsistency::Count { what: "a message or impression count", value: u64::MAX };
+        assert!(matches!(&err, RestoreError::Inconsistent(e) if *e == count), "{err}");
+        // What the log line says.
+        assert_eq!(
+            err.to_string(),
+            "the snapshot is inconsistent (a message or impression count is 18446744073709551615, more than any \
+             state can hold): damaged or forged, though its checksum matches"
+        );
     }
 }

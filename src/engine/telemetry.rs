@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::Inconsistency;
 use crate::event::RejectReason;
 use crate::time::EventTime;
 
@@ -37,7 +38,7 @@ pub struct Counters {
 
 impl Counters {
     /// Checks counts read from a snapshot (see [`crate::checkpoint::MAX_COUNT`]).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Inconsistency> {
         let singles = [
             self.impressions_duplicate,
             self.impressions_late,
@@ -200,17 +201,23 @@ impl From<Distribution> for DistributionState {
 }
 
 impl TryFrom<DistributionState> for Distribution {
-    type Error = String;
-    fn try_from(state: DistributionState) -> Result<Self, String> {
+    type Error = Inconsistency;
+    fn try_from(state: DistributionState) -> Result<Self, Inconsistency> {
         // Read from a snapshot: what recording or merging adds to must not overflow.
-        if state.sum > crate::checkpoint::MAX_SUM {
-            return Err(format!("a distribution's sum is {}, more than any state can hold", state.sum));
-        }
-        let mut histogram =
-            Histogram::new_with_bounds(1, state.high.max(2), 3).map_err(|e| format!("histogram bounds: {e}"))?;
+        crate::checkpoint::check_total("a distribution's sum", state.sum)?;
+        // With a lowest value of 1 and 3 significant figures, only a highest value the
+        // histogram's counts array cannot be sized for fails.
+        let mut histogram = Histogram::new_with_bounds(1, state.high.max(2), 3).map_err(|_| Inconsistency::Value {
+            what: "a distribution's highest trackable value",
+            expected: "one a histogram can track",
+        })?;
         for (value, count) in state.recorded {
             crate::checkpoint::check_count("a distribution's count", count)?;
-            histogram.record_n(value, count).map_err(|e| format!("histogram value {value}: {e}"))?;
+            // Auto-resize is off: a value beyond the highest trackable one fails.
+            histogram.record_n(value, count).map_err(|_| Inconsistency::Value {
+                what: "a distribution's recorded value",
+                expected: "within its highest trackable value",
+            })?;
         }
         Ok(Distribution { histogram, sum: state.sum })
     }
@@ -373,8 +380,14 @@ mod tests {
         // Found reviewing restore for the snapshot fuzz target: a sum or a count at the top of its
         // type overflowed on the next record or merge.
         let huge_sum = DistributionState { high: 1000, recorded: vec![], sum: u128::MAX };
-        assert!(Distribution::try_from(huge_sum).is_err());
+        let err = Distribution::try_from(huge_sum).err();
+        assert_eq!(err, Some(Inconsistency::Total { what: "a distribution's sum", value: u128::MAX }));
         let huge_count = DistributionState { high: 1000, recorded: vec![(10, u64::MAX)], sum: 0 };
-        assert!(Distribution::try_from(huge_count).is_err());
+        let err = Distribution::try_from(huge_count).err();
+        assert_eq!(err, Some(Inconsistency::Count { what: "a distribution's count", value: u64::MAX }));
+        // A value beyond the histogram's bounds, which recording it would have grown.
+        let beyond = DistributionState { high: 1000, recorded: vec![(1 << 40, 1)], sum: 0 };
+        let err = Distribution::try_from(beyond).err();
+        assert!(matches!(err, Some(Inconsistency::Value { what: "a distribution's recorded value", .. })), "{err:?}");
     }
 }

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{report_over, ExperimentReport, SequentialSource, Span};
 use crate::accumulate::{ClosedWindow, GroupTable, Groups};
+use crate::checkpoint::Inconsistency;
 use crate::config::AbConfig;
 use crate::ids::GroupId;
 use crate::interleaving::MAX_RANKERS;
@@ -280,17 +281,26 @@ impl Looks {
 
     /// Checks looks read from an aggregates record: the prefix against the configuration's
     /// shape, figures per metric of the layout.
-    pub fn check(&self, shape: crate::accumulate::StatsShape, metrics: usize) -> Result<(), String> {
+    pub fn check(&self, shape: crate::accumulate::StatsShape, metrics: usize) -> Result<(), Inconsistency> {
         self.prefix.check(shape)?;
         for variants in self.comparisons.values() {
-            if variants.values().any(|figures| figures.len() != metrics) {
-                return Err(format!("looks with figures for other than {metrics} metrics"));
+            if let Some(figures) = variants.values().find(|figures| figures.len() != metrics) {
+                return Err(Inconsistency::Shape {
+                    what: "metrics with figures in a look's variant",
+                    found: figures.len(),
+                    expected: metrics,
+                });
             }
         }
         let most_pairs = MAX_RANKERS * (MAX_RANKERS - 1) / 2;
         for groups in self.interleaving.values() {
-            if groups.values().any(|pairs| pairs.len() > most_pairs) {
-                return Err(format!("looks with interleaving figures for more than {most_pairs} pairs"));
+            if let Some(pairs) = groups.values().find(|pairs| pairs.len() > most_pairs) {
+                return Err(Inconsistency::TooMany {
+                    what: "ranker pairs with interleaving figures in looks",
+                    found: pairs.len(),
+                    limit: "the pairs of MAX_RANKERS rankers",
+                    max: most_pairs,
+                });
             }
         }
         crate::checkpoint::check_count("looks", self.count)
@@ -442,6 +452,15 @@ mod tests {
     }
 
     #[test]
+    fn looks_read_back_with_figures_of_another_metric_count_are_refused() {
+        let layout = layout();
+        let mut looks = Looks::default();
+        looks.comparisons.entry("e".into()).or_default().insert("treatment".into(), Vec::new());
+        let refused = looks.check(StatsShape::plain(layout.len()), layout.len()).unwrap_err();
+        assert!(matches!(refused, Inconsistency::Shape { found: 0, .. }), "{refused}");
+    }
+
+    #[test]
     fn interleaving_figures_start_again_with_another_tuning_and_are_checked() {
         let (layout, mut ab) = (layout(), AbConfig::default());
         let mut groups = Groups::default();
@@ -452,7 +471,13 @@ mod tests {
         let most = MAX_RANKERS * (MAX_RANKERS - 1) / 2;
         looks.interleaving.get_mut("duel").unwrap().insert("x".into(), vec![RunningFigures::default(); most + 1]);
         let refused = looks.check(StatsShape::plain(layout.len()), layout.len()).unwrap_err();
-        assert!(refused.contains("interleaving"), "{refused}");
+        let pairs = Inconsistency::TooMany {
+            what: "ranker pairs with interleaving figures in looks",
+            found: most + 1,
+            limit: "the pairs of MAX_RANKERS rankers",
+            max: most,
+        };
+        assert_eq!(refused, pairs);
         ab.confidence = 0.9;
         looks.look(&window(&mut groups, 1, &[("control", 50, 0.5)]), &[MINUTE], &layout, &groups, &ab);
         assert!(looks.interleaving.is_empty(), "intervals of two boundaries do not intersect into one");

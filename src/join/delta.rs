@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::expiry::{ExpiryQueue, SetDelta};
 use super::pending::PendingDelta;
 use super::{EngagementTally, HeldEngagement, JoinSettings, Shard};
+use crate::checkpoint::Inconsistency;
 use crate::ids::{EngagementId, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
 
@@ -116,9 +117,9 @@ impl Shard {
     /// Applies a delta to the shard as the snapshot or delta before it left it. The delta's
     /// bytes are untrusted: what it would make inconsistent is refused (the shard may then be
     /// partly changed, and the caller drops it).
-    pub fn apply_delta(&mut self, delta: ShardDelta, settings: &JoinSettings) -> Result<(), String> {
+    pub fn apply_delta(&mut self, delta: ShardDelta, settings: &JoinSettings) -> Result<(), Inconsistency> {
         if delta.watermark < self.watermark {
-            return Err("a delta moves the watermark back".into());
+            return Err(Inconsistency::Value { what: "a delta's watermark", expected: "at or after its snapshot's" });
         }
         self.pending.apply_delta(delta.pending, settings.attribution_window)?;
         self.seen_engagements.apply_delta(delta.seen_engagements)?;
@@ -284,12 +285,16 @@ mod tests {
         };
         let mut restored: Shard = postcard::from_bytes(&base).unwrap();
         let err = restored.apply_delta(forged, &SETTINGS).unwrap_err();
-        assert!(err.contains("timestamp or results"), "{err}");
+        assert!(
+            matches!(err, Inconsistency::Value { what, .. } if what.contains("timestamp or result count")),
+            "{err}"
+        );
         // A watermark going back.
         let mut forged = delta;
         forged.watermark = Some(5);
         let mut restored: Shard = postcard::from_bytes(&base).unwrap();
         restored.watermark = Some(10);
-        assert!(restored.apply_delta(forged, &SETTINGS).unwrap_err().contains("back"));
+        let err = restored.apply_delta(forged, &SETTINGS).unwrap_err();
+        assert_eq!(err, Inconsistency::Value { what: "a delta's watermark", expected: "at or after its snapshot's" });
     }
 }

@@ -307,7 +307,7 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
     }
 
     /// Applies a delta to the set as the snapshot or delta before it left it.
-    pub(super) fn apply_delta(&mut self, delta: SetDelta<K>) -> Result<(), &'static str> {
+    pub(super) fn apply_delta(&mut self, delta: SetDelta<K>) -> Result<(), crate::checkpoint::Inconsistency> {
         if let Some(through) = delta.left_through {
             while let Some(entry) = self.expiry.peek() {
                 if entry > through {
@@ -319,7 +319,7 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
         }
         for (expires, key) in delta.added {
             if !self.insert(key, expires) {
-                return Err("a delta adds a de-duplication key that is already there");
+                return Err(crate::checkpoint::Inconsistency::Twice { what: "a de-duplication key a delta adds" });
             }
         }
         Ok(())

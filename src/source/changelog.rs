@@ -467,10 +467,10 @@ impl Changelog {
     /// the configuration), or `None` if the partition has none. Snapshots `usable` rejects
     /// are reported and skipped for the one before; if it rejects every one, that is an error
     /// (starting the partition empty would silently lose its state).
-    pub fn read_newest<T>(
+    pub fn read_newest<T, E: std::fmt::Display>(
         &mut self,
         partition: i32,
-        mut usable: impl FnMut(&RecoveredChain) -> Result<T, String>,
+        mut usable: impl FnMut(&RecoveredChain) -> Result<T, E>,
     ) -> Result<Option<(RecoveredChain, T)>, ChangelogError> {
         let read_error = |error: String| ChangelogError::Read { topic: self.topic.clone(), partition, error };
         let (low, high) = self

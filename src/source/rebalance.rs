@@ -18,7 +18,8 @@ use super::changelog::{ChangelogError, RecoveredChain};
 use super::commit::{checkpoint_and_commit, SourceState};
 use super::handoff::Handoff;
 use super::record::{self, PartitionSnapshot, Record};
-use crate::engine::{RebalanceKind, Restore, RestoreSource, SharedEngine};
+use crate::checkpoint;
+use crate::engine::{RebalanceKind, Restore, RestoreError, RestoreSource, SharedEngine};
 use crate::event::EventKind;
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
@@ -30,6 +31,33 @@ const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
 /// end before reading it itself: the previous owner's last snapshot was acknowledged before
 /// the rebalance, so a tailing standby normally has it already.
 const STANDBY_CATCH_UP: Duration = Duration::from_millis(500);
+
+/// Why a recovered snapshot is not restored: the warm standby's copy is then read from the
+/// changelog instead, and a changelog snapshot is skipped for the one before.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error(transparent)]
+    Decode(#[from] checkpoint::DecodeError),
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    #[error("the record a chain starts from is not a snapshot")]
+    NotASnapshot,
+    #[error("delta {n} of {of} after it (offset {offset}): {why}")]
+    Delta { n: usize, of: usize, offset: i64, why: DeltaUnusable },
+}
+
+/// Why a delta of a chain cannot be applied (the chain's snapshot is then unusable with it).
+#[derive(Debug, thiserror::Error)]
+enum DeltaUnusable {
+    #[error(transparent)]
+    Decode(#[from] checkpoint::DecodeError),
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    #[error("not a delta")]
+    NotADelta,
+    #[error("it does not follow the record before it")]
+    Unlinked,
+}
 
 /// The consumer's context: what its callbacks need, and the source state they share with the
 /// poll loop.
@@ -289,26 +317,26 @@ impl SourceContext {
         partition: i32,
     ) -> Result<Option<(RecoveredChain, PartitionSnapshot, RestoreSource)>, ChangelogError> {
         // The snapshot with its deltas applied, in order: the partition's state as of the last.
-        let usable = |chain: &RecoveredChain| -> Result<PartitionSnapshot, String> {
-            let Record::Snapshot(mut snapshot) = record::decode(&chain.base.bytes).map_err(|e| e.to_string())? else {
-                return Err("the record a chain starts from is not a snapshot".into());
+        let usable = |chain: &RecoveredChain| -> Result<PartitionSnapshot, Unusable> {
+            let Record::Snapshot(mut snapshot) = record::decode(&chain.base.bytes)? else {
+                return Err(Unusable::NotASnapshot);
             };
             let mut previous = chain.base.id;
             for (n, read) in chain.deltas.iter().enumerate() {
                 let failed =
-                    |why: String| format!("delta {} of {} (offset {}): {why}", n + 1, chain.deltas.len(), read.offset);
-                let Record::Delta(delta) = record::decode(&read.bytes).map_err(|e| failed(e.to_string()))? else {
-                    return Err(failed("not a delta".into()));
+                    |why: DeltaUnusable| Unusable::Delta { n: n + 1, of: chain.deltas.len(), offset: read.offset, why };
+                let Record::Delta(delta) = record::decode(&read.bytes).map_err(|e| failed(e.into()))? else {
+                    return Err(failed(DeltaUnusable::NotADelta));
                 };
                 // What its first chunk said, now checked against its whole verified bytes.
                 if delta.base != chain.base.id || delta.previous != previous {
-                    return Err(failed("it does not follow the record before it".into()));
+                    return Err(failed(DeltaUnusable::Unlinked));
                 }
                 previous = read.id;
-                snapshot.task.apply_delta(delta.task).map_err(failed)?;
+                snapshot.task.apply_delta(delta.task).map_err(|e| failed(e.into()))?;
                 snapshot.positions = delta.positions;
             }
-            self.engine.lock().check_compatible(partition, &mut snapshot.task).map_err(|e| e.to_string())?;
+            self.engine.lock().check_compatible(partition, &mut snapshot.task)?;
             Ok(*snapshot)
         };
         let SourceState { changelog, standby, .. } = state;

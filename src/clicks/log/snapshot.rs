@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ClickLog, LogCounts, LogSettings, Map, Pair, Query, Showing, SKETCH_WIDTH};
+use super::{ClickLog, LogCounts, LogSettings, Map, Pair, Query, Showing, MAX_RANKS, SKETCH_WIDTH};
+use crate::checkpoint::Inconsistency;
 use crate::ids::QueryKey;
 
 /// A click log as a snapshot carries it (`engine::snapshot` writes it after the rest of a
@@ -28,7 +29,7 @@ pub struct LogState {
     queries: Vec<Option<Query>>,
     pub(super) pairs: Vec<Option<Pair>>,
     pub(super) showings: Map<QueryKey, Showing>,
-    sketch: Vec<u32>,
+    pub(super) sketch: Vec<u32>,
     admissions: u32,
     counts: LogCounts,
 }
@@ -38,23 +39,35 @@ impl LogState {
     /// exists and refers back, no query or pair is tracked twice, a pair's ranks are in order,
     /// and the sketch has its width. Bytes that pass a checksum can still be forged; the log
     /// indexes by these numbers, so none is used before this has passed.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Inconsistency> {
         let LogState { queries, pairs, showings, sketch, .. } = self;
         if sketch.len() != SKETCH_WIDTH {
-            return Err(format!("click log: a sketch of {} counters, not {SKETCH_WIDTH}", sketch.len()));
+            return Err(Inconsistency::Shape {
+                what: "counters in the click log's sketch",
+                found: sketch.len(),
+                expected: SKETCH_WIDTH,
+            });
         }
-        let query_count = u32::try_from(queries.len()).map_err(|_| "click log: too many query slots".to_string())?;
-        let pair_count = u32::try_from(pairs.len()).map_err(|_| "click log: too many pair slots".to_string())?;
+        let slots = |what, found: usize| {
+            u32::try_from(found).map_err(|_| Inconsistency::TooMany {
+                what,
+                found,
+                limit: "what 32-bit slot numbers address",
+                max: u32::MAX as usize,
+            })
+        };
+        let query_count = slots("click log query slots", queries.len())?;
+        let pair_count = slots("click log pair slots", pairs.len())?;
         let mut hashes = std::collections::HashSet::new();
         for (slot, query) in queries.iter().enumerate() {
             let Some(query) = query else { continue };
             if !hashes.insert(query.hash) {
-                return Err(format!("click log: query {:?} is tracked twice", query.text));
+                return Err(Inconsistency::Twice { what: "a click log query is tracked" });
             }
             for &pair in &query.pairs {
                 let owner = pairs.get(pair as usize).and_then(Option::as_ref).map(|p| p.query);
                 if owner != Some(slot as u32) {
-                    return Err(format!("click log: query {:?} lists pair slot {pair}, which is not its", query.text));
+                    return Err(Inconsistency::Dangling { what: "click log query slot", index: slot as u64 });
                 }
             }
         }
@@ -65,18 +78,41 @@ impl LogState {
                 .get(pair.query as usize)
                 .and_then(Option::as_ref)
                 .is_some_and(|q| q.pairs.contains(&(slot as u32)));
-            if !listed || !keys.insert((pair.query, pair.doc_key)) {
-                return Err(format!("click log: pair slot {slot} is not its query's, or tracked twice"));
+            if !listed {
+                return Err(Inconsistency::Dangling { what: "click log pair slot", index: slot as u64 });
+            }
+            if !keys.insert((pair.query, pair.doc_key)) {
+                return Err(Inconsistency::Twice { what: "a click log pair is tracked" });
             }
             if !pair.cells.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0)) {
-                return Err(format!("click log: pair slot {slot} has its ranks out of order"));
+                return Err(Inconsistency::Order { what: "the ranks of a click log pair" });
             }
         }
         for showing in showings.values() {
+            if showing.query >= query_count {
+                return Err(Inconsistency::Beyond {
+                    what: "a pending showing's query slot",
+                    index: showing.query.into(),
+                    limit: "the click log's query slots",
+                    count: query_count.into(),
+                });
+            }
             let ranks = usize::from(showing.ranks);
-            let pairs_ok = showing.pairs.get(..ranks).is_some_and(|p| p.iter().all(|&s| s < pair_count));
-            if showing.query >= query_count || !pairs_ok {
-                return Err("click log: a pending showing refers to slots that do not exist".to_string());
+            let Some(shown) = showing.pairs.get(..ranks) else {
+                return Err(Inconsistency::TooMany {
+                    what: "ranks in a pending showing",
+                    found: ranks,
+                    limit: "MAX_RANKS",
+                    max: MAX_RANKS,
+                });
+            };
+            if let Some(&slot) = shown.iter().find(|&&s| s >= pair_count) {
+                return Err(Inconsistency::Beyond {
+                    what: "a pending showing's pair slot",
+                    index: slot.into(),
+                    limit: "the click log's pair slots",
+                    count: pair_count.into(),
+                });
             }
         }
         Ok(())
@@ -100,7 +136,7 @@ impl ClickLog {
     /// The log a snapshot carried, once [`LogState::check`] has passed it: limits tighter
     /// than the snapshot's (`clicks.max_rank`, `max_queries_per_partition` lowered) take effect
     /// as the log moves on; ranks past `max_rank` are dropped now.
-    pub fn restore(settings: LogSettings, state: LogState) -> Result<ClickLog, String> {
+    pub fn restore(settings: LogSettings, state: LogState) -> Result<ClickLog, Inconsistency> {
         state.check()?;
         let mut log = ClickLog::new(settings);
         let LogState { epoch, mut queries, mut pairs, showings, sketch, admissions, counts } = state;

@@ -1,6 +1,7 @@
 //! The click log's unit tests.
 
 use super::*;
+use crate::checkpoint::Inconsistency;
 use crate::ids::doc_key;
 
 const HOUR: i64 = 3_600_000;
@@ -120,10 +121,27 @@ fn a_snapshot_restores_the_same_log_and_a_forged_one_is_refused() {
     assert_eq!(table(&restored), table(&log));
     restored.finalize(9, 0, &[1]);
     assert_eq!(restored.counts.tracked, 2, "the pending impression is finalized after the restore");
-    let mut forged: LogState = postcard::from_bytes(&bytes).unwrap();
-    forged.pairs[0].as_mut().unwrap().query = 7;
-    assert!(ClickLog::restore(log.settings(), forged).is_err());
-    let mut forged: LogState = postcard::from_bytes(&bytes).unwrap();
-    forged.showings.values_mut().next().unwrap().pairs[0] = 99;
-    assert!(ClickLog::restore(log.settings(), forged).is_err());
+    let refused = |forge: &dyn Fn(&mut LogState)| {
+        let mut forged: LogState = postcard::from_bytes(&bytes).unwrap();
+        forge(&mut forged);
+        ClickLog::restore(log.settings(), forged).err()
+    };
+    let err = refused(&|forged| forged.pairs[0].as_mut().unwrap().query = 7);
+    assert!(matches!(err, Some(Inconsistency::Dangling { what: "click log query slot", index: 0 })), "{err:?}");
+    let err = refused(&|forged| forged.showings.values_mut().next().unwrap().pairs[0] = 99);
+    assert!(
+        matches!(err, Some(Inconsistency::Beyond { what: "a pending showing's pair slot", index: 99, .. })),
+        "{err:?}"
+    );
+    let err = refused(&|forged| forged.showings.values_mut().next().unwrap().query = 99);
+    assert!(
+        matches!(err, Some(Inconsistency::Beyond { what: "a pending showing's query slot", index: 99, .. })),
+        "{err:?}"
+    );
+    let err = refused(&|forged| forged.showings.values_mut().next().unwrap().ranks = u8::MAX);
+    assert!(matches!(err, Some(Inconsistency::TooMany { what: "ranks in a pending showing", .. })), "{err:?}");
+    let err = refused(&|forged| {
+        forged.sketch.pop();
+    });
+    assert!(matches!(err, Some(Inconsistency::Shape { what: "counters in the click log's sketch", .. })), "{err:?}");
 }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::arena::HEADER_WORDS;
 use super::{PendingSet, Taken};
+use crate::checkpoint::Inconsistency;
 use crate::ids::{GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
 
@@ -124,14 +125,14 @@ impl PendingSet {
     /// Applies a delta to the set as the snapshot or delta before it left it. Its records are
     /// untrusted: one that changes a pending impression must keep its timestamp and result
     /// count, and a new one is checked as a snapshot's is.
-    pub(in crate::join) fn apply_delta(&mut self, delta: PendingDelta, window: i64) -> Result<(), &'static str> {
+    pub(in crate::join) fn apply_delta(&mut self, delta: PendingDelta, window: i64) -> Result<(), Inconsistency> {
         if let Some(through) = delta.taken_through {
             while let Some(due) = self.queue.peek(&self.arena, window) {
                 if (due.deadline, self.arena.query(due.id)) > through {
                     break;
                 }
-                let id =
-                    self.queue.pop_due_before(None, &self.arena, window).ok_or("the pending queue lost an entry")?;
+                let lost = Inconsistency::Value { what: "the pending impressions' queue", expected: "whole" };
+                let id = self.queue.pop_due_before(None, &self.arena, window).ok_or(lost)?;
                 self.index.remove(self.arena.query(id), id);
                 self.arena.free(id);
             }
@@ -149,10 +150,16 @@ impl PendingSet {
                     let record = self.arena.record_mut(id);
                     let had = Taken::read(record);
                     if had.timestamp != r.timestamp || record.len() != HEADER_WORDS + r.slots.len() {
-                        return Err("a delta changes a pending impression's timestamp or results");
+                        return Err(Inconsistency::Value {
+                            what: "a pending impression's timestamp or result count in a delta",
+                            expected: "its snapshot's",
+                        });
                     }
                     if r.first_engagement != super::NO_ENGAGEMENT && r.first_engagement < r.timestamp {
-                        return Err("a pending impression's first engagement is before it");
+                        return Err(Inconsistency::Value {
+                            what: "a pending impression's first engagement",
+                            expected: "at or after it",
+                        });
                     }
                     header.write(record, r.slots.len());
                     record[HEADER_WORDS..].copy_from_slice(&r.slots);

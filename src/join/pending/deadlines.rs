@@ -21,6 +21,7 @@ use std::cmp::Ordering;
 use std::collections::VecDeque;
 
 use super::arena::Arena;
+use crate::checkpoint::Inconsistency;
 use crate::time::EventTime;
 
 /// How many places before the end of the sorted run an impression may still be inserted
@@ -236,21 +237,24 @@ impl DeadlineQueue {
     /// Checks the order a restored queue was read back in, which [`DeadlineQueue::restore_run`]
     /// and [`DeadlineQueue::restore_straggler`] trust: the run sorted, the heap a heap, and every
     /// straggler's deadline its record's under this attribution window.
-    pub(super) fn check(&self, arena: &Arena, window: i64) -> Result<(), &'static str> {
+    pub(super) fn check(&self, arena: &Arena, window: i64) -> Result<(), Inconsistency> {
         let heap = &self.stragglers.entries;
         for (i, &due) in heap.iter().enumerate() {
             if due != Due::of(arena, window, due.id) {
-                return Err("a pending impression's deadline is not its timestamp's");
+                return Err(Inconsistency::Value {
+                    what: "a pending impression's deadline",
+                    expected: "its timestamp's",
+                });
             }
             if i > 0 && heap.get((i - 1) / 2).is_some_and(|&parent| due.before(parent, arena)) {
-                return Err("the late pending impressions are out of order");
+                return Err(Inconsistency::Order { what: "the late pending impressions" });
             }
         }
         let mut run = self.run.iter().map(|&id| Due::of(arena, window, id));
         if let Some(mut previous) = run.next() {
             for due in run {
                 if !previous.before(due, arena) {
-                    return Err("the pending impressions are out of deadline order");
+                    return Err(Inconsistency::Order { what: "the pending impressions' deadlines" });
                 }
                 previous = due;
             }
@@ -352,6 +356,23 @@ pub(super) mod tests {
         check(&set);
         let order: Vec<EventTime> = std::iter::from_fn(|| take(&mut set)).map(|(t, _)| t.timestamp).collect();
         assert_eq!(order, expected);
+    }
+
+    #[test]
+    fn a_restored_heap_with_other_deadlines_or_out_of_order_is_refused() {
+        let mut set = PendingSet::default();
+        for t in 10..110 {
+            set.insert(t as QueryKey, t, 0, 0, &[], &[], WINDOW);
+        }
+        set.insert(3000, 20, 0, 0, &[], &[], WINDOW);
+        set.insert(3001, 0, 0, 0, &[], &[], WINDOW);
+        assert_eq!(set.queue.stragglers.entries.len(), 2);
+        assert_eq!(set.check(WINDOW), Ok(()));
+        // Deadlines of another attribution window than the one restoring them.
+        let other = set.check(WINDOW + 1).unwrap_err();
+        assert!(matches!(other, Inconsistency::Value { what: "a pending impression's deadline", .. }), "{other}");
+        set.queue.stragglers.entries.swap(0, 1);
+        assert_eq!(set.check(WINDOW), Err(Inconsistency::Order { what: "the late pending impressions" }));
     }
 
     #[test]

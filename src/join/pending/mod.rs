@@ -25,6 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use self::arena::{Arena, FIRST_ENGAGEMENT, GROUP_UNIT, HEADER_WORDS, LEN, QUERY_HIGH, QUERY_LOW, TIMESTAMP};
 use self::deadlines::{DeadlineQueue, Due};
 use self::index::QueryIndex;
+use crate::checkpoint::Inconsistency;
 use crate::ids::{DocKey, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
 pub(super) use changes::PendingDelta;
@@ -332,19 +333,22 @@ impl PendingSet {
 
     /// Checks what deserializing cannot (it does not know the attribution window): the order
     /// of the deadline queue as read back.
-    pub(super) fn check(&self, window: i64) -> Result<(), &'static str> {
+    pub(super) fn check(&self, window: i64) -> Result<(), Inconsistency> {
         self.queue.check(&self.arena, window)
     }
 
     /// Appends a checkpointed record to the arena and the index (not yet to the queue).
-    fn restore(&mut self, r: RecordIn) -> Result<u32, &'static str> {
+    fn restore(&mut self, r: RecordIn) -> Result<u32, Inconsistency> {
         if self.find(r.query).is_some() {
-            return Err("a query is pending twice");
+            return Err(Inconsistency::Twice { what: "a query is pending" });
         }
         // Engagements are attributed only from the impression's timestamp on, and the delay to
         // the first is computed by subtraction.
         if r.first_engagement != NO_ENGAGEMENT && r.first_engagement.checked_sub(r.timestamp).is_none_or(|d| d < 0) {
-            return Err("a pending impression's first engagement is before it");
+            return Err(Inconsistency::Value {
+                what: "a pending impression's first engagement",
+                expected: "at or after it",
+            });
         }
         let words = HEADER_WORDS + r.slots.len();
         let id = self.arena.alloc(words);
@@ -687,7 +691,8 @@ mod tests {
         swapped.insert(2, 1001, 0, 0, &docs(1), &[], WINDOW);
         swapped.queue.swap_run(0, 1);
         let restored: PendingSet = postcard::from_bytes(&postcard::to_stdvec(&swapped).unwrap()).unwrap();
-        assert!(restored.check(WINDOW).is_err());
+        let refused = restored.check(WINDOW);
+        assert_eq!(refused, Err(Inconsistency::Order { what: "the pending impressions' deadlines" }));
     }
 
     #[derive(Debug, Clone)]
