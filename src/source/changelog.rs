@@ -340,8 +340,8 @@ impl Changelog {
     /// snapshot the key slot (sequence parity) its newest known snapshot does not hold.
     fn next_id(&mut self, partition: i32, kind: RecordKind) -> SnapshotId {
         let next = self.next_sequence.entry(partition).or_insert(0);
-        let other_slot = self.last_base.get(&partition).is_some_and(|last| last.sequence % 2 == *next % 2);
-        if kind == RecordKind::Snapshot && other_slot {
+        let same_slot = self.last_base.get(&partition).is_some_and(|last| last.sequence % 2 == *next % 2);
+        if kind == RecordKind::Snapshot && same_slot {
             *next = next.wrapping_add(1);
         }
         let id = SnapshotId { sequence: *next, nonce: rand::random() };
