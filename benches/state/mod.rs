@@ -140,8 +140,10 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     let measured = watch_rounds(port, Duration::from_secs(seconds), || sent.bytes.load(Ordering::Relaxed) as f64);
     // How far `serve` was behind the producer at the end: the input bytes are counted as
     // produced, which is what was consumed only while it keeps up.
-    let behind = scrape(port)
-        .map(|s| sent.messages.load(Ordering::Relaxed) as f64 - total(&s, "rankpulse_events_consumed_total"));
+    let end = scrape(port);
+    let behind = end
+        .as_ref()
+        .map(|s| sent.messages.load(Ordering::Relaxed) as f64 - total(s, "rankpulse_events_consumed_total"));
     sent.stop.store(true, Ordering::Relaxed);
     producer.join().unwrap();
     assert!(!sent.exhausted.load(Ordering::Relaxed), "the traffic files ran out before the measurement ended");
@@ -149,6 +151,20 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     drop(tansu);
     if let Some(behind) = behind {
         results.insert(format!("state_{label}_messages_behind_at_end"), behind.into());
+    }
+    // What else the state holds at the end, to say where the bytes go beside pending impressions.
+    if let Some(s) = end {
+        for family in ["dedup_keys", "held_engagements", "click_log_entries", "cuped_units", "label_groups"] {
+            let v = total(&s, &format!("rankpulse_{family}"));
+            results.insert(format!("state_{label}_{family}_at_end"), v.into());
+        }
+        eprintln!(
+            "  at the end: {} dedup keys, {} held engagements, {} click log entries, {} CUPED units",
+            total(&s, "rankpulse_dedup_keys"),
+            total(&s, "rankpulse_held_engagements"),
+            total(&s, "rankpulse_click_log_entries"),
+            total(&s, "rankpulse_cuped_units")
+        );
     }
     summarize(label, &measured, results);
     true
