@@ -49,8 +49,9 @@ const PRE_PERIOD: u64 = 20_000;
 /// Rounds after the prefill is consumed before the measurement starts: the first rounds after
 /// the catch-up still carry its backlog's effects.
 const WARM_UP_ROUNDS: f64 = 3.0;
-/// The shipped `state.checkpoint_interval`, in seconds: a round's share of the consumer thread
-/// is its duration over this (the round runs on that thread and blocks it).
+/// The shipped `state.checkpoint_interval`, in seconds: issue 53's target takes a round's
+/// duration over this as its share of the consumer thread (the round runs on that thread and
+/// blocks it; the next is due an interval after it ends, so the time it takes is a little less).
 const INTERVAL_SECONDS: f64 = 5.0;
 
 /// Both windows, then the restore at 1M pending.
@@ -347,6 +348,9 @@ fn summarize(label: &str, rounds: &[Round], results: &mut Results) {
     put("round_seconds", round_seconds);
     put("round_seconds_max", round_max);
     put("round_share_of_interval", round_seconds / INTERVAL_SECONDS);
+    // The next round is due an interval after the last one ended, so a round of d seconds takes
+    // d / (5 + d) of the consumer thread's time, not d / 5: what the run saw, rounds over time.
+    put("round_time_share_of_run", rounds[1..].iter().map(|r| r.seconds).sum::<f64>() / span);
     put("pending_impressions", pending);
     put("bytes_per_pending_impression", per_pending);
     put("events_consumed", rounds.last().unwrap().consumed - rounds[0].consumed);
@@ -394,7 +398,12 @@ pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'s
         let share = at(label, "round_share_of_interval");
         rows.push((
             name,
-            format!("{} ({}%)", fmt(at(label, "round_seconds"), 3), fmt(share.map(|s| s * 100.0), 1)),
+            format!(
+                "{} ({}%; {}% of the run)",
+                fmt(at(label, "round_seconds"), 3),
+                fmt(share.map(|s| s * 100.0), 1),
+                fmt(at(label, "round_time_share_of_run").map(|s| s * 100.0), 0)
+            ),
             "< 2%",
             verdict(share.map(|s| s < 0.02)),
         ));
