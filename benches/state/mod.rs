@@ -12,12 +12,13 @@
 //! produces the generated files itself, each message when its event time comes: the first
 //! 30 minutes of event time (and the day before) at once, as fast as the broker takes them,
 //! so the pending set starts at its steady size; then in real time. Producing it here also
-//! gives the input's bytes, which no metric of `serve` counts.
+//! gives the input's size, which no metric of `serve` counts: the bytes consumed are the
+//! messages consumed times the mean size of those produced.
 //!
 //! Per run, after `serve` has consumed the prefill and 3 more rounds: every snapshot round
 //! for `RANKPULSE_BENCH_STATE_SECONDS` (default 300) from `/metrics`
-//! ([`crate::handover::watch_rounds`]), each with the input bytes produced by then. Two
-//! runs: the default window and a 2-minute one. Then the restore of a partition holding 1M
+//! ([`crate::handover::watch_rounds`]), each with the messages consumed and the input
+//! produced by then. Two runs: the default window and a 2-minute one. Then the restore of a partition holding 1M
 //! pending impressions, which is the `handover` stage's measurement
 //! ([`crate::handover::handover_at`]); `RANKPULSE_BENCH_STATE_RESTORE=0` skips it.
 
@@ -138,7 +139,12 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     wait_for(deadline, Duration::from_millis(200), "no snapshot rounds after the prefill", || {
         scrape(port).filter(|s| total(s, "rankpulse_checkpoints_total") >= rounds + WARM_UP_ROUNDS)
     });
-    let measured = watch_rounds(port, Duration::from_secs(seconds), || sent.bytes.load(Ordering::Relaxed) as f64);
+    // With each round, the input produced by then: bytes (the round's `sampled`) and messages.
+    let mut produced = Vec::new();
+    let measured = watch_rounds(port, Duration::from_secs(seconds), || {
+        produced.push(sent.messages.load(Ordering::Relaxed) as f64);
+        sent.bytes.load(Ordering::Relaxed) as f64
+    });
     // How far `serve` was behind the producer at the end: the input bytes are counted as
     // produced, which is what was consumed only while it keeps up.
     let end = scrape(port);
@@ -167,7 +173,7 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
             total(&s, "rankpulse_cuped_units")
         );
     }
-    summarize(label, &measured, results);
+    summarize(label, &measured, &produced, results);
     true
 }
 
@@ -302,16 +308,25 @@ fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str) {
     }
 }
 
-/// The figures of one run's rounds: each round's bytes against the input produced since the
-/// round before (a round unseen counted as the next one seen, which is logged).
-fn summarize(label: &str, rounds: &[Round], results: &mut Results) {
+/// The figures of one run's rounds: each round's bytes against the input consumed since the
+/// round before (a round unseen counted as the next one seen, which is logged). `produced`:
+/// the messages produced by each round. No metric counts the bytes consumed: they are the
+/// messages consumed (`rankpulse_events_consumed_total`) times the mean size of those produced
+/// over the measurement, which holds as long as `serve` is behind by a steady amount; the ratio
+/// to the bytes produced is kept beside it, with how far behind `serve` was.
+fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Results) {
     assert!(rounds.len() >= 4, "only {} snapshot rounds measured", rounds.len());
     let missed: u32 = rounds.iter().map(|r| r.missed).sum();
     if missed > 0 {
         eprintln!("  {missed} rounds unseen: each counted as the round seen after it");
     }
+    let (first_round, last_round) = (&rounds[0], rounds.last().unwrap());
+    let mean_message = (last_round.sampled - first_round.sampled) / (produced[rounds.len() - 1] - produced[0]).max(1.0);
+    let written = |r: &Round| r.bytes * f64::from(1 + r.missed);
     let pairs: Vec<(f64, f64)> =
-        rounds.windows(2).map(|w| (w[1].bytes * f64::from(1 + w[1].missed), w[1].sampled - w[0].sampled)).collect();
+        rounds.windows(2).map(|w| (written(&w[1]), (w[1].consumed - w[0].consumed) * mean_message)).collect();
+    let produced_ratio = rounds[1..].iter().map(written).sum::<f64>() / (last_round.sampled - first_round.sampled);
+    let behind = [produced[0] - first_round.consumed, produced[rounds.len() - 1] - last_round.consumed];
     let ratio =
         |pairs: &[(f64, f64)]| pairs.iter().map(|p| p.0).sum::<f64>() / pairs.iter().map(|p| p.1).sum::<f64>().max(1.0);
     let third = (pairs.len() / 3).max(1);
@@ -327,16 +342,23 @@ fn summarize(label: &str, rounds: &[Round], results: &mut Results) {
     eprintln!(
         "  {} rounds over {span:.0} s: {:.1} MB/s written for {:.3} MB/s of input = {whole:.1} bytes per input byte \
          (first third {first:.1}, last third {last:.1}); a round {:.1} MB in {round_seconds:.3} s (max {round_max:.3}) \
-         at {pending:.0} pending impressions, {per_pending:.0} bytes each",
+         at {pending:.0} pending impressions, {per_pending:.0} bytes each; per byte produced {produced_ratio:.1}; \
+         {:.0} then {:.0} messages behind the producer",
         rounds.len(),
         written_per_second / 1e6,
         input_per_second / 1e6,
-        round_bytes / 1e6
+        round_bytes / 1e6,
+        behind[0],
+        behind[1]
     );
     let mut put = |what: &str, v: f64| {
         results.insert(format!("state_{label}_{what}"), v.into());
     };
     put("bytes_per_input_byte", whole);
+    put("bytes_per_input_byte_produced", produced_ratio);
+    put("mean_message_bytes", mean_message);
+    put("messages_behind_at_first_round", behind[0]);
+    put("messages_behind_at_last_round", behind[1]);
     put("bytes_per_input_byte_first_third", first);
     put("bytes_per_input_byte_last_third", last);
     put("growth_last_over_first", last / first);
