@@ -28,6 +28,10 @@
 //!    tracked pair, a fit of the click models on a full log, the weighted metrics' cost.
 //! 10. Issue 35's figures ([`cuped`]): CUPED's cost per impression, memory per tracked and per
 //!     frozen unit, and the time to build a cumulative report with the whole read-out.
+//! 11. Issue 53's figures ([`state`], tansu, minutes of real time): the changelog's bytes per
+//!     input byte under steady traffic with the shipped 30-minute window and with 2 minutes,
+//!     a snapshot round's share of the consumer thread, bytes per pending impression, and the
+//!     restore of 1M pending impressions (the `handover` stage's measurement).
 
 use std::time::{Duration, Instant};
 
@@ -54,6 +58,7 @@ mod judgments;
 mod mapping;
 mod parse_limit;
 mod repartition;
+mod state;
 use common::alloc::{live, Counting};
 
 #[global_allocator]
@@ -537,6 +542,15 @@ fn render(results: &mut Results) {
     results.insert("metrics_render_milliseconds".into(), millis.into());
 }
 
+/// A target's verdict: `n/a` when the stage did not run.
+fn verdict(ok: Option<bool>) -> &'static str {
+    match ok {
+        Some(true) => "met",
+        Some(false) => "MISSED",
+        None => "n/a",
+    }
+}
+
 /// A figure of the table: `digits` decimals, or `n/a` when the stage did not run.
 fn fmt(v: Option<f64>, digits: usize) -> String {
     v.map_or("n/a".to_string(), |v| format!("{v:.digits$}"))
@@ -550,7 +564,8 @@ fn main() {
         return;
     }
     // RANKPULSE_BENCH_ONLY=replay (or "end to end", "memory", "finalize lanes", "render", "handover", "changelog
-    // rate", "judgments", "eval", "mapping", "repartition", "clicks", "cuped") runs one stage, to profile it.
+    // rate", "judgments", "eval", "mapping", "repartition", "clicks", "cuped", "state") runs one stage, to profile
+    // it. "state" runs for about 15 minutes; RANKPULSE_BENCH_STATE_SECONDS shortens its measurement.
     let only = std::env::var("RANKPULSE_BENCH_ONLY").ok();
     let mut results = serde_json::Map::new();
     results.insert("cores".into(), std::thread::available_parallelism().map_or(0, |n| n.get()).into());
@@ -568,6 +583,7 @@ fn main() {
         ("repartition", repartition::repartition),
         ("clicks", clicks::clicks),
         ("cuped", cuped::cuped),
+        ("state", state::state),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -576,11 +592,6 @@ fn main() {
         stage(&mut results);
     }
     let get = |k: &str| results.get(k).and_then(|v| v.as_f64());
-    let verdict = |ok: Option<bool>| match ok {
-        Some(true) => "met",
-        Some(false) => "MISSED",
-        None => "n/a",
-    };
     let share = get("end_to_end_share_of_raw");
     let wide_share = get("end_to_end_16_partitions_share_of_raw");
     let per_core = get("replay_events_per_cpu_second");
@@ -735,6 +746,7 @@ fn main() {
     rows.extend(repartition::rows(&get));
     rows.extend(clicks::rows(&get));
     rows.extend(cuped::rows(&get));
+    rows.extend(state::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {
         println!("{name:<44} {value:>30} {target:>12} {ok:>8}");

@@ -60,7 +60,7 @@ fn produce_impressions(brokers: &str, topic: &str, first: u64, count: u64) {
 }
 
 /// The series of a scrape, or `None` while the endpoint does not answer.
-fn scrape(port: u16) -> Option<std::collections::BTreeMap<String, f64>> {
+pub(crate) fn scrape(port: u16) -> Option<std::collections::BTreeMap<String, f64>> {
     match http_get(port, "/metrics") {
         Some((200, body)) => Some(parse_exposition(&body)),
         _ => None,
@@ -68,7 +68,7 @@ fn scrape(port: u16) -> Option<std::collections::BTreeMap<String, f64>> {
 }
 
 /// The sum of every series of a family (over all its labels).
-fn total(series: &std::collections::BTreeMap<String, f64>, family: &str) -> f64 {
+pub(crate) fn total(series: &std::collections::BTreeMap<String, f64>, family: &str) -> f64 {
     series.iter().filter(|(k, _)| *k == family || k.starts_with(&format!("{family}{{"))).map(|(_, v)| v).sum()
 }
 
@@ -82,7 +82,7 @@ fn log_line(daemon: &Daemon, message: &str) -> Option<serde_json::Value> {
 }
 
 /// `rankpulse serve` with JSON logs, so the restore's fields can be read back.
-fn spawn_serve(config: &std::path::Path) -> Daemon {
+pub(crate) fn spawn_serve(config: &std::path::Path) -> Daemon {
     Daemon::spawn(&["--log-format", "json", "serve", "--config", config.to_str().unwrap()])
 }
 
@@ -93,7 +93,7 @@ struct Handover {
     /// The new owner's start to the start of its restore (the group join, mostly).
     join_seconds: f64,
     /// The restore: reading the newest snapshot back from the changelog, decoding, restoring
-    /// (`took_ms` of `partition restored from the changelog`).
+    /// (`took_ms` of the log line `partition restored` with `source` = `changelog`).
     restore_seconds: f64,
     /// The restore's end (its log line) to the first message after the snapshot's offsets
     /// seen consumed on `/metrics` (polled every few milliseconds).
@@ -102,8 +102,9 @@ struct Handover {
     snapshot_bytes: f64,
 }
 
-/// Handover of one partition holding `n` pending impressions, `HANDOVERS` times.
-fn handover_at(n: u64, results: &mut Results) {
+/// Handover of one partition holding `n` pending impressions, `HANDOVERS` times. The `state`
+/// stage runs it at 1M too, for issue 53's restore target, rather than a copy of it.
+pub(crate) fn handover_at(n: u64, results: &mut Results) {
     let Some(tansu) = Broker::tansu() else { return };
     let brokers = tansu.bootstrap();
     let (imp, eng) = ("handover-impressions", "handover-engagements");
@@ -155,7 +156,9 @@ fn handover_at(n: u64, results: &mut Results) {
         let spawned = Instant::now();
         owner = spawn_serve(&config(&format!("owner-{h}"), port));
         let restored = wait_for(deadline, Duration::from_millis(2), "the new owner did not restore", || {
-            log_line(&owner, "partition restored from the changelog")
+            // Named `partition restored from the changelog` until the warm standby gave the line a
+            // `source` (322fba0): waiting for the old name hung the stage until its deadline.
+            log_line(&owner, "partition restored").filter(|l| l["source"] == "changelog")
         });
         let logged = Instant::now();
         let resumed_at = wait_for(deadline, Duration::from_millis(2), "the new owner did not resume", || {
@@ -242,35 +245,65 @@ pub fn changelog_rate(results: &mut Results) {
     let port = free_port();
     let serve = spawn_serve(&serve_config(dir.path(), "demo", &brokers, port, sections));
     std::thread::sleep(WARM_UP);
-    // Every round's bytes: the gauge holds the last round's, the counter says a new one ended,
-    // and a round comes every 5 s, so polling every 250 ms sees each.
-    let (mut rounds, mut bytes, mut pending) = (Vec::new(), 0.0, Vec::new());
-    let mut last = None;
-    let started = Instant::now();
-    while started.elapsed() < MEASURED {
-        if let Some(s) = scrape(port) {
-            let count = total(&s, "rankpulse_checkpoints_total");
-            if last.is_some_and(|l| count > l) {
-                assert_eq!(count, last.unwrap() + 1.0, "a snapshot round was missed");
-                let b = total(&s, "rankpulse_checkpoint_bytes");
-                rounds.push((Instant::now(), b, total(&s, "rankpulse_checkpoint_duration_seconds")));
-                bytes += b;
-                pending.push(total(&s, "rankpulse_pending_impressions"));
-            }
-            last = Some(count);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let rounds = watch_rounds(port, MEASURED, || 0.0);
     let _ = producer.kill();
     let _ = producer.wait();
     drop(serve);
     assert!(rounds.len() >= 3, "only {} snapshot rounds in {MEASURED:?}", rounds.len());
+    assert!(rounds.iter().all(|r| r.missed == 0), "a snapshot round was missed");
     // From the first round seen to the last: the bytes of every round after the first.
-    let span = (rounds.last().unwrap().0 - rounds[0].0).as_secs_f64();
-    let per_second = (bytes - rounds[0].1) / span;
+    let span = (rounds.last().unwrap().at - rounds[0].at).as_secs_f64();
+    let per_second = rounds[1..].iter().map(|r| r.bytes).sum::<f64>() / span;
     results.insert("changelog_rounds".into(), rounds.len().into());
     results.insert("changelog_bytes_per_second".into(), per_second.into());
-    results.insert("changelog_round_bytes".into(), median(rounds.iter().map(|r| r.1).collect()).into());
-    results.insert("changelog_round_seconds".into(), median(rounds.iter().map(|r| r.2).collect()).into());
-    results.insert("changelog_pending_impressions".into(), median(pending).into());
+    results.insert("changelog_round_bytes".into(), median(rounds.iter().map(|r| r.bytes).collect()).into());
+    results.insert("changelog_round_seconds".into(), median(rounds.iter().map(|r| r.seconds).collect()).into());
+    results.insert("changelog_pending_impressions".into(), median(rounds.iter().map(|r| r.pending).collect()).into());
+}
+
+/// One snapshot round as `/metrics` showed it just after it ended.
+pub(crate) struct Round {
+    /// When the scrape saw it.
+    pub at: Instant,
+    /// Its changelog and aggregates payload bytes, all partitions (`rankpulse_checkpoint_bytes`).
+    pub bytes: f64,
+    /// Its duration (`rankpulse_checkpoint_duration_seconds`).
+    pub seconds: f64,
+    /// `rankpulse_pending_impressions` at that scrape.
+    pub pending: f64,
+    /// `rankpulse_events_consumed_total` at that scrape.
+    pub consumed: f64,
+    /// Rounds that ended between this scrape and the one before, unseen (their bytes unknown).
+    pub missed: u32,
+    /// What `sample` returned at that scrape (the `state` stage: input bytes produced so far).
+    pub sampled: f64,
+}
+
+/// Every snapshot round that ends within `span`, from `/metrics` polled every 200 ms: the
+/// gauges hold only the last round's figures and `rankpulse_checkpoints_total` says a new one
+/// ended, and a round comes every 5 s, so polling this often sees each (`missed` says if not).
+/// Shared by `changelog rate` and the `state` stage, which samples its producer's byte count
+/// with each round.
+pub(crate) fn watch_rounds(port: u16, span: Duration, mut sample: impl FnMut() -> f64) -> Vec<Round> {
+    let (mut rounds, mut last) = (Vec::new(), None);
+    let started = Instant::now();
+    while started.elapsed() < span {
+        if let Some(s) = scrape(port) {
+            let count = total(&s, "rankpulse_checkpoints_total");
+            if let Some(before) = last.filter(|&l| count > l) {
+                rounds.push(Round {
+                    at: Instant::now(),
+                    bytes: total(&s, "rankpulse_checkpoint_bytes"),
+                    seconds: total(&s, "rankpulse_checkpoint_duration_seconds"),
+                    pending: total(&s, "rankpulse_pending_impressions"),
+                    consumed: total(&s, "rankpulse_events_consumed_total"),
+                    missed: (count - before - 1.0) as u32,
+                    sampled: sample(),
+                });
+            }
+            last = Some(count);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    rounds
 }

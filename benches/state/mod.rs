@@ -1,0 +1,448 @@
+//! Issue 53's first figures (`RANKPULSE_BENCH_ONLY=state`): what the changelog costs under
+//! steady traffic with the shipped `[join]` and `[state]` (a 30-minute attribution window, a
+//! snapshot round every 5 s), so that the same stage shows the "before" (every round writes
+//! every partition's whole state) and, once the changelog is incremental, the "after".
+//!
+//! The real binary (`rankpulse serve`) against tansu, four-partition topics, clicks and CUPED
+//! on. Its input is the generator of `rankpulse generate --interleaving --judgments`: the
+//! demo's A/B searches at 200/s and the duel that `produce` sends with them, plus the head
+//! queries (one per three searches), whose `query` text is what the click log tracks
+//! (`produce`'s traffic carries none, so with it the click log would stay empty), and a
+//! pre-period the day before for CUPED. `produce` cannot start in the past, so the stage
+//! produces the generated files itself, each message when its event time comes: the first
+//! 30 minutes of event time (and the day before) at once, as fast as the broker takes them,
+//! so the pending set starts at its steady size; then in real time. Producing it here also
+//! gives the input's size, which no metric of `serve` counts: the bytes consumed are the
+//! messages consumed times the mean size of those produced.
+//!
+//! Per run, after `serve` has consumed the prefill and 3 more rounds: every snapshot round
+//! for `RANKPULSE_BENCH_STATE_SECONDS` (default 300) from `/metrics`
+//! ([`crate::handover::watch_rounds`]), each with the messages consumed and the input
+//! produced by then. Two runs: the default window and a 2-minute one. Then the restore of a partition holding 1M
+//! pending impressions, which is the `handover` stage's measurement
+//! ([`crate::handover::handover_at`]); `RANKPULSE_BENCH_STATE_RESTORE=0` skips it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rankpulse::demo::{write_traffic_with, Extras, FaultRate};
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+use crate::common::{free_port, serve_config, wait_for, Broker};
+use crate::handover::{handover_at, scrape, spawn_serve, total, watch_rounds, Round};
+use crate::{fmt, median, verdict, Results};
+
+/// The demo's searches per second (A/B traffic; the duel and head queries come on top).
+const RATE: u32 = 200;
+/// Event time produced at once before the real-time traffic: the shipped attribution window.
+const PREFILL_SECONDS: u64 = 30 * 60;
+/// Event time generated beyond the prefill and the measurement, for the prefill's catch-up and
+/// the warm-up rounds; the stage fails if the files run out before the measurement ends.
+const SLACK_SECONDS: u64 = 600;
+/// Searches of the same clients the day before (`generate --pre-period`): CUPED's pre-period.
+const PRE_PERIOD: u64 = 20_000;
+/// Rounds after the prefill is consumed before the measurement starts: the first rounds after
+/// the catch-up still carry its backlog's effects.
+const WARM_UP_ROUNDS: f64 = 3.0;
+/// The shipped `state.checkpoint_interval`, in seconds: issue 53's target takes a round's
+/// duration over this as its share of the consumer thread (the round runs on that thread and
+/// blocks it; the next is due an interval after it ends, so the time it takes is a little less).
+const INTERVAL_SECONDS: f64 = 5.0;
+
+/// Both windows, then the restore at 1M pending.
+pub fn state(results: &mut Results) {
+    let started = Instant::now();
+    let seconds: u64 = std::env::var("RANKPULSE_BENCH_STATE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    for (label, window) in [("30m", None), ("2m", Some("2m"))] {
+        eprintln!("state: attribution window {label}, {seconds} s measured after a {PREFILL_SECONDS} s prefill");
+        if !steady(label, window, seconds, results) {
+            return;
+        }
+    }
+    // The whole suite has just measured it in the `handover` stage.
+    let measured = results.contains_key("handover_1000k_restore_seconds");
+    if !measured && std::env::var("RANKPULSE_BENCH_STATE_RESTORE").as_deref() != Ok("0") {
+        eprintln!("state: restore at 1,000,000 pending impressions (the handover stage's measurement)");
+        handover_at(1_000_000, results);
+    }
+    results.insert("state_measured_seconds".into(), seconds.into());
+    results.insert("state_stage_seconds".into(), started.elapsed().as_secs_f64().into());
+}
+
+/// What the producer thread has sent, and the stage's word to it.
+#[derive(Default)]
+struct Sent {
+    /// Payload bytes handed to the producer so far (malformed messages included: `serve`
+    /// consumes them too).
+    bytes: AtomicU64,
+    /// Messages handed to the producer so far.
+    messages: AtomicU64,
+    /// Messages of the prefill: everything stamped before the producer caught up with the clock.
+    prefill: AtomicU64,
+    /// Set once the producer caught up with the clock (`prefill` is then final).
+    prefilled: AtomicBool,
+    /// Set when the files ran out.
+    exhausted: AtomicBool,
+    /// The stage's stop.
+    stop: AtomicBool,
+}
+
+/// One run: the window `window` (`None`: the shipped 30 minutes). `false` without tansu.
+fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results) -> bool {
+    let Some(tansu) = Broker::tansu() else { return false };
+    let brokers = tansu.bootstrap();
+    // The shipped topic names, four partitions each (the demo's).
+    let topics = ("search-impressions", "search-engagements");
+    for topic in [topics.0, topics.1] {
+        tansu.create_topic(topic, rankpulse::demo::PARTITIONS);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let files = traffic_files(dir.path(), seconds);
+    // `[join]` and `[state]` at their defaults but for the window of the second run and the
+    // replication factor one broker allows; the click log and CUPED on (CUPED needs a unit:
+    // the client, as in the demo).
+    let join = window.map_or(String::new(), |w| format!("[join]\nattribution_window = \"{w}\"\n"));
+    let sections = format!(
+        "[kafka]\ngroup_id = \"rankpulse-state\"\n{join}[ab]\nunit = \"client_id\"\n\
+         [ab.cuped]\nmetrics = [\"ndcg@10\", \"mrr\"]\n[clicks]\nenabled = true\n\
+         [state]\nchangelog_replication_factor = 1\n"
+    );
+    let port = free_port();
+    let serve = spawn_serve(&serve_config(dir.path(), label, &brokers, port, &sections));
+    let sent = Arc::new(Sent::default());
+    let started = Instant::now();
+    let producer = spawn_producer(&brokers, topics, files, sent.clone());
+
+    let deadline = Instant::now() + Duration::from_secs(1200);
+    let consumed = wait_for(deadline, Duration::from_millis(500), "serve did not consume the prefill", || {
+        if !sent.prefilled.load(Ordering::Acquire) {
+            return None;
+        }
+        let s = scrape(port)?;
+        let consumed = total(&s, "rankpulse_events_consumed_total");
+        (consumed >= sent.prefill.load(Ordering::Relaxed) as f64).then_some(s)
+    });
+    eprintln!(
+        "  prefill: {} messages ({:.0} MB) produced and consumed in {:.1} s; {} pending impressions",
+        sent.prefill.load(Ordering::Relaxed),
+        sent.bytes.load(Ordering::Relaxed) as f64 / 1e6,
+        started.elapsed().as_secs_f64(),
+        total(&consumed, "rankpulse_pending_impressions")
+    );
+    let rounds = total(&consumed, "rankpulse_checkpoints_total");
+    wait_for(deadline, Duration::from_millis(200), "no snapshot rounds after the prefill", || {
+        scrape(port).filter(|s| total(s, "rankpulse_checkpoints_total") >= rounds + WARM_UP_ROUNDS)
+    });
+    // With each round, the input produced by then: bytes (the round's `sampled`) and messages.
+    let mut produced = Vec::new();
+    let measured = watch_rounds(port, Duration::from_secs(seconds), || {
+        produced.push(sent.messages.load(Ordering::Relaxed) as f64);
+        sent.bytes.load(Ordering::Relaxed) as f64
+    });
+    // How far `serve` was behind the producer at the end: the input bytes are counted as
+    // produced, which is what was consumed only while it keeps up.
+    let end = scrape(port);
+    let behind = end
+        .as_ref()
+        .map(|s| sent.messages.load(Ordering::Relaxed) as f64 - total(s, "rankpulse_events_consumed_total"));
+    sent.stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    assert!(!sent.exhausted.load(Ordering::Relaxed), "the traffic files ran out before the measurement ended");
+    drop(serve);
+    drop(tansu);
+    if let Some(behind) = behind {
+        results.insert(format!("state_{label}_messages_behind_at_end"), behind.into());
+    }
+    // What else the state holds at the end, to say where the bytes go beside pending impressions.
+    if let Some(s) = end {
+        for family in ["dedup_keys", "held_engagements", "click_log_entries", "cuped_units", "label_groups"] {
+            let v = total(&s, &format!("rankpulse_{family}"));
+            results.insert(format!("state_{label}_{family}_at_end"), v.into());
+        }
+        eprintln!(
+            "  at the end: {} dedup keys, {} held engagements, {} click log entries, {} CUPED units",
+            total(&s, "rankpulse_dedup_keys"),
+            total(&s, "rankpulse_held_engagements"),
+            total(&s, "rankpulse_click_log_entries"),
+            total(&s, "rankpulse_cuped_units")
+        );
+    }
+    summarize(label, &measured, &produced, results);
+    true
+}
+
+/// The generated traffic as files (impressions, engagements): the prefill's 30 minutes of
+/// event time up to now, the measurement and some slack after it, and the pre-period the day
+/// before; `rankpulse generate --interleaving --judgments --pre-period` writes the same.
+fn traffic_files(dir: &Path, seconds: u64) -> [PathBuf; 2] {
+    let paths = [dir.join("impressions.jsonl"), dir.join("engagements.jsonl")];
+    let start_ms = chrono::Utc::now().timestamp_millis() - PREFILL_SECONDS as i64 * 1000;
+    let count = u64::from(RATE) * (PREFILL_SECONDS + seconds + SLACK_SECONDS);
+    let create = |p: &Path| BufWriter::new(File::create(p).unwrap());
+    let (mut imp, mut eng) = (create(&paths[0]), create(&paths[1]));
+    // The judgment list itself is not needed: the head queries' impressions are.
+    let mut judgments = std::io::sink();
+    let extras = Extras { duel: true, judgments: Some(&mut judgments), pre_period: PRE_PERIOD };
+    let at = (count, RATE, 2026, start_ms);
+    let wrote = write_traffic_with(&mut imp, &mut eng, at, FaultRate::DEMO, extras).unwrap();
+    imp.flush().unwrap();
+    eng.flush().unwrap();
+    eprintln!(
+        "  generated {} searches, {} of the duel, {} of head queries, {} of the day before, {} engagements",
+        wrote.impressions, wrote.duel, wrote.head, wrote.pre_period, wrote.engagements
+    );
+    paths
+}
+
+/// One message of a traffic file.
+struct Message {
+    /// Its `query_id`, as `produce` keys it; `malformed` for the injected malformed lines.
+    key: String,
+    payload: String,
+    /// When it is sent: its event time (a malformed line goes with the line before it).
+    at_ms: i64,
+}
+
+/// A traffic file read in order, one message ahead.
+struct Lines {
+    reader: BufReader<File>,
+    next: Option<Message>,
+    /// The event time of the last well-formed line.
+    last_ms: i64,
+}
+
+/// The fields a message is keyed and paced by.
+#[derive(serde::Deserialize)]
+struct Head {
+    query_id: Option<String>,
+    timestamp: Option<i64>,
+}
+
+impl Lines {
+    fn open(path: &Path) -> Lines {
+        let mut lines = Lines { reader: BufReader::new(File::open(path).unwrap()), next: None, last_ms: 0 };
+        lines.advance();
+        lines
+    }
+
+    fn advance(&mut self) {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).unwrap() == 0 {
+            self.next = None;
+            return;
+        }
+        let payload = line.trim_end_matches('\n').to_string();
+        let message = match serde_json::from_str::<Head>(&payload) {
+            Ok(Head { query_id: Some(key), timestamp: Some(at_ms) }) => {
+                self.last_ms = at_ms;
+                Message { key, payload, at_ms }
+            }
+            _ => Message { key: "malformed".into(), payload, at_ms: self.last_ms },
+        };
+        self.next = Some(message);
+    }
+}
+
+/// Sends the files' messages as their event time comes (at once for those already past), at
+/// most a second of event time ahead of the other file, so impressions and engagements stay
+/// interleaved through the prefill as they are in real time.
+fn spawn_producer(brokers: &str, topics: (&str, &str), files: [PathBuf; 2], sent: Arc<Sent>) -> JoinHandle<()> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "5")
+        .set("queue.buffering.max.messages", "200000")
+        .create()
+        .unwrap();
+    let topics = [topics.0.to_string(), topics.1.to_string()];
+    std::thread::Builder::new()
+        .name("state-producer".into())
+        .spawn(move || {
+            let mut inputs = files.map(|f| Lines::open(&f));
+            while !sent.stop.load(Ordering::Relaxed) {
+                let now = chrono::Utc::now().timestamp_millis();
+                let Some(earliest) = inputs.iter().filter_map(|l| l.next.as_ref().map(|m| m.at_ms)).min() else {
+                    sent.exhausted.store(true, Ordering::Relaxed);
+                    break;
+                };
+                let upto = now.min(earliest + 1000);
+                for (lines, topic) in inputs.iter_mut().zip(&topics) {
+                    while lines.next.as_ref().is_some_and(|m| m.at_ms <= upto) {
+                        let m = lines.next.take().unwrap();
+                        send(&producer, topic, &m.key, &m.payload);
+                        sent.bytes.fetch_add(m.payload.len() as u64, Ordering::Relaxed);
+                        sent.messages.fetch_add(1, Ordering::Relaxed);
+                        lines.advance();
+                    }
+                }
+                if upto == now {
+                    if !sent.prefilled.load(Ordering::Relaxed) {
+                        sent.prefill.store(sent.messages.load(Ordering::Relaxed), Ordering::Relaxed);
+                        sent.prefilled.store(true, Ordering::Release);
+                    }
+                    producer.poll(Duration::ZERO);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            producer.flush(Duration::from_secs(60)).unwrap();
+        })
+        .unwrap()
+}
+
+/// Hands one message to the producer, waiting for room in its queue.
+fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str) {
+    let mut record = BaseRecord::to(topic).key(key).payload(payload);
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((_, r)) => {
+                record = r;
+                producer.poll(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+/// The figures of one run's rounds: each round's bytes against the input consumed since the
+/// round before (a round unseen counted as the next one seen, which is logged). `produced`:
+/// the messages produced by each round. No metric counts the bytes consumed: they are the
+/// messages consumed (`rankpulse_events_consumed_total`) times the mean size of those produced
+/// over the measurement, which holds as long as `serve` is behind by a steady amount; the ratio
+/// to the bytes produced is kept beside it, with how far behind `serve` was.
+fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Results) {
+    assert!(rounds.len() >= 4, "only {} snapshot rounds measured", rounds.len());
+    let missed: u32 = rounds.iter().map(|r| r.missed).sum();
+    if missed > 0 {
+        eprintln!("  {missed} rounds unseen: each counted as the round seen after it");
+    }
+    let (first_round, last_round) = (&rounds[0], rounds.last().unwrap());
+    let mean_message = (last_round.sampled - first_round.sampled) / (produced[rounds.len() - 1] - produced[0]).max(1.0);
+    let written = |r: &Round| r.bytes * f64::from(1 + r.missed);
+    let pairs: Vec<(f64, f64)> =
+        rounds.windows(2).map(|w| (written(&w[1]), (w[1].consumed - w[0].consumed) * mean_message)).collect();
+    let produced_ratio = rounds[1..].iter().map(written).sum::<f64>() / (last_round.sampled - first_round.sampled);
+    let behind = [produced[0] - first_round.consumed, produced[rounds.len() - 1] - last_round.consumed];
+    let ratio =
+        |pairs: &[(f64, f64)]| pairs.iter().map(|p| p.0).sum::<f64>() / pairs.iter().map(|p| p.1).sum::<f64>().max(1.0);
+    let third = (pairs.len() / 3).max(1);
+    let (whole, first, last) = (ratio(&pairs), ratio(&pairs[..third]), ratio(&pairs[pairs.len() - third..]));
+    let span = (rounds.last().unwrap().at - rounds[0].at).as_secs_f64();
+    let written_per_second = pairs.iter().map(|p| p.0).sum::<f64>() / span;
+    let input_per_second = pairs.iter().map(|p| p.1).sum::<f64>() / span;
+    let round_seconds = median(rounds.iter().map(|r| r.seconds).collect());
+    let round_max = rounds.iter().map(|r| r.seconds).fold(0.0, f64::max);
+    let per_pending = median(rounds.iter().map(|r| r.bytes / r.pending.max(1.0)).collect());
+    let pending = median(rounds.iter().map(|r| r.pending).collect());
+    let round_bytes = median(rounds.iter().map(|r| r.bytes).collect());
+    eprintln!(
+        "  {} rounds over {span:.0} s: {:.1} MB/s written for {:.3} MB/s of input = {whole:.1} bytes per input byte \
+         (first third {first:.1}, last third {last:.1}); a round {:.1} MB in {round_seconds:.3} s (max {round_max:.3}) \
+         at {pending:.0} pending impressions, {per_pending:.0} bytes each; per byte produced {produced_ratio:.1}; \
+         {:.0} then {:.0} messages behind the producer",
+        rounds.len(),
+        written_per_second / 1e6,
+        input_per_second / 1e6,
+        round_bytes / 1e6,
+        behind[0],
+        behind[1]
+    );
+    let mut put = |what: &str, v: f64| {
+        results.insert(format!("state_{label}_{what}"), v.into());
+    };
+    put("bytes_per_input_byte", whole);
+    put("bytes_per_input_byte_produced", produced_ratio);
+    put("mean_message_bytes", mean_message);
+    put("messages_behind_at_first_round", behind[0]);
+    put("messages_behind_at_last_round", behind[1]);
+    put("bytes_per_input_byte_first_third", first);
+    put("bytes_per_input_byte_last_third", last);
+    put("growth_last_over_first", last / first);
+    put("written_bytes_per_second", written_per_second);
+    put("input_bytes_per_second", input_per_second);
+    put("rounds", rounds.len() as f64);
+    put("rounds_unseen", f64::from(missed));
+    put("round_bytes", round_bytes);
+    put("round_seconds", round_seconds);
+    put("round_seconds_max", round_max);
+    put("round_share_of_interval", round_seconds / INTERVAL_SECONDS);
+    // The next round is due an interval after the last one ended, so a round of d seconds takes
+    // d / (5 + d) of the consumer thread's time, not d / 5: what the run saw, rounds over time.
+    put("round_time_share_of_run", rounds[1..].iter().map(|r| r.seconds).sum::<f64>() / span);
+    put("pending_impressions", pending);
+    put("bytes_per_pending_impression", per_pending);
+    put("events_consumed", rounds.last().unwrap().consumed - rounds[0].consumed);
+}
+
+/// The growth allowed between the first and the last third before the ratio counts as growing:
+/// the input's own variation from one 100 s to the next is a few percent.
+const GROWTH_TOLERANCE: f64 = 1.05;
+
+/// The table's rows, with issue 53's targets.
+pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'static str, &'static str)> {
+    let at = |label: &str, what: &str| get(&format!("state_{label}_{what}"));
+    let mut rows = Vec::new();
+    for (label, name) in [("30m", "changelog bytes per input byte, 30m window"), ("2m", "  the same, 2m window")] {
+        let ratio = at(label, "bytes_per_input_byte");
+        rows.push((
+            name,
+            format!(
+                "{} ({} / {} MB/s)",
+                fmt(ratio, 1),
+                fmt(at(label, "written_bytes_per_second").map(|b| b / 1e6), 2),
+                fmt(at(label, "input_bytes_per_second").map(|b| b / 1e6), 3)
+            ),
+            "<= 1.5",
+            verdict(ratio.map(|r| r <= 1.5)),
+        ));
+    }
+    for (label, name) in
+        [("30m", "  first / last third of the run, 30m"), ("2m", "  first / last third of the run, 2m")]
+    {
+        let growth = at(label, "growth_last_over_first");
+        rows.push((
+            name,
+            format!(
+                "{} / {} ({}x)",
+                fmt(at(label, "bytes_per_input_byte_first_third"), 1),
+                fmt(at(label, "bytes_per_input_byte_last_third"), 1),
+                fmt(growth, 2)
+            ),
+            "not growing",
+            verdict(growth.map(|g| g <= GROWTH_TOLERANCE)),
+        ));
+    }
+    for (label, name) in [("30m", "  one round s, share of 5 s: 30m"), ("2m", "  one round s, share of 5 s: 2m")] {
+        let share = at(label, "round_share_of_interval");
+        rows.push((
+            name,
+            format!(
+                "{} ({}%; {}% of the run)",
+                fmt(at(label, "round_seconds"), 3),
+                fmt(share.map(|s| s * 100.0), 1),
+                fmt(at(label, "round_time_share_of_run").map(|s| s * 100.0), 0)
+            ),
+            "< 2%",
+            verdict(share.map(|s| s < 0.02)),
+        ));
+    }
+    let per_pending = at("30m", "bytes_per_pending_impression");
+    rows.push((
+        "  snapshot bytes per pending impression",
+        format!(
+            "{} (at {}; 2m: {})",
+            fmt(per_pending, 0),
+            fmt(at("30m", "pending_impressions"), 0),
+            fmt(at("2m", "bytes_per_pending_impression"), 0)
+        ),
+        "<= 122",
+        verdict(per_pending.map(|b| b <= 122.0)),
+    ));
+    let restore = get("handover_1000k_restore_seconds");
+    rows.push(("  restore of 1M pending s (took_ms)", fmt(restore, 2), "<= 3 s", verdict(restore.map(|s| s <= 3.0))));
+    rows
+}
