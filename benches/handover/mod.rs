@@ -277,18 +277,24 @@ pub(crate) struct Round {
     pub missed: u32,
     /// What `sample` returned at that scrape (the `state` stage: input bytes produced so far).
     pub sampled: f64,
+    /// How long that scrape took (rendering `/metrics` holds the engine's lock).
+    pub scrape_seconds: f64,
 }
 
-/// Every snapshot round that ends within `span`, from `/metrics` polled every 200 ms: the
-/// gauges hold only the last round's figures and `rankpulse_checkpoints_total` says a new one
-/// ended, and a round comes every 5 s, so polling this often sees each (`missed` says if not).
+/// Every snapshot round that ends within `span`, from `/metrics` polled every 2 s: the gauges
+/// hold only the last round's figures and `rankpulse_checkpoints_total` says a new one ended,
+/// and the next round is due 5 s after one ends, so polling this often sees each (`missed` says
+/// if not). Not more often: a scrape renders under the engine's lock, and with the `state`
+/// stage's state one took 60 to 90 ms, a sixth of the engine's time at a scrape every 500 ms.
 /// Shared by `changelog rate` and the `state` stage, which samples its producer's byte count
 /// with each round.
 pub(crate) fn watch_rounds(port: u16, span: Duration, mut sample: impl FnMut() -> f64) -> Vec<Round> {
     let (mut rounds, mut last) = (Vec::new(), None);
     let started = Instant::now();
     while started.elapsed() < span {
+        let scraping = Instant::now();
         if let Some(s) = scrape(port) {
+            let scrape_seconds = scraping.elapsed().as_secs_f64();
             let count = total(&s, "rankpulse_checkpoints_total");
             if let Some(before) = last.filter(|&l| count > l) {
                 rounds.push(Round {
@@ -299,11 +305,12 @@ pub(crate) fn watch_rounds(port: u16, span: Duration, mut sample: impl FnMut() -
                     consumed: total(&s, "rankpulse_events_consumed_total"),
                     missed: (count - before - 1.0) as u32,
                     sampled: sample(),
+                    scrape_seconds,
                 });
             }
             last = Some(count);
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_secs(2));
     }
     rounds
 }

@@ -145,19 +145,17 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
         produced.push(sent.messages.load(Ordering::Relaxed) as f64);
         sent.bytes.load(Ordering::Relaxed) as f64
     });
-    // How far `serve` was behind the producer at the end: the input bytes are counted as
-    // produced, which is what was consumed only while it keeps up.
     let end = scrape(port);
-    let behind = end
-        .as_ref()
-        .map(|s| sent.messages.load(Ordering::Relaxed) as f64 - total(s, "rankpulse_events_consumed_total"));
+    // The machine is shared: how busy it was over the last minute of the measurement.
+    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split(' ').next()?.parse::<f64>().ok());
     sent.stop.store(true, Ordering::Relaxed);
     producer.join().unwrap();
     assert!(!sent.exhausted.load(Ordering::Relaxed), "the traffic files ran out before the measurement ended");
     drop(serve);
     drop(tansu);
-    if let Some(behind) = behind {
-        results.insert(format!("state_{label}_messages_behind_at_end"), behind.into());
+    if let Some(load) = load {
+        eprintln!("  load average over the last minute: {load}");
+        results.insert(format!("state_{label}_load_average_at_end"), load.into());
     }
     // What else the state holds at the end, to say where the bytes go beside pending impressions.
     if let Some(s) = end {
@@ -339,17 +337,33 @@ fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Resu
     let per_pending = median(rounds.iter().map(|r| r.bytes / r.pending.max(1.0)).collect());
     let pending = median(rounds.iter().map(|r| r.pending).collect());
     let round_bytes = median(rounds.iter().map(|r| r.bytes).collect());
+    // Whether the state itself grows, apart from how fast `serve` consumes: the bytes written per
+    // second in the first and the last third.
+    let rate = |rounds: &[Round]| {
+        rounds[1..].iter().map(written).sum::<f64>() / (rounds.last().unwrap().at - rounds[0].at).as_secs_f64()
+    };
+    let (written_first, written_last) = (rate(&rounds[..=third]), rate(&rounds[rounds.len() - 1 - third..]));
+    let scrape_ms = median(rounds.iter().map(|r| r.scrape_seconds * 1000.0).collect());
+    // The state's own size: a round's mean bytes in the first and the last third.
+    let mean_bytes = |rounds: &[Round]| rounds.iter().map(|r| r.bytes).sum::<f64>() / rounds.len() as f64;
+    let (bytes_first, bytes_last) = (mean_bytes(&rounds[..=third]), mean_bytes(&rounds[rounds.len() - 1 - third..]));
     eprintln!(
         "  {} rounds over {span:.0} s: {:.1} MB/s written for {:.3} MB/s of input = {whole:.1} bytes per input byte \
          (first third {first:.1}, last third {last:.1}); a round {:.1} MB in {round_seconds:.3} s (max {round_max:.3}) \
          at {pending:.0} pending impressions, {per_pending:.0} bytes each; per byte produced {produced_ratio:.1}; \
-         {:.0} then {:.0} messages behind the producer",
+         {:.0} then {:.0} messages behind the producer; first and last third: written {:.1} then {:.1} MB/s, \
+         a round {:.1} then {:.1} MB; \
+         a scrape {scrape_ms:.0} ms",
         rounds.len(),
         written_per_second / 1e6,
         input_per_second / 1e6,
         round_bytes / 1e6,
         behind[0],
-        behind[1]
+        behind[1],
+        written_first / 1e6,
+        written_last / 1e6,
+        bytes_first / 1e6,
+        bytes_last / 1e6
     );
     let mut put = |what: &str, v: f64| {
         results.insert(format!("state_{label}_{what}"), v.into());
@@ -363,6 +377,11 @@ fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Resu
     put("bytes_per_input_byte_last_third", last);
     put("growth_last_over_first", last / first);
     put("written_bytes_per_second", written_per_second);
+    put("written_bytes_per_second_first_third", written_first);
+    put("written_bytes_per_second_last_third", written_last);
+    put("scrape_milliseconds", scrape_ms);
+    put("round_bytes_first_third", bytes_first);
+    put("round_bytes_last_third", bytes_last);
     put("input_bytes_per_second", input_per_second);
     put("rounds", rounds.len() as f64);
     put("rounds_unseen", f64::from(missed));
@@ -416,6 +435,30 @@ pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'s
             verdict(growth.map(|g| g <= GROWTH_TOLERANCE)),
         ));
     }
+    rows.push((
+        "  messages behind, first / last round: 30m; 2m",
+        format!(
+            "{} / {}; {} / {}",
+            fmt(at("30m", "messages_behind_at_first_round"), 0),
+            fmt(at("30m", "messages_behind_at_last_round"), 0),
+            fmt(at("2m", "messages_behind_at_first_round"), 0),
+            fmt(at("2m", "messages_behind_at_last_round"), 0)
+        ),
+        "",
+        "",
+    ));
+    rows.push((
+        "  a round MB, first / last third: 30m; 2m",
+        format!(
+            "{} / {}; {} / {}",
+            fmt(at("30m", "round_bytes_first_third").map(|b| b / 1e6), 1),
+            fmt(at("30m", "round_bytes_last_third").map(|b| b / 1e6), 1),
+            fmt(at("2m", "round_bytes_first_third").map(|b| b / 1e6), 1),
+            fmt(at("2m", "round_bytes_last_third").map(|b| b / 1e6), 1)
+        ),
+        "",
+        "",
+    ));
     for (label, name) in [("30m", "  one round s, share of 5 s: 30m"), ("2m", "  one round s, share of 5 s: 2m")] {
         let share = at(label, "round_share_of_interval");
         rows.push((
