@@ -259,7 +259,7 @@ pub fn snapshot(data: &[u8]) -> SnapshotOutcome {
 }
 
 /// A delta's payload read as the changelog's next record after `base` (a snapshot record, of
-/// format 5 or 6), sealed behind a valid header of format 6 (random bytes never pass the
+/// format 5 or 7), sealed behind a valid header of format 7 (random bytes never pass the
 /// checksum): applied to the snapshot as a restore does, then restored and used as
 /// [`snapshot`] does. `Refused` when the base or the payload does not decode as a snapshot and
 /// a delta, `Incompatible` when the delta does not follow the snapshot or the result does not
@@ -269,7 +269,8 @@ pub fn delta(base: &[u8], payload: &[u8]) -> Restored {
     let Ok(Record::Snapshot(mut snapshot)) = record::decode(base) else { return Restored::Refused };
     let sealed = checkpoint::seal_as(checkpoint::CHANGELOG_FORMAT_VERSION, payload);
     let Ok(Record::Delta(delta)) = record::decode(&sealed) else { return Restored::Refused };
-    if snapshot.task.apply_delta(delta.task).is_err() {
+    let engine = Engine::new(config(InputFormat::Json)).without_past_limit();
+    if engine.apply_delta(&mut snapshot.task, delta.task).is_err() {
         return Restored::Incompatible;
     }
     snapshot.positions = delta.positions;

@@ -491,6 +491,23 @@ fn attribute(
 }
 
 #[cfg(test)]
+impl Shard {
+    /// The shard's parts for [`crate::engine::Engine::state_parts`].
+    pub fn state_parts(&self) -> Vec<(&'static str, usize)> {
+        let e = |b: Vec<u8>| b.len();
+        vec![
+            ("pending_n", self.pending.len()),
+            ("held", e(postcard::to_stdvec(&self.held).unwrap())),
+            ("held_expiry", e(postcard::to_stdvec(&self.held_expiry).unwrap())),
+            ("seen", e(postcard::to_stdvec(&self.seen_engagements).unwrap())),
+            ("seen_n", self.seen_engagements.len()),
+            ("finalized_recently", e(postcard::to_stdvec(&self.finalized_recently).unwrap())),
+            ("finalized_recently_n", self.finalized_recently.len()),
+        ]
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -117,7 +117,12 @@ impl Aggregation {
     ) {
         match &mut self.worker {
             Some(worker) => worker.judged(group, timestamp, unit, values),
-            None => totals.accumulators.add_sums(group, timestamp, first, values, unit),
+            None => {
+                if let Some(changes) = &mut totals.changes {
+                    changes.judged(group, timestamp, unit, first, values);
+                }
+                totals.accumulators.add_sums(group, timestamp, first, values, unit)
+            }
         }
     }
 
@@ -152,6 +157,22 @@ impl Evaluation {
     /// and adds it to its partition's totals. Returns how many of the values were added (the
     /// interleaving slots only for an interleaved list) and its interleaving score.
     pub fn add(&self, values: &mut [f64], totals: &mut Totals, f: &Finalized<'_>) -> (usize, Option<Scored>) {
+        if let Some(changes) = &mut totals.changes {
+            changes.finalized(f);
+        }
+        let experiment = self.experiments.get(f.group as usize).map_or("", |e| &**e);
+        self.add_as(values, totals, f, experiment)
+    }
+
+    /// [`Evaluation::add`] of an impression of a group of `experiment`: a delta's operations
+    /// are replayed with the names of the groups of the state they apply to.
+    pub fn add_as(
+        &self,
+        values: &mut [f64],
+        totals: &mut Totals,
+        f: &Finalized<'_>,
+        experiment: &str,
+    ) -> (usize, Option<Scored>) {
         if let Some(log) = &mut totals.clicks {
             log.finalize(f.query, f.timestamp, f.gains);
         }
@@ -173,7 +194,6 @@ impl Evaluation {
         let engaged = values[self.abandonment_slot] == 0.0;
         totals.accumulators.add(f.group, f.timestamp, added, engaged, f.unit);
         if let (Some(settings), Some(state)) = (&self.cuped, &mut totals.cuped) {
-            let experiment = self.experiments.get(f.group as usize).map_or("", |e| &**e);
             state.finalized(settings, experiment, f.group, f.unit, f.timestamp, added);
         }
         if let Some(delay) = f.first_engagement_delay_ms {

@@ -1,40 +1,48 @@
 //! One partition's changes since its last snapshot, as a delta: what the changelog writes
 //! between two full snapshots (see `source::changelog`), so that a checkpoint costs what
-//! changed in the join, the part that grows with the attribution window and the traffic, rather
-//! than everything it holds.
+//! changed rather than everything the partition holds.
 //!
 //! A delta holds the join's changes ([`ShardDelta`]: pending impressions and de-duplication
-//! keys added or changed, and the latest that left) and everything else of the task whole, as a
-//! snapshot holds it: the input clocks, the totals, the click log and CUPED's state, with the
-//! names of the groups they refer to. Applied to the snapshot it follows (and the deltas
-//! between), it gives the snapshot the task would have had at the delta's moment
-//! ([`TaskSnapshot::apply_delta`]), which is then checked and restored as any snapshot is.
+//! keys added or changed, and the latest that left), the operations on the totals since
+//! ([`TotalsLog`]: each finalized impression's gains, the click log's offers, the windows
+//! closed), which windows the task keeps for its aggregates records, and the few words written
+//! whole: the input clocks and the counters. Applied to the snapshot it follows (and the
+//! deltas between) by an engine of the same configuration ([`Engine::apply_delta`]), it gives
+//! the snapshot the task would have had at the delta's moment, which is then checked and
+//! restored as any snapshot is.
 //!
 //! A delta follows a snapshot written by the same engine: only an engine that wrote (or
 //! restored) the whole task knows what changed since. So a task starts recording changes when
 //! a snapshot of it is encoded ([`Engine::snapshot_partition_for_deltas`]), and a task that does
-//! not record (just restored, or its last write failed) has no delta to give: the source then
-//! writes a snapshot.
+//! not record (just restored, its last write failed, or a label group was retired) has no delta
+//! to give: the source then writes a snapshot.
+//!
+//! Deltas of format 6 carried the totals whole; they are still read ([`TaskDeltaV6`]).
 //!
 //! A delta's bytes are untrusted, as a snapshot's: this file is under the no-panic rule (crate
-//! documentation, "Hostile input"), and what a delta makes of a snapshot is checked as any
-//! snapshot is before it is installed.
+//! documentation, "Hostile input"). The snapshot a delta applies to is checked before any
+//! operation runs on it, each operation's inputs are checked as it runs, and what the deltas
+//! make of the snapshot is checked as any snapshot is before it is installed.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{ClicksTail, CupedTail, GroupName, StateFingerprint, TaskSnapshot};
-use super::task::Totals;
-use super::telemetry::LaterRejections;
+use super::task::{Task, Totals};
+use super::telemetry::{Counters, LaterRejections};
+use super::totals_log::TotalsLog;
 use super::watermark::InputClock;
 use super::{Engine, RestoreError};
-use crate::accumulate::CupedState;
+use crate::accumulate::{ClosedWindow, CupedState};
 use crate::checkpoint::Inconsistency;
-use crate::clicks::log::{ClickLog, LogState, LogStateRef};
+use crate::clicks::log::{ClickLog, LogState};
+use crate::ids::GroupId;
 use crate::join::{JoinSettings, ShardDelta};
 use crate::time::EventTime;
 
-/// One partition's delta as written (borrowed, but for the join's changes).
+/// One partition's delta as written (borrowed, but for what it took from the task).
 #[derive(Serialize)]
 struct TaskDeltaRef<'a> {
     fingerprint: StateFingerprint,
@@ -43,15 +51,34 @@ struct TaskDeltaRef<'a> {
     frontier: Option<EventTime>,
     join: ShardDelta,
     inputs: &'a [InputClock; 2],
-    totals: &'a Totals,
+    counters: &'a Counters,
     later_rejections: LaterRejections,
-    clicks: Option<LogStateRef<'a>>,
-    cuped: Option<(Vec<String>, &'a CupedState)>,
+    totals: TotalsLog,
+    /// The windows the task keeps for its aggregates records (`Totals::recent_closed`), by
+    /// size index and start, in order: each is one it kept before or one the operations close.
+    recent_closed: Vec<(usize, EventTime)>,
 }
 
-/// One partition's delta as read back: [`TaskDeltaRef`]'s fields, owned, in the same order.
+/// One partition's delta as read back (format 7): [`TaskDeltaRef`]'s fields, owned, in the
+/// same order.
 #[derive(Deserialize)]
 pub struct TaskDelta {
+    fingerprint: StateFingerprint,
+    /// The partition number it is a delta of.
+    pub partition: i32,
+    groups: Vec<GroupName<String>>,
+    frontier: Option<EventTime>,
+    join: ShardDelta,
+    inputs: [InputClock; 2],
+    counters: Counters,
+    later_rejections: LaterRejections,
+    totals: TotalsLog,
+    recent_closed: Vec<(usize, EventTime)>,
+}
+
+/// A delta of format 6, whose totals were written whole: read and applied as it was.
+#[derive(Deserialize)]
+pub struct TaskDeltaV6 {
     fingerprint: StateFingerprint,
     /// The partition number it is a delta of.
     pub partition: i32,
@@ -65,11 +92,32 @@ pub struct TaskDelta {
     cuped: Option<(Vec<String>, CupedState)>,
 }
 
+/// A delta of either format, as a restore applies it.
+pub enum AnyDelta {
+    V6(Box<TaskDeltaV6>),
+    V7(Box<TaskDelta>),
+}
+
 impl TaskDelta {
     /// What it writes entry by entry (pending impressions, de-duplication keys, held
-    /// engagements), for the log.
-    pub fn entries(&self) -> [usize; 3] {
-        self.join.entries()
+    /// engagements), and the operations on the totals, for the log.
+    pub fn entries(&self) -> [usize; 4] {
+        let [pending, keys, held] = self.join.entries();
+        [pending, keys, held, self.totals.len()]
+    }
+}
+
+impl Task {
+    /// Starts recording changes for a delta: the task as it is now is being written whole.
+    fn record_changes(&mut self) {
+        self.join.record_changes();
+        self.totals.changes = Some(TotalsLog::default());
+    }
+
+    /// Stops recording changes: the next record of the task must be a snapshot.
+    pub(super) fn stop_recording(&mut self) {
+        self.join.stop_recording();
+        self.totals.changes = None;
     }
 }
 
@@ -77,7 +125,11 @@ impl Engine {
     /// A partition's state to write to the changelog, as [`Engine::snapshot_partition`], from
     /// which the task records its changes for [`Engine::delta_partition`].
     pub fn snapshot_partition_for_deltas(&mut self, partition: i32) -> Option<impl Serialize + '_> {
-        self.tasks.get_mut(partition)?.join.record_changes();
+        // Finalization on threads of their own (replay's) adds to sums of their own, which
+        // no operation log sees: such an engine writes snapshots only.
+        if self.aggregation.worker.is_none() {
+            self.tasks.get_mut(partition)?.record_changes();
+        }
         self.snapshot_partition(partition)
     }
 
@@ -85,7 +137,12 @@ impl Engine {
     /// `None` when the engine holds no task for it or the task records no changes (a snapshot
     /// must carry it).
     pub fn delta_partition(&mut self, partition: i32) -> Option<impl Serialize + '_> {
-        let join = self.tasks.get_mut(partition)?.join.take_delta()?;
+        let task = self.tasks.get_mut(partition)?;
+        let totals = std::mem::take(task.totals.changes.as_mut()?);
+        let Some(join) = task.join.take_delta() else {
+            task.stop_recording();
+            return None;
+        };
         let task = self.tasks.get(partition)?;
         let groups = self.names_of(task, join.pending_groups());
         Some(TaskDeltaRef {
@@ -95,10 +152,10 @@ impl Engine {
             frontier: self.watermarks.frontier,
             join,
             inputs: &task.inputs,
-            totals: &task.totals,
+            counters: &task.totals.counters,
             later_rejections: task.totals.counters.rejected.later(),
-            clicks: task.totals.clicks.as_ref().map(ClickLog::state),
-            cuped: task.totals.cuped.as_ref().map(|state| (self.cuped_metric_keys(), state)),
+            totals,
+            recent_closed: task.totals.recent_closed.iter().map(|w| (w.size_index, w.start)).collect(),
         })
     }
 
@@ -106,37 +163,113 @@ impl Engine {
     /// snapshot.
     pub fn forget_changes(&mut self, partition: i32) {
         if let Some(task) = self.tasks.get_mut(partition) {
-            task.join.stop_recording();
+            task.stop_recording();
         }
+    }
+
+    /// Applies a delta written after `snapshot` (and the deltas before it, already applied) by
+    /// the engine that wrote it: the snapshot becomes the task as it was at the delta. Refused
+    /// when the delta is of another partition or configuration, when the snapshot is not one
+    /// this configuration restores, or when the delta would make it inconsistent; the
+    /// snapshot is then unusable (partly changed).
+    pub fn apply_delta(&self, snapshot: &mut TaskSnapshot, delta: AnyDelta) -> Result<(), RestoreError> {
+        match delta {
+            AnyDelta::V6(delta) => snapshot.apply_delta_v6(*delta),
+            AnyDelta::V7(delta) => self.apply_logged(snapshot, *delta),
+        }
+    }
+
+    /// [`Engine::apply_delta`] of a delta of format 7.
+    fn apply_logged(&self, snapshot: &mut TaskSnapshot, delta: TaskDelta) -> Result<(), RestoreError> {
+        snapshot.check_follows(delta.partition, &delta.fingerprint)?;
+        if !snapshot.opened {
+            self.open_for_deltas(snapshot)?;
+        }
+        snapshot.merge_names(delta.groups)?;
+        let settings = JoinSettings { attribution_window: snapshot.fingerprint.attribution_window_ms };
+        snapshot.task.join.apply_delta(delta.join, &settings)?;
+        snapshot.task.inputs = delta.inputs;
+        snapshot.task.totals.counters = delta.counters;
+        snapshot.frontier = delta.frontier;
+        snapshot.later_rejections = delta.later_rejections;
+
+        let experiments: HashMap<GroupId, Box<str>> =
+            snapshot.groups.iter().map(|g| (g.id, Box::from(g.experiment.as_str()))).collect();
+        // CUPED's state is replayed in place, and left where the snapshot keeps it.
+        let totals = &mut snapshot.task.totals;
+        let (cuped_keys, cuped) = snapshot.cuped.0.take().unzip();
+        totals.cuped = cuped;
+        let replayed = delta.totals.replay(totals, &self.aggregation.evaluation, |g| experiments.get(&g).map(|e| &**e));
+        snapshot.cuped = CupedTail(cuped_keys.zip(totals.cuped.take()));
+        let mut closed = replayed?;
+        // The windows kept: each one kept before or just closed, in the writer's order.
+        let mut pool: Vec<ClosedWindow> = std::mem::take(&mut totals.recent_closed);
+        pool.append(&mut closed);
+        for (size_index, start) in delta.recent_closed {
+            let found = pool.iter().position(|w| w.size_index == size_index && w.start == start).ok_or(
+                Inconsistency::Value { what: "a window a delta keeps", expected: "one kept or closed before" },
+            )?;
+            totals.recent_closed.push(pool.swap_remove(found));
+        }
+        Ok(())
+    }
+
+    /// Checks a snapshot before the first delta's operations run on it, as a restore checks it
+    /// but in the shape it was written in (a configuration that adds metric blocks widens it
+    /// only after: the operations add what the writer added), and opens its click log.
+    fn open_for_deltas(&self, snapshot: &mut TaskSnapshot) -> Result<(), RestoreError> {
+        let partition = snapshot.partition;
+        self.check_replayable(partition, snapshot)?;
+        if let (Some(settings), Some(state)) = (self.template.clicks, snapshot.clicks.0.take()) {
+            snapshot.task.totals.clicks = Some(ClickLog::restore(settings, state)?);
+        }
+        let keys = self.cuped_metric_keys();
+        if self.template.cuped.is_none() || snapshot.cuped.0.as_ref().is_some_and(|(written, _)| *written != keys) {
+            // Dropped at the restore: not worth replaying into.
+            snapshot.cuped = CupedTail(None);
+        }
+        snapshot.opened = true;
+        Ok(())
     }
 }
 
 impl TaskSnapshot {
-    /// Applies a delta written after this snapshot (and the deltas before it, already applied)
-    /// by the engine that wrote it: the snapshot becomes the task as it was at the delta.
-    /// Refused when the delta is of another partition or configuration, or would make the
-    /// join inconsistent; the snapshot is then unusable (partly changed).
-    pub fn apply_delta(&mut self, delta: TaskDelta) -> Result<(), RestoreError> {
-        if delta.partition != self.partition {
-            return Err(RestoreError::Partition { found: delta.partition, expected: self.partition });
+    /// Checks that a delta of `partition` written with `fingerprint` may follow this snapshot.
+    fn check_follows(&self, partition: i32, fingerprint: &StateFingerprint) -> Result<(), RestoreError> {
+        if partition != self.partition {
+            return Err(RestoreError::Partition { found: partition, expected: self.partition });
         }
-        if delta.fingerprint != self.fingerprint {
+        if *fingerprint != self.fingerprint {
             let what = "the configuration a delta was written with";
             return Err(Inconsistency::Value { what, expected: "its snapshot's" }.into());
         }
-        // The delta names the groups of what it holds; the snapshot's pending impressions it
-        // does not rewrite may refer to others, named by the snapshot (ids are the writer's).
-        for name in delta.groups {
+        Ok(())
+    }
+
+    /// Takes the names of the groups a delta refers to: the snapshot's parts it does not
+    /// rewrite may refer to others, named by the snapshot (ids are the writer's).
+    fn merge_names(&mut self, names: Vec<GroupName<String>>) -> Result<(), Inconsistency> {
+        for name in names {
             match self.groups.iter_mut().find(|g| g.id == name.id) {
                 Some(known) if known.experiment != name.experiment || known.variant != name.variant => {
-                    return Err(
-                        Inconsistency::Value { what: "a group's name in a delta", expected: "its snapshot's" }.into()
-                    );
+                    return Err(Inconsistency::Value { what: "a group's name in a delta", expected: "its snapshot's" });
                 }
                 Some(known) => known.last_seen = known.last_seen.max(name.last_seen),
                 None => self.groups.push(name),
             }
         }
+        Ok(())
+    }
+
+    /// Applies a delta of format 6, whose totals are whole.
+    fn apply_delta_v6(&mut self, delta: TaskDeltaV6) -> Result<(), RestoreError> {
+        self.check_follows(delta.partition, &delta.fingerprint)?;
+        if self.opened {
+            // A chain is written by one build: format 7 deltas never precede format 6 ones.
+            let what = "a delta of format 6";
+            return Err(Inconsistency::Value { what, expected: "before any of format 7" }.into());
+        }
+        self.merge_names(delta.groups)?;
         let settings = JoinSettings { attribution_window: self.fingerprint.attribution_window_ms };
         self.task.join.apply_delta(delta.join, &settings)?;
         self.task.inputs = delta.inputs;
@@ -146,6 +279,33 @@ impl TaskSnapshot {
         self.clicks = ClicksTail(delta.clicks);
         self.cuped = CupedTail(delta.cuped);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+impl Engine {
+    /// A task's parts by name, each with its size encoded (or its length): what tests compare
+    /// between a restored task and the one that never stopped. Pending impressions are equal
+    /// as a set, not in their layout (a restore may hold them in another order of runs),
+    /// so only their count is a part.
+    pub fn state_parts(&self, partition: i32) -> Vec<(&'static str, usize)> {
+        let task = self.tasks.get(partition).unwrap();
+        let enc = |b: Vec<u8>| b.len();
+        vec![
+            ("inputs", enc(crate::checkpoint::encode(&task.inputs))),
+            ("cumulative", enc(crate::checkpoint::encode(&task.totals.accumulators.cumulative))),
+            ("accumulators", enc(crate::checkpoint::encode(&task.totals.accumulators))),
+            ("counters", enc(crate::checkpoint::encode(&task.totals.counters))),
+            ("delay", enc(crate::checkpoint::encode(&task.totals.first_engagement_delay))),
+            ("recent", enc(crate::checkpoint::encode(&task.totals.recent_closed))),
+            ("recent_n", task.totals.recent_closed.len()),
+            ("clicks", task.totals.clicks.as_ref().map_or(0, |c| crate::checkpoint::encode(&c.state()).len())),
+            ("cuped", task.totals.cuped.as_ref().map_or(0, |c| crate::checkpoint::encode(c).len())),
+            ("groups", self.names_of(task, std::iter::empty()).len()),
+        ]
+        .into_iter()
+        .chain(task.join.state_parts())
+        .collect()
     }
 }
 
@@ -186,6 +346,10 @@ mod tests {
         engine.advance(now);
     }
 
+    fn decoded(delta: &[u8]) -> AnyDelta {
+        AnyDelta::V7(Box::new(checkpoint::decode(delta).unwrap()))
+    }
+
     fn config() -> Config {
         let mut cfg = Config::default();
         cfg.ab.unit = AbUnit::ClientId;
@@ -209,10 +373,11 @@ mod tests {
         }
 
         let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
-        for delta in &deltas {
-            snapshot.apply_delta(checkpoint::decode(delta).unwrap()).unwrap();
-        }
         let mut restored = Engine::new(&cfg).without_past_limit();
+        for delta in &deltas {
+            restored.apply_delta(&mut snapshot, decoded(delta)).unwrap();
+        }
+        restored.check_compatible(0, &mut snapshot).unwrap();
         restored.restore_partition(0, snapshot, Instant::now()).unwrap();
         assert_eq!(restored.pending_impressions(), live.pending_impressions());
         assert_eq!(restored.cumulative(), live.cumulative());
@@ -248,11 +413,11 @@ mod tests {
         let delta = checkpoint::encode(&engine.delta_partition(0).unwrap());
         let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
         snapshot.partition = 3;
-        let err = snapshot.apply_delta(checkpoint::decode(&delta).unwrap()).unwrap_err();
+        let err = engine.apply_delta(&mut snapshot, decoded(&delta)).unwrap_err();
         assert!(matches!(err, RestoreError::Partition { found: 0, expected: 3 }), "{err}");
         let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
         snapshot.fingerprint.attribution_window_ms += 1;
-        let err = snapshot.apply_delta(checkpoint::decode(&delta).unwrap()).unwrap_err();
+        let err = engine.apply_delta(&mut snapshot, decoded(&delta)).unwrap_err();
         assert!(err.to_string().contains("the configuration a delta was written with is not its snapshot's"), "{err}");
         // A task that records no changes (restored, or never snapshotted for deltas) has none.
         let mut other = Engine::new(&cfg).without_past_limit();

@@ -44,6 +44,7 @@ mod shared;
 mod snapshot;
 mod task;
 mod telemetry;
+mod totals_log;
 mod watermark;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,7 +66,7 @@ use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 
 pub use aggregation::{FinalizedObserver, FinalizedView};
-pub use delta::TaskDelta;
+pub use delta::{AnyDelta, TaskDelta, TaskDeltaV6};
 pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
@@ -483,6 +484,9 @@ impl Engine {
                 if let Some(cuped) = &mut task.totals.cuped {
                     cuped.retire(retired);
                 }
+                // Its id may now name another group: a delta's operations could not tell the
+                // two apart, so the next record is a snapshot.
+                task.stop_recording();
             }
         }
         if self.template.cuped.is_some() {
@@ -521,7 +525,13 @@ impl Engine {
         }
         if let (ImpressionOutcome::Pending, Some(log), Some(names)) = (outcome, &mut totals.clicks, names) {
             let doc_name = |rank| names.doc(rank);
-            log.offer(key, &Offered { query: Some(names.query), segment: names.segment, docs, doc_name: &doc_name });
+            let offered = Offered { query: Some(names.query), segment: names.segment, docs, doc_name: &doc_name };
+            log.offer(key, &offered);
+            if let Some(changes) = &mut totals.changes {
+                // The click log reads the results of a query it tracks, and only then.
+                let ranks = if log.is_showing(key) { log.settings().max_rank } else { 0 };
+                changes.offered(key, &offered, ranks);
+            }
         }
         let counters = &mut totals.counters;
         match outcome {
@@ -592,7 +602,10 @@ impl Engine {
         let retain = self.retain_recent_closed;
         let mut dropped_unwritten = 0;
         for task in self.tasks.iter_mut() {
-            let Task { totals: Totals { accumulators, recent_closed, .. }, closed_progress, .. } = task;
+            let Task { totals: Totals { accumulators, recent_closed, changes, .. }, closed_progress, .. } = task;
+            if let Some(changes) = changes {
+                changes.closed(w);
+            }
             accumulators.close_windows(w, |window| {
                 if retain {
                     dropped_unwritten += global::keep_closed(
@@ -646,6 +659,7 @@ impl Engine {
             recent_closed: Vec::new(),
             clicks: None,
             cuped: None,
+            changes: None,
         };
         // The first lane goes on from the task's sums; the others start empty.
         let mut first = self.template.task().totals;

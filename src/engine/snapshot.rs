@@ -19,7 +19,7 @@ use super::limits::StateSize;
 use super::task::Task;
 use super::telemetry::LaterRejections;
 use super::{watermark, Engine};
-use crate::accumulate::CupedState;
+use crate::accumulate::{CupedState, StatsShape};
 use crate::checkpoint::Inconsistency;
 use crate::clicks::log::{ClickLog, LogState, LogStateRef};
 use crate::config::AbUnit;
@@ -87,6 +87,10 @@ pub struct TaskSnapshot {
     pub(super) clicks: ClicksTail,
     /// Absent in a snapshot written before CUPED existed.
     pub(super) cuped: CupedTail,
+    /// Whether deltas were applied to it (`super::delta`): it was checked in the shape it was
+    /// written in, and its click log is open in `task.totals.clicks` (`clicks` is then empty).
+    #[serde(skip)]
+    pub(super) opened: bool,
 }
 
 /// A snapshot's click log, if it has one: a snapshot written before the click log existed
@@ -186,6 +190,28 @@ impl Engine {
     /// existed, or with `interleaving.max_rankers = 0` or no `judgments.file`) is widened to
     /// this configuration's first: it counted nothing in them, so their sums are 0.
     pub fn check_compatible(&self, partition: i32, snapshot: &mut TaskSnapshot) -> Result<(), RestoreError> {
+        if let Some(from) = self.check_fingerprint(partition, snapshot)? {
+            let to = self.template.shape.metrics;
+            snapshot.task.totals.accumulators.widen(from, to);
+            for window in &mut snapshot.task.totals.recent_closed {
+                window.groups.widen(from, to);
+            }
+            snapshot.fingerprint.metric_keys = self.aggregation.layout().slot_names();
+        }
+        Ok(self.check_consistent(snapshot, self.template.shape)?)
+    }
+
+    /// [`Engine::check_compatible`] but for the widening: the snapshot is checked in the shape
+    /// it was written in, for the operations of deltas to run on it (`super::delta`).
+    pub(super) fn check_replayable(&self, partition: i32, snapshot: &TaskSnapshot) -> Result<(), RestoreError> {
+        let from = self.check_fingerprint(partition, snapshot)?;
+        let shape = StatsShape { metrics: from.unwrap_or(self.template.shape.metrics), ..self.template.shape };
+        Ok(self.check_consistent(snapshot, shape)?)
+    }
+
+    /// Checks that a snapshot is of `partition` and was written with this configuration, or
+    /// with its metric slots but for blocks this one adds: then `Some` of the slots it has.
+    fn check_fingerprint(&self, partition: i32, snapshot: &TaskSnapshot) -> Result<Option<usize>, RestoreError> {
         let ours = self.fingerprint();
         let mismatch = |what, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
             Err(RestoreError::Configuration { what, snapshot: format!("{a:?}"), configured: format!("{b:?}") })
@@ -195,16 +221,9 @@ impl Engine {
         if snapshot.partition != partition {
             return Err(RestoreError::Partition { found: snapshot.partition, expected: partition });
         }
-        if let Some(from) = self.aggregation.layout().widens_from(&snapshot.fingerprint.metric_keys) {
-            let to = self.template.shape.metrics;
-            snapshot.task.totals.accumulators.widen(from, to);
-            for window in &mut snapshot.task.totals.recent_closed {
-                window.groups.widen(from, to);
-            }
-            snapshot.fingerprint.metric_keys = ours.metric_keys.clone();
-        }
         let theirs = &snapshot.fingerprint;
-        if theirs.metric_keys != ours.metric_keys {
+        let widens_from = self.aggregation.layout().widens_from(&theirs.metric_keys);
+        if widens_from.is_none() && theirs.metric_keys != ours.metric_keys {
             return mismatch(
                 "the metrics (metrics.cutoffs, interleaving.max_rankers, judgments.relevance_threshold, judgments.max_grade, judgments.incomplete_measures)",
                 &theirs.metric_keys,
@@ -224,7 +243,7 @@ impl Engine {
         if theirs.unit_buckets != ours.unit_buckets {
             return mismatch("ab.unit / ab.unit_buckets", &theirs.unit_buckets, &ours.unit_buckets);
         }
-        Ok(self.check_consistent(snapshot)?)
+        Ok(widens_from)
     }
 
     /// What a snapshot's bytes could say that no rankpulse writes, checked before anything is
@@ -232,14 +251,14 @@ impl Engine {
     /// Sizes and shapes must be this configuration's (the code indexes by them), counts kept
     /// beside the data must match it, pending impressions must be in deadline order, counts and
     /// sums must leave room to add to, and every group referred to must be named.
-    fn check_consistent(&self, snapshot: &TaskSnapshot) -> Result<(), Inconsistency> {
+    fn check_consistent(&self, snapshot: &TaskSnapshot, shape: StatsShape) -> Result<(), Inconsistency> {
         let template = &self.template;
         let Task { join, totals, .. } = &snapshot.task;
         join.check(&self.join)?;
-        totals.accumulators.check(template.shape, &template.window_sizes_ms, template.attribution_window_ms)?;
+        totals.accumulators.check(shape, &template.window_sizes_ms, template.attribution_window_ms)?;
         totals.counters.check()?;
         for window in &totals.recent_closed {
-            window.check(template.shape, template.window_sizes_ms.len())?;
+            window.check(shape, template.window_sizes_ms.len())?;
         }
         if let (Some(_), Some(clicks)) = (template.clicks, &snapshot.clicks.0) {
             clicks.check()?;
@@ -269,11 +288,13 @@ impl Engine {
         task.totals.counters.rejected.set_later(&later_rejections);
         // A snapshot without a click log (written before it existed, or with it off) starts
         // an empty one; one written with it on and restored with it off is dropped.
-        task.totals.clicks = match (self.template.clicks, clicks.0) {
-            (None, _) => None,
-            (Some(settings), None) => Some(ClickLog::new(settings)),
+        task.totals.clicks = match (self.template.clicks, clicks.0, task.totals.clicks.take()) {
+            (None, _, _) => None,
+            // Opened for the deltas applied to it (`super::delta`).
+            (Some(_), _, Some(opened)) => Some(opened),
+            (Some(settings), None, None) => Some(ClickLog::new(settings)),
             // Checked with the rest of the snapshot (`check_consistent`).
-            (Some(settings), Some(state)) => Some(ClickLog::restore(settings, state)?),
+            (Some(settings), Some(state), None) => Some(ClickLog::restore(settings, state)?),
         };
         let map = self.intern_names(&groups);
         // CUPED's state of other adjusted metrics (or none) starts afresh: its sums would be

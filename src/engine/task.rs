@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::global::ClosedProgress;
 use super::telemetry::{Counters, Distribution};
+use super::totals_log::TotalsLog;
 use super::watermark::InputClock;
 use crate::accumulate::{Accumulators, ClosedWindow, CupedSettings, CupedState, StatsShape};
 use crate::clicks::log::{ClickLog, LogSettings};
@@ -42,6 +43,10 @@ pub struct Totals {
     /// like `clicks`.
     #[serde(skip)]
     pub cuped: Option<CupedState>,
+    /// The operations on these totals since the task's last changelog record, while the task
+    /// records changes for a delta (`super::delta`); `None` otherwise.
+    #[serde(skip)]
+    pub changes: Option<TotalsLog>,
 }
 
 /// The state of one partition number, shared by the co-partitioned impressions and
@@ -105,6 +110,7 @@ impl TaskTemplate {
             recent_closed: Vec::new(),
             clicks: self.clicks.map(ClickLog::new),
             cuped: self.cuped.as_ref().map(|_| CupedState::new()),
+            changes: None,
         });
         // It closed nothing yet: every window it closes from now on is kept.
         task.closed_progress.kept_from = Some(vec![EventTime::MIN; self.window_sizes_ms.len()]);
@@ -188,6 +194,7 @@ mod tests {
             recent_closed: Vec::new(),
             clicks: None,
             cuped: None,
+            changes: None,
         })
     }
 

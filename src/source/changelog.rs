@@ -130,6 +130,12 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// A chain that has just had its snapshot of `bytes` written.
+    #[cfg(test)]
+    pub(super) fn started(base: SnapshotId, bytes: u64) -> Chain {
+        Chain { base, tip: base, deltas: 0, base_bytes: bytes, delta_bytes: 0 }
+    }
+
     /// Whether the next record should be a snapshot: once the deltas together are as large as
     /// the snapshot they follow (a restore then reads at most twice the state, and the deltas
     /// written cost at most as much again as snapshots would), or after [`MAX_DELTAS`].

@@ -41,7 +41,7 @@ pub fn encode_partition(engine: &Engine, positions: &Positions, partition: i32) 
 /// One partition's record of format 6: its delta when its chain can go on and its task records
 /// changes, else its snapshot (from which its task records changes). `None` if the engine holds
 /// no task for it.
-fn encode_record(
+pub(super) fn encode_record(
     engine: &mut Engine,
     chain: Option<Chain>,
     positions: &Positions,

@@ -44,6 +44,7 @@ mod positions;
 mod rebalance;
 pub mod record;
 mod standby;
+mod volume;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;

@@ -322,6 +322,8 @@ impl SourceContext {
                 return Err(Unusable::NotASnapshot);
             };
             let mut previous = chain.base.id;
+            // The deltas' operations run through this engine's evaluation.
+            let engine = self.engine.lock();
             for (n, read) in chain.deltas.iter().enumerate() {
                 let failed =
                     |why: DeltaUnusable| Unusable::Delta { n: n + 1, of: chain.deltas.len(), offset: read.offset, why };
@@ -333,10 +335,10 @@ impl SourceContext {
                     return Err(failed(DeltaUnusable::Unlinked));
                 }
                 previous = read.id;
-                snapshot.task.apply_delta(delta.task).map_err(|e| failed(e.into()))?;
+                engine.apply_delta(&mut snapshot.task, delta.task).map_err(|e| failed(e.into()))?;
                 snapshot.positions = delta.positions;
             }
-            self.engine.lock().check_compatible(partition, &mut snapshot.task)?;
+            engine.check_compatible(partition, &mut snapshot.task)?;
             Ok(*snapshot)
         };
         let SourceState { changelog, standby, .. } = state;

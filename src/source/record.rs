@@ -1,13 +1,15 @@
-//! The changelog's records: what one partition's record says, in format 6, and how a reader
+//! The changelog's records: what one partition's record says, in format 7, and how a reader
 //! finds the records a partition's state is made of.
 //!
-//! Format 6 (`checkpoint::CHANGELOG_FORMAT_VERSION`): a record is a partition's **snapshot**
+//! Format 7 (`checkpoint::CHANGELOG_FORMAT_VERSION`): a record is a partition's **snapshot**
 //! (its whole state and the offsets it covers, as format 5's records were) or its **delta**
 //! since one: the changes of its state since the record before it (`previous`: the snapshot,
 //! or the delta before), the snapshot they all follow (`base`) and the offsets covered. A
 //! partition's state is its newest complete snapshot with the chain of deltas that follows it,
 //! each naming the one before ([`resolve_chain`]). Records of format 5 are snapshots, and
-//! are still read.
+//! are still read; so are those of format 6, whose deltas carried the totals whole (format 7's
+//! carry the operations on them, `crate::engine`'s `delta`): a chain written by the build
+//! before is read on.
 //!
 //! The encoded record (postcard) is an enum: the variant's index, then its fields. A delta's
 //! first fields are its links, so a reader learns them from its first chunk without decoding
@@ -18,11 +20,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::chunks::SnapshotId;
-use crate::checkpoint::{self, DecodeError, CHANGELOG_FORMAT_VERSION, FORMAT_VERSION};
-use crate::engine::{TaskDelta, TaskSnapshot};
+use crate::checkpoint::{self, DecodeError, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_VERSION, FORMAT_VERSION};
+use crate::engine::{AnyDelta, TaskDelta, TaskDeltaV6, TaskSnapshot};
 
 /// The versions of the changelog's records this build reads, as its errors name them.
-const READS: &str = "5 and 6";
+const READS: &str = "5, 6 and 7";
 
 /// One partition's record as written (borrowed, no copy).
 #[derive(Serialize)]
@@ -47,7 +49,7 @@ pub enum RecordRef<S: Serialize, D: Serialize> {
     },
 }
 
-/// Encodes a record in format 6.
+/// Encodes a record in format 7.
 pub fn encode<S: Serialize, D: Serialize>(record: &RecordRef<S, D>) -> Vec<u8> {
     checkpoint::encode_as(CHANGELOG_FORMAT_VERSION, record)
 }
@@ -62,7 +64,6 @@ pub struct PartitionSnapshot {
 }
 
 /// One partition's delta, as read back.
-#[derive(Deserialize)]
 pub struct PartitionDelta {
     /// The snapshot the chain starts from.
     pub base: SnapshotId,
@@ -70,24 +71,49 @@ pub struct PartitionDelta {
     pub previous: SnapshotId,
     /// Where the partition's inputs resume.
     pub positions: [Option<i64>; 2],
-    /// Its changes, for `TaskSnapshot::apply_delta`.
-    pub task: TaskDelta,
+    /// Its changes, for `Engine::apply_delta`.
+    pub task: AnyDelta,
 }
 
 /// A record as read back (boxed: both are large, and moved along).
-#[derive(Deserialize)]
 pub enum Record {
     Snapshot(Box<PartitionSnapshot>),
     Delta(Box<PartitionDelta>),
 }
 
-/// Decodes a record of format 5 (a snapshot) or 6.
-pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
-    let (version, payload) = checkpoint::open(bytes, &[FORMAT_VERSION, CHANGELOG_FORMAT_VERSION], READS)?;
-    if version == FORMAT_VERSION {
-        return checkpoint::decode_payload(payload).map(|snapshot| Record::Snapshot(Box::new(snapshot)));
+/// A record as written in format `N` (6 or 7), the delta's changes of type `D`.
+#[derive(Deserialize)]
+enum Written<D> {
+    Snapshot(Box<PartitionSnapshot>),
+    Delta { base: SnapshotId, previous: SnapshotId, positions: [Option<i64>; 2], task: Box<D> },
+}
+
+impl<D> Written<D> {
+    fn into_record(self, any: impl FnOnce(Box<D>) -> AnyDelta) -> Record {
+        match self {
+            Written::Snapshot(snapshot) => Record::Snapshot(snapshot),
+            Written::Delta { base, previous, positions, task } => {
+                Record::Delta(Box::new(PartitionDelta { base, previous, positions, task: any(task) }))
+            }
+        }
     }
-    checkpoint::decode_payload(payload)
+}
+
+/// Decodes a record of format 5 (a snapshot), 6 or 7.
+pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+    let readable = [FORMAT_VERSION, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_VERSION];
+    let (version, payload) = checkpoint::open(bytes, &readable, READS)?;
+    match version {
+        FORMAT_VERSION => checkpoint::decode_payload(payload).map(|snapshot| Record::Snapshot(Box::new(snapshot))),
+        CHANGELOG_FORMAT_V6 => {
+            let written: Written<TaskDeltaV6> = checkpoint::decode_payload(payload)?;
+            Ok(written.into_record(AnyDelta::V6))
+        }
+        _ => {
+            let written: Written<TaskDelta> = checkpoint::decode_payload(payload)?;
+            Ok(written.into_record(AnyDelta::V7))
+        }
+    }
 }
 
 /// What a record is, read from its first fields alone ([`peek_links`]).
@@ -99,7 +125,7 @@ pub enum Links {
     Delta { base: SnapshotId, previous: SnapshotId },
 }
 
-/// The first fields of a record of format 6 (the rest is left unread).
+/// The first fields of a record of format 6 or 7 (the rest is left unread).
 #[derive(Deserialize)]
 enum Head {
     Snapshot(()),
@@ -115,7 +141,7 @@ pub fn peek_links(first_bytes: &[u8]) -> Option<Links> {
     if version == FORMAT_VERSION {
         return Some(Links::Snapshot);
     }
-    if version != CHANGELOG_FORMAT_VERSION {
+    if version != CHANGELOG_FORMAT_VERSION && version != CHANGELOG_FORMAT_V6 {
         return None;
     }
     match postcard::take_from_bytes::<Head>(first_bytes.get(checkpoint::HEADER_LEN..)?).ok()?.0 {

@@ -90,7 +90,7 @@ impl LogCounts {
 }
 
 /// What a replica's click log holds, over every partition it owns.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LogSummary {
     /// The impressions' fates.
     pub counts: LogCounts,
@@ -249,6 +249,11 @@ impl ClickLog {
     /// Tracked queries and pairs, and offered impressions not finalized yet.
     pub fn sizes(&self) -> (usize, usize, usize) {
         (self.query_index.len(), self.pair_index.len(), self.showings.len())
+    }
+
+    /// Whether an impression offered under `impression` is tracked, not finalized yet.
+    pub fn is_showing(&self, impression: QueryKey) -> bool {
+        self.showings.contains_key(&impression)
     }
 
     /// Takes note of an impression the join took as pending, under its query key.

@@ -1,0 +1,278 @@
+//! The changelog's records under the demo's traffic, as the source writes them (the same
+//! snapshot-or-delta choice, the same encoding; no broker): what they cost against the input,
+//! and that every partition's chain restores the partition exactly.
+//!
+//! The traffic is `rankpulse generate --interleaving --judgments --pre-period`'s (the state
+//! benchmark's), with clicks and CUPED on and the client as the A/B unit, so that every part
+//! of the totals changes: unit buckets and distinct units, the click log, CUPED's units.
+#![cfg(test)]
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::changelog::{Chain, RecordKind};
+use super::chunks::SnapshotId;
+use super::commit::encode_record;
+use super::positions::Positions;
+use super::record::{self, Record};
+use crate::accumulate::GroupStats;
+use crate::config::{AbUnit, Config};
+use crate::demo::{write_traffic_with, Extras, FaultRate};
+use crate::engine::Engine;
+use crate::event::EventKind;
+use crate::time::HumanDuration;
+
+/// A line of the generated traffic with the fields it is routed and paced by.
+struct Line {
+    kind: EventKind,
+    at_ms: i64,
+    partition: i32,
+    bytes: Vec<u8>,
+}
+
+#[derive(serde::Deserialize)]
+struct Head {
+    query_id: Option<String>,
+    timestamp: Option<i64>,
+}
+
+fn lines(kind: EventKind, text: &[u8], partitions: u32, last: &mut i64) -> Vec<Line> {
+    text.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (at_ms, key) = match serde_json::from_slice::<Head>(l) {
+                Ok(Head { query_id: Some(k), timestamp: Some(t) }) => (t, k),
+                _ => (*last, "malformed".to_string()),
+            };
+            *last = at_ms;
+            let partition = (xxhash_rust::xxh3::xxh3_64(key.as_bytes()) % u64::from(partitions)) as i32;
+            Line { kind, at_ms, partition, bytes: l.to_vec() }
+        })
+        .collect()
+}
+
+/// A chain as the changelog keeps it, for the snapshot-or-delta choice.
+struct ChainModel {
+    base_bytes: u64,
+    delta_bytes: u64,
+    deltas: u32,
+}
+
+/// What the measured rounds wrote and consumed, and the engine at the end with each
+/// partition's chain (its snapshot and the deltas after it).
+struct Volume {
+    input: u64,
+    snapshots: u64,
+    deltas: u64,
+    aggregates: u64,
+    rounds: u32,
+    engine: Engine,
+    chains: Vec<Vec<Vec<u8>>>,
+    cfg: Config,
+}
+
+/// Feeds `prefill_s` of event time at once, then `measured_s` in rounds of 5 s; returns what
+/// the measured rounds wrote against what they consumed.
+fn measure(window: &str, prefill_s: i64, measured_s: i64, rate: u32, pre_period: u64) -> Volume {
+    let mut cfg = Config::default();
+    cfg.ab.unit = AbUnit::ClientId;
+    cfg.ab.cuped.metrics = vec!["ndcg@10".into(), "mrr".into()];
+    cfg.clicks.enabled = true;
+    cfg.join.attribution_window = window.parse::<HumanDuration>().unwrap();
+    let partitions = 4u32;
+    let start_ms = 1_780_000_000_000i64;
+    let count = u64::from(rate) * (prefill_s + measured_s + 60) as u64;
+    let (mut imp, mut eng) = (Vec::new(), Vec::new());
+    let mut sink = std::io::sink();
+    let extras = Extras { duel: true, judgments: Some(&mut sink), pre_period };
+    write_traffic_with(&mut imp, &mut eng, (count, rate, 2026, start_ms), FaultRate::DEMO, extras).unwrap();
+    let mut last = 0;
+    let mut all = lines(EventKind::Impression, &imp, partitions, &mut last);
+    last = 0;
+    all.extend(lines(EventKind::Engagement, &eng, partitions, &mut last));
+    all.sort_by_key(|l| l.at_ms);
+    drop((imp, eng));
+
+    let mut engine = Engine::new(&cfg).without_past_limit();
+    engine.enable_global_view(partitions as usize);
+    let mut positions = Positions::default();
+    let mut chains: Vec<Option<(Chain, ChainModel)>> = (0..partitions).map(|_| None).collect();
+    let mut offsets = [0i64; 2];
+    let mut volume = Volume {
+        input: 0,
+        snapshots: 0,
+        deltas: 0,
+        aggregates: 0,
+        rounds: 0,
+        engine: Engine::new(&cfg),
+        chains: vec![Vec::new(); partitions as usize],
+        cfg: cfg.clone(),
+    };
+    let measure_from = start_ms + prefill_s * 1000;
+    let mut next_round = measure_from;
+    let end = measure_from + measured_s * 1000;
+    let mut id = 0u64;
+    let round = |engine: &mut Engine,
+                 positions: &Positions,
+                 (measuring, last): (bool, bool),
+                 volume: &mut Volume,
+                 chains: &mut Vec<Option<(Chain, ChainModel)>>,
+                 id: &mut u64| {
+        engine.advance(Instant::now());
+        for p in 0..partitions as i32 {
+            let slot = &mut chains[p as usize];
+            let records = &mut volume.chains[p as usize];
+            let chain = slot.as_ref().filter(|(_, m)| m.deltas < 720 && m.delta_bytes < m.base_bytes).map(|(c, _)| *c);
+            let Some((kind, bytes)) = encode_record(engine, chain, positions, p) else { continue };
+            *id += 1;
+            let id = *id;
+            let len = bytes.len() as u64;
+            match kind {
+                RecordKind::Snapshot => {
+                    let sid = SnapshotId { sequence: id, nonce: 0 };
+                    *slot = Some((Chain::started(sid, len), ChainModel { base_bytes: len, delta_bytes: 0, deltas: 0 }));
+                    records.clear();
+                    if measuring {
+                        volume.snapshots += len;
+                    }
+                }
+                RecordKind::Delta => {
+                    let (c, m) = slot.as_mut().unwrap();
+                    c.tip = SnapshotId { sequence: id, nonce: 0 };
+                    m.delta_bytes += len;
+                    m.deltas += 1;
+                    if measuring {
+                        volume.deltas += len;
+                    }
+                }
+            }
+            records.push(bytes);
+            let aggregates = engine.partition_aggregates(p).map_or(0, |a| a.len() as u64);
+            if measuring {
+                volume.aggregates += aggregates;
+            }
+            // The last round's records are what is restored: the windows they carried are
+            // dropped after, as the source does once they are written.
+            if !last {
+                let carried = engine.unwritten_windows(p);
+                engine.aggregates_written(&[(p, carried)]);
+            }
+        }
+        if measuring {
+            volume.rounds += 1;
+        }
+    };
+    let now = Instant::now();
+    for line in &all {
+        if line.at_ms >= end {
+            break;
+        }
+        while line.at_ms >= next_round {
+            round(&mut engine, &positions, (next_round > measure_from, false), &mut volume, &mut chains, &mut id);
+            next_round += 5000;
+        }
+        if line.at_ms >= measure_from {
+            volume.input += line.bytes.len() as u64;
+        }
+        let _ = engine.process(line.kind, line.partition, &line.bytes, now);
+        offsets[line.kind.index()] += 1;
+        positions.consumed(line.kind, line.partition, offsets[line.kind.index()]);
+    }
+    round(&mut engine, &positions, (true, true), &mut volume, &mut chains, &mut id);
+    volume.engine = engine;
+    volume
+}
+
+/// Every partition's chain applied and restored into a fresh engine.
+fn restored(volume: &Volume) -> Engine {
+    let mut engine = Engine::new(&volume.cfg).without_past_limit();
+    engine.enable_global_view(volume.chains.len());
+    for (p, chain) in volume.chains.iter().enumerate() {
+        let p = p as i32;
+        let Ok(Record::Snapshot(mut snapshot)) = record::decode(&chain[0]) else {
+            panic!("partition {p}'s chain has no snapshot")
+        };
+        for delta in &chain[1..] {
+            let Ok(Record::Delta(delta)) = record::decode(delta) else { panic!("not a delta") };
+            engine.apply_delta(&mut snapshot.task, delta.task).unwrap();
+        }
+        engine.check_compatible(p, &mut snapshot.task).unwrap();
+        engine.restore_partition(p, snapshot.task, Instant::now()).unwrap();
+    }
+    engine
+}
+
+/// A group table by group name, comparable across engines (ids are each engine's own).
+fn by_name(engine: &Engine, table: &crate::accumulate::GroupTable) -> BTreeMap<(String, String), GroupStats> {
+    table
+        .iter()
+        .map(|(id, stats)| {
+            let (e, v) = engine.groups().name(id);
+            ((e.to_string(), v.to_string()), stats.clone())
+        })
+        .collect()
+}
+
+fn ratio(v: &Volume) -> f64 {
+    (v.snapshots + v.deltas) as f64 / v.input as f64
+}
+
+#[test]
+fn the_demo_traffic_s_deltas_cost_less_than_its_input_and_restore_every_partition_exactly() {
+    // A 1-minute attribution window, 3 minutes of it held before 1 minute measured: impressions
+    // finalized, windows closed and units entered in every round.
+    let mut v = measure("1m", 180, 60, 200, 5_000);
+    assert!(v.rounds >= 12 && v.snapshots == 0, "{} rounds measured, {} bytes of snapshots", v.rounds, v.snapshots);
+    let written = ratio(&v);
+    assert!(written < 1.0, "the changelog's deltas cost {written:.2} bytes per byte consumed");
+
+    let mut restored = restored(&v);
+    let live = &mut v.engine;
+    assert_eq!(restored.pending_impressions(), live.pending_impressions());
+    assert!(by_name(&restored, &restored.cumulative()) == by_name(live, &live.cumulative()), "the sums differ");
+    assert_eq!(restored.click_summary(), live.click_summary());
+    assert_eq!(
+        restored.cuped_covariates().map(|c| c.groups().count()),
+        live.cuped_covariates().map(|c| c.groups().count())
+    );
+    for p in 0..4 {
+        assert_eq!(restored.state_parts(p), live.state_parts(p), "partition {p}'s state restored");
+    }
+    // Both go on alike: every window closed and every impression finalized.
+    live.finish();
+    restored.finish();
+    assert!(
+        by_name(&restored, &restored.cumulative()) == by_name(live, &live.cumulative()),
+        "the sums differ at the end"
+    );
+    // Which closed windows a task keeps for its aggregates records depends on what records it
+    // wrote since it started, which a restored task has not: every other part is the same.
+    let kept = |e: &Engine, p| {
+        e.state_parts(p).into_iter().filter(|(part, _)| !part.starts_with("recent")).collect::<Vec<_>>()
+    };
+    for p in 0..4 {
+        assert_eq!(kept(&restored, p), kept(live, p), "partition {p}'s state at the end");
+    }
+    assert_eq!(restored.click_summary(), live.click_summary());
+}
+
+/// `VOL_WINDOW=30m VOL_PREFILL=1800 VOL_MEASURED=300 cargo test --release --lib volume_of_the_state_stage -- --ignored --nocapture`:
+/// the state benchmark's figures in process (the benchmark runs the real binary on a broker).
+#[test]
+#[ignore = "minutes in release: the state benchmark's traffic, in process"]
+fn volume_of_the_state_stage() {
+    let window = std::env::var("VOL_WINDOW").unwrap_or("2m".into());
+    let prefill: i64 = std::env::var("VOL_PREFILL").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let measured: i64 = std::env::var("VOL_MEASURED").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let v = measure(&window, prefill, measured, 200, 20_000);
+    eprintln!(
+        "window {window}: {} rounds, input {} B, snapshots {} B, deltas {} B ({:.2} per byte consumed), aggregates {} B ({:.2})",
+        v.rounds,
+        v.input,
+        v.snapshots,
+        v.deltas,
+        ratio(&v),
+        v.aggregates,
+        v.aggregates as f64 / v.input as f64
+    );
+}
