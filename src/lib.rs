@@ -53,7 +53,7 @@
 //! * **The no-panic rule.** The files that read them (every file of [`event`], [`time`],
 //!   [`checkpoint`], [`config`], [`schemas`], [`source::chunks`], the repartition stage's re-encoder, the
 //!   changelog's records, its readers (the warm standby's included) and the aggregates reader,
-//!   and `engine`'s restore of snapshots and deltas) deny `clippy::unwrap_used`, `clippy::expect_used`, `clippy::panic`
+//!   and `engine`'s restore of snapshots and deltas, their operation logs included) deny `clippy::unwrap_used`, `clippy::expect_used`, `clippy::panic`
 //!   and `clippy::indexing_slicing` outside tests, as their first line; `tests/architecture.rs`
 //!   checks that it is there. It covers the explicit panics and the implicit ones of indexing,
 //!   slicing, `unwrap` and `expect`; a justified exception is a local `allow` with its reason

@@ -83,12 +83,15 @@ const STAGES: &[(&str, u32)] = &[
 const ENGINE_LAYERS: &[(&str, u32)] = &[
     // No import of another engine file (but for telemetry's and watermark's edges to untie): an
     // arriving impression's judgment, the repartition stage's counters, the rate limit on
-    // logging rejections; event counters and latency distributions; input clocks and watermarks.
+    // logging rejections; event counters and latency distributions; input clocks and watermarks;
+    // the log of operations on a task's totals.
     ("judge", 0),
     ("routing", 0),
     ("reject_log", 0),
     ("telemetry", 0),
     ("watermark", 0),
+    // The operations on a task's totals since its last changelog record, recorded for a delta.
+    ("totals_log", 0),
     // A partition's state: its join shard, input clocks and totals.
     ("task", 1),
     // A finalized impression into a task's totals.
@@ -975,6 +978,7 @@ const NO_PANIC_FILES: &[&str] = &[
     "source/aggregates.rs",
     "engine/snapshot.rs",
     "engine/delta.rs",
+    "engine/totals_log.rs",
     "source/record.rs",
     "source/standby.rs",
     "clicks/named.rs",

@@ -1,21 +1,26 @@
 //! A changelog written by an earlier release restores into this one, exactly.
 //!
-//! `tests/state_upgrade/` holds the changelog records (key and bytes, as the brokers kept them)
-//! of format version 5, the full snapshots rankpulse wrote up to issue 53 (which makes the
-//! changelog incremental): each partition's newest snapshot after `rankpulse serve` consumed
-//! part A of the traffic below and stopped. The state is a rich one: pending impressions,
-//! finalized windows, engagements de-duplicated and attributed, the click log, CUPED's
-//! pre-period and experiment sums, a client-id A/B unit.
+//! `tests/state_upgrade/` holds changelog records (key and bytes, as the brokers kept them) of
+//! two earlier formats, each partition's newest chain after `rankpulse serve` consumed part A
+//! of the traffic below and stopped:
+//! - version 5, the full snapshots rankpulse wrote up to issue 53 (which makes the changelog
+//!   incremental): a snapshot per partition;
+//! - version 6, issue 53's first part: a snapshot and the deltas after it, which carried the
+//!   sums whole (version 7's carry the operations on them).
+//!
+//! The state is a rich one: pending impressions, finalized windows, engagements de-duplicated
+//! and attributed, the click log, CUPED's pre-period and experiment sums, a client-id A/B unit.
 //!
 //! The test hosts librdkafka's mock cluster, produces part A again (the same messages at the
-//! same offsets, which the snapshots' positions name), puts the old records on the changelog
+//! same offsets, which the records' positions name), puts the old records on the changelog
 //! topic, then part B, and runs two `rankpulse serve`: one in the old records' group, which
 //! must restore every partition from them and resume from their positions, and one in a group
 //! of its own reading everything from the start. Every exported total, the experiment's A/B
 //! report (CUPED-adjusted figures included) and the click log must be equal.
 //!
-//! `write_the_version_5_fixture` wrote the records (with the build of 0a7952a); it is ignored,
-//! and rerunning it with a later build would write that build's format, not version 5's.
+//! `write_the_fixture` wrote the records (version 5 with the build of 0a7952a, version 6 with
+//! that of 5edf72f); it is ignored, and rerunning it with a later build would write that
+//! build's format.
 
 mod common;
 
@@ -44,9 +49,10 @@ const PART_B: usize = 600;
 /// Where the fixture lives, one file per changelog partition.
 const FIXTURE_DIR: &str = "tests/state_upgrade";
 
-/// The fixture file of one partition of a state topic (`changelog` or `aggregates`).
-fn fixture(topic: &str, partition: i32) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE_DIR).join(format!("v5-{topic}-{partition}.bin"))
+/// The fixture file of one partition of a state topic (`changelog` or `aggregates`) of format
+/// `version`.
+fn fixture(version: u32, topic: &str, partition: i32) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE_DIR).join(format!("v{version}-{topic}-{partition}.bin"))
 }
 
 /// The configuration of both daemons but for the group: clicks, CUPED on mrr, the client as
@@ -254,6 +260,16 @@ fn strip_times(value: &mut Value) {
 
 #[test]
 fn a_version_5_changelog_restores_and_resumes_exactly() {
+    restores_and_resumes_exactly(5);
+}
+
+#[test]
+fn a_version_6_chain_of_deltas_restores_and_resumes_exactly() {
+    restores_and_resumes_exactly(6);
+}
+
+/// The fixture of format `version` restored, and going on as a replica that read everything.
+fn restores_and_resumes_exactly(version: u32) {
     let cluster = cluster();
     let brokers = cluster.bootstrap_servers();
     let (part_a, part_b) = (traffic(false), traffic(true));
@@ -263,7 +279,7 @@ fn a_version_5_changelog_restores_and_resumes_exactly() {
     for suffix in ["changelog", "aggregates"] {
         let topic = format!("{GROUP}-{suffix}");
         for partition in 0..PARTITIONS {
-            let records = read_fixture(&fixture(suffix, partition));
+            let records = read_fixture(&fixture(version, suffix, partition));
             assert!(!records.is_empty(), "{topic} [{partition}]: no record in the fixture");
             for (key, value) in records {
                 let record = BaseRecord::to(&topic).partition(partition).key(&key).payload(&value);
@@ -297,6 +313,9 @@ fn a_version_5_changelog_restores_and_resumes_exactly() {
                 && l.contains("source=\"changelog\"")
         });
         assert!(restored.is_some(), "partition {partition} was not restored from the old changelog:\n{output}");
+        // Version 6's chains end with deltas, applied on the way.
+        let deltas = restored.and_then(|l| l.split("deltas=").nth(1)?.split(' ').next()?.parse::<u32>().ok());
+        assert!(version < 6 || deltas > Some(0), "partition {partition}: no delta applied:\n{output}");
     }
     let (want_totals, got_totals) = (totals(&want), totals(&got));
     assert!(want_totals.len() > 100, "compared too few series: {}", want_totals.len());
@@ -339,43 +358,54 @@ fn a_version_5_changelog_restores_and_resumes_exactly() {
     }
 }
 
-/// Writes the fixture: part A consumed by `serve`, stopped with SIGTERM (its final snapshot),
-/// then each changelog partition's records from its newest snapshot's first chunk on, and every
-/// record of the aggregates topic (the experiment-wide view's windows, which the A/B report's
-/// looks are taken from). Run by
-/// hand (`cargo test --test state_upgrade -- --ignored`) only with the build of the format the
-/// fixture is named after.
+/// Writes the fixture of format `RANKPULSE_FIXTURE_VERSION`: part A consumed by `serve`,
+/// stopped with SIGTERM (its final record), then each changelog partition's records from its
+/// newest snapshot's first chunk on (the deltas after it included), and every record of the
+/// aggregates topic (the experiment-wide view's windows, which the A/B report's looks are taken
+/// from). Run by hand (`RANKPULSE_FIXTURE_VERSION=N cargo test --test state_upgrade --
+/// --ignored`) only with the build that writes format N.
 #[test]
 #[ignore]
-fn write_the_version_5_fixture() {
+fn write_the_fixture() {
+    let version: u32 =
+        std::env::var("RANKPULSE_FIXTURE_VERSION").expect("the format the build writes").parse().unwrap();
     let cluster = cluster();
     let brokers = cluster.bootstrap_servers();
     let part_a = traffic(false);
-    produce(&brokers, &part_a);
-    let consumed =
-        [part_a.iter().filter(|m| m.0 == IMP_TOPIC).count(), part_a.iter().filter(|m| m.0 == ENG_TOPIC).count()];
+    // Half of it before the first snapshot, the rest after: a chain's deltas carry changes.
+    let (first, second) = part_a.split_at(part_a.len() / 2);
+    produce(&brokers, first);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let cfg = serve_config(dir.path(), "writer", &brokers, port, &sections(GROUP));
     let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
     let deadline = Instant::now() + Duration::from_secs(120);
-    wait_for(deadline, Duration::from_millis(300), "part A consumed", || {
-        let m = scrape(port)?;
-        let total = |topic: &str| -> f64 {
-            m.iter()
-                .filter(|(k, _)| {
-                    k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\""))
-                })
-                .map(|(_, v)| v)
-                .sum()
-        };
-        (total(IMP_TOPIC) == consumed[0] as f64 && total(ENG_TOPIC) == consumed[1] as f64).then_some(())
-    });
-    std::thread::sleep(Duration::from_secs(2));
+    for produced in [first, &part_a[..]] {
+        let consumed = [
+            produced.iter().filter(|m| m.0 == IMP_TOPIC).count(),
+            produced.iter().filter(|m| m.0 == ENG_TOPIC).count(),
+        ];
+        wait_for(deadline, Duration::from_millis(300), "part A consumed", || {
+            let m = scrape(port)?;
+            let total = |topic: &str| -> f64 {
+                m.iter()
+                    .filter(|(k, _)| {
+                        k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\""))
+                    })
+                    .map(|(_, v)| v)
+                    .sum()
+            };
+            (total(IMP_TOPIC) == consumed[0] as f64 && total(ENG_TOPIC) == consumed[1] as f64).then_some(())
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        if produced.len() < part_a.len() {
+            produce(&brokers, second);
+        }
+    }
     let (status, _, output) = daemon.terminate_with_output(Duration::from_secs(15));
     assert!(status.success(), "{output}");
 
-    std::fs::create_dir_all(fixture("changelog", 0).parent().unwrap()).unwrap();
+    std::fs::create_dir_all(fixture(version, "changelog", 0).parent().unwrap()).unwrap();
     for (suffix, partition) in
         ["changelog", "aggregates"].into_iter().flat_map(|s| (0..PARTITIONS).map(move |p| (s, p)))
     {
@@ -399,11 +429,14 @@ fn write_the_version_5_fixture() {
             }
         }
         // The newest snapshot's chunks: from the last record whose chunk index is 0 (bytes 20..24
-        // of the chunk header) on.
+        // of the chunk header) and whose key is not a delta's (`<partition>/<slot>/d<n>/<chunk>`)
+        // on.
+        let is_delta = |key: &[u8]| String::from_utf8_lossy(key).split('/').any(|part| part.starts_with('d'));
         let start = match suffix {
-            "changelog" => {
-                records.iter().rposition(|(_, v)| v.get(20..24) == Some(&[0, 0, 0, 0][..])).expect("a snapshot")
-            }
+            "changelog" => records
+                .iter()
+                .rposition(|(k, v)| v.get(20..24) == Some(&[0, 0, 0, 0][..]) && !is_delta(k))
+                .expect("a snapshot"),
             _ => 0,
         };
         let mut file = Vec::new();
@@ -413,7 +446,7 @@ fn write_the_version_5_fixture() {
                 file.extend_from_slice(field);
             }
         }
-        std::fs::write(fixture(suffix, partition), file).unwrap();
+        std::fs::write(fixture(version, suffix, partition), file).unwrap();
         eprintln!("{topic} [{partition}]: {} records, {} kept", records.len(), records.len() - start);
     }
 }

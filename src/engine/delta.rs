@@ -32,12 +32,12 @@ use serde::{Deserialize, Serialize};
 use super::snapshot::{ClicksTail, CupedTail, GroupName, StateFingerprint, TaskSnapshot};
 use super::task::{Task, Totals};
 use super::telemetry::{Counters, LaterRejections};
-use super::totals_log::TotalsLog;
+use super::totals_log::{Operation, TotalsLog};
 use super::watermark::InputClock;
 use super::{Engine, RestoreError};
 use crate::accumulate::{ClosedWindow, CupedState};
 use crate::checkpoint::Inconsistency;
-use crate::clicks::log::{ClickLog, LogState};
+use crate::clicks::log::{ClickLog, LogState, Offered};
 use crate::ids::GroupId;
 use crate::join::{JoinSettings, ShardDelta};
 use crate::time::EventTime;
@@ -199,7 +199,7 @@ impl Engine {
         let totals = &mut snapshot.task.totals;
         let (cuped_keys, cuped) = snapshot.cuped.0.take().unzip();
         totals.cuped = cuped;
-        let replayed = delta.totals.replay(totals, &self.aggregation.evaluation, |g| experiments.get(&g).map(|e| &**e));
+        let replayed = self.replay(&delta.totals, totals, &experiments);
         snapshot.cuped = CupedTail(cuped_keys.zip(totals.cuped.take()));
         let mut closed = replayed?;
         // The windows kept: each one kept before or just closed, in the writer's order.
@@ -212,6 +212,45 @@ impl Engine {
             totals.recent_closed.push(pool.swap_remove(found));
         }
         Ok(())
+    }
+
+    /// Runs a delta's operations on the totals of the snapshot it follows, in order, as the
+    /// writer ran them: this engine's evaluation adds what the writer's added (its metric
+    /// slots start with the writer's, which the totals are shaped by). `experiments` names
+    /// each group's experiment (CUPED's pre-period is the experiment's): a group it does not
+    /// name is refused, as its id would size the tables. Returns the windows closed.
+    fn replay(
+        &self,
+        log: &TotalsLog,
+        totals: &mut Totals,
+        experiments: &HashMap<GroupId, Box<str>>,
+    ) -> Result<Vec<ClosedWindow>, Inconsistency> {
+        let evaluation = &self.aggregation.evaluation;
+        let named = |group: GroupId| {
+            experiments.get(&group).map(|e| &**e).ok_or(Inconsistency::Unnamed { what: "group", id: group.into() })
+        };
+        let mut values = vec![0.0; evaluation.slot_count()];
+        let mut closed = Vec::new();
+        for operation in log.operations() {
+            match operation? {
+                Operation::Offered { query, text, segment, docs, names } => {
+                    if let Some(clicks) = &mut totals.clicks {
+                        let doc_name = |rank: usize| names.get(rank).copied().unwrap_or("");
+                        clicks.offer(query, &Offered { query: text, segment, docs, doc_name: &doc_name });
+                    }
+                }
+                Operation::Judged { group, timestamp, unit, first, values } => {
+                    named(group)?;
+                    totals.accumulators.add_sums(group, timestamp, first, values, unit);
+                }
+                Operation::Finalized(f) => {
+                    let experiment = named(f.group)?;
+                    evaluation.add_as(&mut values, totals, &f, experiment);
+                }
+                Operation::Closed(watermark) => totals.accumulators.close_windows(watermark, |w| closed.push(w)),
+            }
+        }
+        Ok(closed)
     }
 
     /// Checks a snapshot before the first delta's operations run on it, as a restore checks it

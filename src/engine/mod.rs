@@ -16,6 +16,7 @@
 //! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership; how a new partition's task starts |
 //! | [`snapshot`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
 //! | [`delta`] | one partition's changes since its last snapshot, written between snapshots and applied to the snapshot they follow |
+//! | [`totals_log`] | the operations on a partition's totals since its last changelog record (finalized impressions, click-log offers, judged sums, windows closed), which a delta carries and a restore runs again |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |

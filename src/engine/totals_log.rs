@@ -9,8 +9,8 @@
 //! its judged sums, a finalized impression is evaluated and added everywhere, a watermark
 //! closes windows. Each of them is a deterministic function of the totals and its own inputs,
 //! so a delta records the inputs, a few dozen bytes an impression, and applying it runs the
-//! same code on the totals the snapshot (and the deltas before) left: the totals come out
-//! exactly as they were, bit for bit, and what they hold next is what the writer's held.
+//! same code on the totals the snapshot (and the deltas before) left (`super::delta`): the
+//! totals come out exactly as they were, and what they hold next is what the writer's held.
 //!
 //! What a log cannot say (a label group retired and its id reused, so that its operations
 //! would name two groups alike) stops the task's recording: its next record is a snapshot.
@@ -22,9 +22,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregation::Evaluation;
-use super::task::Totals;
-use crate::accumulate::ClosedWindow;
 use crate::checkpoint::Inconsistency;
 use crate::clicks::log::Offered;
 use crate::ids::{DocKey, GroupId, QueryKey};
@@ -43,8 +40,7 @@ enum Op {
     /// An arriving impression's judged sums ([`crate::accumulate::Accumulators::add_sums`]):
     /// `values` of them, the first of slot `first`.
     Judged { group: GroupId, timestamp: EventTime, unit: u32, first: u32, values: u32 },
-    /// A finalized impression, evaluated and added everywhere ([`Evaluation::add`]): `gains`
-    /// and `teams` bytes.
+    /// A finalized impression, evaluated and added everywhere: `gains` and `teams` bytes.
     Finalized {
         query: QueryKey,
         timestamp: EventTime,
@@ -162,7 +158,7 @@ impl TotalsLog {
         self.values.extend_from_slice(values);
     }
 
-    /// Records [`Evaluation::add`] of a finalized impression.
+    /// Records the evaluation of a finalized impression (`super::aggregation`'s `Evaluation::add`).
     pub fn finalized(&mut self, f: &Finalized<'_>) {
         self.ops.push(Op::Finalized {
             query: f.query,
@@ -182,62 +178,73 @@ impl TotalsLog {
         self.ops.push(Op::Closed(watermark));
     }
 
-    /// Runs the operations on `totals`, in order, as the engine ran them: `evaluation` is the
-    /// restoring engine's (its metric slots start with the writer's, which the totals are
-    /// shaped by, so what it adds is what the writer added), `experiment` names a group's
-    /// experiment (CUPED's pre-period is the experiment's). Returns the windows closed.
-    pub(super) fn replay<'e>(
-        &self,
-        totals: &mut Totals,
-        evaluation: &Evaluation,
-        experiment: impl Fn(GroupId) -> Option<&'e str>,
-    ) -> Result<Vec<ClosedWindow>, Inconsistency> {
-        // A group id sizes the tables it is added to: only those the delta names are taken.
-        let named =
-            |group: GroupId| experiment(group).ok_or(Inconsistency::Unnamed { what: "group", id: group.into() });
+    /// The operations, in order, each with its inputs; an operation whose inputs are not in
+    /// the buffers, or are out of range, is an error (and the last item).
+    pub fn operations(&self) -> impl Iterator<Item = Result<Operation<'_>, Inconsistency>> + '_ {
         let mut at = Cursor { log: self, bytes: 0, docs: 0, lengths: 0, values: 0 };
-        let mut values = vec![0.0; evaluation.slot_count()];
-        let mut closed = Vec::new();
-        for &op in &self.ops {
-            match op {
-                Op::Offered { query, hash, text, segment, docs } => {
-                    let text = at.text(text)?;
-                    let segment = at.text(segment)?;
-                    let keys = take(&self.docs, &mut at.docs, docs)?;
-                    let lengths = take(&self.lengths, &mut at.lengths, docs)?;
-                    let mut names = Vec::with_capacity(lengths.len());
-                    for &len in lengths {
-                        names.push(at.text(len)?);
-                    }
-                    if let Some(log) = &mut totals.clicks {
-                        let doc_name = |rank: usize| names.get(rank).copied().unwrap_or("");
-                        let query_text = hash.map(|h| (text, h));
-                        log.offer(query, &Offered { query: query_text, segment, docs: keys, doc_name: &doc_name });
-                    }
-                }
-                Op::Judged { group, timestamp, unit, first, values: n } => {
-                    let judged = take(&self.values, &mut at.values, n)?;
-                    named(group)?;
-                    check_time(timestamp)?;
-                    totals.accumulators.add_sums(group, timestamp, first as usize, judged, unit);
-                }
-                Op::Finalized { query, timestamp, group, unit, gains, teams, first_engagement_delay_ms } => {
-                    let gains = at.bytes(gains)?;
-                    let teams = at.bytes(teams)?;
-                    let experiment = named(group)?;
-                    check_time(timestamp)?;
-                    if !teams.is_empty() && teams.len() != gains.len() {
-                        return Err(Inconsistency::Value {
-                            what: "an impression's teams in a delta",
-                            expected: "one per rank",
-                        });
-                    }
-                    let f = Finalized { query, timestamp, group, unit, gains, teams, first_engagement_delay_ms };
-                    evaluation.add_as(&mut values, totals, &f, experiment);
-                }
-                Op::Closed(watermark) => totals.accumulators.close_windows(watermark, |w| closed.push(w)),
+        let mut failed = false;
+        self.ops.iter().map_while(move |&op| {
+            if failed {
+                return None;
             }
-        }
-        Ok(closed)
+            let read = at.read(op);
+            failed = read.is_err();
+            Some(read)
+        })
+    }
+}
+
+/// One operation of a [`TotalsLog`] with its inputs, as the engine ran it.
+#[derive(Debug)]
+pub enum Operation<'a> {
+    /// [`crate::clicks::log::ClickLog::offer`]: `query` is `None` for an impression without
+    /// query text; `names` are the names of `docs`.
+    Offered { query: QueryKey, text: Option<(&'a str, u64)>, segment: &'a str, docs: &'a [DocKey], names: Vec<&'a str> },
+    /// [`crate::accumulate::Accumulators::add_sums`] of a judged impression's values, the
+    /// first of slot `first`.
+    Judged { group: GroupId, timestamp: EventTime, unit: u32, first: usize, values: &'a [f64] },
+    /// A finalized impression, evaluated and added everywhere.
+    Finalized(Finalized<'a>),
+    /// [`crate::accumulate::Accumulators::close_windows`] at a watermark.
+    Closed(EventTime),
+}
+
+impl<'a> Cursor<'a> {
+    /// `op` with its inputs, taken from the buffers.
+    fn read(&mut self, op: Op) -> Result<Operation<'a>, Inconsistency> {
+        Ok(match op {
+            Op::Offered { query, hash, text, segment, docs } => {
+                let text = self.text(text)?;
+                let segment = self.text(segment)?;
+                let keys = take(&self.log.docs, &mut self.docs, docs)?;
+                let lengths = take(&self.log.lengths, &mut self.lengths, docs)?;
+                let names = lengths.iter().map(|&len| self.text(len)).collect::<Result<_, _>>()?;
+                Operation::Offered { query, text: hash.map(|h| (text, h)), segment, docs: keys, names }
+            }
+            Op::Judged { group, timestamp, unit, first, values } => {
+                check_time(timestamp)?;
+                let values = take(&self.log.values, &mut self.values, values)?;
+                Operation::Judged { group, timestamp, unit, first: first as usize, values }
+            }
+            Op::Finalized { query, timestamp, group, unit, gains, teams, first_engagement_delay_ms } => {
+                check_time(timestamp)?;
+                let gains = self.bytes(gains)?;
+                let teams = self.bytes(teams)?;
+                if !teams.is_empty() && teams.len() != gains.len() {
+                    let what = "an impression's teams in a delta";
+                    return Err(Inconsistency::Value { what, expected: "one per rank" });
+                }
+                Operation::Finalized(Finalized {
+                    query,
+                    timestamp,
+                    group,
+                    unit,
+                    gains,
+                    teams,
+                    first_engagement_delay_ms,
+                })
+            }
+            Op::Closed(watermark) => Operation::Closed(watermark),
+        })
     }
 }

@@ -44,6 +44,7 @@ mod positions;
 mod rebalance;
 pub mod record;
 mod standby;
+#[cfg(test)]
 mod volume;
 
 use std::collections::BTreeSet;

@@ -5,7 +5,6 @@
 //! The traffic is `rankpulse generate --interleaving --judgments --pre-period`'s (the state
 //! benchmark's), with clicks and CUPED on and the client as the A/B unit, so that every part
 //! of the totals changes: unit buckets and distinct units, the click log, CUPED's units.
-#![cfg(test)]
 
 use std::collections::BTreeMap;
 use std::time::Instant;
