@@ -146,9 +146,15 @@ fn measure(window: &str, prefill_s: i64, measured_s: i64, rate: u32, pre_period:
                 }
             }
             records.push(bytes);
-            let aggregates = engine.partition_aggregates(p).map_or(0, |a| a.len() as u64);
+            let aggregates = engine.partition_aggregates(p).unwrap_or_default();
             if measuring {
-                volume.aggregates += aggregates;
+                volume.aggregates += aggregates.len() as u64;
+            }
+            if let (true, Ok(dir)) = (last, std::env::var("VOL_DUMP")) {
+                std::fs::write(format!("{dir}/aggregates-{p}"), &aggregates).unwrap();
+                std::fs::write(format!("{dir}/record-{p}"), records.last().unwrap()).unwrap();
+                let snapshot = crate::checkpoint::encode(&engine.snapshot_partition(p).unwrap());
+                std::fs::write(format!("{dir}/snapshot-{p}"), snapshot).unwrap();
             }
             // The last round's records are what is restored: the windows they carried are
             // dropped after, as the source does once they are written.
@@ -264,6 +270,7 @@ fn volume_of_the_state_stage() {
     let prefill: i64 = std::env::var("VOL_PREFILL").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
     let measured: i64 = std::env::var("VOL_MEASURED").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     let v = measure(&window, prefill, measured, 200, 20_000);
+    eprintln!("pending impressions at the end: {}", v.engine.pending_impressions());
     eprintln!(
         "window {window}: {} rounds, input {} B, snapshots {} B, deltas {} B ({:.2} per byte consumed), aggregates {} B ({:.2})",
         v.rounds,
