@@ -136,6 +136,12 @@ impl Chain {
         Chain { base, tip: base, deltas: 0, base_bytes: bytes, delta_bytes: 0 }
     }
 
+    /// This chain with `tip` as its newest record.
+    #[cfg(test)]
+    pub(super) fn with_tip(self, tip: SnapshotId) -> Chain {
+        Chain { tip, ..self }
+    }
+
     /// Whether the next record should be a snapshot: once the deltas together are as large as
     /// the snapshot they follow (a restore then reads at most twice the state, and the deltas
     /// written cost at most as much again as snapshots would), or after [`MAX_DELTAS`].

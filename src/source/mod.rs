@@ -158,7 +158,7 @@ pub async fn run(
             engine.lock().enable_global_view(0);
             aggregates::spawn(cfg, aggregates_topic, engine.clone(), shutdown.clone(), log.clone())?;
             let standby = match state.warm_standby {
-                true => Some(Standby::spawn(cfg, topic, shutdown.clone(), log.clone())?),
+                true => Some(Standby::spawn(cfg, topic, engine.clone(), shutdown.clone(), log.clone())?),
                 false => None,
             };
             (Some(changelog), standby, state.checkpoint_interval.as_duration())

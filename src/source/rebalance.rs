@@ -15,9 +15,11 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 
 use super::changelog::{ChangelogError, RecoveredChain};
+use super::chunks::SnapshotId;
 use super::commit::{checkpoint_and_commit, SourceState};
 use super::handoff::Handoff;
 use super::record::{self, PartitionSnapshot, Record};
+use super::standby::Applied;
 use crate::checkpoint;
 use crate::engine::{RebalanceKind, Restore, RestoreError, RestoreSource, SharedEngine};
 use crate::event::EventKind;
@@ -44,6 +46,33 @@ enum Unusable {
     NotASnapshot,
     #[error("delta {n} of {of} after it (offset {offset}): {why}")]
     Delta { n: usize, of: usize, offset: i64, why: DeltaUnusable },
+}
+
+/// Where a restored partition's state came from: a chain read from the changelog, or the warm
+/// standby's copy of one.
+struct Origin {
+    /// The chain's snapshot, and the offset of its first chunk.
+    base: SnapshotId,
+    base_offset: i64,
+    /// Deltas applied after it.
+    deltas: usize,
+    /// Bytes read for it.
+    bytes: usize,
+    /// When the newest record was written, if the brokers kept its timestamp: when the
+    /// previous owner last wrote the partition's state.
+    written_ms: Option<i64>,
+}
+
+impl Origin {
+    fn of(chain: &RecoveredChain) -> Origin {
+        Origin {
+            base: chain.base.id,
+            base_offset: chain.base.offset,
+            deltas: chain.deltas.len(),
+            bytes: chain.bytes(),
+            written_ms: chain.newest().written_ms,
+        }
+    }
 }
 
 /// Why a delta of a chain cannot be applied (the chain's snapshot is then unusable with it).
@@ -255,23 +284,22 @@ impl SourceContext {
                         tracing::error!(partition = p, error = %e, "restoring the partition failed");
                     }
                     if let Some(changelog) = state.changelog.as_mut() {
-                        changelog.restored_from(p, chain.base.id);
+                        changelog.restored_from(p, chain.base);
                     }
-                    let recovered = chain.newest();
                     resume = positions;
                     state.positions.set(p, positions);
                     let took = started.elapsed();
-                    let unowned = recovered.written_ms.and_then(|written| {
+                    let unowned = chain.written_ms.and_then(|written| {
                         let now = chrono::Utc::now().timestamp_millis();
                         Some(Duration::from_millis(u64::try_from(now.checked_sub(written)?).ok()?))
                     });
                     engine.record_restore(p, Restore { took, source, unowned });
                     tracing::info!(
                         partition = p,
-                        snapshot = chain.base.id.sequence,
-                        changelog_offset = chain.base.offset,
-                        deltas = chain.deltas.len(),
-                        bytes = chain.bytes(),
+                        snapshot = chain.base.sequence,
+                        changelog_offset = chain.base_offset,
+                        deltas = chain.deltas,
+                        bytes = chain.bytes,
                         pending,
                         took_ms = took.as_millis() as u64,
                         unowned_ms = unowned.map(|d| d.as_millis() as u64),
@@ -315,7 +343,7 @@ impl SourceContext {
         &self,
         state: &mut SourceState,
         partition: i32,
-    ) -> Result<Option<(RecoveredChain, PartitionSnapshot, RestoreSource)>, ChangelogError> {
+    ) -> Result<Option<(Origin, PartitionSnapshot, RestoreSource)>, ChangelogError> {
         // The snapshot with its deltas applied, in order: the partition's state as of the last.
         let usable = |chain: &RecoveredChain| -> Result<PartitionSnapshot, Unusable> {
             let Record::Snapshot(mut snapshot) = record::decode(&chain.base.bytes)? else {
@@ -347,8 +375,17 @@ impl SourceContext {
             let end = changelog.end_offset(partition)?;
             if let Some(warm) = standby.take_current(partition, end, STANDBY_CATCH_UP) {
                 changelog.continue_sequence(partition, warm.next_sequence);
-                match usable(&warm.chain) {
-                    Ok(snapshot) => return Ok(Some((warm.chain, snapshot, RestoreSource::Standby))),
+                let checked = warm.held.and_then(|mut applied| {
+                    let engine = self.engine.lock();
+                    engine.check_compatible(partition, &mut applied.snapshot.task).map_err(|e| e.to_string())?;
+                    Ok(applied)
+                });
+                match checked {
+                    Ok(applied) => {
+                        let Applied { snapshot, base, deltas, bytes, written_ms, .. } = *applied;
+                        let origin = Origin { base: base.0, base_offset: base.1, deltas, bytes, written_ms };
+                        return Ok(Some((origin, snapshot, RestoreSource::Standby)));
+                    }
                     Err(why) => {
                         tracing::warn!(partition, reason = %why, "the warm standby's copy is unusable: reading the changelog")
                     }
@@ -358,7 +395,7 @@ impl SourceContext {
             }
         }
         let found = changelog.read_newest(partition, usable)?;
-        Ok(found.map(|(recovered, snapshot)| (recovered, snapshot, RestoreSource::Changelog)))
+        Ok(found.map(|(recovered, snapshot)| (Origin::of(&recovered), snapshot, RestoreSource::Changelog)))
     }
 
     /// Revoke: snapshots the tasks that came with the revoked impressions partitions, commits

@@ -1,14 +1,21 @@
 //! The warm standby (`state.warm_standby`): a thread that tails the changelog topic and keeps
-//! every partition's newest complete snapshot, so that a partition assigned to this replica is
-//! restored from memory rather than read back from the brokers, as Kafka Streams' standby
-//! replicas keep a task's state store warm.
+//! every partition's newest state, its newest complete snapshot decoded with every delta after
+//! it applied as it arrives, so that a partition assigned to this replica is restored from
+//! memory at once rather than read back from the brokers and replayed, as Kafka Streams'
+//! standby replicas keep a task's state store warm.
 //!
 //! A copy is only as good as what the standby has read: the assignment asks for the copy
 //! together with the changelog partition's end offset, and takes it only once the standby has
-//! read up to there (so the copy is the newest complete snapshot in the partition, the one
-//! [`super::changelog::Changelog::read_newest`] would return); otherwise it reads the
+//! read up to there (so the copy is the newest complete state in the partition, the one
+//! [`super::changelog::Changelog::read_newest`] would restore); otherwise it reads the
 //! changelog. The standby starts from the topic's end: it holds a partition's copy once the
-//! partition's owner writes its next snapshot (within `state.checkpoint_interval`).
+//! partition's owner writes its next snapshot. A copy that cannot go on (a snapshot that does
+//! not decode, a delta that does not apply or does not follow the one before, as when two
+//! writers briefly shared the partition) is given up until the next snapshot, and an assignment
+//! meanwhile reads the changelog, which resolves such a chain.
+//!
+//! Deltas are applied through the engine (its evaluation replays their operations), under its
+//! lock as the aggregates reader applies its records; decoding is done before taking it.
 //!
 //! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
 //! documentation, "Hostile input").
@@ -23,11 +30,11 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::changelog::{Recovered, RecoveredChain};
 use super::chunks::{ChunkHeader, InOrder, SnapshotId};
-use super::record::{self, Links};
+use super::record::{self, Links, PartitionSnapshot, Record};
 use super::SourceError;
 use crate::config::{ClientRole, KafkaConfig};
+use crate::engine::SharedEngine;
 use crate::kafka_log::{KafkaLog, SharedLog};
 use crate::shutdown::Shutdown;
 
@@ -39,14 +46,12 @@ const METADATA_INTERVAL: Duration = Duration::from_secs(5);
 /// The standby's copy of one changelog partition.
 #[derive(Default)]
 struct Copy {
-    /// The newest complete snapshot read, with where it starts and when it was written.
-    newest: Option<Recovered>,
-    /// The complete deltas read after it that name it as their chain's start, with their links
-    /// (a restore takes the chain of those following each other, `record::resolve_chain`).
-    deltas: Vec<(Recovered, Links)>,
+    /// The partition's newest state, or why the standby cannot hold it until the next snapshot;
+    /// `None` before the first snapshot read.
+    held: Option<Result<Box<Applied>, String>>,
     /// The offset after the last record read: everything before it has been seen.
     read_to: i64,
-    /// Where the snapshot being reassembled starts, and its record timestamp.
+    /// Where the record being reassembled starts, and its record timestamp.
     first: Option<(SnapshotId, i64, Option<i64>)>,
     /// The highest snapshot sequence seen, complete or not (the next writer continues above it).
     newest_sequence: Option<u64>,
@@ -65,11 +70,26 @@ pub struct Standby {
     shared: Arc<(Mutex<Copies>, Condvar)>,
 }
 
-/// A snapshot the standby held with the deltas after it, and the sequence a writer continues
-/// above.
+/// A partition's newest snapshot with the deltas after it applied: its state as of the last.
+pub struct Applied {
+    /// The state, checked in the shape it was written in (a restore checks it again, whole).
+    pub snapshot: PartitionSnapshot,
+    /// The snapshot the chain starts from, and the offset of its first chunk.
+    pub base: (SnapshotId, i64),
+    /// The newest record applied (the snapshot or its last delta): the next delta follows it.
+    tip: SnapshotId,
+    /// Deltas applied.
+    pub deltas: usize,
+    /// Bytes read for it: the snapshot's and the deltas'.
+    pub bytes: usize,
+    /// When the newest record was written (its record timestamp), if the brokers kept one.
+    pub written_ms: Option<i64>,
+}
+
+/// A partition's copy taken over, and the sequence a writer continues above.
 pub struct Warm {
-    /// The snapshot and its deltas, as the changelog reader would have returned them.
-    pub chain: RecoveredChain,
+    /// The state, or why the standby could not hold it (the changelog is then read).
+    pub held: Result<Box<Applied>, String>,
     /// One above the highest sequence the standby saw in the partition.
     pub next_sequence: u64,
 }
@@ -81,6 +101,7 @@ impl Standby {
     pub fn spawn(
         kafka: &KafkaConfig,
         topic: String,
+        engine: SharedEngine,
         shutdown: Shutdown,
         log: Arc<KafkaLog>,
     ) -> Result<Standby, SourceError> {
@@ -99,7 +120,7 @@ impl Standby {
         let tailing = shared.clone();
         std::thread::Builder::new()
             .name("rankpulse-standby".into())
-            .spawn(move || tail(&consumer, &topic, &tailing, &shutdown, &log))
+            .spawn(move || tail(&consumer, &topic, &tailing, &engine, &shutdown, &log))
             .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the standby: {e}"))))?;
         Ok(Standby { shared })
     }
@@ -117,17 +138,72 @@ impl Standby {
         loop {
             let copy = copies.partitions.get_mut(&partition)?;
             if copy.read_to >= end {
-                let base = copy.newest.take()?;
-                let read = std::mem::take(&mut copy.deltas);
-                let links: Vec<(SnapshotId, i64, Links)> = read.iter().map(|(d, l)| (d.id, d.offset, *l)).collect();
-                let order = record::resolve_chain(base.id, base.offset, &links);
-                let mut by_id: HashMap<SnapshotId, Recovered> = read.into_iter().map(|(d, _)| (d.id, d)).collect();
-                let deltas = order.iter().filter_map(|id| by_id.remove(id)).collect();
+                let held = copy.held.take()?;
                 let next_sequence = copy.newest_sequence.map_or(0, |s| s.wrapping_add(1));
-                return Some(Warm { chain: RecoveredChain { base, deltas }, next_sequence });
+                return Some(Warm { held, next_sequence });
             }
             let left = deadline.checked_duration_since(Instant::now())?;
             copies = self.shared.1.wait_timeout(copies, left).map_or_else(|p| p.into_inner().0, |(g, _)| g);
+        }
+    }
+}
+
+/// A complete record read from the changelog: where it starts and when it was written.
+struct Read {
+    id: SnapshotId,
+    offset: i64,
+    bytes: Vec<u8>,
+    written_ms: Option<i64>,
+}
+
+/// The copy after `read`: a snapshot starts it afresh, a delta that follows its newest record
+/// is applied to it; anything else (a snapshot that does not decode, a delta that does not
+/// apply, or follows another record) gives it up until the next snapshot.
+fn next_copy(
+    held: Option<Result<Box<Applied>, String>>,
+    read: Read,
+    engine: &SharedEngine,
+) -> Option<Result<Box<Applied>, String>> {
+    let Read { id, offset, bytes, written_ms } = read;
+    // A record whose first bytes say nothing is taken as a snapshot, and refused as one.
+    match record::peek_links(&bytes).unwrap_or(Links::Snapshot) {
+        Links::Snapshot => Some(match record::decode(&bytes) {
+            Ok(Record::Snapshot(snapshot)) => Ok(Box::new(Applied {
+                snapshot: *snapshot,
+                base: (id, offset),
+                tip: id,
+                deltas: 0,
+                bytes: bytes.len(),
+                written_ms,
+            })),
+            Ok(Record::Delta(_)) => Err(format!("the record at offset {offset} is not the snapshot it says")),
+            Err(e) => Err(format!("the snapshot at offset {offset}: {e}")),
+        }),
+        Links::Delta { base, previous } => {
+            let mut applied = match held? {
+                // A delta of another chain (an older one, or a writer's that lost the
+                // partition) leaves the copy as it is.
+                Ok(applied) if applied.base.0 != base => return Some(Ok(applied)),
+                Ok(applied) if applied.tip != previous => {
+                    return Some(Err(format!("the delta at offset {offset} does not follow the record before it")))
+                }
+                Ok(applied) => applied,
+                Err(why) => return Some(Err(why)),
+            };
+            let delta = match record::decode(&bytes) {
+                Ok(Record::Delta(delta)) if delta.base == base && delta.previous == previous => delta,
+                Ok(_) => return Some(Err(format!("the record at offset {offset} is not the delta it says"))),
+                Err(e) => return Some(Err(format!("the delta at offset {offset}: {e}"))),
+            };
+            if let Err(e) = engine.lock().apply_delta(&mut applied.snapshot.task, delta.task) {
+                return Some(Err(format!("the delta at offset {offset}: {e}")));
+            }
+            applied.snapshot.positions = delta.positions;
+            applied.tip = id;
+            applied.deltas += 1;
+            applied.bytes += bytes.len();
+            applied.written_ms = written_ms;
+            Some(Ok(applied))
         }
     }
 }
@@ -143,6 +219,7 @@ fn tail(
     consumer: &BaseConsumer<SharedLog>,
     topic: &str,
     shared: &(Mutex<Copies>, Condvar),
+    engine: &SharedEngine,
     shutdown: &Shutdown,
     log: &KafkaLog,
 ) {
@@ -188,24 +265,91 @@ fn tail(
             }
             if let Some(bytes) = records.add(partition, header, payload) {
                 if let Some((id, first, written_ms)) = copy.first.take().filter(|f| f.0 == header.snapshot) {
-                    let recovered = Recovered { id, offset: first, bytes, written_ms };
-                    // A record whose first bytes say nothing is kept as a snapshot, and
-                    // reported as unusable when a restore tries it.
-                    match record::peek_links(&recovered.bytes).unwrap_or(Links::Snapshot) {
-                        Links::Snapshot => {
-                            copy.newest = Some(recovered);
-                            copy.deltas.clear();
-                        }
-                        links @ Links::Delta { base, .. } => {
-                            if copy.newest.as_ref().is_some_and(|newest| newest.id == base) {
-                                copy.deltas.push((recovered, links));
-                            }
-                        }
+                    let read = Read { id, offset: first, bytes, written_ms };
+                    copy.held = next_copy(copy.held.take(), read, engine);
+                    if let Some(Err(why)) = &copy.held {
+                        tracing::debug!(partition, reason = %why, "warm standby: the copy waits for the next snapshot");
                     }
                 }
             }
         }
         drop(copies);
         shared.1.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::engine::Engine;
+    use crate::event::EventKind;
+    use crate::source::commit::encode_record;
+    use crate::source::positions::Positions;
+
+    fn feed(engine: &mut Engine, from: usize, to: usize) {
+        let now = Instant::now();
+        for i in from..to {
+            let ts = 1_000_000 + i as i64 * 700;
+            let impression = format!(
+                r#"{{"query_id":"q{i}","timestamp":{ts},"results":["a","b","c"],"variant":"v{}","query":"text {}"}}"#,
+                i % 2,
+                i % 5
+            );
+            let click = format!(r#"{{"query_id":"q{i}","timestamp":{},"doc_id":"b"}}"#, ts + 300);
+            engine.process(EventKind::Impression, 0, impression.as_bytes(), now).unwrap();
+            engine.process(EventKind::Engagement, 0, click.as_bytes(), now).unwrap();
+        }
+        engine.advance(now);
+    }
+
+    fn read(id: u64, bytes: Vec<u8>) -> Read {
+        Read { id: SnapshotId { sequence: id, nonce: 7 }, offset: id as i64 * 10, bytes, written_ms: Some(id as i64) }
+    }
+
+    fn id(sequence: u64) -> SnapshotId {
+        SnapshotId { sequence, nonce: 7 }
+    }
+
+    #[test]
+    fn the_copy_applies_each_delta_as_it_arrives_and_gives_up_on_one_out_of_turn() {
+        let mut cfg = Config::default();
+        cfg.clicks.enabled = true;
+        cfg.join.attribution_window = crate::time::HumanDuration::from_millis(20_000);
+        let mut live = Engine::new(&cfg).without_past_limit();
+        let standby_engine = SharedEngine::new(Engine::new(&cfg).without_past_limit());
+        let positions = Positions::default();
+        feed(&mut live, 0, 100);
+        let (_, base) = encode_record(&mut live, None, &positions, 0).unwrap();
+        let mut held = next_copy(None, read(1, base), &standby_engine);
+        let chain = |tip| super::super::changelog::Chain::started(id(1), 1 << 40).with_tip(tip);
+        for (n, (from, to)) in [(100, 150), (150, 400)].into_iter().enumerate() {
+            feed(&mut live, from, to);
+            let (_, delta) = encode_record(&mut live, Some(chain(id(n as u64 + 1))), &positions, 0).unwrap();
+            held = next_copy(held, read(n as u64 + 2, delta), &standby_engine);
+        }
+        let applied = held.unwrap().unwrap();
+        assert_eq!((applied.deltas, applied.tip, applied.written_ms), (2, id(3), Some(3)));
+        let mut snapshot = applied.snapshot;
+        let mut restored = Engine::new(&cfg).without_past_limit();
+        restored.check_compatible(0, &mut snapshot.task).unwrap();
+        restored.restore_partition(0, snapshot.task, Instant::now()).unwrap();
+        assert_eq!(restored.pending_impressions(), live.pending_impressions());
+        assert_eq!(restored.state_parts(0), live.state_parts(0));
+
+        // A delta that follows another record than the copy's newest: given up until a snapshot.
+        let mut live = Engine::new(&cfg).without_past_limit();
+        feed(&mut live, 0, 50);
+        let (_, base) = encode_record(&mut live, None, &positions, 0).unwrap();
+        let held = next_copy(None, read(1, base.clone()), &standby_engine);
+        feed(&mut live, 50, 60);
+        let (_, delta) = encode_record(&mut live, Some(chain(id(9))), &positions, 0).unwrap();
+        let held = next_copy(held, read(2, delta), &standby_engine);
+        assert!(matches!(&held, Some(Err(why)) if why.contains("does not follow")), "{:?}", held.map(|h| h.err()));
+        let held = next_copy(held, read(3, base), &standby_engine);
+        assert!(matches!(held, Some(Ok(applied)) if applied.deltas == 0 && applied.base.0 == id(3)));
+        // Damaged bytes are refused with the reason, never a panic.
+        let held = next_copy(None, read(4, vec![1, 2, 3]), &standby_engine);
+        assert!(matches!(&held, Some(Err(why)) if why.contains("offset 40")));
     }
 }
