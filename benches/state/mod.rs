@@ -158,18 +158,42 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
         results.insert(format!("state_{label}_load_average_at_end"), load.into());
     }
     // What else the state holds at the end, to say where the bytes go beside pending impressions.
-    if let Some(s) = end {
+    if let Some(s) = &end {
         for family in ["dedup_keys", "held_engagements", "click_log_entries", "cuped_units", "label_groups"] {
-            let v = total(&s, &format!("rankpulse_{family}"));
+            let v = total(s, &format!("rankpulse_{family}"));
             results.insert(format!("state_{label}_{family}_at_end"), v.into());
         }
         eprintln!(
             "  at the end: {} dedup keys, {} held engagements, {} click log entries, {} CUPED units",
-            total(&s, "rankpulse_dedup_keys"),
-            total(&s, "rankpulse_held_engagements"),
-            total(&s, "rankpulse_click_log_entries"),
-            total(&s, "rankpulse_cuped_units")
+            total(s, "rankpulse_dedup_keys"),
+            total(s, "rankpulse_held_engagements"),
+            total(s, "rankpulse_click_log_entries"),
+            total(s, "rankpulse_cuped_units")
         );
+    }
+    // The changelog's records by kind over the whole run (the prefill's included), and the
+    // aggregates records' bytes: where a round's bytes go.
+    if let Some(s) = &end {
+        let of = |family: &str, kind: &str| {
+            s.iter()
+                .filter(|(k, _)| k.starts_with(family) && k.contains(&format!("kind=\"{kind}\"")))
+                .map(|(_, v)| v)
+                .sum::<f64>()
+        };
+        let records =
+            [of("rankpulse_changelog_records_total", "snapshot"), of("rankpulse_changelog_records_total", "delta")];
+        let bytes = [of("rankpulse_changelog_bytes_total", "snapshot"), of("rankpulse_changelog_bytes_total", "delta")];
+        eprintln!(
+            "  changelog records over the run: {} snapshots ({:.1} MB), {} deltas ({:.1} MB)",
+            records[0],
+            bytes[0] / 1e6,
+            records[1],
+            bytes[1] / 1e6,
+        );
+        for (i, kind) in ["snapshot", "delta"].into_iter().enumerate() {
+            results.insert(format!("state_{label}_{kind}_records"), records[i].into());
+            results.insert(format!("state_{label}_{kind}_bytes"), bytes[i].into());
+        }
     }
     summarize(label, &measured, &produced, results);
     true

@@ -14,7 +14,7 @@
 //! A delta follows a snapshot written by the same engine: only an engine that wrote (or
 //! restored) the whole task knows what changed since. So a task starts recording changes when
 //! a snapshot of it is encoded ([`Engine::snapshot_partition_for_deltas`]), and a task that does
-//! not record (just restored, its last write failed, or a label group was retired) has no delta
+//! not record (just restored, or its last write failed) has no delta
 //! to give: the source then writes a snapshot.
 //!
 //! Deltas of format 6 carried the totals whole; they are still read ([`TaskDeltaV6`]).
@@ -25,7 +25,7 @@
 //! make of the snapshot is checked as any snapshot is before it is installed.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -144,7 +144,7 @@ impl Engine {
             return None;
         };
         let task = self.tasks.get(partition)?;
-        let groups = self.names_of(task, join.pending_groups());
+        let groups = self.names_of(task, join.pending_groups().chain(totals.groups()));
         Some(TaskDeltaRef {
             fingerprint: self.fingerprint(),
             partition,
@@ -211,6 +211,15 @@ impl Engine {
             )?;
             totals.recent_closed.push(pool.swap_remove(found));
         }
+        // The names the state still refers to, as a snapshot taken now would carry: a group
+        // retired since is interned by no restore (where it would take room under the label
+        // limits, and fold a newer group into `FOLDED`).
+        let task = &snapshot.task;
+        let cuped = snapshot.cuped.0.iter().flat_map(|(_, state)| state.groups());
+        let recent = task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
+        let used: HashSet<GroupId> =
+            task.join.pending_groups().chain(task.totals.accumulators.groups()).chain(recent).chain(cuped).collect();
+        snapshot.groups.retain(|g| used.contains(&g.id));
         Ok(())
     }
 
@@ -248,6 +257,12 @@ impl Engine {
                     evaluation.add_as(&mut values, totals, &f, experiment);
                 }
                 Operation::Closed(watermark) => totals.accumulators.close_windows(watermark, |w| closed.push(w)),
+                Operation::Retired(group) => {
+                    totals.accumulators.retire(group);
+                    if let Some(cuped) = &mut totals.cuped {
+                        cuped.retire(group);
+                    }
+                }
             }
         }
         Ok(closed)
@@ -440,6 +455,64 @@ mod tests {
         feed(&mut engine, 2_000, 2_020);
         let delta = checkpoint::encode(&engine.delta_partition(0).unwrap()).len();
         assert!(delta * 20 < whole, "a delta of 20 impressions is {delta} bytes, the snapshot of 2,000 {whole}");
+    }
+
+    #[test]
+    fn a_label_group_retired_between_snapshots_leaves_the_restored_totals_alike() {
+        // One experiment at a time: a new one retires a group idle for a minute of event time
+        // to make room (until then its impressions are folded).
+        let mut cfg = config();
+        cfg.labels.idle_expiry = crate::time::HumanDuration::from_millis(60_000);
+        cfg.labels.max_experiments = 1;
+        let mut live = Engine::new(&cfg).without_past_limit();
+        let now = Instant::now();
+        let impression = |i: i64, experiment: &str| {
+            format!(
+                r#"{{"query_id":"r{i}","timestamp":{},"results":["a","b"],"experiment":"{experiment}","variant":"v","client_id":"c{}","query":"q"}}"#,
+                1_000_000 + i * 1_000,
+                i % 5
+            )
+        };
+        for i in 0..40 {
+            live.process(EventKind::Impression, 0, impression(i, "early").as_bytes(), now).unwrap();
+        }
+        live.advance(now);
+        let base = checkpoint::encode(&live.snapshot_partition_for_deltas(0).unwrap());
+        let mut deltas = Vec::new();
+        // "early" goes idle while "late" goes on, for three minutes: "early" retires.
+        for minute in 0..3 {
+            for i in 40 + minute * 60..100 + minute * 60 {
+                live.process(EventKind::Impression, 0, impression(i, "late").as_bytes(), now).unwrap();
+            }
+            live.advance(now);
+            deltas.push(checkpoint::encode(&live.delta_partition(0).unwrap()));
+        }
+        let early = live.groups().id_of("early", "v");
+        assert!(early.is_none(), "the idle group retired");
+
+        let mut snapshot: TaskSnapshot = checkpoint::decode(&base).unwrap();
+        let mut restored = Engine::new(&cfg).without_past_limit();
+        for delta in &deltas {
+            restored.apply_delta(&mut snapshot, decoded(delta)).unwrap();
+        }
+        restored.check_compatible(0, &mut snapshot).unwrap();
+        restored.restore_partition(0, snapshot, Instant::now()).unwrap();
+        // The sums' tables are indexed by group id, which the restore renumbered (the retired
+        // id is gone): compared by name below, everything else as it is.
+        let parts = |e: &Engine| {
+            let by_id = |part: &&str| *part == "cumulative" || *part == "accumulators";
+            e.state_parts(0).into_iter().filter(|(part, _)| !by_id(part)).collect::<Vec<_>>()
+        };
+        assert_eq!(parts(&restored), parts(&live));
+        // Each group's sums under its name: a group retired since the snapshot is not restored
+        // (under the limit of one experiment it would fold the newer one into `FOLDED`).
+        let names = |e: &Engine| {
+            let table = e.cumulative();
+            let named = table.iter().map(|(g, s)| (e.groups().name(g).0.to_string(), s.impressions));
+            named.collect::<std::collections::BTreeMap<_, _>>()
+        };
+        assert_eq!(names(&restored), names(&live));
+        assert!(names(&live).contains_key("late"));
     }
 
     #[test]

@@ -481,13 +481,13 @@ impl Engine {
                 worker.retire(retired);
             }
             for task in self.tasks.iter_mut() {
+                if let Some(changes) = &mut task.totals.changes {
+                    changes.retired(retired);
+                }
                 task.totals.accumulators.retire(retired);
                 if let Some(cuped) = &mut task.totals.cuped {
                     cuped.retire(retired);
                 }
-                // Its id may now name another group: a delta's operations could not tell the
-                // two apart, so the next record is a snapshot.
-                task.stop_recording();
             }
         }
         if self.template.cuped.is_some() {

@@ -7,13 +7,13 @@
 //! little with every finalized impression. They change through a handful of operations only:
 //! an impression taken as pending offers its query to the click log, a judged impression adds
 //! its judged sums, a finalized impression is evaluated and added everywhere, a watermark
-//! closes windows. Each of them is a deterministic function of the totals and its own inputs,
+//! closes windows, an idle label group retires. Each of them is a deterministic function of the totals and its own inputs,
 //! so a delta records the inputs, a few dozen bytes an impression, and applying it runs the
 //! same code on the totals the snapshot (and the deltas before) left (`super::delta`): the
 //! totals come out exactly as they were, and what they hold next is what the writer's held.
 //!
-//! What a log cannot say (a label group retired and its id reused, so that its operations
-//! would name two groups alike) stops the task's recording: its next record is a snapshot.
+//! A label group's retirement is an operation too (its sums leave the totals); group ids are
+//! never reused, so every operation names one group for good.
 //!
 //! A log's bytes are untrusted, as a snapshot's: this file is under the no-panic rule (crate
 //! documentation, "Hostile input"); an operation whose inputs lie outside the log's buffers,
@@ -52,6 +52,8 @@ enum Op {
     },
     /// The windows closed at a watermark ([`crate::accumulate::Accumulators::close_windows`]).
     Closed(EventTime),
+    /// A label group retired: its sums and CUPED state dropped (ids are never reused).
+    Retired(GroupId),
 }
 
 /// The operations on a task's totals since its last changelog record, with their inputs.
@@ -178,6 +180,19 @@ impl TotalsLog {
         self.ops.push(Op::Closed(watermark));
     }
 
+    /// Records the retirement of a label group.
+    pub fn retired(&mut self, group: GroupId) {
+        self.ops.push(Op::Retired(group));
+    }
+
+    /// The groups the operations refer to (with repeats): a delta names them.
+    pub fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        self.ops.iter().filter_map(|op| match *op {
+            Op::Judged { group, .. } | Op::Finalized { group, .. } | Op::Retired(group) => Some(group),
+            Op::Offered { .. } | Op::Closed(_) => None,
+        })
+    }
+
     /// The operations, in order, each with its inputs; an operation whose inputs are not in
     /// the buffers, or are out of range, is an error (and the last item).
     pub fn operations(&self) -> impl Iterator<Item = Result<Operation<'_>, Inconsistency>> + '_ {
@@ -197,8 +212,8 @@ impl TotalsLog {
 /// One operation of a [`TotalsLog`] with its inputs, as the engine ran it.
 #[derive(Debug)]
 pub enum Operation<'a> {
-    /// [`crate::clicks::log::ClickLog::offer`]: `query` is `None` for an impression without
-    /// query text; `names` are the names of `docs`.
+    /// [`crate::clicks::log::ClickLog::offer`] of the impression under `query`: `text` (with
+    /// its hash) is `None` for an impression without query text; `names` are those of `docs`.
     Offered { query: QueryKey, text: Option<(&'a str, u64)>, segment: &'a str, docs: &'a [DocKey], names: Vec<&'a str> },
     /// [`crate::accumulate::Accumulators::add_sums`] of a judged impression's values, the
     /// first of slot `first`.
@@ -207,6 +222,8 @@ pub enum Operation<'a> {
     Finalized(Finalized<'a>),
     /// [`crate::accumulate::Accumulators::close_windows`] at a watermark.
     Closed(EventTime),
+    /// A label group retired.
+    Retired(GroupId),
 }
 
 impl<'a> Cursor<'a> {
@@ -245,6 +262,7 @@ impl<'a> Cursor<'a> {
                 })
             }
             Op::Closed(watermark) => Operation::Closed(watermark),
+            Op::Retired(group) => Operation::Retired(group),
         })
     }
 }

@@ -72,13 +72,12 @@ struct Volume {
 
 /// Feeds `prefill_s` of event time at once, then `measured_s` in rounds of 5 s; returns what
 /// the measured rounds wrote against what they consumed.
-fn measure(window: &str, prefill_s: i64, measured_s: i64, rate: u32, pre_period: u64) -> Volume {
+fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partitions: u32, pre_period: u64) -> Volume {
     let mut cfg = Config::default();
     cfg.ab.unit = AbUnit::ClientId;
     cfg.ab.cuped.metrics = vec!["ndcg@10".into(), "mrr".into()];
     cfg.clicks.enabled = true;
     cfg.join.attribution_window = window.parse::<HumanDuration>().unwrap();
-    let partitions = 4u32;
     let start_ms = 1_780_000_000_000i64;
     let count = u64::from(rate) * (prefill_s + measured_s + 60) as u64;
     let (mut imp, mut eng) = (Vec::new(), Vec::new());
@@ -226,7 +225,7 @@ fn ratio(v: &Volume) -> f64 {
 fn the_demo_traffic_s_deltas_cost_less_than_its_input_and_restore_every_partition_exactly() {
     // A 1-minute attribution window, 3 minutes of it held before 1 minute measured: impressions
     // finalized, windows closed and units entered in every round.
-    let mut v = measure("1m", 180, 60, 200, 5_000);
+    let mut v = measure("1m", (180, 60), 200, 4, 5_000);
     assert!(v.rounds >= 12 && v.snapshots == 0, "{} rounds measured, {} bytes of snapshots", v.rounds, v.snapshots);
     let written = ratio(&v);
     assert!(written < 1.0, "the changelog's deltas cost {written:.2} bytes per byte consumed");
@@ -269,7 +268,9 @@ fn volume_of_the_state_stage() {
     let window = std::env::var("VOL_WINDOW").unwrap_or("2m".into());
     let prefill: i64 = std::env::var("VOL_PREFILL").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
     let measured: i64 = std::env::var("VOL_MEASURED").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let v = measure(&window, prefill, measured, 200, 20_000);
+    let env = |name: &str, default: u32| std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    let (rate, partitions) = (env("VOL_RATE", 200), env("VOL_PARTITIONS", 4));
+    let v = measure(&window, (prefill, measured), rate, partitions, 20_000);
     eprintln!("pending impressions at the end: {}", v.engine.pending_impressions());
     eprintln!(
         "window {window}: {} rounds, input {} B, snapshots {} B, deltas {} B ({:.2} per byte consumed), aggregates {} B ({:.2})",
@@ -280,5 +281,25 @@ fn volume_of_the_state_stage() {
         ratio(&v),
         v.aggregates,
         v.aggregates as f64 / v.input as f64
+    );
+    // Partition 0's restore from its chain, as a replica assigned it does it: decoded, its
+    // deltas applied, checked and installed.
+    let chain = &v.chains[0];
+    let started = Instant::now();
+    let mut engine = Engine::new(&v.cfg).without_past_limit();
+    let Ok(Record::Snapshot(mut snapshot)) = record::decode(&chain[0]) else { panic!("no snapshot") };
+    for delta in &chain[1..] {
+        let Ok(Record::Delta(delta)) = record::decode(delta) else { panic!("not a delta") };
+        engine.apply_delta(&mut snapshot.task, delta.task).unwrap();
+    }
+    engine.check_compatible(0, &mut snapshot.task).unwrap();
+    let pending = snapshot.task.pending_impressions();
+    engine.restore_partition(0, snapshot.task, Instant::now()).unwrap();
+    let bytes: usize = chain.iter().map(Vec::len).sum();
+    eprintln!(
+        "restore of partition 0 ({pending} pending, a snapshot of {} B and {} deltas, {bytes} B): {:.2} s",
+        chain[0].len(),
+        chain.len() - 1,
+        started.elapsed().as_secs_f64()
     );
 }
