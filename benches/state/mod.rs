@@ -18,7 +18,8 @@
 //! Per run, after `serve` has consumed the prefill and 3 more rounds: every snapshot round
 //! for `RANKPULSE_BENCH_STATE_SECONDS` (default 300) from `/metrics`
 //! ([`crate::handover::watch_rounds`]), each with the messages consumed and the input
-//! produced by then. Two runs: the default window and a 2-minute one. Then the restore of a partition holding 1M
+//! produced by then. Two runs: the default window and a 2-minute one
+//! (`RANKPULSE_BENCH_STATE_WINDOW=30m` or `2m` runs one). Then the restore of a partition holding 1M
 //! pending impressions, which is the `handover` stage's measurement
 //! ([`crate::handover::handover_at`]); `RANKPULSE_BENCH_STATE_RESTORE=0` skips it.
 
@@ -59,7 +60,11 @@ const INTERVAL_SECONDS: f64 = 5.0;
 pub fn state(results: &mut Results) {
     let started = Instant::now();
     let seconds: u64 = std::env::var("RANKPULSE_BENCH_STATE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let only = std::env::var("RANKPULSE_BENCH_STATE_WINDOW").ok();
     for (label, window) in [("30m", None), ("2m", Some("2m"))] {
+        if only.as_deref().is_some_and(|only| only != label) {
+            continue;
+        }
         eprintln!("state: attribution window {label}, {seconds} s measured after a {PREFILL_SECONDS} s prefill");
         if !steady(label, window, seconds, results) {
             return;
@@ -141,11 +146,29 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     });
     // With each round, the input produced by then: bytes (the round's `sampled`) and messages.
     let mut produced = Vec::new();
+    let changelog_bytes = |s: &std::collections::BTreeMap<String, f64>| total(s, "rankpulse_changelog_bytes_total");
+    let changelog_before = scrape(port).map(|s| changelog_bytes(&s));
     let measured = watch_rounds(port, Duration::from_secs(seconds), || {
         produced.push(sent.messages.load(Ordering::Relaxed) as f64);
         sent.bytes.load(Ordering::Relaxed) as f64
     });
     let end = scrape(port);
+    // The rounds' bytes split between the changelog's records and the aggregates records.
+    if let (Some(before), Some(after)) = (changelog_before, end.as_ref().map(changelog_bytes)) {
+        let written: f64 = measured.iter().skip(1).map(|r| r.bytes * f64::from(1 + r.missed)).sum();
+        let rounds: f64 = measured.iter().skip(1).map(|r| f64::from(1 + r.missed)).sum();
+        let changelog = after - before;
+        eprintln!(
+            "  per round over the measurement: {:.2} MB of changelog records, {:.2} MB of aggregates records",
+            changelog / rounds.max(1.0) / 1e6,
+            (written - changelog).max(0.0) / rounds.max(1.0) / 1e6
+        );
+        results.insert(format!("state_{label}_changelog_mb_per_round"), (changelog / rounds.max(1.0) / 1e6).into());
+        results.insert(
+            format!("state_{label}_aggregates_mb_per_round"),
+            ((written - changelog).max(0.0) / rounds.max(1.0) / 1e6).into(),
+        );
+    }
     // The machine is shared: how busy it was over the last minute of the measurement.
     let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split(' ').next()?.parse::<f64>().ok());
     sent.stop.store(true, Ordering::Relaxed);

@@ -597,6 +597,24 @@ impl Engine {
 }
 
 #[cfg(test)]
+impl Engine {
+    /// The parts of a partition's aggregates record with their sizes encoded, for the tests
+    /// and measurements that say where its bytes go.
+    pub fn aggregates_parts(&self, partition: i32) -> Vec<(&'static str, usize)> {
+        let Some(task) = self.tasks.get(partition) else { return Vec::new() };
+        let enc = |b: Vec<u8>| b.len();
+        let totals = &task.totals;
+        vec![
+            ("cumulative", enc(crate::checkpoint::encode(&totals.accumulators.cumulative))),
+            ("recent_closed", enc(crate::checkpoint::encode(&totals.recent_closed))),
+            ("recent_closed_n", totals.recent_closed.len()),
+            ("looks", enc(crate::checkpoint::encode(&self.looks))),
+            ("cuped", totals.cuped.as_ref().map_or(0, |c| enc(crate::checkpoint::encode(&c.covariates)))),
+        ]
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -107,7 +107,9 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
         cfg: cfg.clone(),
     };
     let measure_from = start_ms + prefill_s * 1000;
-    let mut next_round = measure_from;
+    // Rounds from the start, as a replica that ran through the prefill writes them: without
+    // records, windows would be held open for them (`engine::global`'s hold-back).
+    let mut next_round = start_ms;
     let end = measure_from + measured_s * 1000;
     let mut id = 0u64;
     let round = |engine: &mut Engine,
@@ -146,6 +148,8 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
             }
             records.push(bytes);
             let aggregates = engine.partition_aggregates(p).unwrap_or_default();
+            // Read back into the experiment-wide view, as every replica's aggregates reader does.
+            engine.apply_aggregates(crate::engine::PartitionAggregates::decode(&aggregates).unwrap()).unwrap();
             if measuring {
                 volume.aggregates += aggregates.len() as u64;
             }
@@ -282,6 +286,8 @@ fn volume_of_the_state_stage() {
         v.aggregates,
         v.aggregates as f64 / v.input as f64
     );
+    eprintln!("partition 0's aggregates record: {:?}", v.engine.aggregates_parts(0));
+    eprintln!("partition 0's state: {:?}", v.engine.state_parts(0));
     // Partition 0's restore from its chain, as a replica assigned it does it: decoded, its
     // deltas applied, checked and installed.
     let chain = &v.chains[0];
