@@ -188,17 +188,18 @@ fn scrape(port: u16) -> Option<BTreeMap<String, f64>> {
     http_get(port, "/metrics").map(|(_, body)| parse_exposition_raw(&body))
 }
 
+/// Messages of `topic` a replica's series show consumed.
+fn consumed_of(m: &BTreeMap<String, f64>, topic: &str) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\"")))
+        .map(|(_, v)| v)
+        .sum()
+}
+
 /// Whether a replica's series show `consumed` messages of each topic consumed and every
 /// impression final but the last of each partition.
 fn finished(m: &BTreeMap<String, f64>, consumed: [usize; 2]) -> bool {
-    let total = |topic: &str| -> f64 {
-        m.iter()
-            .filter(|(k, _)| {
-                k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\""))
-            })
-            .map(|(_, v)| v)
-            .sum()
-    };
+    let total = |topic: &str| consumed_of(m, topic);
     let gauge = |name: &str| m.iter().filter(|(k, _)| k.split('{').next() == Some(name)).map(|(_, v)| v).sum::<f64>();
     total(IMP_TOPIC) == consumed[0] as f64
         && total(ENG_TOPIC) == consumed[1] as f64
@@ -387,14 +388,7 @@ fn write_the_fixture() {
         ];
         wait_for(deadline, Duration::from_millis(300), "part A consumed", || {
             let m = scrape(port)?;
-            let total = |topic: &str| -> f64 {
-                m.iter()
-                    .filter(|(k, _)| {
-                        k.starts_with("rankpulse_events_consumed_total{") && k.contains(&format!("topic=\"{topic}\""))
-                    })
-                    .map(|(_, v)| v)
-                    .sum()
-            };
+            let total = |topic: &str| consumed_of(&m, topic);
             (total(IMP_TOPIC) == consumed[0] as f64 && total(ENG_TOPIC) == consumed[1] as f64).then_some(())
         });
         std::thread::sleep(Duration::from_secs(2));

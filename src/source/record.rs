@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(resolve_chain(id(1), 10, &forked), [id(2), id(3), id(5), id(6)]);
     }
 
-    /// What a build of format 5 does with a record of 6: its reader was `checkpoint::decode`
+    /// What a build of format 5 does with a record of 7: its reader was `checkpoint::decode`
     /// with `FORMAT_VERSION` 5, which this build keeps for the aggregates records.
     #[test]
     fn a_reader_of_format_5_refuses_the_new_records_by_their_version() {
@@ -214,7 +214,7 @@ mod tests {
         let snapshot = encode::<u8, ()>(&RecordRef::Snapshot { positions: [None; 2], task: 0 });
         for record in [delta, snapshot] {
             let err = checkpoint::decode::<([Option<i64>; 2], u8)>(&record).err().unwrap().to_string();
-            assert!(err.contains("incompatible rankpulse (format version 6, this one reads 5)"), "{err}");
+            assert!(err.contains("incompatible rankpulse (format version 7, this one reads 5)"), "{err}");
         }
     }
 
@@ -228,12 +228,16 @@ mod tests {
         let links_end = checkpoint::HEADER_LEN + 1 + 4;
         assert_eq!(peek_links(&delta[..links_end]), Some(Links::Delta { base: id(1), previous: id(2) }));
         assert_eq!(peek_links(&delta[..20]), None);
-        // A format 5 record is a snapshot; another version is none this build reads.
+        // A format 5 record is a snapshot; a format 6 one has the same links (its deltas differ
+        // after them); another version is none this build reads.
         assert_eq!(peek_links(&checkpoint::encode(&((), ()))), Some(Links::Snapshot));
+        let mut v6 = delta.clone();
+        v6[8..12].copy_from_slice(&6u32.to_le_bytes());
+        assert_eq!(peek_links(&v6), Some(Links::Delta { base: id(1), previous: id(2) }));
         let mut other = delta.clone();
-        other[8..12].copy_from_slice(&7u32.to_le_bytes());
+        other[8..12].copy_from_slice(&8u32.to_le_bytes());
         assert_eq!(peek_links(&other), None);
         let err = decode(&other).err().unwrap().to_string();
-        assert!(err.contains("format version 7, this one reads 5 and 6"), "{err}");
+        assert!(err.contains("format version 8, this one reads 5, 6 and 7"), "{err}");
     }
 }
