@@ -70,6 +70,31 @@ impl GroupTable {
             self.merge_group(group, stats);
         }
     }
+    /// What changed since `earlier` (see [`TableChange`]); `None` when some group is not a
+    /// growth of its earlier stats, which only a state not made by adding impressions shows.
+    pub fn changes_since(&self, earlier: &GroupTable) -> Option<TableChange> {
+        let removed = earlier.iter().map(|(g, _)| g).filter(|&g| self.get(g).is_none()).collect();
+        let mut changed = GroupTable::default();
+        for (group, stats) in self.iter() {
+            match earlier.get(group) {
+                Some(before) if before == stats => {}
+                Some(before) => changed.merge_group(group, &stats.changes_since(before)?),
+                None => changed.merge_group(group, stats),
+            }
+        }
+        Some(TableChange { removed, changed })
+    }
+
+    /// Applies a [`TableChange`] taken against this table: it becomes the table the change was
+    /// taken of. The caller checks the change and the result against the shape (a change read
+    /// back is untrusted; checked, the additions cannot overflow).
+    pub fn apply_change(&mut self, change: &TableChange) {
+        for &group in &change.removed {
+            self.remove(group);
+        }
+        self.merge(&change.changed);
+    }
+
     /// Renumbers the groups (`map[old] = new`), merging groups mapped to one id: a partition's
     /// sums restored into an engine that interned the same labels under other ids.
     pub fn remap(&mut self, map: &GroupMap) {
@@ -79,6 +104,32 @@ impl GroupTable {
                 self.merge_group(new, &stats);
             }
         }
+    }
+}
+
+/// What changed in a [`GroupTable`] since an earlier copy of it ([`GroupTable::changes_since`]):
+/// the groups dropped, and what was added to each group since (see
+/// [`GroupStats::changes_since`]; a new group's whole stats). A table that grows by a few
+/// hundred impressions changes in a few of its buckets and slots, so this is a small fraction
+/// of the table: what an aggregates increment carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableChange {
+    /// Groups in the earlier table and not in this one (retired labels).
+    pub removed: Vec<GroupId>,
+    /// Every group changed or new, as a change (a new group's change is its stats whole).
+    pub changed: GroupTable,
+}
+
+impl TableChange {
+    /// Whether applying it leaves a table as it was.
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.changed.iter().next().is_none()
+    }
+
+    /// Renumbers its groups as [`GroupTable::remap`]; a group the map lacks is left out.
+    pub fn remap(&mut self, map: &GroupMap) {
+        self.removed = self.removed.iter().filter_map(|g| map.get(g).copied()).collect();
+        self.changed.remap(map);
     }
 }
 
@@ -518,6 +569,59 @@ mod tests {
         let mut closed = Vec::new();
         a.close_all(|w| closed.push(w));
         assert_eq!(closed[0].groups.get(5).unwrap().impressions, 2, "open windows are renumbered too");
+    }
+
+    /// A table's change since an earlier copy, applied to that copy, gives the table exactly
+    /// (counts, sums, buckets, distinct units, the overflow flag, a retired group); it is a
+    /// fraction of the table; a table that is no growth of the copy has none; and a change
+    /// whose units the copy's would take past `ab.max_units` leaves a table its check refuses.
+    #[test]
+    fn a_table_s_change_applied_to_the_earlier_copy_gives_the_table() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(53);
+        let shape = StatsShape { metrics: 3, unit_buckets: Some(64), max_units: 400 };
+        let mut acc = Accumulators::new(shape, &[], 0);
+        let mut add = |acc: &mut Accumulators, n: usize, units: u32| {
+            for _ in 0..n {
+                let values = [rng.random_range(0.0..1.0), 0.0, if rng.random_bool(0.3) { 1.0 } else { 0.0 }];
+                acc.add(rng.random_range(0..4), 0, &values, values[2] > 0.0, rng.random_range(0..units));
+            }
+        };
+        add(&mut acc, 5_000, 300);
+        let earlier = acc.cumulative.clone();
+        // A few impressions, some of new units; group 0 past its units' limit; group 3 retired.
+        add(&mut acc, 40, 2_000);
+        for unit in 0..500 {
+            acc.add(0, 0, &[0.5, 0.0, 0.0], false, 10_000 + unit);
+        }
+        acc.retire(3);
+        let change = acc.cumulative.changes_since(&earlier).unwrap();
+        assert_eq!(change.removed, [3]);
+        let mut applied = earlier.clone();
+        applied.apply_change(&change);
+        assert_eq!(applied, acc.cumulative);
+        assert_eq!(applied.get(0).unwrap().distinct_units(), None, "group 0 overflowed");
+        let size = |t: &GroupTable| postcard::to_stdvec(t).unwrap().len();
+        let whole = size(&acc.cumulative);
+        assert!(size(&change.changed) < whole / 2, "{} of {whole} bytes", size(&change.changed));
+        assert!(earlier.changes_since(&acc.cumulative).is_none(), "the table shrank");
+        // Another copy's units (more than its limit leaves room for), forged into the change.
+        let mut small = Accumulators::new(StatsShape { max_units: 100, ..shape }, &[], 0);
+        for unit in 0..60 {
+            small.add(1, 0, &[0.5, 0.0, 0.0], false, unit);
+        }
+        let mut forged = small.cumulative.clone();
+        let mut more = Accumulators::new(shape, &[], 0);
+        for unit in 60..120 {
+            more.add(1, 0, &[0.5, 0.0, 0.0], false, unit);
+        }
+        let change = TableChange { removed: vec![], changed: more.cumulative };
+        assert!(change.changed.check(StatsShape { max_units: 100, ..shape }).is_ok(), "each part is within the limit");
+        forged.apply_change(&change);
+        assert!(matches!(
+            forged.check(StatsShape { max_units: 100, ..shape }),
+            Err(Inconsistency::TooMany { limit: "ab.max_units", .. })
+        ));
     }
 
     #[test]

@@ -173,6 +173,57 @@ impl CovariateTable {
     }
 }
 
+/// What changed in a [`CovariateTable`] since an earlier copy of it: the groups dropped, and
+/// the buckets changed or added, whole (a bucket is a few sums).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CovariateChange {
+    /// Groups in the earlier table and not in this one (retired labels).
+    pub removed: Vec<GroupId>,
+    /// Per group, the buckets that differ from the earlier table's.
+    pub changed: CovariateTable,
+}
+
+impl CovariateChange {
+    /// Renumbers its groups as [`CovariateTable::remap`].
+    pub fn remap(&mut self, map: &GroupMap) {
+        self.removed = self.removed.iter().filter_map(|g| map.get(g).copied()).collect();
+        self.changed.remap(map);
+    }
+}
+
+impl CovariateTable {
+    /// What changed since `earlier` (see [`CovariateChange`]).
+    pub fn changes_since(&self, earlier: &CovariateTable) -> CovariateChange {
+        let removed = earlier.by_group.keys().filter(|g| !self.by_group.contains_key(g)).copied().collect();
+        let mut changed = CovariateTable::default();
+        for (&group, buckets) in &self.by_group {
+            let before = earlier.by_group.get(&group);
+            let differ: BTreeMap<u32, CovariateBucket> = buckets
+                .iter()
+                .filter(|(b, sums)| before.and_then(|before| before.get(b)) != Some(sums))
+                .map(|(&b, sums)| (b, sums.clone()))
+                .collect();
+            if !differ.is_empty() {
+                changed.by_group.insert(group, differ);
+            }
+        }
+        CovariateChange { removed, changed }
+    }
+
+    /// Applies a [`CovariateChange`] taken against this table. The caller checks the result.
+    pub fn apply_change(&mut self, change: &CovariateChange) {
+        for group in &change.removed {
+            self.by_group.remove(group);
+        }
+        for (&group, buckets) in &change.changed.by_group {
+            let ours = self.by_group.entry(group).or_default();
+            for (&bucket, sums) in buckets {
+                ours.insert(bucket, sums.clone());
+            }
+        }
+    }
+}
+
 /// Counts for the gauges.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CupedCounts {

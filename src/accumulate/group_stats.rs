@@ -390,6 +390,59 @@ impl GroupStats {
         }
     }
 
+    /// What was added since `earlier`, these same stats as they were: the differences of the
+    /// counts, sums and squares, of each unit bucket that changed (a bucket added is whole),
+    /// and the distinct units added. [`GroupStats::merge`] of it into `earlier` gives these
+    /// stats exactly (integers). An impression's values are a few nonzero slots, so a bucket
+    /// that a few impressions changed differs in few. `None` when these stats are not a
+    /// growth of `earlier` (a count that fell, a bucket or a unit gone, another shape), which
+    /// no impression makes: the caller then sends the stats whole.
+    pub fn changes_since(&self, earlier: &GroupStats) -> Option<GroupStats> {
+        let grown = self.impressions >= earlier.impressions
+            && self.engaged >= earlier.engaged
+            && self.sums.len() == earlier.sums.len()
+            && self.squares.len() == earlier.squares.len()
+            && earlier.buckets.iter().all(|(b, sums)| {
+                self.buckets
+                    .get(b)
+                    .is_some_and(|now| now.impressions >= sums.impressions && now.sums.len() == sums.sums.len())
+            })
+            && (self.units_overflowed || !earlier.units_overflowed);
+        if !grown {
+            return None;
+        }
+        let minus = |now: &[i128], before: &[i128]| -> Box<[i128]> {
+            now.iter().zip(before).map(|(a, b)| a.wrapping_sub(*b)).collect()
+        };
+        let mut buckets = BTreeMap::new();
+        for (&b, now) in &self.buckets {
+            match earlier.buckets.get(&b) {
+                Some(before) if before == now => {}
+                Some(before) => {
+                    let impressions = now.impressions - before.impressions;
+                    buckets.insert(b, BucketSums { impressions, sums: minus(&now.sums, &before.sums) });
+                }
+                None => {
+                    buckets.insert(b, now.clone());
+                }
+            }
+        }
+        let units: HashSet<u32, foldhash::fast::RandomState> =
+            self.units.iter().filter(|u| !earlier.units.contains(u)).copied().collect();
+        if earlier.units.len() + units.len() != self.units.len() {
+            return None;
+        }
+        Some(GroupStats {
+            impressions: self.impressions - earlier.impressions,
+            engaged: self.engaged - earlier.engaged,
+            sums: minus(&self.sums, &earlier.sums),
+            squares: minus(&self.squares, &earlier.squares),
+            buckets,
+            units,
+            units_overflowed: self.units_overflowed,
+        })
+    }
+
     /// Distinct units seen, or `None` when there were more than `ab.max_units`.
     pub fn distinct_units(&self) -> Option<usize> {
         (!self.units_overflowed).then_some(self.units.len())

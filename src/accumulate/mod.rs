@@ -13,7 +13,7 @@ pub mod cuped;
 mod group_stats;
 mod labels;
 
-pub use accumulators::{Accumulators, ClosedWindow, GroupTable};
-pub use cuped::{CovariateTable, CupedSettings, CupedState};
+pub use accumulators::{Accumulators, ClosedWindow, GroupTable, TableChange};
+pub use cuped::{CovariateChange, CovariateTable, CupedSettings, CupedState};
 pub use group_stats::{BucketSums, GroupStats, StatsShape};
 pub use labels::{FoldedLabel, Groups, LabelLimits, FOLDED};
