@@ -11,7 +11,7 @@
 //! | [`ubi_documents`] | a message with `*_format = "ubi"` | the same, with the UBI decoders | the same |
 //! | [`mapped_events`] | a message of events in the user's own shape | the same, through `config/examples/ga4.toml`'s mapping (JSON Pointer, JSONPath filters, microsecond timestamps, action names) and through `config/examples/avro.toml`'s with its `.avsc` files as local schemas (bare Avro datums, apache-avro's decoding) | the same |
 //! | [`scan_vs_serde`] | a native message | the scanner alone, serde_json alone, and both as used | wherever the scanner answers, its answer (event, result ids, or rejection with its wording) is serde_json's, and the decoder as used always equals serde_json alone (`event/scan.rs`) |
-//! | [`snapshot`] | a changelog snapshot or an aggregates record | [`checkpoint::decode`] as read, and the same bytes behind a valid header (random bytes never pass the checksum), then [`Engine::restore_partition`] or [`Engine::apply_aggregates`], events, finalization, the `/metrics` families | no panic, no allocation sized by a length or id in the bytes; a restored state snapshots and restores again |
+//! | [`snapshot`] | a changelog snapshot or an aggregates record | [`checkpoint::decode`] as read, and the same bytes behind a valid header (random bytes never pass the checksum), then [`Engine::restore_partition`] or [`Engine::apply_aggregates_record`], events, finalization, the `/metrics` families | no panic, no allocation sized by a length or id in the bytes; a restored state snapshots and restores again |
 //! | [`delta`] | a delta record's payload, with a snapshot it follows | [`crate::source::record::decode`] behind a valid header of format 6, [`crate::engine::TaskSnapshot::apply_delta`] to the snapshot, then as [`snapshot`] | no panic, no allocation sized by a length or id in the bytes; what a delta makes of a snapshot is checked before it is installed |
 //! | [`changelog`] | the records of a changelog partition | [`ChunkHeader::read`], [`Tail`] (the changelog reader's reassembly) and [`InOrder`] (the aggregates reader's), then as [`snapshot`] | the same |
 //!
@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use crate::checkpoint;
 use crate::config::{Config, InputFormat};
-use crate::engine::{Counters, Engine, PartitionAggregates};
+use crate::engine::{AggregatesRecord, Counters, Engine};
 use crate::event::{self, Decoders, EventKind, Path, RejectReason};
 use crate::ids::doc_key;
 use crate::source::chunks::{ChunkHeader, InOrder, Tail};
@@ -339,10 +339,10 @@ fn restore_snapshot(mut snapshot: PartitionSnapshot) -> Restored {
 /// Decodes an aggregates record and merges it into an engine's experiment-wide view, as every
 /// replica's aggregates reader does; then reads the view.
 fn apply_aggregates(bytes: &[u8]) -> Restored {
-    let Ok(record) = PartitionAggregates::decode(bytes) else { return Restored::Refused };
+    let Ok(record) = AggregatesRecord::decode(bytes) else { return Restored::Refused };
     let mut engine = Engine::new(config(InputFormat::Json)).without_past_limit();
     engine.enable_global_view(2);
-    if engine.apply_aggregates(record).is_err() {
+    if engine.apply_aggregates_record(record).is_err() {
         return Restored::Incompatible;
     }
     let _ = crate::output::gather(&engine);

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::published::{Link, Published};
 use super::snapshot::{check_named, GroupName};
 use super::task::{Task, Tasks};
 use super::Engine;
@@ -71,6 +72,8 @@ struct PartitionAggregatesRef<'a> {
     /// closed (one absent from it had no impression there): how a reader whose first record
     /// this is knows which windows it has the partition's whole part of. Last, like `cuped`.
     kept_from: Vec<EventTime>,
+    /// The record's place, as the base of a chain of increments (`super::increments`); last.
+    link: Option<Link>,
 }
 
 /// [`PartitionAggregatesRef`], read back.
@@ -87,6 +90,8 @@ pub struct PartitionAggregates {
     cuped: CovariateTail,
     /// Absent in a record from before it: then only the windows the record holds are known.
     kept_from: KeptFromTail,
+    /// Absent in a record from before increments: no increment follows it.
+    link: LinkTail,
 }
 
 /// A record's CUPED covariates, if it has them: a record written before they existed ends
@@ -107,6 +112,16 @@ struct KeptFromTail(Option<Vec<EventTime>>);
 impl<'de> Deserialize<'de> for KeptFromTail {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(KeptFromTail(Vec::<EventTime>::deserialize(d).ok()))
+    }
+}
+
+/// A record's link, if it has it (a record written before increments ends before it).
+#[derive(Debug, Default)]
+struct LinkTail(Option<Link>);
+
+impl<'de> Deserialize<'de> for LinkTail {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(LinkTail(Option::<Link>::deserialize(d).unwrap_or_default()))
     }
 }
 
@@ -149,6 +164,7 @@ impl PartitionAggregates {
                     looks: old.looks.map(Looks::from),
                     cuped: CovariateTail::default(),
                     kept_from: KeptFromTail::default(),
+                    link: LinkTail::default(),
                 });
             }
             let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesWithoutLooks>(bytes) else {
@@ -163,6 +179,7 @@ impl PartitionAggregates {
                 looks: None,
                 cuped: CovariateTail::default(),
                 kept_from: KeptFromTail::default(),
+                link: LinkTail::default(),
             })
         })
     }
@@ -201,6 +218,12 @@ pub(super) struct GlobalView {
     /// The publisher's last attempt failed (its brokers are down): only then is its backlog
     /// bounded by dropping the oldest windows.
     pub publisher_failing: bool,
+    /// Per partition, the place of the newest record applied in its chain (`None`, or absent:
+    /// no increment applies until a base does; see `super::increments`).
+    links: BTreeMap<i32, Link>,
+    /// Increments not applied: of a chain this view does not hold (a writer that lost the
+    /// partition, a base never seen), or after a gap in its own.
+    pub increments_skipped: u64,
 }
 
 /// Closed windows the experiment-wide view could not hand out (see [`GlobalView::skipped`]).
@@ -238,6 +261,40 @@ impl GlobalView {
             table.merge(cumulative);
         }
         table
+    }
+
+    /// The place of the newest record applied of a partition's chain.
+    pub(super) fn link(&self, partition: i32) -> Option<Link> {
+        self.links.get(&partition).copied()
+    }
+
+    /// Records the place of the record just applied of a partition's chain.
+    pub(super) fn set_link(&mut self, partition: i32, link: Option<Link>) {
+        match link {
+            Some(link) => self.links.insert(partition, link),
+            None => self.links.remove(&partition),
+        };
+    }
+
+    /// Takes a partition's cumulative sums out to change them (they go back with
+    /// [`GlobalView::apply`]).
+    pub(super) fn take_cumulative(&mut self, partition: i32) -> Option<GroupTable> {
+        self.latest.get_mut(&partition).map(|(_, cumulative)| std::mem::take(cumulative))
+    }
+
+    /// Takes a partition's CUPED covariates out to change them.
+    pub(super) fn take_covariates(&mut self, partition: i32) -> Option<CovariateTable> {
+        self.covariates.get_mut(&partition).and_then(Option::take)
+    }
+
+    /// Forgets what is known of a partition's part until its next whole record: a record of
+    /// its chain was lost, so neither its sums nor which windows it holds whole are known.
+    /// Windows already summed keep their part.
+    pub(super) fn forget(&mut self, partition: i32) {
+        self.links.remove(&partition);
+        self.seen_from.remove(&partition);
+        self.latest.remove(&partition);
+        self.covariates.remove(&partition);
     }
 
     /// Takes a partition's newest record (already renumbered) and hands out the windows it
@@ -353,9 +410,16 @@ pub struct ClosedProgress {
     /// Per window size, the start from which `recent_closed` holds every window the task
     /// closed; `None` for a restored task (its record's windows are what is known).
     pub(super) kept_from: Option<Vec<EventTime>>,
+    /// The chain of records written for the task (see `super::increments`).
+    pub(super) published: Published,
 }
 
 impl ClosedProgress {
+    /// How many of the newest windows of `recent_closed` no record written has carried yet.
+    pub(super) fn unwritten_count(&self) -> usize {
+        self.unwritten
+    }
+
     /// How many windows of a size in `recent` no record carried yet.
     fn unwritten_of_size(&self, recent: &[ClosedWindow], size: usize) -> usize {
         recent.iter().skip(recent.len().saturating_sub(self.unwritten)).filter(|w| w.size_index == size).count()
@@ -453,6 +517,7 @@ impl Engine {
         for &(partition, carried) in written {
             let Some(task) = self.tasks.get_mut(partition) else { continue };
             let progress = &mut task.closed_progress;
+            progress.published.acknowledged();
             progress.unwritten = progress.unwritten.saturating_sub(carried);
             for size in 0..sizes_ms.len() {
                 trim_closed(&mut task.totals.recent_closed, progress, size, sizes_ms);
@@ -464,6 +529,9 @@ impl Engine {
     /// wait for a record (the unwritten limit bounds what they keep, see [`UNWRITTEN_LIMIT`]).
     pub fn aggregates_not_written(&mut self) {
         self.aggregates_failing = true;
+        for task in self.tasks.iter_mut() {
+            task.closed_progress.published.not_written();
+        }
     }
 
     /// Set (and left set) whenever windows are held open for a partition's record
@@ -492,6 +560,11 @@ impl Engine {
     /// A partition's aggregates record for the aggregates topic, `None` if the engine holds no
     /// task for it.
     pub fn partition_aggregates(&self, partition: i32) -> Option<Vec<u8>> {
+        self.whole_record(partition, None)
+    }
+
+    /// [`Engine::partition_aggregates`] as the base of a chain at `link`.
+    pub(super) fn whole_record(&self, partition: i32, link: Option<Link>) -> Option<Vec<u8>> {
         let task = self.tasks.get(partition)?;
         let acc = &task.totals.accumulators;
         let looks = (partition == 0 && self.global.is_some()).then_some(&self.looks);
@@ -513,6 +586,7 @@ impl Engine {
             looks,
             cuped: task.totals.cuped.as_ref().map(|state| (self.cuped_metric_keys(), &state.covariates)),
             kept_from: task.closed_kept_from(&acc.closed_before()),
+            link,
         }))
     }
 
@@ -575,18 +649,35 @@ impl Engine {
             table.remap(&map);
             table
         });
+        if let Some(view) = self.global.as_mut() {
+            view.set_link(record.partition, record.link.0);
+        }
+        let kept_from = record.kept_from.0;
+        self.merge_into_view(record.partition, record.closed_before, cumulative, recent, kept_from, covariates);
+        Ok(())
+    }
+
+    /// Puts a partition's record, checked and renumbered, into the view: its newest sums and
+    /// bounds, the windows it carries, each window that completes looked at.
+    pub(super) fn merge_into_view(
+        &mut self,
+        partition: i32,
+        closed_before: Vec<EventTime>,
+        cumulative: GroupTable,
+        windows: Vec<ClosedWindow>,
+        kept_from: Option<Vec<EventTime>>,
+        covariates: Option<CovariateTable>,
+    ) {
         let publishing = self.publishes_global() && !self.ab.output_topic.is_empty();
         let Engine { global, looks, history, aggregation, groups, ab, template, .. } = self;
         if let Some(view) = global.as_mut() {
-            view.covariates.insert(record.partition, covariates);
-            let kept_from = record.kept_from.0;
-            view.apply(record.partition, record.closed_before, cumulative, recent, kept_from, |window| {
+            view.covariates.insert(partition, covariates);
+            view.apply(partition, closed_before, cumulative, windows, kept_from, |window| {
                 let reports = looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
                 history.record(looks, &reports);
             });
             view.trim_unpublished(publishing);
         }
-        Ok(())
     }
 
     /// Whether this engine publishes the experiment-wide A/B feed: with the view on, the owner
@@ -707,7 +798,7 @@ mod tests {
         let sizes_ms = [60];
         let window = |minute: i64| ClosedWindow { size_index: 0, start: minute * 60, groups: table(&[(0, 1)]) };
         let mut recent = Vec::new();
-        let mut progress = ClosedProgress { unwritten: 0, kept_from: Some(vec![EventTime::MIN]) };
+        let mut progress = ClosedProgress { kept_from: Some(vec![EventTime::MIN]), ..ClosedProgress::default() };
         let dropped: u64 = (0..20).map(|m| keep_closed(&mut recent, &mut progress, window(m), &sizes_ms)).sum();
         assert_eq!((dropped, recent.len(), progress.unwritten), (0, 20, 20), "none written yet: all kept");
         assert_eq!(progress.kept_from, Some(vec![EventTime::MIN]));
@@ -1022,9 +1113,12 @@ mod tests {
             looks: Some(&looks),
             cuped: None,
             kept_from: vec![EventTime::MIN],
+            link: Some(Link { chain: 7, number: 0 }),
         };
         let encoded = crate::checkpoint::encode(&current);
         assert_eq!(PartitionAggregates::decode(&encoded).unwrap().kept_from.0, Some(vec![EventTime::MIN]));
+        assert_eq!(PartitionAggregates::decode(&encoded).unwrap().link.0, Some(Link { chain: 7, number: 0 }));
+        assert_eq!(read.link.0, None, "a record from before increments is no chain's base");
         assert_eq!(read.kept_from.0, None, "a record from before kept_from says nothing of older windows");
         // The version before reads it too (postcard leaves the trailing field unread), so
         // replicas can be upgraded in either order.

@@ -34,10 +34,12 @@
 mod aggregation;
 mod delta;
 mod global;
+mod increments;
 mod judge;
 mod limits;
 mod offload;
 mod prepare;
+mod published;
 mod read;
 mod reject_log;
 mod routing;
@@ -69,6 +71,8 @@ use crate::time::EventTime;
 pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use delta::{AnyDelta, TaskDelta, TaskDeltaV6};
 pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
+pub use increments::{AggregatesOut, AggregatesRecord, PartitionIncrement, AGGREGATES_INCREMENT_VERSION};
+pub use published::Link;
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
 pub use prepare::{

@@ -62,10 +62,9 @@ impl Engine {
         };
         // CUPED's covariates are this process's partitions': they pair with the cumulative sums
         // of the same partitions only (the experiment-wide view carries its own).
-        let covariates = match (span, &self.global) {
-            (Span::Cumulative, None) => self.cuped_covariates(),
-            (Span::Cumulative, Some(view)) => view.cuped_covariates(),
-            (Span::Window { .. }, _) => None,
+        let covariates = match span {
+            Span::Cumulative => self.ab_covariates(),
+            Span::Window { .. } => None,
         };
         // The current traffic: the newest closed window of the first size, over the event time
         // it covered (a replay's last window closes when the input ends, part-way through it:
@@ -126,6 +125,14 @@ impl Engine {
         }
         table
     }
+    /// CUPED's covariates paired with [`Engine::ab_cumulative`]: every partition's (if every
+    /// partition's record carried them) with the global view on, this engine's otherwise.
+    pub fn ab_covariates(&self) -> Option<CovariateTable> {
+        match &self.global {
+            Some(view) => view.cuped_covariates(),
+            None => self.cuped_covariates(),
+        }
+    }
     /// The sums the A/B reports compare cumulatively: every partition's, experiment-wide, when
     /// the global view is on; this engine's partitions' otherwise.
     pub fn ab_cumulative(&self) -> GroupTable {
@@ -177,6 +184,11 @@ impl Engine {
     /// Closed windows the experiment-wide view never handed out, by why; `None` without the view.
     pub fn windows_skipped(&self) -> Option<super::WindowsSkipped> {
         self.global.as_ref().map(|view| view.skipped)
+    }
+    /// Aggregates increments not applied (see `super::increments`): of a chain this replica
+    /// does not hold, or after a record of its own chain was lost.
+    pub fn aggregates_increments_skipped(&self) -> u64 {
+        self.global.as_ref().map_or(0, |view| view.increments_skipped)
     }
     /// How many window sizes `metrics.windows` configures.
     pub fn window_count(&self) -> usize {

@@ -1,7 +1,8 @@
 //! The aggregates topic's reader: every replica reads every partition's A/B sums, whichever
 //! replica wrote them, into the engine's experiment-wide view (`crate::engine`'s `global`).
 //!
-//! Records are chunked like changelog snapshots (`super::chunks`); one partition's chunks are
+//! A record is whole (a base) or an increment on the one before it (see `crate::engine`'s
+//! `increments`). Records are chunked like changelog snapshots (`super::chunks`); one partition's chunks are
 //! consecutive, so a record is complete when its last chunk arrives ([`InOrder`]). The reader has a
 //! thread and a consumer of its own (no group: it reads every partition), so a slow broker
 //! never holds up the input consumer.
@@ -21,7 +22,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use super::chunks::{ChunkHeader, InOrder};
 use super::SourceError;
 use crate::config::{ClientRole, KafkaConfig};
-use crate::engine::{PartitionAggregates, SharedEngine};
+use crate::engine::{AggregatesRecord, SharedEngine};
 use crate::kafka_log::{KafkaLog, SharedLog};
 use crate::shutdown::Shutdown;
 
@@ -84,13 +85,15 @@ fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, 
         let Some((header, payload)) = message.payload().and_then(ChunkHeader::read) else { continue };
         let partition = message.partition();
         let Some(record) = records.add(partition, header, payload) else { continue };
-        match PartitionAggregates::decode(&record) {
+        match AggregatesRecord::decode(&record) {
             Ok(aggregates) => {
-                if let Err(e) = engine.lock().apply_aggregates(aggregates) {
+                if let Err(e) = engine.lock().apply_aggregates_record(aggregates) {
                     tracing::warn!(topic, partition, offset = message.offset(), error = %e, "aggregates record refused");
                 }
             }
             Err(e) => {
+                // Whatever it carried is unknown: an increment after it would not apply.
+                engine.lock().aggregates_record_lost(partition);
                 tracing::warn!(topic, partition, offset = message.offset(), error = %e, "aggregates record skipped")
             }
         }

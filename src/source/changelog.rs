@@ -38,6 +38,7 @@ use rdkafka::ClientContext;
 use super::chunks::{chunk_records, ChunkHeader, SnapshotId, Tail};
 use super::record::{self, Links};
 use crate::config::{ClientRole, KafkaClientError, KafkaConfig};
+use crate::engine::AggregatesOut;
 use crate::kafka_log::{KafkaLog, SharedLog};
 
 /// How long the brokers may take to acknowledge one write of snapshots.
@@ -373,10 +374,13 @@ impl Changelog {
     /// `<partition>/<slot>/d<n>/<index>` (its snapshot's slot, n counting from 1), so on a
     /// compacted topic records of one chain overwrite only those of the chain before the one
     /// before.
+    ///
+    /// An aggregates record's key is `<partition>/<slot>/<index>` with the slot the engine chose
+    /// (a base's, or its increment's: see `crate::engine`'s `increments`).
     pub fn write(
         &mut self,
         records: &[(i32, RecordKind, Vec<u8>)],
-        aggregates: &[(i32, Vec<u8>)],
+        aggregates: &[AggregatesOut],
     ) -> Result<u64, ChangelogError> {
         let result = self.write_records(records, aggregates);
         for &(partition, kind, ref bytes) in records {
@@ -406,17 +410,18 @@ impl Changelog {
     fn write_records(
         &mut self,
         records: &[(i32, RecordKind, Vec<u8>)],
-        aggregates: &[(i32, Vec<u8>)],
+        aggregates: &[AggregatesOut],
     ) -> Result<(HashMap<i32, SnapshotId>, u64), ChangelogError> {
         let topic_name = self.topic.clone();
         let write_error = |error: String| ChangelogError::Write { topic: topic_name.clone(), error };
         let failed_before = self.producer.context().failed.load(Ordering::Relaxed);
         let mut bytes = 0u64;
         let mut ids = HashMap::new();
-        let to_changelog = records.iter().map(|(p, kind, b)| (Some(*kind), p, b));
-        for (kind, partition, record) in to_changelog.chain(aggregates.iter().map(|(p, b)| (None, p, b))) {
+        let to_changelog = records.iter().map(|(p, kind, b)| (Ok(*kind), p, b));
+        let to_aggregates = aggregates.iter().map(|a| (Err(a.slot.as_str()), &a.partition, &a.bytes));
+        for (kind, partition, record) in to_changelog.chain(to_aggregates) {
             let (topic, id, slot) = match kind {
-                Some(kind) => {
+                Ok(kind) => {
                     let id = self.next_id(*partition, kind);
                     ids.insert(*partition, id);
                     let slot = match (kind, self.chains.get(partition)) {
@@ -427,11 +432,11 @@ impl Changelog {
                     };
                     (self.topic.as_str(), id, slot)
                 }
-                None => {
+                Err(slot) => {
                     let next = self.next_aggregates_sequence.entry(*partition).or_insert(0);
                     let id = SnapshotId { sequence: *next, nonce: rand::random() };
                     *next = next.wrapping_add(1);
-                    (self.aggregates_topic.as_str(), id, format!("{}", id.sequence % 2))
+                    (self.aggregates_topic.as_str(), id, slot.to_string())
                 }
             };
             let chunks = chunk_records(id, record).map_err(|e| write_error(e.to_string()))?;

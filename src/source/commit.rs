@@ -18,7 +18,7 @@ use super::rebalance::TaskInputs;
 use super::record::{self, RecordRef};
 use super::standby::Standby;
 use crate::checkpoint;
-use crate::engine::{Engine, SharedEngine};
+use crate::engine::{AggregatesOut, Engine, SharedEngine};
 use crate::event::EventKind;
 
 /// One partition's snapshot as format 5 wrote it (borrowed, no copy).
@@ -108,8 +108,8 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
                     Some((p, kind, bytes))
                 })
                 .collect();
-            let aggregates: Vec<(i32, Vec<u8>)> =
-                partitions.iter().filter_map(|&p| Some((p, engine.partition_aggregates(p)?))).collect();
+            let aggregates: Vec<AggregatesOut> =
+                partitions.iter().filter_map(|&p| engine.aggregates_record(p)).collect();
             let carried: Vec<(i32, usize)> = partitions.iter().map(|&p| (p, engine.unwritten_windows(p))).collect();
             (records, aggregates, carried)
         };

@@ -14,10 +14,10 @@ use super::chunks::SnapshotId;
 use super::commit::encode_record;
 use super::positions::Positions;
 use super::record::{self, Record};
-use crate::accumulate::GroupStats;
+use crate::accumulate::{CovariateTable, GroupStats};
 use crate::config::{AbUnit, Config};
 use crate::demo::{write_traffic_with, Extras, FaultRate};
-use crate::engine::Engine;
+use crate::engine::{AggregatesRecord, Engine};
 use crate::event::EventKind;
 use crate::time::HumanDuration;
 
@@ -64,8 +64,12 @@ struct Volume {
     snapshots: u64,
     deltas: u64,
     aggregates: u64,
+    /// Aggregates records written whole (bases) while measuring.
+    aggregates_bases: u32,
     rounds: u32,
     engine: Engine,
+    /// A replica that reads every aggregates record the engine wrote, and nothing else.
+    reader: Engine,
     chains: Vec<Vec<Vec<u8>>>,
     cfg: Config,
 }
@@ -101,8 +105,14 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
         snapshots: 0,
         deltas: 0,
         aggregates: 0,
+        aggregates_bases: 0,
         rounds: 0,
         engine: Engine::new(&cfg),
+        reader: {
+            let mut reader = Engine::new(&cfg).without_past_limit();
+            reader.enable_global_view(partitions as usize);
+            reader
+        },
         chains: vec![Vec::new(); partitions as usize],
         cfg: cfg.clone(),
     };
@@ -147,11 +157,15 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
                 }
             }
             records.push(bytes);
-            let aggregates = engine.partition_aggregates(p).unwrap_or_default();
+            let out = engine.aggregates_record(p).unwrap();
+            let aggregates = out.bytes;
             // Read back into the experiment-wide view, as every replica's aggregates reader does.
-            engine.apply_aggregates(crate::engine::PartitionAggregates::decode(&aggregates).unwrap()).unwrap();
+            let read = || AggregatesRecord::decode(&aggregates).unwrap();
+            engine.apply_aggregates_record(read()).unwrap();
+            volume.reader.apply_aggregates_record(read()).unwrap();
             if measuring {
                 volume.aggregates += aggregates.len() as u64;
+                volume.aggregates_bases += u32::from(out.base);
             }
             if let (true, Ok(dir)) = (last, std::env::var("VOL_DUMP")) {
                 std::fs::write(format!("{dir}/aggregates-{p}"), &aggregates).unwrap();
@@ -221,6 +235,34 @@ fn by_name(engine: &Engine, table: &crate::accumulate::GroupTable) -> BTreeMap<(
         .collect()
 }
 
+/// A replica that read the aggregates records holds the experiment-wide view of the engine
+/// that wrote them (written the last round, so every partition's sums as they are now), CUPED's covariates, the looks taken at
+/// the windows completed (each window whole: a part missing would make other sums).
+fn the_view_is_the_writer_s(reader: &Engine, writer: &Engine) {
+    let view = by_name(reader, &reader.ab_cumulative());
+    assert!(view == by_name(writer, &writer.cumulative()), "the view's sums are not the partitions'");
+    assert!(view == by_name(writer, &writer.ab_cumulative()), "the view's sums are not the writer's view's");
+    let covariates = |e: &Engine, table: Option<CovariateTable>| {
+        let table = table.expect("CUPED is on");
+        let named = |id| {
+            let (e, v) = e.groups().name(id);
+            (e.to_string(), v.to_string())
+        };
+        table.groups().map(|id| (named(id), table.group(id).cloned())).collect::<BTreeMap<_, _>>()
+    };
+    let view = covariates(reader, reader.ab_covariates());
+    assert!(view == covariates(writer, writer.cuped_covariates()), "the view's CUPED covariates differ");
+    assert!(!view.is_empty(), "no unit entered with a pre-period");
+    assert_eq!(reader.looks().count, writer.looks().count, "looks taken");
+    assert!(reader.looks().count > 0, "no window completed");
+    assert!(
+        by_name(reader, &reader.looks().prefix) == by_name(writer, &writer.looks().prefix),
+        "the looked-at windows' sums differ"
+    );
+    assert_eq!(reader.windows_skipped(), writer.windows_skipped());
+    assert_eq!(reader.aggregates_increments_skipped(), 0);
+}
+
 fn ratio(v: &Volume) -> f64 {
     (v.snapshots + v.deltas) as f64 / v.input as f64
 }
@@ -233,6 +275,14 @@ fn the_demo_traffic_s_deltas_cost_less_than_its_input_and_restore_every_partitio
     assert!(v.rounds >= 12 && v.snapshots == 0, "{} rounds measured, {} bytes of snapshots", v.rounds, v.snapshots);
     let written = ratio(&v);
     assert!(written < 1.0, "the changelog's deltas cost {written:.2} bytes per byte consumed");
+
+    // The aggregates records: mostly increments, and a replica reading them holds what one
+    // reading whole records would (the writer's own view reads them whole: each is checked
+    // against the table it changes, and the looks are taken at the windows completed).
+    let aggregates = v.aggregates as f64 / v.input as f64;
+    assert!(aggregates < 1.0, "the aggregates records cost {aggregates:.2} bytes per byte consumed");
+    assert!(v.aggregates_bases < v.rounds, "{} bases in {} rounds", v.aggregates_bases, v.rounds);
+    the_view_is_the_writer_s(&v.reader, &v.engine);
 
     let mut restored = restored(&v);
     let live = &mut v.engine;
@@ -286,7 +336,9 @@ fn volume_of_the_state_stage() {
         v.aggregates,
         v.aggregates as f64 / v.input as f64
     );
+    eprintln!("aggregates records written whole: {} of {}", v.aggregates_bases, v.rounds * partitions);
     eprintln!("partition 0's aggregates record: {:?}", v.engine.aggregates_parts(0));
+    the_view_is_the_writer_s(&v.reader, &v.engine);
     eprintln!("partition 0's state: {:?}", v.engine.state_parts(0));
     // Partition 0's restore from its chain, as a replica assigned it does it: decoded, its
     // deltas applied, checked and installed.

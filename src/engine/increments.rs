@@ -1,0 +1,557 @@
+//! The aggregates records as chains: now and then a partition's record is written whole (a
+//! *base*: its cumulative sums, the closed windows it retains, partition 0's looks, CUPED's
+//! covariates), and in between as an *increment*: what changed since the record before it.
+//!
+//! Every replica reads every partition's records ([`super::global`]); a whole record each
+//! checkpoint round rewrote the cumulative table (its unit buckets and distinct units grow
+//! with the users seen), the retained windows and the looks, some 17 to 43 times the input's
+//! bytes at the demo's traffic. An increment carries:
+//!
+//! - the cumulative table's change ([`TableChange`]): each changed group's counts and sums, the
+//!   unit buckets it changed and the distinct units it added, and the groups retired;
+//! - the windows closed since the record before, each carried once (a base carries them again,
+//!   up to the retained few, for a reader that starts there);
+//! - partition 0's looks when a look was taken since, CUPED's covariates' changed buckets;
+//! - the bounds its windows are closed before, whole (a few numbers).
+//!
+//! A record names its place ([`Link`]): a base starts a chain (a random number) at 0, and
+//! increment `n` applies to what a reader holds after record `n - 1` of the same chain. A
+//! reader applies an increment only to that; one of another chain (a replica that lost the
+//! partition and has not noticed yet, or a chain whose base the reader never saw) is skipped
+//! and counted, and a gap in its own chain (a record lost or damaged) makes it forget the
+//! partition's part until the next base, whose retained windows and `kept_from` say again which
+//! windows it holds whole. Increments are never the first record a reader takes of a
+//! partition, so the rules by which the view knows a window is whole stay those of the base.
+//!
+//! The writer ([`Published`]) keeps what the last acknowledged record left a reader with (the
+//! cumulative table, the covariates, the looks' position) to take the next change against;
+//! the change of a record not yet acknowledged becomes that only once it is. A failed write,
+//! a new owner, or increments since the base adding up to [`BASE_AFTER`] times its size start
+//! a new base. Keys follow the changelog's (`<partition>/<slot>` for a base,
+//! `<partition>/<slot>/d<n>` for its increments, the slot alternating per base), so a compacted
+//! topic keeps the newest chain whole and the base before it.
+//!
+//! Increments have a format version of their own ([`AGGREGATES_INCREMENT_VERSION`]): a build
+//! that reads only whole records refuses them with a message and goes on with the bases.
+//!
+//! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
+//! documentation, "Hostile input").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+use serde::{Deserialize, Serialize};
+
+use super::global::PartitionAggregates;
+use super::published::{Link, Written};
+use super::snapshot::{check_named, GroupName};
+use super::Engine;
+use crate::accumulate::{ClosedWindow, CovariateChange, TableChange};
+use crate::checkpoint::{DecodeError, Inconsistency, FORMAT_VERSION};
+use crate::experiments::sequential::Looks;
+use crate::ids::GroupId;
+use crate::time::EventTime;
+
+/// The format version in the header of an increment (a whole record keeps
+/// [`FORMAT_VERSION`]). Apart from the changelog's versions, so that no reader mistakes one
+/// record for the other.
+pub const AGGREGATES_INCREMENT_VERSION: u32 = 8;
+
+/// A new base once the increments since the last add up to this many times its size: the
+/// bases then cost at most a fifth of what is written, and a reader starting at a base (a
+/// compacted topic keeps the chain) reads at most five bases' worth.
+const BASE_AFTER: u64 = 4;
+
+/// One partition's increment as written (borrowed where the engine holds the parts).
+#[derive(Serialize)]
+struct PartitionIncrementRef<'a> {
+    partition: i32,
+    link: Link,
+    /// Per window size, the start before which every window of the partition is closed.
+    closed_before: Vec<EventTime>,
+    /// The groups the increment refers to, by name.
+    groups: Vec<GroupName<&'a str>>,
+    cumulative: TableChange,
+    /// The windows closed since the record this one follows.
+    windows: &'a [ClosedWindow],
+    looks: Option<&'a Looks>,
+    cuped: Option<(Vec<String>, CovariateChange)>,
+}
+
+/// [`PartitionIncrementRef`], read back.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+pub struct PartitionIncrement {
+    /// The input partition these sums are of.
+    pub partition: i32,
+    link: Link,
+    closed_before: Vec<EventTime>,
+    groups: Vec<GroupName<String>>,
+    cumulative: TableChange,
+    windows: Vec<ClosedWindow>,
+    looks: Option<Looks>,
+    cuped: Option<(Vec<String>, CovariateChange)>,
+}
+
+/// A record of the aggregates topic, as read.
+pub enum AggregatesRecord {
+    /// A whole record: a base, or any record of a build from before increments.
+    Whole(PartitionAggregates),
+    /// What changed since the record before it in its chain.
+    Increment(PartitionIncrement),
+}
+
+impl AggregatesRecord {
+    /// Decodes a record of the aggregates topic: whole (of any layout
+    /// [`PartitionAggregates::decode`] reads) or an increment.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let readable = [FORMAT_VERSION, AGGREGATES_INCREMENT_VERSION];
+        let (version, payload) = crate::checkpoint::open(bytes, &readable, "5 and its increments, 8")?;
+        if version == AGGREGATES_INCREMENT_VERSION {
+            return crate::checkpoint::decode_payload(payload).map(AggregatesRecord::Increment);
+        }
+        PartitionAggregates::decode(bytes).map(AggregatesRecord::Whole)
+    }
+
+    /// The input partition the record is of.
+    pub fn partition(&self) -> i32 {
+        match self {
+            AggregatesRecord::Whole(r) => r.partition,
+            AggregatesRecord::Increment(r) => r.partition,
+        }
+    }
+}
+
+/// A record for the aggregates topic, encoded.
+#[derive(Debug)]
+pub struct AggregatesOut {
+    /// The input partition it is of (and the aggregates topic's partition it goes to).
+    pub partition: i32,
+    /// The key's middle (`<slot>` or `<slot>/d<n>`): see the module documentation.
+    pub slot: String,
+    /// The record.
+    pub bytes: Vec<u8>,
+    /// Whether it is a base.
+    pub base: bool,
+}
+
+impl Engine {
+    /// A partition's next aggregates record: a base, or an increment on the last record
+    /// acknowledged (see the module documentation); `None` if the engine holds no task for
+    /// it. Once the brokers acknowledged it, [`Engine::aggregates_written`] makes it what the
+    /// next is taken against.
+    pub fn aggregates_record(&mut self, partition: i32) -> Option<AggregatesOut> {
+        let looks_position = (partition == 0 && self.global.is_some()).then_some((
+            self.looks.first,
+            self.looks.through,
+            self.looks.count,
+        ));
+        let task = self.tasks.get(partition)?;
+        let totals = &task.totals;
+        let published = &task.closed_progress.published;
+        let covariates = totals.cuped.as_ref().map(|c| &c.covariates);
+        let in_chain = |w: &&Written| w.increment_bytes < w.base_bytes.saturating_mul(BASE_AFTER);
+        let increment = published.written.as_ref().filter(in_chain).and_then(|w| {
+            let cumulative = totals.accumulators.cumulative.changes_since(&w.cumulative)?;
+            let cuped = match (covariates, &w.covariates) {
+                (Some(now), Some(before)) => Some(now.changes_since(before)),
+                (None, None) => None,
+                _ => return None,
+            };
+            Some((w, cumulative, cuped))
+        });
+        let (out, written) = match increment {
+            Some((w, cumulative, cuped)) => {
+                let link = Link { chain: w.link.chain, number: w.link.number + 1 };
+                let unwritten = task.closed_progress.unwritten_count();
+                let first_unwritten = totals.recent_closed.len().saturating_sub(unwritten);
+                let windows = totals.recent_closed.get(first_unwritten..).unwrap_or_default();
+                let looks = (looks_position.is_some() && looks_position != w.looks).then_some(&self.looks);
+                let ids = (cumulative.removed.iter().copied())
+                    .chain(cumulative.changed.iter().map(|(g, _)| g))
+                    .chain(windows.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
+                    .chain(looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g)))
+                    .chain(cuped.iter().flat_map(|c| c.removed.iter().copied().chain(c.changed.groups())));
+                let groups = self.names(ids);
+                let bytes = crate::checkpoint::encode_as(
+                    AGGREGATES_INCREMENT_VERSION,
+                    &PartitionIncrementRef {
+                        partition,
+                        link,
+                        closed_before: totals.accumulators.closed_before(),
+                        groups,
+                        cumulative,
+                        windows,
+                        looks,
+                        cuped: cuped.map(|change| (self.cuped_metric_keys(), change)),
+                    },
+                );
+                let slot = format!("{}/d{}", w.slot, link.number);
+                let written = Written {
+                    link,
+                    slot: w.slot,
+                    cumulative: totals.accumulators.cumulative.clone(),
+                    covariates: covariates.cloned(),
+                    looks: looks_position,
+                    base_bytes: w.base_bytes,
+                    increment_bytes: w.increment_bytes + bytes.len() as u64,
+                };
+                (AggregatesOut { partition, slot, bytes, base: false }, written)
+            }
+            None => {
+                let link = Link { chain: rand::random(), number: 0 };
+                let bytes = self.whole_record(partition, Some(link))?;
+                let slot = format!("{}", published.bases % 2);
+                let written = Written {
+                    link,
+                    slot: published.bases % 2,
+                    cumulative: totals.accumulators.cumulative.clone(),
+                    covariates: covariates.cloned(),
+                    looks: looks_position,
+                    base_bytes: bytes.len() as u64,
+                    increment_bytes: 0,
+                };
+                (AggregatesOut { partition, slot, bytes, base: true }, written)
+            }
+        };
+        let published = &mut self.tasks.get_mut(partition)?.closed_progress.published;
+        published.bases += u64::from(out.base);
+        published.candidate = Some(written);
+        Some(out)
+    }
+
+    /// The names of `ids`, each once.
+    fn names(&self, ids: impl Iterator<Item = GroupId>) -> Vec<GroupName<&str>> {
+        let used: std::collections::BTreeSet<GroupId> = ids.collect();
+        used.into_iter().map(|id| self.group_name(id)).collect()
+    }
+
+    /// Merges a record of the aggregates topic into the experiment-wide view: a whole record
+    /// as [`Engine::apply_aggregates`], an increment onto the record before it in its chain
+    /// (see the module documentation). Refused whole as [`Engine::apply_aggregates`] refuses.
+    pub fn apply_aggregates_record(&mut self, record: AggregatesRecord) -> Result<(), Inconsistency> {
+        match record {
+            AggregatesRecord::Whole(record) => self.apply_aggregates(record),
+            AggregatesRecord::Increment(increment) => self.apply_increment(increment),
+        }
+    }
+
+    /// A partition's record could not be read (damaged, or of a format this build does not
+    /// know): its part of the view is unknown until the next whole record.
+    pub fn aggregates_record_lost(&mut self, partition: i32) {
+        if let Some(view) = self.global.as_mut() {
+            view.forget(partition);
+        }
+    }
+
+    fn apply_increment(&mut self, mut inc: PartitionIncrement) -> Result<(), Inconsistency> {
+        let Some(view) = self.global.as_mut() else { return Ok(()) };
+        let partition = inc.partition;
+        match view.link(partition) {
+            Some(held) if held.chain == inc.link.chain && held.number.checked_add(1) == Some(inc.link.number) => {}
+            Some(held) if held.chain == inc.link.chain && inc.link.number > held.number => {
+                // A record of the chain it holds was lost: what it holds is no longer what
+                // the writer's next increments change.
+                view.forget(partition);
+                view.increments_skipped += 1;
+                return Ok(());
+            }
+            _ => {
+                view.increments_skipped += 1;
+                return Ok(());
+            }
+        }
+        let (shape, sizes) = (self.template.shape, self.template.window_sizes_ms.len());
+        for from in self.aggregation.layout().block_ends() {
+            let to = shape.metrics;
+            inc.cumulative.changed.widen(from, to);
+            for window in &mut inc.windows {
+                window.groups.widen(from, to);
+            }
+            if let Some(looks) = &mut inc.looks {
+                looks.prefix.widen(from, to);
+            }
+        }
+        inc.cumulative.changed.check(shape)?;
+        for window in &inc.windows {
+            window.check(shape, sizes)?;
+        }
+        if let Some(looks) = &inc.looks {
+            looks.check(shape, self.aggregation.layout().len())?;
+        }
+        let keys = self.cuped_metric_keys();
+        let cuped = match (&self.template.cuped, inc.cuped) {
+            (Some(settings), Some((written, change))) if written == keys => {
+                change.changed.check(settings)?;
+                Some(change)
+            }
+            _ => None,
+        };
+        let used = (inc.cumulative.removed.iter().copied())
+            .chain(inc.cumulative.changed.iter().map(|(g, _)| g))
+            .chain(inc.windows.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
+            .chain(inc.looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g)))
+            .chain(cuped.iter().flat_map(|c| c.removed.iter().copied().chain(c.changed.groups())));
+        check_named(&inc.groups, used)?;
+        let map = self.intern_names(&inc.groups);
+        inc.cumulative.remap(&map);
+        for window in &mut inc.windows {
+            window.groups.remap(&map);
+        }
+        if let Some(mut theirs) = inc.looks {
+            if self.looks.is_behind(&theirs) {
+                theirs.prefix.remap(&map);
+                self.looks = theirs;
+            }
+        }
+        let cuped = cuped.map(|mut change| {
+            change.remap(&map);
+            change
+        });
+        let settings = self.template.cuped.clone();
+        let Some(view) = self.global.as_mut() else { return Ok(()) };
+        let Some(mut cumulative) = view.take_cumulative(partition) else { return Ok(()) };
+        cumulative.apply_change(&inc.cumulative);
+        let mut covariates = view.take_covariates(partition);
+        match (&mut covariates, &cuped, &settings) {
+            (Some(table), Some(change), Some(_)) => table.apply_change(change),
+            _ => covariates = None,
+        }
+        let checked = cumulative.check(shape).and_then(|()| match (&covariates, &settings) {
+            (Some(table), Some(settings)) => table.check(settings),
+            _ => Ok(()),
+        });
+        if let Err(e) = checked {
+            // Applied, the change made sums no writer could have: the partition's part is
+            // unknown until its next base.
+            view.forget(partition);
+            return Err(e);
+        }
+        view.set_link(partition, Some(inc.link));
+        self.merge_into_view(partition, inc.closed_before, cumulative, inc.windows, None, covariates);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::accumulate::GroupStats;
+    use crate::config::{AbUnit, Config};
+    use crate::event::EventKind;
+
+    fn config(max_units: usize) -> Config {
+        let mut cfg = Config::default();
+        cfg.ab.unit = AbUnit::ClientId;
+        cfg.ab.max_units = max_units;
+        cfg.join.attribution_window = "1s".parse().unwrap();
+        cfg.metrics.windows = vec!["10s".parse().unwrap()];
+        cfg
+    }
+
+    fn engine(cfg: &Config, partitions: &[i32]) -> Engine {
+        let mut e = Engine::new(cfg).without_past_limit();
+        e.enable_global_view(2);
+        for &p in partitions {
+            e.assign(p, Instant::now());
+        }
+        e
+    }
+
+    /// Impressions of `round` (a second of event time each) on both partitions, of new and
+    /// returning clients, then the watermark advanced: some finalize, windows close.
+    fn feed(e: &mut Engine, round: i64) {
+        let now = Instant::now();
+        for p in 0..2 {
+            for i in 0..5 {
+                let (t, client) = (round * 1000 + i * 100, (round * 7 + i * 3 + i64::from(p)) % 40);
+                let variant = if i % 2 == 0 { "control" } else { "treatment" };
+                let imp = format!(
+                    r#"{{"query_id":"r{round}p{p}i{i}","timestamp":{t},"results":["d1","d2"],"experiment":"e","variant":"{variant}","client_id":"c{client}"}}"#
+                );
+                e.process(EventKind::Impression, p, imp.as_bytes(), now).unwrap();
+                if i % 2 == 1 {
+                    let click = format!(
+                        r#"{{"query_id":"r{round}p{p}i{i}","timestamp":{},"doc_id":"d{}","event_id":"k{round}p{p}i{i}"}}"#,
+                        t + 50,
+                        1 + i % 2 + round % 2
+                    );
+                    e.process(EventKind::Engagement, p, click.as_bytes(), now).unwrap();
+                }
+            }
+        }
+        e.advance(now);
+    }
+
+    /// The record of a partition, acknowledged as the source does once the brokers have it.
+    fn write(e: &mut Engine, p: i32) -> AggregatesOut {
+        let carried = e.unwritten_windows(p);
+        let out = e.aggregates_record(p).unwrap();
+        e.aggregates_written(&[(p, carried)]);
+        out
+    }
+
+    fn read(e: &mut Engine, out: &AggregatesOut) -> Result<(), Inconsistency> {
+        e.apply_aggregates_record(AggregatesRecord::decode(&out.bytes).unwrap())
+    }
+
+    fn by_name(e: &Engine) -> BTreeMap<(String, String), GroupStats> {
+        let table = e.ab_cumulative();
+        let name = |id| {
+            let (x, v) = e.groups().name(id);
+            (x.to_string(), v.to_string())
+        };
+        table.iter().map(|(id, stats)| (name(id), stats.clone())).collect()
+    }
+
+    /// A replica that reads the increments holds, after every record, what one reading each
+    /// record whole holds: sums, unit buckets, distinct units, windows completed.
+    #[test]
+    fn a_replica_reading_increments_holds_what_whole_records_give() {
+        let cfg = config(10_000);
+        let mut writer = engine(&cfg, &[0, 1]);
+        let (mut chained, mut whole) = (engine(&cfg, &[]), engine(&cfg, &[]));
+        let (mut bases, mut records) = (0, 0);
+        for round in 0..60 {
+            feed(&mut writer, round);
+            for p in 0..2 {
+                let whole_record = writer.partition_aggregates(p).unwrap();
+                let out = write(&mut writer, p);
+                bases += usize::from(out.base);
+                records += 1;
+                assert_eq!(out.slot.contains("/d"), !out.base, "{}", out.slot);
+                read(&mut chained, &out).unwrap();
+                whole.apply_aggregates(PartitionAggregates::decode(&whole_record).unwrap()).unwrap();
+                assert!(by_name(&chained) == by_name(&whole), "round {round}, partition {p}");
+            }
+        }
+        let finalized: u64 = by_name(&whole).values().map(|s| s.impressions).sum();
+        assert!(finalized > 400, "{finalized} impressions finalized");
+        assert!(by_name(&whole).values().all(|s| s.distinct_units().is_some_and(|n| n > 10)));
+        assert!(bases < records / 5, "{bases} bases in {records} records");
+        assert_eq!(chained.looks().count, whole.looks().count);
+        assert!(chained.looks().count >= 4, "windows completed: {}", chained.looks().count);
+        assert_eq!(chained.windows_skipped(), whole.windows_skipped());
+        assert_eq!(chained.aggregates_increments_skipped(), 0);
+    }
+
+    /// An increment of a chain the reader does not hold (a replica that lost the partition and
+    /// writes on) changes nothing; after a gap in its own chain the reader forgets the
+    /// partition's part until the next base, rather than add a change to the wrong sums.
+    #[test]
+    fn an_increment_of_another_chain_or_after_a_gap_changes_nothing() {
+        let cfg = config(10_000);
+        let mut writer = engine(&cfg, &[0, 1]);
+        let mut reader = engine(&cfg, &[]);
+        let mut other = engine(&cfg, &[0]);
+        for round in 0..15 {
+            feed(&mut writer, round);
+            feed(&mut other, round);
+        }
+        for p in 0..2 {
+            read(&mut reader, &write(&mut writer, p)).unwrap();
+        }
+        // Another replica took partition 0 over from the same point (its own chain).
+        let theirs = write(&mut other, 0);
+        assert!(theirs.base);
+        feed(&mut other, 15);
+        let their_increment = write(&mut other, 0);
+        assert!(!their_increment.base);
+        feed(&mut writer, 15);
+        let held = by_name(&reader);
+        read(&mut reader, &their_increment).unwrap();
+        assert!(by_name(&reader) == held, "another chain's increment was applied");
+        assert_eq!(reader.aggregates_increments_skipped(), 1);
+        // A gap: increment 2 lost, 3 arrives.
+        let lost = write(&mut writer, 0);
+        feed(&mut writer, 16);
+        let after_the_gap = write(&mut writer, 0);
+        assert!(!lost.base && !after_the_gap.base, "{} {}", lost.slot, after_the_gap.slot);
+        read(&mut reader, &after_the_gap).unwrap();
+        assert_eq!(reader.aggregates_increments_skipped(), 2);
+        let partition_1_only: u64 = by_name(&reader).values().map(|s| s.impressions).sum();
+        let all: u64 = held.values().map(|s| s.impressions).sum();
+        assert!(partition_1_only < all, "partition 0's part is forgotten: {partition_1_only} of {all}");
+        // A failed write starts a new base, which the reader takes.
+        writer.aggregates_not_written();
+        feed(&mut writer, 17);
+        let base = write(&mut writer, 0);
+        assert!(base.base);
+        read(&mut reader, &base).unwrap();
+        read(&mut reader, &write(&mut writer, 1)).unwrap();
+        let mut whole = engine(&cfg, &[]);
+        for p in 0..2 {
+            let record = PartitionAggregates::decode(&writer.partition_aggregates(p).unwrap()).unwrap();
+            whole.apply_aggregates(record).unwrap();
+        }
+        assert!(by_name(&reader) == by_name(&whole));
+    }
+
+    /// A build that reads only whole records refuses an increment, saying why; a change that
+    /// takes a group past this replica's `ab.max_units` (a replica configured otherwise, or
+    /// forged bytes) is refused whole, and the partition's part is forgotten at the increment
+    /// after it, until its next base.
+    #[test]
+    fn increments_are_refused_by_an_older_build_and_checked_once_applied() {
+        let cfg = config(10_000);
+        let mut writer = engine(&cfg, &[0, 1]);
+        let mut reader = engine(&config(12), &[]);
+        let mut round = 0;
+        let mut next = |writer: &mut Engine| {
+            feed(writer, round);
+            round += 1;
+            write(writer, 0)
+        };
+        // Until the reader holds the chain (an increment applied) and sums in it.
+        loop {
+            let out = next(&mut writer);
+            read(&mut reader, &out).unwrap();
+            if !out.base && by_name(&reader).values().any(|s| s.impressions > 0) {
+                break;
+            }
+        }
+        // The next increment (a base due first is read).
+        let out = loop {
+            let out = next(&mut writer);
+            if !out.base {
+                break out;
+            }
+            read(&mut reader, &out).unwrap();
+        };
+        let Err(older) = crate::checkpoint::decode::<PartitionAggregatesOfTheBuildBefore>(&out.bytes) else {
+            panic!("an increment read as a whole record")
+        };
+        assert!(older.to_string().contains("format version 8"), "{older}");
+        // The change, with a group's units grown past the reader's limit (the writer's
+        // cumulative stats of many rounds have more).
+        let AggregatesRecord::Increment(mut increment) = AggregatesRecord::decode(&out.bytes).unwrap() else {
+            panic!("not an increment")
+        };
+        let mut longer = engine(&cfg, &[0]);
+        for round in 0..40 {
+            feed(&mut longer, round);
+        }
+        let (group, _) = increment.cumulative.changed.iter().next().expect("a group changed");
+        let name = increment.groups.iter().find(|g| g.id == group).unwrap();
+        let many =
+            longer.groups().id_of(&name.experiment, &name.variant).and_then(|id| longer.cumulative().get(id).cloned());
+        let many = many.expect("the writer's stats of the group");
+        assert!(many.distinct_units().unwrap() > 12);
+        increment.cumulative.changed.merge_group(group, &many);
+        let forged = crate::checkpoint::encode_as(AGGREGATES_INCREMENT_VERSION, &increment);
+        let held = by_name(&reader);
+        let refused = reader.apply_aggregates_record(AggregatesRecord::decode(&forged).unwrap()).unwrap_err();
+        assert!(matches!(refused, Inconsistency::TooMany { limit: "ab.max_units", .. }), "{refused}");
+        assert!(by_name(&reader) == held, "refused whole");
+        // The next increment follows the one refused: a gap, so the partition's part is
+        // forgotten until its next base.
+        let after = next(&mut writer);
+        assert!(!after.base);
+        read(&mut reader, &after).unwrap();
+        assert!(by_name(&reader).values().all(|s| s.impressions == 0), "partition 0's part is forgotten");
+    }
+
+    /// What a build before increments decodes a record as (its header version only).
+    type PartitionAggregatesOfTheBuildBefore = PartitionAggregates;
+}
