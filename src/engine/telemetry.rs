@@ -240,6 +240,10 @@ pub struct CheckpointStats {
     pub records: [u64; 2],
     /// Their payload bytes: snapshots, deltas.
     pub record_bytes: [u64; 2],
+    /// Aggregates records acknowledged: bases, increments (see `super::increments`).
+    pub aggregates_records: [u64; 2],
+    /// Their payload bytes: bases, increments.
+    pub aggregates_bytes: [u64; 2],
 }
 
 /// How a rebalance changed this replica's partitions.
@@ -336,6 +340,18 @@ impl super::Engine {
         let stats = &mut self.checkpoint_stats;
         for (i, (count, bytes)) in [snapshots, deltas].into_iter().enumerate() {
             if let (Some(c), Some(b)) = (stats.records.get_mut(i), stats.record_bytes.get_mut(i)) {
+                *c += count;
+                *b += bytes;
+            }
+        }
+    }
+
+    /// Records aggregates records acknowledged in a round: `(count, bytes)` of bases and of
+    /// increments.
+    pub fn record_aggregates_records(&mut self, bases: (u64, u64), increments: (u64, u64)) {
+        let stats = &mut self.checkpoint_stats;
+        for (i, (count, bytes)) in [bases, increments].into_iter().enumerate() {
+            if let (Some(c), Some(b)) = (stats.aggregates_records.get_mut(i), stats.aggregates_bytes.get_mut(i)) {
                 *c += count;
                 *b += bytes;
             }

@@ -460,6 +460,26 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
                 .collect(),
         ),
         family(
+            "rankpulse_aggregates_records_total",
+            "Aggregates records acknowledged, by kind: a partition's A/B sums whole (base) or their change since the record before (increment).",
+            MetricType::COUNTER,
+            ["base", "increment"]
+                .iter()
+                .zip(checkpoints.aggregates_records)
+                .map(|(kind, n)| counter(vec![label("kind", kind)], n as f64))
+                .collect(),
+        ),
+        family(
+            "rankpulse_aggregates_bytes_total",
+            "Payload bytes of the aggregates records acknowledged, by kind (base, increment).",
+            MetricType::COUNTER,
+            ["base", "increment"]
+                .iter()
+                .zip(checkpoints.aggregates_bytes)
+                .map(|(kind, n)| counter(vec![label("kind", kind)], n as f64))
+                .collect(),
+        ),
+        family(
             "rankpulse_checkpoint_failures_total",
             "Snapshot rounds the brokers did not acknowledge; offsets stay uncommitted until one succeeds.",
             MetricType::COUNTER,

@@ -71,6 +71,12 @@ pub(super) fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
             MetricType::COUNTER,
             reasons.iter().map(|&(reason, n)| counter(vec![label("reason", reason)], n as f64)).collect(),
         ));
+        families.push(family(
+            "rankpulse_aggregates_increments_skipped_total",
+            "Aggregates increments this replica did not apply: of a chain it does not hold (a replica that lost the partition, a base not seen), or after a record of its chain was lost; the partition's next base is applied whole.",
+            MetricType::COUNTER,
+            vec![counter(vec![], engine.aggregates_increments_skipped() as f64)],
+        ));
     }
     families
 }

@@ -130,6 +130,11 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
                 (of_kind.clone().count() as u64, of_kind.map(|(_, _, b)| b.len() as u64).sum())
             };
             engine.record_changelog_records(of(RecordKind::Snapshot), of(RecordKind::Delta));
+            let of = |base: bool| {
+                let of_kind = aggregates.iter().filter(|a| a.base == base);
+                (of_kind.clone().count() as u64, of_kind.map(|a| a.bytes.len() as u64).sum())
+            };
+            engine.record_aggregates_records(of(true), of(false));
         }
         if !ok {
             engine.aggregates_not_written();
