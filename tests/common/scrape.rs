@@ -158,6 +158,7 @@ pub fn of_the_process(name: &str) -> bool {
         "rankpulse_click_examination",
         "rankpulse_click_harvest",
         "rankpulse_ab_windows_skipped",
+        "rankpulse_aggregates_",
     ]
     .iter()
     .any(|prefix| name.starts_with(prefix))
