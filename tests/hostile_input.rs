@@ -884,3 +884,15 @@ fn every_varint_set_to_every_hostile_value() {
         }
     }
 }
+
+/// Found by `damaged_deltas_never_panic_nor_allocate_by_their_fields`: the last varint of a
+/// chain's delta shortened to 0 shifted the bytes after it, and a finalized impression's gain
+/// read as 70, beyond the configuration's largest (3): its exponential-gain DCG (2^70) overflowed
+/// the exact sums. The delta is refused.
+#[test]
+fn a_delta_with_a_gain_past_the_configuration_s_is_refused() {
+    let seeds = chain_seeds();
+    let (base, payload) = &seeds[2];
+    let at = varint_starts(payload)[976];
+    assert_eq!(fuzzing::delta(base, &with_varint(payload, at, 0)), fuzzing::Restored::Incompatible);
+}

@@ -176,17 +176,28 @@ impl Evaluation {
         if let Some(log) = &mut totals.clicks {
             log.finalize(f.query, f.timestamp, f.gains);
         }
-        if f.gains.iter().all(|&g| g == 0) {
+        // Live gains never exceed the configuration's largest; restored state is checked, but a
+        // pending impression's gains (5 bits) are not checked against it, and a value past it
+        // would overflow the exact sums: bounded here, where every impression passes.
+        let max_gain = self.layout.max_gain();
+        let bounded: Vec<u8>;
+        let gains = if f.gains.iter().any(|&g| g > max_gain) {
+            bounded = f.gains.iter().map(|&g| g.min(max_gain)).collect();
+            &bounded[..]
+        } else {
+            f.gains
+        };
+        if gains.iter().all(|&g| g == 0) {
             values.copy_from_slice(&self.unengaged_values);
         } else {
-            self.layout.evaluate(f.gains, &[], &mut values[..self.layout.len()]);
+            self.layout.evaluate(gains, &[], &mut values[..self.layout.len()]);
         }
         // An impression that is not interleaved adds nothing to the interleaving sums: only the
         // metrics' slots go to the accumulators (measured: 1.3% of a replay's instructions).
         let mut scored = None;
         let mut added_len = self.layout.len();
         if let (Some((slots, rule)), false) = (self.layout.interleaving(), f.teams.is_empty()) {
-            let s = scored.insert(interleaving::score(f.gains, f.teams, *rule));
+            let s = scored.insert(interleaving::score(gains, f.teams, *rule));
             slots.write(Some(s), values);
             added_len = values.len();
         }

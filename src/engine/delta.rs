@@ -254,6 +254,16 @@ impl Engine {
                 }
                 Operation::Finalized(f) => {
                     let experiment = named(f.group)?;
+                    // Gains beyond the configuration's make values the exact sums cannot hold.
+                    let max_gain = self.aggregation.layout().max_gain();
+                    if let Some(&gain) = f.gains.iter().find(|&&g| g > max_gain) {
+                        return Err(Inconsistency::Beyond {
+                            what: "a finalized impression's gain",
+                            index: gain.into(),
+                            limit: "the largest of metrics.action_gains, plus one",
+                            count: u64::from(max_gain) + 1,
+                        });
+                    }
                     evaluation.add_as(&mut values, totals, &f, experiment);
                 }
                 Operation::Closed(watermark) => totals.accumulators.close_windows(watermark, |w| closed.push(w)),

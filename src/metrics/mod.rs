@@ -363,6 +363,12 @@ impl MetricLayout {
         self.keys.iter().position(|key| key.kind == kind && key.k == k)
     }
 
+    /// The largest gain an impression's results can have under this configuration (the largest
+    /// of `metrics.action_gains`): what the metrics' values are bounded by.
+    pub fn max_gain(&self) -> u8 {
+        self.max_gain
+    }
+
     /// Computes every configured metric of one impression into `out` (length [`Self::len`]).
     /// One pass over the ranked list serves every cutoff and every recall level; the ideal
     /// ordering comes from a counting pass over gain levels instead of a sort.
