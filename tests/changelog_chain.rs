@@ -174,6 +174,13 @@ fn sigkill_between_snapshots_and_right_after_one_loses_nothing() {
     let per_delta = of("rankpulse_changelog_bytes_total", "delta") / deltas;
     eprintln!("{snapshots} snapshots of {per_snapshot:.0} bytes on average, {deltas} deltas of {per_delta:.0}");
     assert!(per_delta * 3.0 < per_snapshot, "a delta is {per_delta:.0} bytes, a snapshot {per_snapshot:.0}");
+    // The records reached the broker compressed (`state.compression`, lz4 by default), as
+    // librdkafka's statistics count the bytes sent.
+    let payload: f64 = ["snapshot", "delta"].iter().map(|k| of("rankpulse_changelog_bytes_total", k)).sum::<f64>()
+        + ["base", "increment"].iter().map(|k| of("rankpulse_aggregates_bytes_total", k)).sum::<f64>();
+    let sent = got.get("rankpulse_state_bytes_sent_total").copied().unwrap_or(0.0);
+    eprintln!("{payload:.0} bytes of records, {sent:.0} bytes sent to the broker");
+    assert!(sent > 0.0 && sent < 0.8 * payload, "{sent} bytes sent for {payload} bytes of records");
     let (want, got) = (totals(&want), totals(&got));
     assert!(want.len() > 50, "compared too few series: {}", want.len());
     let differing: Vec<String> = want

@@ -147,7 +147,8 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     // With each round, the input produced by then: bytes (the round's `sampled`) and messages.
     let mut produced = Vec::new();
     let changelog_bytes = |s: &std::collections::BTreeMap<String, f64>| total(s, "rankpulse_changelog_bytes_total");
-    let changelog_before = scrape(port).map(|s| changelog_bytes(&s));
+    let before = scrape(port);
+    let changelog_before = before.as_ref().map(changelog_bytes);
     let measured = watch_rounds(port, Duration::from_secs(seconds), || {
         produced.push(sent.messages.load(Ordering::Relaxed) as f64);
         sent.bytes.load(Ordering::Relaxed) as f64
@@ -168,6 +169,22 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
             format!("state_{label}_aggregates_mb_per_round"),
             ((written - changelog).max(0.0) / rounds.max(1.0) / 1e6).into(),
         );
+    }
+    // What reached the brokers: the state producer's bytes sent (compressed, framed) over the
+    // same two scrapes' input consumed (its messages times the mean message produced).
+    if let (Some(before), Some(after)) = (&before, &end) {
+        let of = |s: &std::collections::BTreeMap<String, f64>| {
+            (total(s, "rankpulse_state_bytes_sent_total"), total(s, "rankpulse_events_consumed_total"))
+        };
+        let ((sent0, consumed0), (sent1, consumed1)) = (of(before), of(after));
+        let (first, last) = (&measured[0], measured.last().unwrap());
+        let mean_message = (last.sampled - first.sampled) / (produced[measured.len() - 1] - produced[0]).max(1.0);
+        let per_byte = (sent1 - sent0) / ((consumed1 - consumed0) * mean_message).max(1.0);
+        eprintln!(
+            "  sent to the brokers (compressed): {:.2} MB per round, {per_byte:.2} bytes per input byte consumed",
+            (sent1 - sent0) / (measured.len() as f64).max(1.0) / 1e6
+        );
+        results.insert(format!("state_{label}_sent_bytes_per_input_byte"), per_byte.into());
     }
     // The machine is shared: how busy it was over the last minute of the measurement.
     let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split(' ').next()?.parse::<f64>().ok());

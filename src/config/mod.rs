@@ -40,7 +40,7 @@ pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,
     InterleavingCredit, JoinConfig, JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig,
-    LimitsConfig, MetricsConfig, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
+    LimitsConfig, MetricsConfig, StateCompression, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
 };
 pub use upgrade::RetiredKey;
 

@@ -72,12 +72,12 @@ pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use delta::{AnyDelta, TaskDelta, TaskDeltaV6};
 pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
 pub use increments::{AggregatesOut, AggregatesRecord, PartitionIncrement, AGGREGATES_INCREMENT_VERSION};
-pub use published::Link;
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
 pub use prepare::{
     ClickNames, ImpressionRef, Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash,
 };
+pub use published::Link;
 pub use reject_log::RejectLog;
 pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;

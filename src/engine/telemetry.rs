@@ -244,6 +244,9 @@ pub struct CheckpointStats {
     pub aggregates_records: [u64; 2],
     /// Their payload bytes: bases, increments.
     pub aggregates_bytes: [u64; 2],
+    /// Bytes the state topics' producer sent to the brokers, compressed and framed (its
+    /// librdkafka statistics).
+    pub state_bytes_sent: u64,
 }
 
 /// How a rebalance changed this replica's partitions.
@@ -356,6 +359,12 @@ impl super::Engine {
                 *b += bytes;
             }
         }
+    }
+
+    /// Records the state producer's bytes sent so far (a total, not an increment).
+    pub fn record_state_bytes_sent(&mut self, total: u64) {
+        let stats = &mut self.checkpoint_stats;
+        stats.state_bytes_sent = stats.state_bytes_sent.max(total);
     }
 
     /// Records a rebalance callback that assigned, revoked or lost `partitions`.

@@ -480,6 +480,12 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
                 .collect(),
         ),
         family(
+            "rankpulse_state_bytes_sent_total",
+            "Bytes the producer of the changelog and aggregates topics sent to the brokers: the records compressed (state.compression), with the protocol's framing, as librdkafka's statistics count them each second.",
+            MetricType::COUNTER,
+            vec![counter(vec![], checkpoints.state_bytes_sent as f64)],
+        ),
+        family(
             "rankpulse_checkpoint_failures_total",
             "Snapshot rounds the brokers did not acknowledge; offsets stay uncommitted until one succeeds.",
             MetricType::COUNTER,

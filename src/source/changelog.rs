@@ -32,12 +32,13 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientContext;
 
 use super::chunks::{chunk_records, ChunkHeader, SnapshotId, Tail};
 use super::record::{self, Links};
-use crate::config::{ClientRole, KafkaClientError, KafkaConfig};
+use crate::config::{ClientRole, KafkaClientError, KafkaConfig, StateCompression};
 use crate::engine::AggregatesOut;
 use crate::kafka_log::{KafkaLog, SharedLog};
 
@@ -75,11 +76,21 @@ struct ChangelogContext {
     failed: AtomicU64,
     /// The newest delivery error, for the write's error message.
     last_error: Mutex<Option<String>>,
+    /// Bytes sent to the brokers, as librdkafka's statistics last counted them (each
+    /// [`STATISTICS_INTERVAL`]): the records as compressed, with the protocol's framing.
+    sent_bytes: AtomicU64,
 }
+
+/// How often librdkafka reports the state producer's statistics (its bytes sent).
+const STATISTICS_INTERVAL: Duration = Duration::from_secs(1);
 
 impl ClientContext for ChangelogContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         self.log.librdkafka(level, facility, message);
+    }
+    fn stats(&self, statistics: Statistics) {
+        let sent: u64 = statistics.brokers.values().map(|b| b.txbytes).sum();
+        self.sent_bytes.fetch_max(sent, Ordering::Relaxed);
     }
     fn error(&self, error: KafkaError, reason: &str) {
         self.log.client_error(&error, reason);
@@ -220,19 +231,26 @@ impl Changelog {
     /// The changelog's clients, with the `[kafka]` brokers and properties (security included).
     pub fn new(
         kafka: &KafkaConfig,
-        topic: &str,
-        aggregates_topic: &str,
+        (topic, aggregates_topic): (&str, &str),
         replication: i32,
+        compression: StateCompression,
         runtime: tokio::runtime::Handle,
         log: Arc<KafkaLog>,
     ) -> Result<Changelog, ChangelogError> {
-        let context = ChangelogContext { log: log.clone(), failed: AtomicU64::new(0), last_error: Mutex::new(None) };
+        let context = ChangelogContext {
+            log: log.clone(),
+            failed: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            sent_bytes: AtomicU64::new(0),
+        };
         let producer = kafka
             .client_config(ClientRole::Producer)?
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", WRITE_TIMEOUT.as_millis().to_string())
             .set("linger.ms", "5")
+            .set("compression.type", compression.librdkafka_name())
+            .set("statistics.interval.ms", STATISTICS_INTERVAL.as_millis().to_string())
             .create_with_context(context)
             .map_err(ChangelogError::Client)?;
         let reader = kafka
@@ -463,6 +481,12 @@ impl Changelog {
             return Err(write_error(format!("not acknowledged: {}", last.unwrap_or_default())));
         }
         Ok((ids, bytes))
+    }
+
+    /// Bytes the producer sent to the brokers so far (the changelog's and aggregates records,
+    /// compressed, framed), as of librdkafka's last statistics.
+    pub fn sent_bytes(&self) -> u64 {
+        self.producer.context().sent_bytes.load(Ordering::Relaxed)
     }
 
     /// The end offset of a changelog partition (the offset its next record gets).

@@ -124,6 +124,7 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
         };
         let mut engine = engine.lock();
         engine.record_checkpoint(bytes, started.elapsed(), ok, started);
+        engine.record_state_bytes_sent(changelog.sent_bytes());
         if ok {
             let of = |kind: RecordKind| {
                 let of_kind = records.iter().filter(|(_, k, _)| *k == kind);

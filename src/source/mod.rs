@@ -147,9 +147,9 @@ pub async fn run(
             let runtime = tokio::runtime::Handle::current();
             let changelog = Changelog::new(
                 cfg,
-                &topic,
-                &aggregates_topic,
+                (&topic, &aggregates_topic),
                 state.changelog_replication_factor,
+                state.compression,
                 runtime,
                 log.clone(),
             )?;

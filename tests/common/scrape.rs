@@ -159,6 +159,7 @@ pub fn of_the_process(name: &str) -> bool {
         "rankpulse_click_harvest",
         "rankpulse_ab_windows_skipped",
         "rankpulse_aggregates_",
+        "rankpulse_state_bytes_sent",
     ]
     .iter()
     .any(|prefix| name.starts_with(prefix))
