@@ -22,6 +22,10 @@
 //! (`RANKPULSE_BENCH_STATE_WINDOW=30m` or `2m` runs one). Then the restore of a partition holding 1M
 //! pending impressions, which is the `handover` stage's measurement
 //! ([`crate::handover::handover_at`]); `RANKPULSE_BENCH_STATE_RESTORE=0` skips it.
+//!
+//! Two ratios to the input: the records' payload (the rounds' bytes, before compression), and
+//! what reached the brokers, `rankpulse_state_bytes_sent_total` (compressed by
+//! `state.compression`, framed) over the same span's input: the latter is issue 53's target.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -233,6 +237,21 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
         for (i, kind) in ["snapshot", "delta"].into_iter().enumerate() {
             results.insert(format!("state_{label}_{kind}_records"), records[i].into());
             results.insert(format!("state_{label}_{kind}_bytes"), bytes[i].into());
+        }
+        let records =
+            [of("rankpulse_aggregates_records_total", "base"), of("rankpulse_aggregates_records_total", "increment")];
+        let bytes =
+            [of("rankpulse_aggregates_bytes_total", "base"), of("rankpulse_aggregates_bytes_total", "increment")];
+        eprintln!(
+            "  aggregates records over the run: {} bases ({:.1} MB), {} increments ({:.1} MB)",
+            records[0],
+            bytes[0] / 1e6,
+            records[1],
+            bytes[1] / 1e6,
+        );
+        for (i, kind) in ["base", "increment"].into_iter().enumerate() {
+            results.insert(format!("state_{label}_aggregates_{kind}_records"), records[i].into());
+            results.insert(format!("state_{label}_aggregates_{kind}_bytes"), bytes[i].into());
         }
     }
     summarize(label, &measured, &produced, results);
@@ -469,7 +488,12 @@ const GROWTH_TOLERANCE: f64 = 1.05;
 pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'static str, &'static str)> {
     let at = |label: &str, what: &str| get(&format!("state_{label}_{what}"));
     let mut rows = Vec::new();
-    for (label, name) in [("30m", "changelog bytes per input byte, 30m window"), ("2m", "  the same, 2m window")] {
+    // What reached the brokers (the records compressed by `state.compression`): the target.
+    for (label, name) in [("30m", "state bytes sent per input byte, 30m window"), ("2m", "  the same, 2m window")] {
+        let ratio = at(label, "sent_bytes_per_input_byte");
+        rows.push((name, fmt(ratio, 2), "<= 1.5", verdict(ratio.map(|r| r <= 1.5))));
+    }
+    for (label, name) in [("30m", "  records' payload per input byte, 30m"), ("2m", "  the same, 2m window")] {
         let ratio = at(label, "bytes_per_input_byte");
         rows.push((
             name,
@@ -479,8 +503,8 @@ pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'s
                 fmt(at(label, "written_bytes_per_second").map(|b| b / 1e6), 2),
                 fmt(at(label, "input_bytes_per_second").map(|b| b / 1e6), 3)
             ),
-            "<= 1.5",
-            verdict(ratio.map(|r| r <= 1.5)),
+            "",
+            "",
         ));
     }
     for (label, name) in

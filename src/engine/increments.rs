@@ -23,7 +23,7 @@
 //! windows it holds whole. Increments are never the first record a reader takes of a
 //! partition, so the rules by which the view knows a window is whole stay those of the base.
 //!
-//! The writer ([`Published`]) keeps what the last acknowledged record left a reader with (the
+//! The writer (`super::published`) keeps what the last acknowledged record left a reader with (the
 //! cumulative table, the covariates, the looks' position) to take the next change against;
 //! the change of a record not yet acknowledged becomes that only once it is. A failed write,
 //! a new owner, or increments since the base adding up to [`BASE_AFTER`] times its size start
@@ -63,20 +63,25 @@ const BASE_AFTER: u64 = 4;
 /// One partition's increment as written (borrowed where the engine holds the parts).
 #[derive(Serialize)]
 struct PartitionIncrementRef<'a> {
+    /// The input partition the sums are of.
     partition: i32,
+    /// Its place: the record before it in the chain is `number - 1`.
     link: Link,
     /// Per window size, the start before which every window of the partition is closed.
     closed_before: Vec<EventTime>,
     /// The groups the increment refers to, by name.
     groups: Vec<GroupName<&'a str>>,
+    /// The cumulative table's change since the record before.
     cumulative: TableChange,
     /// The windows closed since the record this one follows.
     windows: &'a [ClosedWindow],
+    /// Partition 0's looks, when a look was taken since the record before.
     looks: Option<&'a Looks>,
+    /// CUPED's covariates' change, with the metric keys they adjust.
     cuped: Option<(Vec<String>, CovariateChange)>,
 }
 
-/// [`PartitionIncrementRef`], read back.
+/// [`PartitionIncrementRef`], read back (its fields are documented there).
 #[derive(Debug, Deserialize)]
 #[cfg_attr(test, derive(Serialize))]
 pub struct PartitionIncrement {
@@ -109,14 +114,6 @@ impl AggregatesRecord {
             return crate::checkpoint::decode_payload(payload).map(AggregatesRecord::Increment);
         }
         PartitionAggregates::decode(bytes).map(AggregatesRecord::Whole)
-    }
-
-    /// The input partition the record is of.
-    pub fn partition(&self) -> i32 {
-        match self {
-            AggregatesRecord::Whole(r) => r.partition,
-            AggregatesRecord::Increment(r) => r.partition,
-        }
     }
 }
 
