@@ -384,6 +384,8 @@ fn a_partitions_totals_leave_its_old_owner_and_arrive_carried_over_at_the_new_on
             "rankpulse_input_key",
             "rankpulse_rebalances",
             "rankpulse_partition_restores",
+            "rankpulse_aggregates_",
+            "rankpulse_state_bytes_sent",
         ]
         .iter()
         .any(|p| k.starts_with(p))
