@@ -287,12 +287,20 @@ impl GlobalView {
         self.covariates.get_mut(&partition).and_then(Option::take)
     }
 
-    /// Forgets what is known of a partition's part until its next whole record: a record of
-    /// its chain was lost, so neither its sums nor which windows it holds whole are known.
-    /// Windows already summed keep their part.
-    pub(super) fn forget(&mut self, partition: i32) {
+    /// A record of a partition's chain was lost (damaged, refused, never read): until its next
+    /// whole record, no increment applies, and no window is taken as holding the partition's
+    /// whole part (the lost record may have carried it). Its newest sums and bounds stay, as of
+    /// the last record applied: the cumulative figures keep its part, a few rounds old, and no
+    /// window completes past its bounds meanwhile.
+    pub(super) fn lose_chain(&mut self, partition: i32) {
         self.links.remove(&partition);
         self.seen_from.remove(&partition);
+    }
+
+    /// [`GlobalView::lose_chain`], and the partition's sums and bounds dropped too: what an
+    /// increment made of them failed its checks, so they are not any record's.
+    pub(super) fn forget(&mut self, partition: i32) {
+        self.lose_chain(partition);
         self.latest.remove(&partition);
         self.covariates.remove(&partition);
     }

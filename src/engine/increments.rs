@@ -18,9 +18,10 @@
 //! increment `n` applies to what a reader holds after record `n - 1` of the same chain. A
 //! reader applies an increment only to that; one of another chain (a replica that lost the
 //! partition and has not noticed yet, or a chain whose base the reader never saw) is skipped
-//! and counted, and a gap in its own chain (a record lost or damaged) makes it forget the
-//! partition's part until the next base, whose retained windows and `kept_from` say again which
-//! windows it holds whole. Increments are never the first record a reader takes of a
+//! and counted, and after a gap in its own chain (a record lost, damaged or refused) the reader
+//! applies none of the partition's increments until the next base, whose retained windows and
+//! `kept_from` say again which windows it holds whole; meanwhile the partition's sums stay as of
+//! its last record applied, and no window is summed without its part. Increments are never the first record a reader takes of a
 //! partition, so the rules by which the view knows a window is whole stay those of the base.
 //!
 //! The writer (`super::published`) keeps what the last acknowledged record left a reader with (the
@@ -232,10 +233,10 @@ impl Engine {
     }
 
     /// A partition's record could not be read (damaged, or of a format this build does not
-    /// know): its part of the view is unknown until the next whole record.
+    /// know): its chain is broken until its next whole record (see `GlobalView::lose_chain`).
     pub fn aggregates_record_lost(&mut self, partition: i32) {
         if let Some(view) = self.global.as_mut() {
-            view.forget(partition);
+            view.lose_chain(partition);
         }
     }
 
@@ -247,7 +248,7 @@ impl Engine {
             Some(held) if held.chain == inc.link.chain && inc.link.number > held.number => {
                 // A record of the chain it holds was lost: what it holds is no longer what
                 // the writer's next increments change.
-                view.forget(partition);
+                view.lose_chain(partition);
                 view.increments_skipped += 1;
                 return Ok(());
             }
@@ -434,8 +435,8 @@ mod tests {
     }
 
     /// An increment of a chain the reader does not hold (a replica that lost the partition and
-    /// writes on) changes nothing; after a gap in its own chain the reader forgets the
-    /// partition's part until the next base, rather than add a change to the wrong sums.
+    /// writes on) changes nothing; after a gap in its own chain the reader applies none until
+    /// the next base, rather than add a change to the wrong sums.
     #[test]
     fn an_increment_of_another_chain_or_after_a_gap_changes_nothing() {
         let cfg = config(10_000);
@@ -467,12 +468,17 @@ mod tests {
         assert!(!lost.base && !after_the_gap.base, "{} {}", lost.slot, after_the_gap.slot);
         read(&mut reader, &after_the_gap).unwrap();
         assert_eq!(reader.aggregates_increments_skipped(), 2);
-        let partition_1_only: u64 = by_name(&reader).values().map(|s| s.impressions).sum();
-        let all: u64 = held.values().map(|s| s.impressions).sum();
-        assert!(partition_1_only < all, "partition 0's part is forgotten: {partition_1_only} of {all}");
+        assert!(by_name(&reader) == held, "partition 0's part stays as of its last record applied");
+        // Nor does the chain's next increment apply: only a base mends it.
+        feed(&mut writer, 17);
+        let next = write(&mut writer, 0);
+        assert!(!next.base);
+        read(&mut reader, &next).unwrap();
+        assert_eq!(reader.aggregates_increments_skipped(), 3);
+        assert!(by_name(&reader) == held);
         // A failed write starts a new base, which the reader takes.
         writer.aggregates_not_written();
-        feed(&mut writer, 17);
+        feed(&mut writer, 18);
         let base = write(&mut writer, 0);
         assert!(base.base);
         read(&mut reader, &base).unwrap();
@@ -487,8 +493,8 @@ mod tests {
 
     /// A build that reads only whole records refuses an increment, saying why; a change that
     /// takes a group past this replica's `ab.max_units` (a replica configured otherwise, or
-    /// forged bytes) is refused whole, and the partition's part is forgotten at the increment
-    /// after it, until its next base.
+    /// forged bytes) is refused whole, and the increment after it finds a gap: none applies
+    /// until the next base.
     #[test]
     fn increments_are_refused_by_an_older_build_and_checked_once_applied() {
         let cfg = config(10_000);
@@ -541,12 +547,12 @@ mod tests {
         let refused = reader.apply_aggregates_record(AggregatesRecord::decode(&forged).unwrap()).unwrap_err();
         assert!(matches!(refused, Inconsistency::TooMany { limit: "ab.max_units", .. }), "{refused}");
         assert!(by_name(&reader) == held, "refused whole");
-        // The next increment follows the one refused: a gap, so the partition's part is
-        // forgotten until its next base.
+        // The next increment follows the one refused: a gap, so none applies until a base.
         let after = next(&mut writer);
         assert!(!after.base);
         read(&mut reader, &after).unwrap();
-        assert!(by_name(&reader).values().all(|s| s.impressions == 0), "partition 0's part is forgotten");
+        assert!(by_name(&reader) == held, "partition 0's part stays as of its last record applied");
+        assert_eq!(reader.aggregates_increments_skipped(), 1);
     }
 
     /// What a build before increments decodes a record as (its header version only).
