@@ -21,7 +21,7 @@ use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
 use crate::checkpoint::Inconsistency;
 use crate::experiments::sequential::{Looks, LooksBeforeInterleaving};
-use crate::ids::GroupId;
+use crate::ids::{GroupId, GroupMap};
 use crate::time::EventTime;
 
 /// Closed windows of each size a partition keeps for the aggregates topic once a record has
@@ -644,15 +644,7 @@ impl Engine {
         let mut cumulative = record.cumulative;
         cumulative.remap(&map);
         let mut recent = record.recent_closed;
-        for w in &mut recent {
-            w.groups.remap(&map);
-        }
-        if let Some(mut theirs) = record.looks {
-            if self.looks.is_behind(&theirs) {
-                theirs.prefix.remap(&map);
-                self.looks = theirs;
-            }
-        }
+        self.renumber_windows_take_looks(&map, &mut recent, record.looks);
         let covariates = covariates.map(|mut table| {
             table.remap(&map);
             table
@@ -663,6 +655,25 @@ impl Engine {
         let kept_from = record.kept_from.0;
         self.merge_into_view(record.partition, record.closed_before, cumulative, recent, kept_from, covariates);
         Ok(())
+    }
+
+    /// Renumbers a record's windows into this engine's group ids, and takes its looks over
+    /// (renumbered) when this engine's are behind them.
+    pub(super) fn renumber_windows_take_looks(
+        &mut self,
+        map: &GroupMap,
+        windows: &mut [ClosedWindow],
+        looks: Option<Looks>,
+    ) {
+        for window in windows {
+            window.groups.remap(map);
+        }
+        if let Some(mut theirs) = looks {
+            if self.looks.is_behind(&theirs) {
+                theirs.prefix.remap(map);
+                self.looks = theirs;
+            }
+        }
     }
 
     /// Puts a partition's record, checked and renumbered, into the view: its newest sums and

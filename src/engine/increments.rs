@@ -291,15 +291,7 @@ impl Engine {
         check_named(&inc.groups, used)?;
         let map = self.intern_names(&inc.groups);
         inc.cumulative.remap(&map);
-        for window in &mut inc.windows {
-            window.groups.remap(&map);
-        }
-        if let Some(mut theirs) = inc.looks {
-            if self.looks.is_behind(&theirs) {
-                theirs.prefix.remap(&map);
-                self.looks = theirs;
-            }
-        }
+        self.renumber_windows_take_looks(&map, &mut inc.windows, inc.looks);
         let cuped = cuped.map(|mut change| {
             change.remap(&map);
             change

@@ -2,10 +2,10 @@
 //! replica wrote them, into the engine's experiment-wide view (`crate::engine`'s `global`).
 //!
 //! A record is whole (a base) or an increment on the one before it (see `crate::engine`'s
-//! `increments`). Records are chunked like changelog snapshots (`super::chunks`); one partition's chunks are
-//! consecutive, so a record is complete when its last chunk arrives ([`InOrder`]). The reader has a
-//! thread and a consumer of its own (no group: it reads every partition), so a slow broker
-//! never holds up the input consumer.
+//! `increments`). Records are chunked like changelog snapshots (`super::chunks`); one
+//! partition's chunks are consecutive, so a record is complete when its last chunk arrives
+//! ([`InOrder`]). The reader has a thread and a consumer of its own (no group: it reads every
+//! partition), so a slow broker never holds up the input consumer.
 //!
 //! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
 //! documentation, "Hostile input").

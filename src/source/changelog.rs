@@ -435,6 +435,7 @@ impl Changelog {
         let failed_before = self.producer.context().failed.load(Ordering::Relaxed);
         let mut bytes = 0u64;
         let mut ids = HashMap::new();
+        // `Ok(kind)`: a changelog record; `Err(slot)`: an aggregates record and its key's slot.
         let to_changelog = records.iter().map(|(p, kind, b)| (Ok(*kind), p, b));
         let to_aggregates = aggregates.iter().map(|a| (Err(a.slot.as_str()), &a.partition, &a.bytes));
         for (kind, partition, record) in to_changelog.chain(to_aggregates) {
