@@ -224,34 +224,24 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
                 .map(|(_, v)| v)
                 .sum::<f64>()
         };
-        let records =
-            [of("rankpulse_changelog_records_total", "snapshot"), of("rankpulse_changelog_records_total", "delta")];
-        let bytes = [of("rankpulse_changelog_bytes_total", "snapshot"), of("rankpulse_changelog_bytes_total", "delta")];
-        eprintln!(
-            "  changelog records over the run: {} snapshots ({:.1} MB), {} deltas ({:.1} MB)",
-            records[0],
-            bytes[0] / 1e6,
-            records[1],
-            bytes[1] / 1e6,
-        );
-        for (i, kind) in ["snapshot", "delta"].into_iter().enumerate() {
-            results.insert(format!("state_{label}_{kind}_records"), records[i].into());
-            results.insert(format!("state_{label}_{kind}_bytes"), bytes[i].into());
-        }
-        let records =
-            [of("rankpulse_aggregates_records_total", "base"), of("rankpulse_aggregates_records_total", "increment")];
-        let bytes =
-            [of("rankpulse_aggregates_bytes_total", "base"), of("rankpulse_aggregates_bytes_total", "increment")];
-        eprintln!(
-            "  aggregates records over the run: {} bases ({:.1} MB), {} increments ({:.1} MB)",
-            records[0],
-            bytes[0] / 1e6,
-            records[1],
-            bytes[1] / 1e6,
-        );
-        for (i, kind) in ["base", "increment"].into_iter().enumerate() {
-            results.insert(format!("state_{label}_aggregates_{kind}_records"), records[i].into());
-            results.insert(format!("state_{label}_aggregates_{kind}_bytes"), bytes[i].into());
+        // (topic, its two kinds of record, the prefix of their keys in the results)
+        let topics = [("changelog", ["snapshot", "delta"], ""), ("aggregates", ["base", "increment"], "aggregates_")];
+        for (topic, kinds, key) in topics {
+            let records = kinds.map(|kind| of(&format!("rankpulse_{topic}_records_total"), kind));
+            let bytes = kinds.map(|kind| of(&format!("rankpulse_{topic}_bytes_total"), kind));
+            eprintln!(
+                "  {topic} records over the run: {} {}s ({:.1} MB), {} {}s ({:.1} MB)",
+                records[0],
+                kinds[0],
+                bytes[0] / 1e6,
+                records[1],
+                kinds[1],
+                bytes[1] / 1e6,
+            );
+            for (i, kind) in kinds.into_iter().enumerate() {
+                results.insert(format!("state_{label}_{key}{kind}_records"), records[i].into());
+                results.insert(format!("state_{label}_{key}{kind}_bytes"), bytes[i].into());
+            }
         }
     }
     summarize(label, &measured, &produced, results);
