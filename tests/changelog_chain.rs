@@ -1,7 +1,8 @@
 //! A changelog of snapshots and deltas survives SIGKILL wherever it lands: the replica under
 //! test (`rankpulse serve` on librdkafka's mock cluster) is killed once while deltas follow its
-//! snapshot (a restore then applies them), and once right after the snapshot its restarted
-//! successor writes first; each time a new replica restores from the changelog alone. Once the
+//! snapshot (a restore then applies them) and a round is in flight to a slow broker, and once
+//! right after the snapshot its restarted successor writes first; each time a new replica
+//! restores from the changelog alone. Once the
 //! stream is finalized, every exported `_sum`, `_count` and `_total` equals that of an
 //! uninterrupted replica in a group of its own, exactly.
 //!
@@ -23,6 +24,8 @@ const PARTITIONS: i32 = 2;
 /// Impressions per batch, one batch every [`BATCH_PAUSE`].
 const BATCH_IMPRESSIONS: usize = 40;
 const BATCH_PAUSE: Duration = Duration::from_millis(100);
+/// How late the broker answers in the run's slow part.
+const SLOW_BROKER: Duration = Duration::from_secs(2);
 
 fn sections(group_id: &str) -> String {
     format!(
@@ -122,7 +125,6 @@ fn sigkill_between_snapshots_and_right_after_one_loses_nothing() {
         }
         consuming_since.is_some_and(|since| since.elapsed() > Duration::from_secs(3))
     });
-    replica.kill();
     // 2. Its successor restores the snapshots with their deltas, writes its own snapshots at its
     //    first round, and is killed right after.
     replica = serve(&cfg);
@@ -134,9 +136,33 @@ fn sigkill_between_snapshots_and_right_after_one_loses_nothing() {
     eprintln!("the first restore applied {restored:?} deltas");
     std::thread::sleep(Duration::from_millis(450));
     replica.kill();
-    // 3. The second successor restores from those fresh snapshots and runs to the end.
+    // 3. The second successor restores from those fresh snapshots.
     replica = serve(&cfg);
     produce_until(&mut stream, "the second successor never restored", &mut || {
+        deltas_applied(&replica.output()).len() == PARTITIONS as usize
+    });
+    // 4. The broker answers every request 2 s late: the consumer thread does not wait for a
+    //    round's acknowledgment (it goes on consuming, and commits once the broker answered),
+    //    so the round takes it far less than the acknowledgment does. Killed with a round in
+    //    flight (rounds follow one another as acknowledged), its offsets uncommitted.
+    cluster.broker_round_trip_time(1, SLOW_BROKER).unwrap();
+    let (mut on_thread, mut acknowledged) = (0.0, 0.0);
+    produce_until(&mut stream, "no round acknowledged by the slow broker", &mut || {
+        let Some((_, body)) = http_get(port, "/metrics") else { return false };
+        let m = parse_exposition(&body);
+        let of = |family: &str| m.get(family).copied().unwrap_or(0.0);
+        (on_thread, acknowledged) =
+            (of("rankpulse_checkpoint_duration_seconds"), of("rankpulse_checkpoint_acknowledged_seconds"));
+        acknowledged >= SLOW_BROKER.as_secs_f64()
+    });
+    eprintln!("with a slow broker, a round took the consumer thread {on_thread:.3} s and was acknowledged in {acknowledged:.3} s");
+    assert!(on_thread < SLOW_BROKER.as_secs_f64() / 2.0, "the consumer thread waited for the broker: {on_thread} s");
+    replica.kill();
+    cluster.broker_round_trip_time(1, Duration::ZERO).unwrap();
+    // 5. The third successor restores what the broker acknowledged, or more (a record the
+    //    broker kept but whose acknowledgment was still on its way), and runs to the end.
+    replica = serve(&cfg);
+    produce_until(&mut stream, "the third successor never restored", &mut || {
         deltas_applied(&replica.output()).len() == PARTITIONS as usize
     });
     for _ in 0..20 {

@@ -232,8 +232,12 @@ pub struct CheckpointStats {
     pub failed: u64,
     /// Size of the last successful checkpoint.
     pub last_bytes: u64,
-    /// How long the last successful checkpoint took to write.
+    /// How long the last successful checkpoint kept the consumer thread (encoding and sending
+    /// its records): the share of the thread's time state costs.
     pub last_duration: Duration,
+    /// From the start of the last successful checkpoint until the brokers acknowledged all of
+    /// it (and its offsets could be committed); the consumer went on consuming meanwhile.
+    pub last_acknowledged: Duration,
     /// Wall-clock milliseconds of the last successful checkpoint.
     pub last_success_ms: Option<EventTime>,
     /// Changelog records acknowledged: snapshots, deltas (see `source::record`).
@@ -323,14 +327,16 @@ impl super::Engine {
         self.processing_time.record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
     }
 
-    /// Records a checkpoint attempt.
-    pub fn record_checkpoint(&mut self, bytes: u64, took: Duration, ok: bool, now: Instant) {
+    /// Records a checkpoint attempt: its bytes, the consumer thread's time on it, the time
+    /// until the brokers acknowledged it, whether they did.
+    pub fn record_checkpoint(&mut self, bytes: u64, took: Duration, acknowledged: Duration, ok: bool, now: Instant) {
         let wall_clock = self.wall_clock_ms(now);
         let stats = &mut self.checkpoint_stats;
         if ok {
             stats.written += 1;
             stats.last_bytes = bytes;
             stats.last_duration = took;
+            stats.last_acknowledged = acknowledged;
             stats.last_success_ms = Some(wall_clock);
         } else {
             stats.failed += 1;

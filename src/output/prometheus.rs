@@ -508,9 +508,15 @@ fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
             ),
             family(
                 "rankpulse_checkpoint_duration_seconds",
-                "Time to write the last snapshot round and have it acknowledged.",
+                "Time the last acknowledged snapshot round kept the consumer thread (encoding and sending its records).",
                 MetricType::GAUGE,
                 vec![gauge(vec![], checkpoints.last_duration.as_secs_f64())],
+            ),
+            family(
+                "rankpulse_checkpoint_acknowledged_seconds",
+                "From the start of the last acknowledged snapshot round until the brokers acknowledged all of it (the consumer goes on meanwhile; its offsets are committed then).",
+                MetricType::GAUGE,
+                vec![gauge(vec![], checkpoints.last_acknowledged.as_secs_f64())],
             ),
         ]);
     }

@@ -12,10 +12,12 @@
 //! on a compacted topic a snapshot interrupted by a crash can only overwrite the chunks of the
 //! one before the newest complete one.
 //!
-//! Writing waits until the brokers acknowledged every chunk (`acks=all`, idempotent producer):
-//! only then may the offsets the snapshots cover be committed. Reading walks back from the
-//! partition's end in growing steps until it holds a complete snapshot; one that does not verify
-//! is reported by topic, partition and offset, and the one before it is used.
+//! A write is complete once the brokers acknowledged every chunk (`acks=all`, idempotent
+//! producer): only then may the offsets the snapshots cover be committed. Sending does not wait
+//! for that: the consumer thread goes on consuming, and commits when the brokers answered.
+//! Reading walks back from the partition's end in growing steps until it holds a complete
+//! snapshot; one that does not verify is reported by topic, partition and offset, and the one
+//! before it is used.
 //!
 //! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
 //! documentation, "Hostile input").
@@ -160,6 +162,23 @@ impl Chain {
     fn snapshot_due(&self) -> bool {
         self.deltas >= MAX_DELTAS || self.delta_bytes >= self.base_bytes
     }
+}
+
+/// Records [`Changelog::send`] sent and [`Changelog::finish`] has not finished.
+#[must_use = "a write is complete only once finished"]
+pub struct Sent {
+    /// Each changelog record's partition, kind and size: how its chain moves on once
+    /// acknowledged.
+    records: Vec<(i32, RecordKind, u64)>,
+    /// The id each partition's changelog record got.
+    ids: HashMap<i32, SnapshotId>,
+    /// Bytes sent (the chunks with their headers, before compression).
+    bytes: u64,
+    /// The producer's failed deliveries before the sending: any more when the brokers have
+    /// answered, and the write failed.
+    failed_before: u64,
+    /// When the brokers must have acknowledged every chunk by.
+    deadline: Instant,
 }
 
 /// A partition's newest state read back: its newest usable snapshot and the deltas after it,
@@ -382,11 +401,13 @@ impl Changelog {
         id
     }
 
-    /// Writes one record per partition to the changelog (a snapshot, or a delta continuing
+    /// Sends one record per partition to the changelog (a snapshot, or a delta continuing
     /// [`Changelog::chain`]) and one aggregates record per partition to the aggregates topic,
-    /// and waits until the brokers have acknowledged every chunk. On error, some chunks may be
-    /// written: a later complete record supersedes them, a reader never takes an incomplete
-    /// one, and the partitions written start their next chain with a snapshot.
+    /// without waiting for the brokers: [`Changelog::answered`] says when they answered for
+    /// every chunk, and [`Changelog::finish`] (which waits for that) whether the write is
+    /// complete. Nothing else may be sent before it is finished: the chains move on then. On
+    /// error, some chunks may be sent: a later complete record supersedes them, a reader never
+    /// takes an incomplete one, and the partitions start their next chain with a snapshot.
     ///
     /// Keys: a snapshot's chunks `<partition>/<slot>/<index>`, a delta's
     /// `<partition>/<slot>/d<n>/<index>` (its snapshot's slot, n counting from 1), so on a
@@ -395,18 +416,44 @@ impl Changelog {
     ///
     /// An aggregates record's key is `<partition>/<slot>/<index>` with the slot the engine chose
     /// (a base's, or its increment's: see `crate::engine`'s `increments`).
-    pub fn write(
+    pub fn send(
         &mut self,
         records: &[(i32, RecordKind, Vec<u8>)],
         aggregates: &[AggregatesOut],
-    ) -> Result<u64, ChangelogError> {
-        let result = self.write_records(records, aggregates);
-        for &(partition, kind, ref bytes) in records {
-            let Some(&id) = result.as_ref().ok().and_then(|(ids, _)| ids.get(&partition)) else {
+    ) -> Result<Sent, ChangelogError> {
+        let sent = self.send_records(records, aggregates);
+        if sent.is_err() {
+            for (partition, ..) in records {
+                self.chains.remove(partition);
+            }
+        }
+        sent
+    }
+
+    /// Whether the brokers answered for every chunk of `sent` (or its time is up), without
+    /// waiting: serves the producer's delivery reports that arrived.
+    pub fn answered(&self, sent: &Sent) -> bool {
+        // One poll serves one event (a batch of delivery reports, or the statistics): a few
+        // serve what arrived since the last look.
+        for _ in 0..16 {
+            if self.producer.in_flight_count() == 0 {
+                return true;
+            }
+            self.producer.poll(Duration::ZERO);
+        }
+        self.producer.in_flight_count() == 0 || Instant::now() >= sent.deadline
+    }
+
+    /// Waits until the brokers answered for every chunk of `sent` (at most until its deadline)
+    /// and moves the chains on: a partition whose record is acknowledged goes on from it, one
+    /// whose write failed starts again with a snapshot. Returns the bytes sent.
+    pub fn finish(&mut self, sent: Sent) -> Result<u64, ChangelogError> {
+        let acknowledged = self.acknowledged(&sent);
+        for &(partition, kind, len) in &sent.records {
+            let Some(&id) = sent.ids.get(&partition).filter(|_| acknowledged.is_ok()) else {
                 self.chains.remove(&partition);
                 continue;
             };
-            let len = bytes.len() as u64;
             match (kind, self.chains.get_mut(&partition)) {
                 (RecordKind::Delta, Some(chain)) => {
                     chain.tip = id;
@@ -421,15 +468,29 @@ impl Changelog {
                 }
             }
         }
-        result.map(|(_, bytes)| bytes)
+        acknowledged.map(|()| sent.bytes)
     }
 
-    /// [`Changelog::write`]'s sending: the ids the records got, and the bytes sent.
-    fn write_records(
+    /// Whether every chunk of `sent` was acknowledged, waiting for the brokers at most until
+    /// its deadline.
+    fn acknowledged(&self, sent: &Sent) -> Result<(), ChangelogError> {
+        let write_error = |error: String| ChangelogError::Write { topic: self.topic.clone(), error };
+        let left = sent.deadline.saturating_duration_since(Instant::now());
+        self.producer.flush(left).map_err(|e| write_error(format!("not acknowledged: {e}")))?;
+        let context = self.producer.context();
+        if context.failed.load(Ordering::Relaxed) != sent.failed_before {
+            let last = context.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return Err(write_error(format!("not acknowledged: {}", last.unwrap_or_default())));
+        }
+        Ok(())
+    }
+
+    /// [`Changelog::send`]'s sending.
+    fn send_records(
         &mut self,
         records: &[(i32, RecordKind, Vec<u8>)],
         aggregates: &[AggregatesOut],
-    ) -> Result<(HashMap<i32, SnapshotId>, u64), ChangelogError> {
+    ) -> Result<Sent, ChangelogError> {
         let topic_name = self.topic.clone();
         let write_error = |error: String| ChangelogError::Write { topic: topic_name.clone(), error };
         let failed_before = self.producer.context().failed.load(Ordering::Relaxed);
@@ -475,13 +536,8 @@ impl Changelog {
                 }
             }
         }
-        self.producer.flush(WRITE_TIMEOUT).map_err(|e| write_error(format!("not acknowledged: {e}")))?;
-        let context = self.producer.context();
-        if context.failed.load(Ordering::Relaxed) != failed_before {
-            let last = context.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            return Err(write_error(format!("not acknowledged: {}", last.unwrap_or_default())));
-        }
-        Ok((ids, bytes))
+        let records = records.iter().map(|(partition, kind, bytes)| (*partition, *kind, bytes.len() as u64)).collect();
+        Ok(Sent { records, ids, bytes, failed_before, deadline: Instant::now() + WRITE_TIMEOUT })
     }
 
     /// Bytes the producer sent to the brokers so far (the changelog's and aggregates records,

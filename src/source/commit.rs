@@ -6,13 +6,13 @@
 //! the state that would resume from it, whichever replica resumes it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde::Serialize;
 
-use super::changelog::{Chain, Changelog, ChangelogError, RecordKind};
+use super::changelog::{Chain, Changelog, ChangelogError, RecordKind, Sent};
 use super::positions::Positions;
 use super::rebalance::TaskInputs;
 use super::record::{self, RecordRef};
@@ -74,6 +74,8 @@ pub(super) struct SourceState {
     pub counts: [usize; 2],
     /// Where snapshots go; `None` in the demo, which only commits.
     pub changelog: Option<Changelog>,
+    /// The checkpoint sent and not yet acknowledged, if any.
+    pub in_flight: Option<InFlight>,
     /// The warm standby's copies of the changelog (`state.warm_standby`).
     pub standby: Option<Standby>,
     /// A failure the source cannot go on after (the changelog unreadable, or its state written
@@ -81,9 +83,48 @@ pub(super) struct SourceState {
     pub fatal: Option<ChangelogError>,
 }
 
-/// Snapshots `partitions` (assigned ones) to the changelog, then commits the offsets the
-/// snapshots cover. A failed write commits nothing (the previous snapshots stand, and so do
-/// the offsets committed with them); `occasion` names the moment in the log.
+/// Whether a checkpoint waits for the brokers' acknowledgment (and commits) before returning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Acknowledgment {
+    /// The poll loop's rounds: the consumer thread goes on consuming while the brokers
+    /// acknowledge, and [`commit_if_acknowledged`] commits once they did.
+    Later,
+    /// A revoke (the next owner restores from what it writes) and shutdown.
+    Wait,
+}
+
+/// A checkpoint sent and not yet acknowledged: what finishing it needs. At most one is in
+/// flight, and only for assigned partitions: a checkpoint or a revoke finishes it first.
+pub(super) struct InFlight {
+    /// The changelog's part: the records sent, and how their chains move on.
+    sent: Sent,
+    /// The offsets it covers, as they were when its records were encoded (the consumer has
+    /// gone on since): what is committed once it is acknowledged.
+    positions: Vec<(EventKind, i32, i64)>,
+    /// With each aggregates record, how many closed windows it is the first to carry.
+    carried: Vec<(i32, usize)>,
+    /// The changelog records sent, `(count, bytes)`: snapshots, deltas.
+    records: [(u64, u64); 2],
+    /// The aggregates records sent, `(count, bytes)`: bases, increments.
+    aggregates: [(u64, u64); 2],
+    /// When the round started.
+    started: Instant,
+    /// How long the round kept the consumer thread (encoding and sending).
+    on_thread: Duration,
+    /// Whether it was written early for windows held open for its aggregates records: they
+    /// close as soon as it is acknowledged rather than at the next tick.
+    records_due: bool,
+    /// The moment that started it, for the log.
+    occasion: &'static str,
+}
+
+/// Snapshots `partitions` (assigned ones) to the changelog, and commits the offsets the
+/// snapshots cover once the brokers acknowledged them: before returning with
+/// [`Acknowledgment::Wait`], else when [`commit_if_acknowledged`] finds them acknowledged. A
+/// checkpoint still in flight is finished (and committed) first. A failed write commits nothing
+/// (the previous snapshots stand, and so do the offsets committed with them); `occasion` names
+/// the moment in the log.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
     consumer: &C,
     engine: &SharedEngine,
@@ -91,60 +132,126 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
     partitions: &BTreeSet<i32>,
     topics: &[String; 2],
     mode: CommitMode,
-    occasion: &str,
+    acknowledgment: Acknowledgment,
+    occasion: &'static str,
 ) {
+    if let Some(positions) = finish_in_flight(engine, state, true) {
+        commit_positions(consumer, topics, &positions, mode);
+    }
     if partitions.is_empty() {
         return;
     }
-    if let Some(changelog) = state.changelog.as_mut() {
-        let started = Instant::now();
-        // With each aggregates record, how many closed windows it is the first to carry.
-        let (records, aggregates, carried) = {
-            let mut engine = engine.lock();
-            let records: Vec<(i32, RecordKind, Vec<u8>)> = partitions
-                .iter()
-                .filter_map(|&p| {
-                    let (kind, bytes) = encode_record(&mut engine, changelog.chain(p), &state.positions, p)?;
-                    Some((p, kind, bytes))
-                })
-                .collect();
-            let aggregates: Vec<AggregatesOut> =
-                partitions.iter().filter_map(|&p| engine.aggregates_record(p)).collect();
-            let carried: Vec<(i32, usize)> = partitions.iter().map(|&p| (p, engine.unwritten_windows(p))).collect();
-            (records, aggregates, carried)
-        };
-        let written = changelog.write(&records, &aggregates);
-        let ok = written.is_ok();
-        let bytes = match written {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                tracing::error!(error = %e, occasion, "changelog snapshot failed; offsets not committed (the previous snapshots stand)");
-                0
-            }
-        };
-        let mut engine = engine.lock();
-        engine.record_checkpoint(bytes, started.elapsed(), ok, started);
-        engine.record_state_bytes_sent(changelog.sent_bytes());
-        if ok {
+    let Some(changelog) = state.changelog.as_mut() else {
+        // The demo keeps no snapshots: only commits.
+        commit_positions(consumer, topics, &state.positions.of_partitions(partitions), mode);
+        return;
+    };
+    let started = Instant::now();
+    let mut engine_guard = engine.lock();
+    let records: Vec<(i32, RecordKind, Vec<u8>)> = partitions
+        .iter()
+        .filter_map(|&p| {
+            let (kind, bytes) = encode_record(&mut engine_guard, changelog.chain(p), &state.positions, p)?;
+            Some((p, kind, bytes))
+        })
+        .collect();
+    let aggregates: Vec<AggregatesOut> = partitions.iter().filter_map(|&p| engine_guard.aggregates_record(p)).collect();
+    let carried: Vec<(i32, usize)> = partitions.iter().map(|&p| (p, engine_guard.unwritten_windows(p))).collect();
+    drop(engine_guard);
+    match changelog.send(&records, &aggregates) {
+        Ok(sent) => {
             let of = |kind: RecordKind| {
                 let of_kind = records.iter().filter(|(_, k, _)| *k == kind);
                 (of_kind.clone().count() as u64, of_kind.map(|(_, _, b)| b.len() as u64).sum())
             };
-            engine.record_changelog_records(of(RecordKind::Snapshot), of(RecordKind::Delta));
-            let of = |base: bool| {
+            let of_aggregates = |base: bool| {
                 let of_kind = aggregates.iter().filter(|a| a.base == base);
                 (of_kind.clone().count() as u64, of_kind.map(|a| a.bytes.len() as u64).sum())
             };
-            engine.record_aggregates_records(of(true), of(false));
+            state.in_flight = Some(InFlight {
+                sent,
+                positions: state.positions.of_partitions(partitions),
+                carried,
+                records: [of(RecordKind::Snapshot), of(RecordKind::Delta)],
+                aggregates: [of_aggregates(true), of_aggregates(false)],
+                started,
+                on_thread: started.elapsed(),
+                records_due: occasion == RECORDS_DUE,
+                occasion,
+            });
         }
-        if !ok {
+        Err(e) => {
+            tracing::error!(error = %e, occasion, "changelog snapshot failed; offsets not committed (the previous snapshots stand)");
+            let mut engine = engine.lock();
+            engine.record_checkpoint(0, started.elapsed(), Duration::ZERO, false, started);
             engine.aggregates_not_written();
             return;
         }
-        engine.aggregates_written(&carried);
-        drop(engine);
     }
-    commit_positions(consumer, topics, &state.positions.of_partitions(partitions), mode);
+    if acknowledgment == Acknowledgment::Wait {
+        if let Some(positions) = finish_in_flight(engine, state, true) {
+            commit_positions(consumer, topics, &positions, mode);
+        }
+    }
+}
+
+/// The occasion of a checkpoint written early for windows held open for its aggregates
+/// records.
+pub(super) const RECORDS_DUE: &str = "records due";
+
+/// Commits (asynchronously) the offsets of the checkpoint in flight if the brokers have
+/// acknowledged it, without waiting for them. Returns whether one is still in flight.
+pub(super) fn commit_if_acknowledged<C: Consumer<X>, X: ConsumerContext>(
+    consumer: &C,
+    engine: &SharedEngine,
+    state: &mut SourceState,
+    topics: &[String; 2],
+) -> bool {
+    if let Some(positions) = finish_in_flight(engine, state, false) {
+        commit_positions(consumer, topics, &positions, CommitMode::Async);
+    }
+    state.in_flight.is_some()
+}
+
+/// Finishes the checkpoint in flight without committing its offsets: for partitions lost to
+/// an expulsion from the group, whose new owner may have committed since.
+pub(super) fn finish_uncommitted(engine: &SharedEngine, state: &mut SourceState) {
+    let _ = finish_in_flight(engine, state, true);
+}
+
+/// Finishes the checkpoint in flight, if there is one and (unless `wait`) the brokers answered
+/// for all of it: records the outcome, and returns the offsets it covers if it was
+/// acknowledged, to commit.
+fn finish_in_flight(engine: &SharedEngine, state: &mut SourceState, wait: bool) -> Option<Vec<(EventKind, i32, i64)>> {
+    let changelog = state.changelog.as_mut()?;
+    if !wait && !state.in_flight.as_ref().is_some_and(|f| changelog.answered(&f.sent)) {
+        return None;
+    }
+    let InFlight { sent, positions, carried, records, aggregates, started, on_thread, records_due, occasion } =
+        state.in_flight.take()?;
+    let finished = changelog.finish(sent);
+    let sent_bytes = changelog.sent_bytes();
+    let mut engine = engine.lock();
+    engine.record_state_bytes_sent(sent_bytes);
+    match finished {
+        Ok(bytes) => {
+            engine.record_checkpoint(bytes, on_thread, started.elapsed(), true, started);
+            engine.record_changelog_records(records[0], records[1]);
+            engine.record_aggregates_records(aggregates[0], aggregates[1]);
+            engine.aggregates_written(&carried);
+            if records_due {
+                // The windows held for these records close now, not at the next tick.
+                engine.advance(Instant::now());
+            }
+            Some(positions)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, occasion, "changelog snapshot failed; offsets not committed (the previous snapshots stand)");
+            engine.record_checkpoint(0, on_thread, started.elapsed(), false, started);
+            engine.aggregates_not_written();
+            None
+        }
+    }
 }
 
 /// Commits next offsets (of partitions this consumer owns) to the group.

@@ -64,7 +64,7 @@ use crate::health::Health;
 use crate::kafka_log::KafkaLog;
 use crate::shutdown::Shutdown;
 use changelog::Changelog;
-use commit::{checkpoint_and_commit, SourceState};
+use commit::{checkpoint_and_commit, commit_if_acknowledged, Acknowledgment, SourceState, RECORDS_DUE};
 use rebalance::SourceContext;
 use standby::Standby;
 
@@ -79,6 +79,9 @@ const IDLE_TICK: Duration = Duration::from_millis(200);
 /// The longest one poll waits for a message: bounds how late shutdown, the idle tick and a
 /// checkpoint can be when nothing arrives.
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// How often the consumer thread looks whether the brokers acknowledged a checkpoint in flight
+/// (then commits the offsets it covers).
+const ACKNOWLEDGMENT_CHECK: Duration = Duration::from_millis(10);
 /// Messages between two shutdown checks while messages keep arriving (about a millisecond).
 const SHUTDOWN_CHECK_EVERY: u32 = 1024;
 /// The pause after a consume error, so a broken connection recovers without spinning.
@@ -171,6 +174,7 @@ pub async fn run(
         tasks: Default::default(),
         counts: [0; 2],
         changelog,
+        in_flight: None,
         standby,
         fatal: None,
     };
@@ -259,6 +263,10 @@ impl ConsumeLoop {
         // aggregates record carried yet and more wait, open, behind them (a backlog): then the
         // checkpoint, which writes the records, comes now rather than at the interval.
         let aggregates_due = engine.lock().aggregates_due();
+        // A checkpoint's records were sent and their acknowledgment not yet seen: looked for
+        // every `ACKNOWLEDGMENT_CHECK` (a rebalance callback may have finished it meanwhile).
+        let mut awaiting_acknowledgment = false;
+        let mut next_acknowledgment_check = last_advance;
         let mut consecutive_errors = 0u32;
         // Shutdown is checked before every poll that may wait, and every `SHUTDOWN_CHECK_EVERY`
         // messages while they keep arriving.
@@ -341,24 +349,31 @@ impl ConsumeLoop {
                 engine.lock().advance(now);
                 last_advance = now;
             }
+            if awaiting_acknowledgment && now >= next_acknowledgment_check {
+                let mut state = context.state();
+                awaiting_acknowledgment = commit_if_acknowledged(consumer, engine, &mut state, topics);
+                next_acknowledgment_check = now + ACKNOWLEDGMENT_CHECK;
+            }
+            // While a round is in flight the next waits for it (the consumer goes on): with
+            // brokers slower than the interval, rounds come as fast as they acknowledge them.
             // A load per message; the write only when it is set.
-            let due = aggregates_due.load(Ordering::Relaxed) && aggregates_due.swap(false, Ordering::Relaxed);
-            if now >= next_checkpoint || due {
+            let due = !awaiting_acknowledgment
+                && aggregates_due.load(Ordering::Relaxed)
+                && aggregates_due.swap(false, Ordering::Relaxed);
+            if !awaiting_acknowledgment && (now >= next_checkpoint || due) {
                 if !context.barrier() {
                     stopped(handoff::EngineStopped);
                 }
                 let mut state = context.state();
                 let assigned = state.assigned.clone();
-                let occasion = if due { "records due" } else { "interval" };
-                checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Async, occasion);
+                let occasion = if due { RECORDS_DUE } else { "interval" };
+                let (mode, acknowledgment) = (CommitMode::Async, Acknowledgment::Later);
+                checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, mode, acknowledgment, occasion);
+                awaiting_acknowledgment = state.in_flight.is_some();
                 drop(state);
-                let written = Instant::now();
-                if due {
-                    // The windows held for these records close now, not at the next tick.
-                    engine.lock().advance(written);
-                    last_advance = written;
-                }
-                next_checkpoint = written + *checkpoint_interval;
+                let sent = Instant::now();
+                next_acknowledgment_check = sent + ACKNOWLEDGMENT_CHECK;
+                next_checkpoint = sent + *checkpoint_interval;
             }
         }
 
@@ -373,8 +388,9 @@ impl ConsumeLoop {
         let assigned = std::mem::take(&mut state.assigned);
         // Asynchronous: a commit queues behind a JoinGroup the coordinator holds during a
         // rebalance; closing the consumer waits for its reply, and stopping waits for the close
-        // at most `GOODBYE_LIMIT`.
-        checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, CommitMode::Async, "shutdown");
+        // at most `GOODBYE_LIMIT`. The write itself is acknowledged before the commit is sent.
+        let (mode, acknowledgment) = (CommitMode::Async, Acknowledgment::Wait);
+        checkpoint_and_commit(consumer, engine, &mut state, &assigned, topics, mode, acknowledgment, "shutdown");
         let fatal = state.fatal.take();
         // Nothing is assigned any more as far as the revoke callback is concerned: the snapshot
         // is written, and the partitions' state stays for the demo's summary.

@@ -16,7 +16,7 @@ use rdkafka::ClientContext;
 
 use super::changelog::{ChangelogError, RecoveredChain};
 use super::chunks::SnapshotId;
-use super::commit::{checkpoint_and_commit, SourceState};
+use super::commit::{checkpoint_and_commit, finish_uncommitted, Acknowledgment, SourceState};
 use super::handoff::Handoff;
 use super::record::{self, PartitionSnapshot, Record};
 use super::standby::Applied;
@@ -414,6 +414,8 @@ impl SourceContext {
         if partitions.is_empty() {
             // Nothing of ours to write (the shutdown's final snapshot is already written).
         } else if lost {
+            // A checkpoint in flight is finished (the chains move on), its offsets uncommitted.
+            finish_uncommitted(&self.engine, &mut state);
             // Expelled from the group (a session timeout while this process stalled): another
             // member may already own these partitions and have written newer snapshots, which a
             // snapshot written now would supersede. Drop them unwritten; their next owner
@@ -425,7 +427,8 @@ impl SourceContext {
         } else {
             tracing::info!(?partitions, "partitions revoked: snapshotting and committing");
             let (engine, topics) = (&self.engine, &self.topics);
-            checkpoint_and_commit(consumer, engine, &mut state, &partitions, topics, CommitMode::Sync, "revoke");
+            let (mode, acknowledgment) = (CommitMode::Sync, Acknowledgment::Wait);
+            checkpoint_and_commit(consumer, engine, &mut state, &partitions, topics, mode, acknowledgment, "revoke");
         }
         let mut engine = self.engine.lock();
         for &p in &tasks {

@@ -211,13 +211,14 @@ fn checkpoint_details_appear_after_the_first_success() {
     assert!(find(&f, "rankpulse_checkpoint_last_success_timestamp_seconds").is_none());
     assert!(find(&f, "rankpulse_checkpoint_bytes").is_none());
     let now = Instant::now();
-    e.record_checkpoint(4096, Duration::from_millis(250), true, now);
-    e.record_checkpoint(0, Duration::ZERO, false, now);
+    e.record_checkpoint(4096, Duration::from_millis(250), Duration::from_millis(400), true, now);
+    e.record_checkpoint(0, Duration::ZERO, Duration::ZERO, false, now);
     let f = gather(&e);
     assert_eq!(counter_value(&f, "rankpulse_checkpoints_total", &[]), 1.0);
     assert_eq!(counter_value(&f, "rankpulse_checkpoint_failures_total", &[]), 1.0);
     assert_eq!(gauge_value(&f, "rankpulse_checkpoint_bytes", &[]), 4096.0);
     assert_eq!(gauge_value(&f, "rankpulse_checkpoint_duration_seconds", &[]), 0.25);
+    assert_eq!(gauge_value(&f, "rankpulse_checkpoint_acknowledged_seconds", &[]), 0.4);
     assert!(gauge_value(&f, "rankpulse_checkpoint_last_success_timestamp_seconds", &[]) > 1.6e9);
 }
 
