@@ -8,6 +8,7 @@
 //! | `window_families.rs` | the exposition's window and A/B families: the newest closed window of each size, the A/B feed over those windows and the cumulative report |
 //! | `rebalance_families.rs` | the exposition's rebalance families: rebalances by kind, restores by source, each held partition's last restore and unowned time |
 //! | `click_families.rs` | the click log's families (with `clicks.enabled`): impressions by outcome, its size, and the position-bias estimates with their standard errors, refitted at most every `clicks.refit_interval` |
+//! | `process_families.rs` | the process's resident memory and CPU time, and the allocator's heap (in use, kept free) |
 //! | `schema_families.rs` | the exposition's Schema Registry families (up, cached ids, fetches), for Avro and Protobuf inputs |
 //! | `http.rs` | the HTTP server: `/metrics`, `/healthz`, `/readyz`, the experiment page `/` and `/experiments/{name}`, the A/B JSON API `/api/v1/experiments[/{id}]`, the click log `/api/v1/clicks`, over HTTP or HTTPS |
 //! | `ab_api.rs` | the A/B API's reports by window, and why there is none: an unknown experiment or window, impressions not final, a window not closed yet and when it closes |
@@ -27,6 +28,7 @@ mod http;
 mod interleaving_families;
 mod judged_families;
 pub mod page;
+mod process_families;
 mod prometheus;
 mod publish;
 mod readout_families;

@@ -184,6 +184,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     families.extend(super::judged_families::comparisons(engine, &reports));
     families.extend(super::judged_families::source(engine));
     families.extend(latency_summaries(engine));
+    families.extend(super::process_families::families());
     families.retain(|f| !f.get_metric().is_empty());
     families
 }

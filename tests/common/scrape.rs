@@ -144,7 +144,7 @@ pub fn promtool_check(exposition: &str) {
 
 /// Whether a family counts what this process saw rather than a partition's data (its
 /// processing, checkpoints and changelog records, the key check on its consumer, the repartition stage, rebalances,
-/// restores, and the windows its experiment-wide view could not hand out): such counts do not
+/// restores, the windows its experiment-wide view could not hand out, and its CPU time): such counts do not
 /// move with a partition, and carry no `partition` label.
 pub fn of_the_process(name: &str) -> bool {
     [
@@ -160,6 +160,7 @@ pub fn of_the_process(name: &str) -> bool {
         "rankpulse_ab_windows_skipped",
         "rankpulse_aggregates_",
         "rankpulse_state_bytes_sent",
+        "process_",
     ]
     .iter()
     .any(|prefix| name.starts_with(prefix))

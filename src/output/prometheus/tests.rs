@@ -387,6 +387,7 @@ fn a_partitions_totals_leave_its_old_owner_and_arrive_carried_over_at_the_new_on
             "rankpulse_partition_restores",
             "rankpulse_aggregates_",
             "rankpulse_state_bytes_sent",
+            "process_",
         ]
         .iter()
         .any(|p| k.starts_with(p))
