@@ -12,22 +12,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::published::{Link, Published};
-use super::snapshot::{check_named, GroupName};
+use super::aggregates_record::{PartitionAggregates, PartitionAggregatesRef};
+use super::published::{trim_closed, Link};
+use super::snapshot::check_named;
 use super::task::{Task, Tasks};
 use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
 use crate::checkpoint::Inconsistency;
-use crate::experiments::sequential::{Looks, LooksBeforeInterleaving};
+use crate::experiments::sequential::Looks;
 use crate::ids::{GroupId, GroupMap};
 use crate::time::EventTime;
 
-/// Closed windows of each size a partition keeps for the aggregates topic once a record has
-/// carried them: a margin for a reader that starts between two writes. A window no record has
-/// carried yet is kept until one does (a backlog closes many windows between two writes).
-pub(super) const RETAINED_WINDOWS: usize = 4;
 /// Closed windows of each size a partition holds that no record carried yet, at most, while
 /// the changelog writes succeed: a backlog (hours of traffic already in the topics, read in
 /// seconds) would close them all between two writes. Its windows past this many stay open
@@ -36,12 +31,6 @@ pub(super) const RETAINED_WINDOWS: usize = 4;
 /// holds few enough that the view's [`PENDING_LIMIT`] is not reached while the records of the
 /// partitions written together arrive one after another.
 const RECORD_WINDOWS: usize = PENDING_LIMIT / 4;
-/// Windows of each size a partition keeps that no record carried yet, at most, once a changelog
-/// write failed (windows then close at the watermark again, not held for a record that cannot
-/// be written): beyond it (a replica whose writes fail for an hour of 1-minute windows) the
-/// oldest are dropped, and counted. Each is a table of the partition's groups, unit buckets
-/// included, and the next record carries them all.
-const UNWRITTEN_LIMIT: usize = 64;
 /// Windows of each size waiting, in the view, for a partition to close them, at most: beyond
 /// it (a partition without an owner for an hour of 1-minute windows) the oldest are given up,
 /// and counted.
@@ -51,139 +40,6 @@ const PENDING_LIMIT: usize = 64;
 /// oldest are dropped. While deliveries succeed nothing is dropped: the publisher takes every
 /// window waiting at each attempt, however many a backlog completed since.
 const UNPUBLISHED_LIMIT: usize = 64;
-
-/// One partition's A/B sums as the aggregates topic carries them (borrowed when written).
-#[derive(Serialize)]
-struct PartitionAggregatesRef<'a> {
-    partition: i32,
-    /// Per window size, the start before which every window of the partition is closed.
-    closed_before: Vec<EventTime>,
-    /// The groups the tables refer to, by name.
-    groups: Vec<GroupName<&'a str>>,
-    cumulative: &'a GroupTable,
-    recent_closed: &'a [ClosedWindow],
-    /// The experiment-wide looks of the cumulative anytime-valid figures, in partition 0's
-    /// record only: a replica that starts late or restarts takes them over.
-    looks: Option<&'a Looks>,
-    /// The partition's CUPED covariates with the metric keys they adjust (`ab.cuped`); after
-    /// the fields above, so that an older rankpulse leaves it unread.
-    cuped: Option<(Vec<String>, &'a CovariateTable)>,
-    /// Per window size, the start from which `recent_closed` holds every window the partition
-    /// closed (one absent from it had no impression there): how a reader whose first record
-    /// this is knows which windows it has the partition's whole part of. Last, like `cuped`.
-    kept_from: Vec<EventTime>,
-    /// The record's place, as the base of a chain of increments (`super::increments`); last.
-    link: Option<Link>,
-}
-
-/// [`PartitionAggregatesRef`], read back.
-#[derive(Deserialize)]
-pub struct PartitionAggregates {
-    /// The input partition these sums are of.
-    pub partition: i32,
-    closed_before: Vec<EventTime>,
-    groups: Vec<GroupName<String>>,
-    cumulative: GroupTable,
-    recent_closed: Vec<ClosedWindow>,
-    looks: Option<Looks>,
-    /// Absent in a record of a replica without `ab.cuped` or from before it.
-    cuped: CovariateTail,
-    /// Absent in a record from before it: then only the windows the record holds are known.
-    kept_from: KeptFromTail,
-    /// Absent in a record from before increments: no increment follows it.
-    link: LinkTail,
-}
-
-/// A record's CUPED covariates, if it has them: a record written before they existed ends
-/// before them, which reads as none.
-#[derive(Debug, Default)]
-struct CovariateTail(Option<(Vec<String>, CovariateTable)>);
-
-impl<'de> Deserialize<'de> for CovariateTail {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(CovariateTail(Option::<(Vec<String>, CovariateTable)>::deserialize(d).unwrap_or_default()))
-    }
-}
-
-/// A record's `kept_from`, if it has it (a record written before it ends before it).
-#[derive(Debug, Default)]
-struct KeptFromTail(Option<Vec<EventTime>>);
-
-impl<'de> Deserialize<'de> for KeptFromTail {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(KeptFromTail(Vec::<EventTime>::deserialize(d).ok()))
-    }
-}
-
-/// A record's link, if it has it (a record written before increments ends before it).
-#[derive(Debug, Default)]
-struct LinkTail(Option<Link>);
-
-impl<'de> Deserialize<'de> for LinkTail {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(LinkTail(Option::<Link>::deserialize(d).unwrap_or_default()))
-    }
-}
-
-/// A record as rankpulse wrote it before the looks folded the interleaving figures (its looks
-/// lack their last field).
-#[derive(Deserialize)]
-struct PartitionAggregatesBeforeInterleavingLooks {
-    partition: i32,
-    closed_before: Vec<EventTime>,
-    groups: Vec<GroupName<String>>,
-    cumulative: GroupTable,
-    recent_closed: Vec<ClosedWindow>,
-    looks: Option<LooksBeforeInterleaving>,
-}
-
-/// A record as rankpulse wrote it before the looks were added (it lacks the last field).
-#[derive(Deserialize)]
-struct PartitionAggregatesWithoutLooks {
-    partition: i32,
-    closed_before: Vec<EventTime>,
-    groups: Vec<GroupName<String>>,
-    cumulative: GroupTable,
-    recent_closed: Vec<ClosedWindow>,
-}
-
-impl PartitionAggregates {
-    /// Decodes a record of the aggregates topic, of this version, the one before the looks
-    /// folded the interleaving figures, or the one before the looks (a rolling upgrade: the
-    /// looks are optional, the figures are not). Postcard has no field names to default
-    /// missing fields by, so each older layout is a struct of its own.
-    pub fn decode(bytes: &[u8]) -> Result<Self, crate::checkpoint::DecodeError> {
-        crate::checkpoint::decode::<PartitionAggregates>(bytes).or_else(|error| {
-            if let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesBeforeInterleavingLooks>(bytes) {
-                return Ok(PartitionAggregates {
-                    partition: old.partition,
-                    closed_before: old.closed_before,
-                    groups: old.groups,
-                    cumulative: old.cumulative,
-                    recent_closed: old.recent_closed,
-                    looks: old.looks.map(Looks::from),
-                    cuped: CovariateTail::default(),
-                    kept_from: KeptFromTail::default(),
-                    link: LinkTail::default(),
-                });
-            }
-            let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesWithoutLooks>(bytes) else {
-                return Err(error);
-            };
-            Ok(PartitionAggregates {
-                partition: old.partition,
-                closed_before: old.closed_before,
-                groups: old.groups,
-                cumulative: old.cumulative,
-                recent_closed: old.recent_closed,
-                looks: None,
-                cuped: CovariateTail::default(),
-                kept_from: KeptFromTail::default(),
-                link: LinkTail::default(),
-            })
-        })
-    }
-}
 
 /// What the engine knows of every partition's sums (see the module documentation).
 #[derive(Debug, Default)]
@@ -409,31 +265,6 @@ impl GlobalView {
     }
 }
 
-/// How much of a task's `recent_closed` the aggregates topic has carried (see
-/// [`RETAINED_WINDOWS`]).
-#[derive(Debug, Default)]
-pub struct ClosedProgress {
-    /// The newest windows of `recent_closed` that no record written has carried yet.
-    unwritten: usize,
-    /// Per window size, the start from which `recent_closed` holds every window the task
-    /// closed; `None` for a restored task (its record's windows are what is known).
-    pub(super) kept_from: Option<Vec<EventTime>>,
-    /// The chain of records written for the task (see `super::increments`).
-    pub(super) published: Published,
-}
-
-impl ClosedProgress {
-    /// How many of the newest windows of `recent_closed` no record written has carried yet.
-    pub(super) fn unwritten_count(&self) -> usize {
-        self.unwritten
-    }
-
-    /// How many windows of a size in `recent` no record carried yet.
-    fn unwritten_of_size(&self, recent: &[ClosedWindow], size: usize) -> usize {
-        recent.iter().skip(recent.len().saturating_sub(self.unwritten)).filter(|w| w.size_index == size).count()
-    }
-}
-
 /// The watermark to close windows at, `w` or less: the highest at which no task holds more than
 /// [`RECORD_WINDOWS`] closed windows of a size that no record carried yet. Less than `w` when a
 /// backlog's windows must wait, open, for the record that carries those before them, as they
@@ -450,46 +281,6 @@ pub(super) fn hold_back(tasks: &mut Tasks, w: EventTime, sizes: usize) -> EventT
         }
     }
     held
-}
-
-/// Keeps a window a task just closed for its aggregates records, then drops what no record
-/// needs any more; returns how many windows were dropped before a record carried them.
-pub(super) fn keep_closed(
-    recent: &mut Vec<ClosedWindow>,
-    progress: &mut ClosedProgress,
-    window: ClosedWindow,
-    sizes_ms: &[i64],
-) -> u64 {
-    let size = window.size_index;
-    recent.push(window);
-    progress.unwritten += 1;
-    trim_closed(recent, progress, size, sizes_ms)
-}
-
-/// Drops a size's oldest windows beyond [`RETAINED_WINDOWS`] that a record has carried, and
-/// beyond [`UNWRITTEN_LIMIT`] those none has; returns how many of the latter.
-fn trim_closed(recent: &mut Vec<ClosedWindow>, progress: &mut ClosedProgress, size: usize, sizes_ms: &[i64]) -> u64 {
-    let mut dropped_unwritten = 0;
-    loop {
-        let written = recent.len().saturating_sub(progress.unwritten);
-        let of_size = recent.iter().filter(|w| w.size_index == size).count();
-        let unwritten_of_size = progress.unwritten_of_size(recent, size);
-        let Some(oldest) = recent.iter().position(|w| w.size_index == size) else { break };
-        let carried = oldest < written;
-        if !(carried && of_size > RETAINED_WINDOWS || unwritten_of_size > UNWRITTEN_LIMIT) {
-            break;
-        }
-        let window = recent.remove(oldest);
-        if !carried {
-            progress.unwritten -= 1;
-            dropped_unwritten += 1;
-        }
-        let size_ms = sizes_ms.get(size).copied().unwrap_or(0);
-        if let Some(from) = progress.kept_from.as_mut().and_then(|k| k.get_mut(size)) {
-            *from = (*from).max(window.start.saturating_add(size_ms));
-        }
-    }
-    dropped_unwritten
 }
 
 impl Task {
@@ -513,7 +304,7 @@ impl Engine {
     /// How many of a partition's closed windows no aggregates record carried yet: what a
     /// record encoded now carries, for [`Engine::aggregates_written`] once it is written.
     pub fn unwritten_windows(&self, partition: i32) -> usize {
-        self.tasks.get(partition).map_or(0, |t| t.closed_progress.unwritten)
+        self.tasks.get(partition).map_or(0, |t| t.closed_progress.unwritten_count())
     }
 
     /// Records encoded with `(partition, unwritten_windows)` were written: those windows are
@@ -526,7 +317,7 @@ impl Engine {
             let Some(task) = self.tasks.get_mut(partition) else { continue };
             let progress = &mut task.closed_progress;
             progress.published.acknowledged();
-            progress.unwritten = progress.unwritten.saturating_sub(carried);
+            progress.carried(carried);
             for size in 0..sizes_ms.len() {
                 trim_closed(&mut task.totals.recent_closed, progress, size, sizes_ms);
             }
@@ -534,7 +325,7 @@ impl Engine {
     }
 
     /// A changelog write failed: until one succeeds, windows close at the watermark rather than
-    /// wait for a record (the unwritten limit bounds what they keep, see [`UNWRITTEN_LIMIT`]).
+    /// wait for a record (the unwritten limit bounds what they keep, see [`super::published::UNWRITTEN_LIMIT`]).
     pub fn aggregates_not_written(&mut self) {
         self.aggregates_failing = true;
         for task in self.tasks.iter_mut() {
@@ -727,6 +518,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::published::UNWRITTEN_LIMIT;
 
     fn table(groups: &[(GroupId, u64)]) -> GroupTable {
         let mut acc = crate::accumulate::Accumulators::new(crate::accumulate::StatsShape::plain(1), &[], 0);
@@ -807,37 +599,6 @@ mod tests {
         let recent = (10..20).map(|m| window(m * 60, 10)).collect();
         view.apply(1, vec![20 * 60], table(&[]), recent, None, |w| handed.push(w.start / 60));
         assert_eq!(handed, [6, 7, 8, 9, 15, 16, 17, 18, 19], "minutes 10 to 14 were given up");
-    }
-
-    /// A task keeps every closed window until a record carries it, and the newest few; past
-    /// the unwritten limit it drops the oldest and counts them; its record says from where it
-    /// holds every window.
-    #[test]
-    fn a_task_keeps_its_closed_windows_until_a_record_carries_them() {
-        let sizes_ms = [60];
-        let window = |minute: i64| ClosedWindow { size_index: 0, start: minute * 60, groups: table(&[(0, 1)]) };
-        let mut recent = Vec::new();
-        let mut progress = ClosedProgress { kept_from: Some(vec![EventTime::MIN]), ..ClosedProgress::default() };
-        let dropped: u64 = (0..20).map(|m| keep_closed(&mut recent, &mut progress, window(m), &sizes_ms)).sum();
-        assert_eq!((dropped, recent.len(), progress.unwritten), (0, 20, 20), "none written yet: all kept");
-        assert_eq!(progress.kept_from, Some(vec![EventTime::MIN]));
-        // A record carried the twenty; two more closed since it was encoded.
-        for m in 20..22 {
-            keep_closed(&mut recent, &mut progress, window(m), &sizes_ms);
-        }
-        progress.unwritten = progress.unwritten.saturating_sub(20);
-        trim_closed(&mut recent, &mut progress, 0, &sizes_ms);
-        let starts: Vec<i64> = recent.iter().map(|w| w.start / 60).collect();
-        assert_eq!(starts, [18, 19, 20, 21], "the newest four, the two not carried yet among them");
-        assert_eq!(progress.kept_from, Some(vec![18 * 60]));
-        // No write for a long while: the oldest past the limit go, counted.
-        let dropped: u64 = (22..22 + UNWRITTEN_LIMIT as i64)
-            .map(|m| keep_closed(&mut recent, &mut progress, window(m), &sizes_ms))
-            .sum();
-        assert_eq!(dropped, 2);
-        assert_eq!(progress.unwritten, UNWRITTEN_LIMIT);
-        assert_eq!(recent.len(), UNWRITTEN_LIMIT, "the carried two went first, then the two oldest not carried");
-        assert_eq!(progress.kept_from, Some(vec![22 * 60]));
     }
 
     /// A backlog: 100 minutes of traffic processed before any record is written. The engine
@@ -1057,103 +818,5 @@ mod tests {
         assert_eq!(figures(&a), figures(&b));
         let mrr = &figures(&a)[0]["metrics"]["mrr"];
         assert!(mrr["always_valid_p_value"].as_f64().is_some(), "{mrr}");
-        // A record of the layout before the looks is still read.
-        let old = PartitionAggregatesWithoutLooksRef {
-            partition: 0,
-            closed_before: vec![],
-            groups: vec![],
-            cumulative: &GroupTable::default(),
-            recent_closed: &[],
-        };
-        assert!(PartitionAggregates::decode(&crate::checkpoint::encode(&old)).unwrap().looks.is_none());
-    }
-
-    /// A record of the version before the looks folded the interleaving figures is read, its
-    /// looks with none (they start at the next look); the current layout keeps them, and the
-    /// version before reads the current layout.
-    #[test]
-    fn looks_without_the_interleaving_figures_are_read() {
-        use crate::experiments::sequential::MetricLooks;
-        use crate::stats::sequential::RunningFigures;
-
-        /// [`Looks`] as the version before writes it.
-        #[derive(Serialize)]
-        struct OldLooks<'a> {
-            first: Option<EventTime>,
-            through: Option<EventTime>,
-            count: u64,
-            prefix: &'a GroupTable,
-            comparisons: &'a BTreeMap<String, BTreeMap<String, Vec<MetricLooks>>>,
-            sample_ratio: &'a BTreeMap<String, f64>,
-            tuning: [f64; 2],
-            last_active: &'a BTreeMap<String, EventTime>,
-        }
-        #[derive(Serialize)]
-        struct OldRecord<'a> {
-            partition: i32,
-            closed_before: Vec<EventTime>,
-            groups: Vec<GroupName<&'a str>>,
-            cumulative: &'a GroupTable,
-            recent_closed: &'a [ClosedWindow],
-            looks: Option<OldLooks<'a>>,
-        }
-        let mut looks =
-            Looks { first: Some(0), through: Some(60_000), count: 1, tuning: [0.95, 5000.0], ..Looks::default() };
-        looks.comparisons.entry("e".into()).or_default().insert("treatment".into(), vec![MetricLooks::default(); 2]);
-        looks.sample_ratio.insert("e".into(), 0.5);
-        looks.last_active.insert("e".into(), 60_000);
-        let empty = GroupTable::default();
-        let old = OldRecord {
-            partition: 0,
-            closed_before: vec![],
-            groups: vec![],
-            cumulative: &empty,
-            recent_closed: &[],
-            looks: Some(OldLooks {
-                first: looks.first,
-                through: looks.through,
-                count: looks.count,
-                prefix: &looks.prefix,
-                comparisons: &looks.comparisons,
-                sample_ratio: &looks.sample_ratio,
-                tuning: looks.tuning,
-                last_active: &looks.last_active,
-            }),
-        };
-        let read = PartitionAggregates::decode(&crate::checkpoint::encode(&old)).unwrap();
-        assert_eq!(read.looks.as_ref(), Some(&looks));
-        looks.interleaving.entry("duel".into()).or_default().insert("a vs b".into(), vec![RunningFigures::default()]);
-        let current = PartitionAggregatesRef {
-            partition: 0,
-            closed_before: vec![],
-            groups: vec![],
-            cumulative: &empty,
-            recent_closed: &[],
-            looks: Some(&looks),
-            cuped: None,
-            kept_from: vec![EventTime::MIN],
-            link: Some(Link { chain: 7, number: 0 }),
-        };
-        let encoded = crate::checkpoint::encode(&current);
-        assert_eq!(PartitionAggregates::decode(&encoded).unwrap().kept_from.0, Some(vec![EventTime::MIN]));
-        assert_eq!(PartitionAggregates::decode(&encoded).unwrap().link.0, Some(Link { chain: 7, number: 0 }));
-        assert_eq!(read.link.0, None, "a record from before increments is no chain's base");
-        assert_eq!(read.kept_from.0, None, "a record from before kept_from says nothing of older windows");
-        // The version before reads it too (postcard leaves the trailing field unread), so
-        // replicas can be upgraded in either order.
-        let by_the_version_before =
-            crate::checkpoint::decode::<PartitionAggregatesBeforeInterleavingLooks>(&encoded).unwrap();
-        assert_eq!(by_the_version_before.looks.map(|l| Looks::from(l).count), Some(looks.count));
-        assert_eq!(PartitionAggregates::decode(&encoded).unwrap().looks, Some(looks));
-    }
-
-    /// The record layout before the looks, as an older rankpulse writes it.
-    #[derive(Serialize)]
-    struct PartitionAggregatesWithoutLooksRef<'a> {
-        partition: i32,
-        closed_before: Vec<EventTime>,
-        groups: Vec<GroupName<&'a str>>,
-        cumulative: &'a GroupTable,
-        recent_closed: &'a [ClosedWindow],
     }
 }

@@ -41,7 +41,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::global::PartitionAggregates;
+use super::aggregates_record::PartitionAggregates;
 use super::published::{Link, Written};
 use super::snapshot::{check_named, GroupName};
 use super::Engine;

@@ -31,6 +31,7 @@
 //! a partition's share moves with it when another replica takes the partition over. Offsets are
 //! not the engine's: the Kafka source keeps them, beside each partition's snapshot.
 
+mod aggregates_record;
 mod aggregation;
 mod delta;
 mod global;
@@ -68,15 +69,17 @@ use crate::judgments::JudgmentSource;
 use crate::metrics::MetricLayout;
 use crate::time::EventTime;
 
+pub use aggregates_record::PartitionAggregates;
 pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use delta::{AnyDelta, TaskDelta, TaskDeltaV6};
-pub use global::{ClosedProgress, PartitionAggregates, WindowsSkipped};
+pub use global::WindowsSkipped;
 pub use increments::{AggregatesOut, AggregatesRecord, PartitionIncrement, AGGREGATES_INCREMENT_VERSION};
 pub use judge::JudgedObserver;
 pub use limits::{InputLimits, StateSize};
 pub use prepare::{
     ClickNames, ImpressionRef, Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash,
 };
+pub use published::ClosedProgress;
 pub use published::Link;
 pub use reject_log::RejectLog;
 pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
@@ -613,7 +616,7 @@ impl Engine {
             }
             accumulators.close_windows(w, |window| {
                 if retain {
-                    dropped_unwritten += global::keep_closed(
+                    dropped_unwritten += published::keep_closed(
                         recent_closed,
                         closed_progress,
                         window.clone(),

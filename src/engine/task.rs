@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::global::ClosedProgress;
+use super::published::ClosedProgress;
 use super::telemetry::{Counters, Distribution};
 use super::totals_log::TotalsLog;
 use super::watermark::InputClock;
