@@ -15,6 +15,7 @@
 //! | [`time`] | vocabulary | event timestamps (ms since epoch) and duration strings |
 //! | [`ids`] | vocabulary | the hashed and numbered identities every stage passes around: query, result, group, engagement |
 //! | [`health`], [`shutdown`] | lifecycle | readiness (set by the source, read by the probes); the one signal every task listens to |
+//! | [`memory`] | lifecycle | the allocator's heap (in use, kept free) and handing its free pages back after a catch-up |
 //! | [`kafka_log`] | lifecycle | what every Kafka client logs: repeated conditions limited, an outage reported once, with summaries and one recovery line |
 //! | [`checkpoint`] | durability | the encoding of a state snapshot: a payload with a format version and a checksum, verified when read back |
 //! | [`interleaving`] | metric math | pure: an interleaved impression's credit per ranker and its outcome, the sums kept for it; the reference team-draft interleaver |
@@ -88,6 +89,7 @@ pub mod interleaving;
 pub mod join;
 pub mod judgments;
 pub mod kafka_log;
+pub mod memory;
 pub mod metrics;
 pub mod output;
 pub mod pipeline;

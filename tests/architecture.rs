@@ -39,6 +39,7 @@ const STAGES: &[(&str, u32)] = &[
     ("health", 0),
     ("shutdown", 0),
     ("kafka_log", 0),
+    ("memory", 0),
     ("checkpoint", 0),
     // Pure interleaving credit (the metric layout keeps its sums), metric math (trec_eval
     // definitions) and A/B statistics.

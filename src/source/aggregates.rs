@@ -11,8 +11,9 @@
 //! documentation, "Hostile input").
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -54,6 +55,19 @@ pub(super) fn spawn(
         .map_err(|e| SourceError::Create(KafkaError::ClientCreation(format!("starting the aggregates reader: {e}"))))
 }
 
+/// Per partition of `topic` holding records, the offset of its last record as the reader starts:
+/// once every one is read, the history is. `None` if the offsets cannot be read.
+fn history(consumer: &BaseConsumer<SharedLog>, topic: &str, partitions: usize) -> Option<BTreeMap<i32, i64>> {
+    let mut last = BTreeMap::new();
+    for p in 0..i32::try_from(partitions).unwrap_or(i32::MAX) {
+        let (low, high) = consumer.fetch_watermarks(topic, p, METADATA_RETRY).ok()?;
+        if high > low {
+            last.insert(p, high - 1);
+        }
+    }
+    Some(last)
+}
+
 fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, shutdown: &Shutdown, log: &KafkaLog) {
     // Wait for the topic (the source creates it when it first gets partitions).
     let partitions = loop {
@@ -79,9 +93,23 @@ fn read(consumer: &BaseConsumer<SharedLog>, topic: &str, engine: &SharedEngine, 
     }
     drop(tpl);
     tracing::info!(topic, partitions, "reading every partition's A/B sums");
+    let started = Instant::now();
+    let mut catching_up = history(consumer, topic, partitions).filter(|last| !last.is_empty());
     let mut records = InOrder::default();
     while !shutdown.is_triggered() {
         let Some(message) = super::poll_state_reader(consumer, POLL_TIMEOUT, log) else { continue };
+        if let Some(behind) = catching_up.as_mut() {
+            if behind.get(&message.partition()).is_some_and(|&last| message.offset() >= last) {
+                behind.remove(&message.partition());
+            }
+            if behind.is_empty() {
+                catching_up = None;
+                let seconds = started.elapsed().as_secs_f64();
+                tracing::info!(topic, seconds, "read the aggregates topic's history up to where it was at the start");
+                // What reading it allocated and freed is not what the view holds.
+                crate::memory::release_free_heap("the aggregates topic's history read");
+            }
+        }
         let Some((header, payload)) = message.payload().and_then(ChunkHeader::read) else { continue };
         let partition = message.partition();
         let Some(record) = records.add(partition, header, payload) else { continue };

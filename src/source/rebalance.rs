@@ -333,6 +333,11 @@ impl SourceContext {
         let assigned: Vec<i32> = partitions.iter().copied().collect();
         self.engine.lock().record_rebalance(RebalanceKind::Assign, &assigned);
         tracing::info!(?partitions, "partitions assigned");
+        if state.changelog.is_some() && !partitions.is_empty() {
+            // A restore reads and decodes a snapshot and its deltas, and frees them: the state
+            // is what stays.
+            crate::memory::release_free_heap("partitions restored");
+        }
         inputs
     }
 
