@@ -67,6 +67,9 @@ struct Volume {
     /// Aggregates records written whole (bases) while measuring.
     aggregates_bases: u32,
     rounds: u32,
+    /// Per span of `span_s` measured seconds: bytes consumed, changelog bytes, aggregates
+    /// bytes (whether the cost grows with the hours run).
+    spans: Vec<[u64; 3]>,
     engine: Engine,
     /// A replica that reads every aggregates record the engine wrote, and nothing else.
     reader: Engine,
@@ -77,6 +80,17 @@ struct Volume {
 /// Feeds `prefill_s` of event time at once, then `measured_s` in rounds of 5 s; returns what
 /// the measured rounds wrote against what they consumed.
 fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partitions: u32, pre_period: u64) -> Volume {
+    measure_in_spans(window, (prefill_s, measured_s, measured_s), rate, partitions, pre_period)
+}
+
+/// [`measure`], with what was consumed and written also added up per `span_s` of event time.
+fn measure_in_spans(
+    window: &str,
+    (prefill_s, measured_s, span_s): (i64, i64, i64),
+    rate: u32,
+    partitions: u32,
+    pre_period: u64,
+) -> Volume {
     let mut cfg = Config::default();
     cfg.ab.unit = AbUnit::ClientId;
     cfg.ab.cuped.metrics = vec!["ndcg@10".into(), "mrr".into()];
@@ -107,6 +121,7 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
         aggregates: 0,
         aggregates_bases: 0,
         rounds: 0,
+        spans: vec![[0; 3]; ((measured_s + span_s - 1) / span_s.max(1)).max(1) as usize],
         engine: Engine::new(&cfg),
         reader: {
             let mut reader = Engine::new(&cfg).without_past_limit();
@@ -122,9 +137,10 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
     let mut next_round = start_ms;
     let end = measure_from + measured_s * 1000;
     let mut id = 0u64;
+    let span_of = |at_ms: i64| (((at_ms - measure_from).max(0) / 1000) / span_s.max(1)) as usize;
     let round = |engine: &mut Engine,
                  positions: &Positions,
-                 (measuring, last): (bool, bool),
+                 (at_ms, measuring, last): (i64, bool, bool),
                  volume: &mut Volume,
                  chains: &mut Vec<Option<(Chain, ChainModel)>>,
                  id: &mut u64| {
@@ -144,6 +160,7 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
                     records.clear();
                     if measuring {
                         volume.snapshots += len;
+                        add_to_span(&mut volume.spans, span_of(at_ms - 1), 1, len);
                     }
                 }
                 RecordKind::Delta => {
@@ -153,6 +170,7 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
                     m.deltas += 1;
                     if measuring {
                         volume.deltas += len;
+                        add_to_span(&mut volume.spans, span_of(at_ms - 1), 1, len);
                     }
                 }
             }
@@ -165,6 +183,7 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
             volume.reader.apply_aggregates_record(read()).unwrap();
             if measuring {
                 volume.aggregates += aggregates.len() as u64;
+                add_to_span(&mut volume.spans, span_of(at_ms - 1), 2, aggregates.len() as u64);
                 volume.aggregates_bases += u32::from(out.base);
             }
             if let (true, Ok(dir)) = (last, std::env::var("VOL_DUMP")) {
@@ -190,19 +209,27 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
             break;
         }
         while line.at_ms >= next_round {
-            round(&mut engine, &positions, (next_round > measure_from, false), &mut volume, &mut chains, &mut id);
+            let when = (next_round, next_round > measure_from, false);
+            round(&mut engine, &positions, when, &mut volume, &mut chains, &mut id);
             next_round += 5000;
         }
         if line.at_ms >= measure_from {
             volume.input += line.bytes.len() as u64;
+            add_to_span(&mut volume.spans, span_of(line.at_ms), 0, line.bytes.len() as u64);
         }
         let _ = engine.process(line.kind, line.partition, &line.bytes, now);
         offsets[line.kind.index()] += 1;
         positions.consumed(line.kind, line.partition, offsets[line.kind.index()]);
     }
-    round(&mut engine, &positions, (true, true), &mut volume, &mut chains, &mut id);
+    round(&mut engine, &positions, (end, true, true), &mut volume, &mut chains, &mut id);
     volume.engine = engine;
     volume
+}
+
+/// Adds `bytes` to part `part` of span `span` (the last span takes what falls past it).
+fn add_to_span(spans: &mut [[u64; 3]], span: usize, part: usize, bytes: u64) {
+    let last = spans.len() - 1;
+    spans[span.min(last)][part] += bytes;
 }
 
 /// Every partition's chain applied and restored into a fresh engine.
@@ -315,7 +342,8 @@ fn the_demo_traffic_s_deltas_cost_less_than_its_input_and_restore_every_partitio
 }
 
 /// `VOL_WINDOW=30m VOL_PREFILL=1800 VOL_MEASURED=300 cargo test --release --lib volume_of_the_state_stage -- --ignored --nocapture`:
-/// the state benchmark's figures in process (the benchmark runs the real binary on a broker).
+/// the state benchmark's figures in process (the benchmark runs the real binary on a broker);
+/// `VOL_SPAN=1800` (seconds) adds them up per span as well, for a run of hours.
 #[test]
 #[ignore = "minutes in release: the state benchmark's traffic, in process"]
 fn volume_of_the_state_stage() {
@@ -324,8 +352,20 @@ fn volume_of_the_state_stage() {
     let measured: i64 = std::env::var("VOL_MEASURED").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     let env = |name: &str, default: u32| std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default);
     let (rate, partitions) = (env("VOL_RATE", 200), env("VOL_PARTITIONS", 4));
-    let v = measure(&window, (prefill, measured), rate, partitions, 20_000);
+    let span: i64 = std::env::var("VOL_SPAN").ok().and_then(|s| s.parse().ok()).unwrap_or(measured);
+    let v = measure_in_spans(&window, (prefill, measured, span), rate, partitions, 20_000);
     eprintln!("pending impressions at the end: {}", v.engine.pending_impressions());
+    for (i, [input, changelog, aggregates]) in v.spans.iter().enumerate() {
+        let per_byte = |bytes: &u64| *bytes as f64 / (*input).max(1) as f64;
+        eprintln!(
+            "span {i} ({} to {} s measured): input {input} B, changelog {changelog} B ({:.2} per byte consumed), aggregates {aggregates} B ({:.2}), together {:.2}",
+            i as i64 * span,
+            ((i as i64 + 1) * span).min(measured),
+            per_byte(changelog),
+            per_byte(aggregates),
+            per_byte(&(changelog + aggregates))
+        );
+    }
     eprintln!(
         "window {window}: {} rounds, input {} B, snapshots {} B, deltas {} B ({:.2} per byte consumed), aggregates {} B ({:.2})",
         v.rounds,
