@@ -44,14 +44,14 @@ pub(super) fn families() -> Vec<MetricFamily> {
     families
 }
 
-/// The size of a memory page, which `/proc/self/statm` counts in.
-const PAGE_BYTES: u64 = 4096;
-
-/// Resident pages, from `/proc/self/statm` (its second field).
+/// Resident pages, from `/proc/self/statm` (its second field), times the page size (4 KiB on
+/// x86-64, 16 or 64 KiB on some arm64 kernels).
 fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * PAGE_BYTES)
+    // SAFETY: `sysconf` reads a constant of the running system; any thread may call it.
+    let page_bytes = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|&b| b > 0)?;
+    Some(pages * page_bytes)
 }
 
 /// User plus system time, from `/proc/self/stat` (fields 14 and 15, in clock ticks of 1/100 s:
