@@ -56,8 +56,12 @@ fn trec_eval(version: &'static str) -> PathBuf {
         }
         let made = Command::new("make").current_dir(&staging).output().expect("make (trec_eval's build)");
         assert!(made.status.success(), "make trec_eval {version}: {}", String::from_utf8_lossy(&made.stderr));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&staging, &dir).unwrap();
+        // Tests run as separate processes (cargo nextest), so another may have built and moved
+        // its copy in meanwhile: the first rename wins, and a directory in use is never replaced.
+        if std::fs::rename(&staging, &dir).is_err() {
+            assert!(binary.exists(), "cannot move {} to {}", staging.display(), dir.display());
+            let _ = std::fs::remove_dir_all(&staging);
+        }
         binary
     })
     .clone()
