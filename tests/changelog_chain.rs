@@ -117,13 +117,20 @@ fn sigkill_between_snapshots_and_right_after_one_loses_nothing() {
             std::thread::sleep(BATCH_PAUSE);
         }
     };
-    // 1. Consuming for 3 s: a snapshot per partition, then deltas. Killed between snapshots.
+    // 1. Consuming for 3 s and until the brokers acknowledged deltas of several rounds (a
+    //    machine busy with other tests may take longer): a snapshot per partition, then deltas.
+    //    Killed between snapshots.
     let mut consuming_since: Option<Instant> = None;
-    produce_until(&mut stream, "the replica never consumed", &mut || {
+    let deltas_acknowledged = || {
+        let (_, body) = http_get(port, "/metrics")?;
+        parse_exposition(&body).get(&series("rankpulse_changelog_records_total", &[("kind", "delta")])).copied()
+    };
+    produce_until(&mut stream, "the replica never wrote deltas", &mut || {
         if consuming_since.is_none() && replica.output().contains("partitions assigned") {
             consuming_since = Some(Instant::now());
         }
         consuming_since.is_some_and(|since| since.elapsed() > Duration::from_secs(3))
+            && deltas_acknowledged().is_some_and(|n| n >= f64::from(4 * PARTITIONS))
     });
     // 2. Its successor restores the snapshots with their deltas, writes its own snapshots at its
     //    first round, and is killed right after.
