@@ -142,6 +142,9 @@ fn sections(judgments: &std::path::Path) -> String {
 group_id = "ab-group"
 impressions_topic = "{IMPRESSIONS}"
 engagements_topic = "{ENGAGEMENTS}"
+[kafka.properties]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
 [join]
 attribution_window = "1s"
 max_out_of_orderness = "0s"
@@ -384,10 +387,11 @@ fn ab_feed_equals_replay(replicas: usize) {
 
     let daemons: Vec<Daemon> =
         configs.iter().map(|cfg| Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()])).collect();
-    // 180 s: when one replica's join misses the group's first generation, the mock cluster takes
-    // two cooperative rebalances of about 40 s each before it owns its partitions, and no window
-    // is complete (nothing is published) until every partition is owned (seen on a loaded
-    // 2-core machine; the joins usually coincide and this takes seconds).
+    // When one replica's join misses the group's first generation, the mock cluster takes two or
+    // three cooperative rebalances before it owns its partitions, each the session timeout less a
+    // second (hence the 6 s session timeout above: with librdkafka's default, 45 s, three took
+    // 180 s on a 2-core machine running other tests), and no window is complete (nothing is
+    // published) until every partition is owned. The joins usually coincide: seconds.
     let records = read_output(&brokers, expected.len(), Duration::from_secs(180), Duration::from_secs(3));
 
     let ids: Vec<&str> = records.iter().map(|(key, _)| key.as_str()).collect();

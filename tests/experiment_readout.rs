@@ -411,6 +411,7 @@ fn replicas_merge_cuped_figures_through_the_aggregates_topic_to_replays() {
         "[ab]\nunit = \"client_id\"\nunit_buckets = {UNIT_BUCKETS}\n[ab.cuped]\nmetrics = [\"mrr\", \"ndcg@3\"]\nlookback_days = 7"
     );
     let kafka = "[kafka]\ngroup_id = \"cuped-group\"\nimpressions_topic = \"imp\"\nengagements_topic = \"eng\"\n\
+                 [kafka.properties]\n\"session.timeout.ms\" = \"6000\"\n\"heartbeat.interval.ms\" = \"500\"\n\
                  [state]\ncheckpoint_interval = \"500ms\"\n";
     let sections = format!("{kafka}{}", sections("1d", &ab));
     let ports = [free_port(), free_port()];
@@ -452,9 +453,10 @@ fn replicas_merge_cuped_figures_through_the_aggregates_topic_to_replays() {
     let daemons: Vec<Daemon> =
         configs.iter().map(|cfg| Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()])).collect();
     // The replicas start together: when the second joins while the first's join is still being
-    // completed, the mock cluster takes two cooperative rebalances of about 40 s each before the
-    // second owns its partitions (seen in 2 of 4 runs of this file on a loaded 2-core machine).
-    // The deadline covers that; a run where the joins coincide takes seconds.
+    // completed, the mock cluster takes two cooperative rebalances before the second owns its
+    // partitions, each the session timeout less a second (6 s above; with librdkafka's default
+    // of 45 s, about 40 s each, seen in 2 of 4 runs of this file on a loaded 2-core machine).
+    // A run where the joins coincide takes seconds.
     for &port in &ports {
         for (experiment, want) in &want {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
