@@ -161,7 +161,7 @@ trap 'kill -- -$clean_room 2>/dev/null || true; report_phases' EXIT
 # (BENCHMARKS.md, "Issue 55"). Plain `cargo test` still runs them all, one binary at a time.
 cargo nextest run --locked --features oidc --all-targets
 
-phase "clean-room build and demo (what was left after cargo test)"
+phase "clean-room build and demo (what was left after the tests)"
 if ! wait $clean_room; then
   echo "the clean-room build failed; target/clean-room.log:" >&2
   tail -40 target/clean-room.log >&2

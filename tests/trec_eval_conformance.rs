@@ -58,9 +58,15 @@ fn trec_eval(version: &'static str) -> PathBuf {
         assert!(made.status.success(), "make trec_eval {version}: {}", String::from_utf8_lossy(&made.stderr));
         // Tests run as separate processes (cargo nextest), so another may have built and moved
         // its copy in meanwhile: the first rename wins, and a directory in use is never replaced.
+        // One without the binary was left by an interrupted build (a rename moves the binary in
+        // with its directory) and is replaced.
         if std::fs::rename(&staging, &dir).is_err() {
-            assert!(binary.exists(), "cannot move {} to {}", staging.display(), dir.display());
-            let _ = std::fs::remove_dir_all(&staging);
+            if binary.exists() {
+                let _ = std::fs::remove_dir_all(&staging);
+            } else {
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::rename(&staging, &dir).unwrap();
+            }
         }
         binary
     })
