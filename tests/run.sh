@@ -157,8 +157,8 @@ clean_room=$!
 trap 'kill -- -$clean_room 2>/dev/null || true; report_phases' EXIT
 # cargo-nextest runs the tests of every binary side by side, each in a process of its own, where
 # `cargo test` runs one binary after another; .config/nextest.toml says how many at once, which
-# go first and which may not run together: 14 minutes of tests where `cargo test` took 29 in CI
-# (BENCHMARKS.md, "Issue 55"). Plain `cargo test` still runs them all, one binary at a time.
+# go first and which may not run together: 14 to 18 minutes of tests where `cargo test` took 29
+# in CI (BENCHMARKS.md, "Issue 55"). Plain `cargo test` still runs them all, one binary at a time.
 cargo nextest run --locked --features oidc --all-targets
 
 phase "clean-room build and demo (what was left after the tests)"
