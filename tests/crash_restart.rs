@@ -218,3 +218,91 @@ fn sigkill_and_broker_faults_on_the_mock_cluster() {
         }
     });
 }
+
+/// Every broker down for four times `join.idle_timeout` while the producers queue events stamped
+/// with the wall clock: the consumer delivers nothing meanwhile, but that is not idleness (the
+/// brokers cannot confirm its inputs have nothing unread), so the wall clock does not move the
+/// watermark past what waits to be delivered. Once the brokers are back, every impression is
+/// counted in its place and none late, as in a run without the outage.
+#[test]
+fn a_broker_outage_longer_than_the_idle_timeout_counts_nothing_late() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    const OUTAGE: Duration = Duration::from_secs(12);
+    let broker = Broker::Mock(MockCluster::new(1).unwrap());
+    broker.create_topic(IMP_TOPIC, 2);
+    broker.create_topic(ENG_TOPIC, 2);
+    broker.create_state_topics("outage", 2);
+    let brokers = broker.bootstrap();
+    // A producer that reconnects quickly: what it queued during the outage reaches the brokers
+    // soon after they are back, well within the idle timeout.
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("linger.ms", "5")
+        .set("reconnect.backoff.max.ms", "500")
+        .create()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // The group keeps the member through the outage (a longer one expels it, and its
+    // partitions are restored from the changelog once the brokers are back: another path).
+    let sections = sections("outage")
+        .replace(r#"idle_timeout = "10s""#, r#"idle_timeout = "3s""#)
+        .replace(r#""session.timeout.ms" = "6000""#, r#""session.timeout.ms" = "30000""#);
+    assert!(sections.contains(r#"idle_timeout = "3s""#) && sections.contains("30000"));
+    let config = serve_config(dir.path(), "outage", &brokers, port, &sections);
+    let daemon = Daemon::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    scrape_until(port, Duration::from_secs(60), |_| http_get(port, "/readyz").map(|r| r.0) == Some(200));
+
+    // Two impressions and a click every 50 ms, stamped now: 5 s before, the outage, 5 s after.
+    let mut produced = [0usize; 2];
+    let produce_for = |how_long: Duration, produced: &mut [usize; 2]| {
+        let until = std::time::Instant::now() + how_long;
+        while std::time::Instant::now() < until {
+            let t = chrono::Utc::now().timestamp_millis();
+            for p in 0..2 {
+                let i = produced[0];
+                let query = format!("q{i}");
+                let docs: Vec<String> = (0..5).map(|r| format!("d{}", (i + r) % 50)).collect();
+                let variant = ["control", "treatment"][i % 2];
+                let imp = json!({"query_id": query, "timestamp": t, "results": docs, "experiment": "x", "variant": variant});
+                send_queued(&producer, IMP_TOPIC, p, &imp.to_string());
+                let click = json!({"query_id": query, "timestamp": t + 10, "doc_id": docs[i % 5], "action": "click", "event_id": format!("c{i}")});
+                send_queued(&producer, ENG_TOPIC, p, &click.to_string());
+                produced[0] += 1;
+                produced[1] += 1;
+            }
+            producer.poll(Duration::from_millis(50));
+        }
+    };
+    produce_for(Duration::from_secs(5), &mut produced);
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let Broker::Mock(cluster) = &broker else { unreachable!() };
+    cluster.broker_down(1).unwrap();
+    eprintln!("the broker is down for {} s", OUTAGE.as_secs());
+    produce_for(OUTAGE, &mut produced);
+    cluster.broker_up(1).unwrap();
+    produce_for(Duration::from_secs(5), &mut produced);
+    producer.flush(Duration::from_secs(60)).expect("the producer did not deliver within a minute of the outage");
+
+    // Per-partition counters, summed.
+    let sum = |m: &BTreeMap<String, f64>, name: &str| -> f64 {
+        m.iter().filter(|(k, _)| *k == name || k.starts_with(&format!("{name}{{"))).map(|(_, v)| v).sum()
+    };
+    let (_, m) = scrape_until(port, Duration::from_secs(120), |m| {
+        let impressions = sum(m, "rankpulse_impressions_total");
+        let late = sum(m, "rankpulse_impressions_late_total");
+        impressions + late == produced[0] as f64 && m.get("rankpulse_pending_impressions") == Some(&0.0)
+    });
+    let late = sum(&m, "rankpulse_impressions_late_total");
+    let late_clicks = sum(&m, "rankpulse_engagements_late_total");
+    let window_late = sum(&m, "rankpulse_window_late_impressions_total");
+    eprintln!("{} impressions; late: {late} impressions, {late_clicks} clicks, {window_late} in closed windows", produced[0]);
+    assert_eq!(
+        (late, late_clicks, window_late),
+        (0.0, 0.0, 0.0),
+        "an outage of {} s against join.idle_timeout = 3s made events late",
+        OUTAGE.as_secs()
+    );
+    let (status, _) = daemon.terminate(Duration::from_secs(15));
+    assert!(status.success());
+}

@@ -169,7 +169,8 @@ pub struct JoinConfig {
     pub max_out_of_orderness: HumanDuration,
     /// An input (topic partition) that delivered nothing for this long stops holding the
     /// watermark back; when every input is idle, the watermark advances with the wall clock.
-    /// Default `30s`.
+    /// `serve` counts silence as idleness only while the brokers confirm the input has nothing
+    /// unread (an outage holds the watermark). Default `30s`.
     pub idle_timeout: HumanDuration,
     /// At most this many impressions wait for their window; beyond it the one with the earliest
     /// deadline is finalized early (counted as evicted). Default 2,000,000.

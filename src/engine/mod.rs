@@ -53,7 +53,7 @@ mod watermark;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::accumulate::{ClosedWindow, CupedSettings, FoldedLabel, Groups, LabelLimits, StatsShape};
 use crate::clicks::log::{LogSettings, Offered};
@@ -282,6 +282,7 @@ impl Engine {
             watermarks: Watermarks {
                 max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
                 idle_timeout: cfg.join.idle_timeout.as_duration(),
+                confirmation_gap: None,
                 frontier: None,
                 least: None,
             },
@@ -354,6 +355,34 @@ impl Engine {
         let Some(task) = tasks.get_or_create(partition, || template.task()) else { return };
         for kind in EventKind::ALL {
             task.observe(kind, None, now);
+        }
+    }
+
+    /// From now on an input goes idle only while the brokers confirm it has nothing unread
+    /// ([`Engine::confirm_caught_up`]), confirmations `gap` apart at most (the Kafka source's
+    /// rule; [`watermark`]'s documentation).
+    pub fn require_caught_up_confirmation(&mut self, gap: Duration) {
+        self.watermarks.confirmation_gap = Some(gap);
+    }
+
+    /// `join.idle_timeout`.
+    pub fn idle_timeout(&self) -> Duration {
+        self.watermarks.idle_timeout
+    }
+
+    /// The inputs (partition, kind) that delivered nothing for at least `silence`: those whose
+    /// caught-up confirmation the source should ask the brokers for.
+    pub fn silent_inputs(&self, now: Instant, silence: Duration) -> Vec<(i32, EventKind)> {
+        watermark::silent_inputs(&self.tasks, now, silence)
+    }
+
+    /// The brokers confirmed, as of `at`, that these inputs had nothing unread.
+    pub fn confirm_caught_up(&mut self, inputs: &[(i32, EventKind)], at: Instant) {
+        let Some(gap) = self.watermarks.confirmation_gap else { return };
+        for &(partition, kind) in inputs {
+            if let Some(task) = self.tasks.get_mut(partition) {
+                task.inputs[kind.index()].confirm_caught_up(at, gap);
+            }
         }
     }
 

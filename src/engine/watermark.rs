@@ -12,6 +12,15 @@
 //! * When no input is active at all, the frontier advances with the wall clock from the moment
 //!   the stream went idle, so impressions without any engagement still get finalized.
 //!
+//! Silence alone does not make a Kafka input idle: a consumer that cannot fetch (brokers down,
+//! a partition without a leader) delivers nothing either, and the backlog it finds when it can
+//! again would all be behind a watermark the wall clock moved. So where the source confirms
+//! ([`Watermarks::confirmation_gap`]), an input is idle only while the brokers keep confirming
+//! that it has nothing unread (its high watermark at the consumer's position, `source::caught_up`),
+//! and only once they have, without a break longer than `confirmation_gap`, since its last
+//! delivery or for a whole `join.idle_timeout` after the break: time during which nobody could
+//! tell whether the input was silent does not count as idle time.
+//!
 //! Windows close once the least partition watermark has passed their last possible deadline.
 
 use std::time::{Duration, Instant};
@@ -19,6 +28,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::task::{Task, Tasks};
+use crate::event::EventKind;
 use crate::time::EventTime;
 
 /// What one input (a topic partition) has delivered so far.
@@ -30,18 +40,74 @@ pub struct InputClock {
     /// is still alive. Wall-clock state: not checkpointed (a restored input is re-assigned).
     #[serde(skip)]
     pub last_active: Option<Instant>,
+    /// The brokers' latest confirmation that the input had nothing unread, if one came after
+    /// its last delivery. Wall-clock state, like `last_active`.
+    #[serde(skip)]
+    confirmed_at: Option<Instant>,
+    /// Since when the input is known to have had nothing to deliver without a break: its last
+    /// delivery when the confirmations followed it closely, else the first confirmation after
+    /// the last break. Meaningful while `confirmed_at` is set.
+    #[serde(skip)]
+    confirmed_since: Option<Instant>,
+}
+
+/// When silence counts as idleness (the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct IdleRule {
+    /// `join.idle_timeout`.
+    pub idle_timeout: Duration,
+    /// `Some(gap)` where the source confirms caught-up inputs: the longest time between two
+    /// pieces of evidence (a delivery, a confirmation) that keeps a silent input's stretch
+    /// unbroken, and how long a confirmation stays valid.
+    pub confirmation_gap: Option<Duration>,
 }
 
 impl InputClock {
-    pub fn is_active(&self, now: Instant, idle_timeout: Duration) -> bool {
-        self.last_active.is_some_and(|t| now.saturating_duration_since(t) < idle_timeout)
+    /// When the input became (or becomes) idle under `rule`, or `None` while it is active. An
+    /// input that never delivered nor was assigned has always been idle.
+    fn idle_since(&self, now: Instant, rule: IdleRule) -> Option<Option<Instant>> {
+        let Some(last) = self.last_active else { return Some(None) };
+        let silent_from = match rule.confirmation_gap {
+            None => last,
+            Some(gap) => match (self.confirmed_at, self.confirmed_since) {
+                (Some(at), Some(since)) if now.saturating_duration_since(at) <= gap => since,
+                _ => return None,
+            },
+        };
+        let idle_from = silent_from + rule.idle_timeout;
+        (now >= idle_from).then_some(Some(idle_from))
     }
 
     pub(super) fn observe(&mut self, event_time: Option<EventTime>, now: Instant) {
         self.last_active = Some(now);
+        self.confirmed_at = None;
         if let Some(t) = event_time {
             self.max_event_time = Some(self.max_event_time.map_or(t, |m| m.max(t)));
         }
+    }
+
+    /// The brokers confirmed that the input had nothing unread as of `at` (taken before they
+    /// were asked). Ignored when the input delivered since: the confirmation is about an older
+    /// position.
+    pub(super) fn confirm_caught_up(&mut self, at: Instant, gap: Duration) {
+        if self.last_active.is_some_and(|last| last > at) {
+            return;
+        }
+        let previous = self.confirmed_at.or(self.last_active);
+        match previous {
+            Some(p) if at.saturating_duration_since(p) <= gap => {
+                if self.confirmed_at.is_none() {
+                    self.confirmed_since = Some(p);
+                }
+            }
+            _ => self.confirmed_since = Some(at),
+        }
+        self.confirmed_at = Some(self.confirmed_at.map_or(at, |c| c.max(at)));
+    }
+
+    /// Whether the input delivered nothing for at least `silence` before `now`, nor since.
+    pub(super) fn silent_for(&self, now: Instant, silence: Duration) -> bool {
+        self.last_active.is_none_or(|last| now.saturating_duration_since(last) >= silence)
     }
 }
 
@@ -72,6 +138,10 @@ pub(super) struct Watermarks {
     pub max_out_of_orderness: i64,
     /// `join.idle_timeout`.
     pub idle_timeout: Duration,
+    /// Whether an input is idle only while the brokers confirm it caught up, and the gap that
+    /// breaks a stretch of confirmations: set by the Kafka source, which confirms; `None` where
+    /// nothing does (replay reads files to their end, and finishes).
+    pub confirmation_gap: Option<Duration>,
     /// Least progress of all active inputs (see the module documentation); checkpointed, so
     /// that idle partitions resume where they were.
     pub frontier: Option<EventTime>,
@@ -81,8 +151,12 @@ pub(super) struct Watermarks {
 }
 
 impl Watermarks {
+    fn rule(&self) -> IdleRule {
+        IdleRule { idle_timeout: self.idle_timeout, confirmation_gap: self.confirmation_gap }
+    }
+
     fn progress(&self, clock: &InputClock, now: Instant) -> Progress {
-        if !clock.is_active(now, self.idle_timeout) {
+        if clock.idle_since(now, self.rule()).is_some() {
             Progress::Idle
         } else {
             clock
@@ -95,20 +169,21 @@ impl Watermarks {
     pub fn update_frontier(&mut self, tasks: &Tasks, now: Instant) {
         let mut least = Progress::Idle;
         let mut newest_event = None::<EventTime>;
-        let mut last_active = None::<Instant>;
+        // When the last input went idle: the stream has been idle since.
+        let mut idle_since = None::<Instant>;
         for task in tasks.tasks() {
             for clock in &task.inputs {
                 least = least.meet(self.progress(clock, now));
                 newest_event = newest_event.max(clock.max_event_time);
-                last_active = last_active.max(clock.last_active);
+                idle_since = idle_since.max(clock.idle_since(now, self.rule()).flatten());
             }
         }
         let candidate = match least {
             Progress::At(t) => Some(t),
             Progress::Blocked => None,
-            Progress::Idle => match (newest_event, last_active) {
-                (Some(newest), Some(last)) => {
-                    let idle_for = now.saturating_duration_since(last + self.idle_timeout);
+            Progress::Idle => match (newest_event, idle_since) {
+                (Some(newest), Some(since)) => {
+                    let idle_for = now.saturating_duration_since(since);
                     let idle_ms = i64::try_from(idle_for.as_millis()).unwrap_or(i64::MAX);
                     Some(newest.saturating_sub(self.max_out_of_orderness).saturating_add(idle_ms))
                 }
@@ -130,6 +205,19 @@ impl Watermarks {
     }
 }
 
+/// The inputs (partition, kind) of `tasks` that delivered nothing for at least `silence`.
+pub(super) fn silent_inputs(tasks: &Tasks, now: Instant, silence: Duration) -> Vec<(i32, EventKind)> {
+    let mut silent = Vec::new();
+    for (partition, task) in tasks.iter() {
+        for kind in EventKind::ALL {
+            if task.inputs[kind.index()].silent_for(now, silence) {
+                silent.push((partition, kind));
+            }
+        }
+    }
+    silent
+}
+
 /// The least watermark of the tasks, if every one has a watermark: everything before it is
 /// final, and windows close on it.
 pub(super) fn least(tasks: &Tasks) -> Option<EventTime> {
@@ -139,4 +227,93 @@ pub(super) fn least(tasks: &Tasks) -> Option<EventTime> {
         least = Some(least.map_or(w, |l: EventTime| l.min(w)));
     }
     least
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn rule(gap: Option<u64>) -> IdleRule {
+        IdleRule { idle_timeout: 10 * SECOND, confirmation_gap: gap.map(Duration::from_secs) }
+    }
+
+    /// A clock that delivered at `t0`.
+    fn delivered_at(t0: Instant) -> InputClock {
+        let mut clock = InputClock::default();
+        clock.observe(Some(1_000), t0);
+        clock
+    }
+
+    #[test]
+    fn silence_alone_is_idleness_where_nothing_confirms() {
+        let t0 = Instant::now();
+        let clock = delivered_at(t0);
+        assert_eq!(clock.idle_since(t0 + 9 * SECOND, rule(None)), None);
+        assert_eq!(clock.idle_since(t0 + 10 * SECOND, rule(None)), Some(Some(t0 + 10 * SECOND)));
+        assert_eq!(InputClock::default().idle_since(t0, rule(Some(3))), Some(None), "never assigned: idle");
+    }
+
+    #[test]
+    fn where_the_source_confirms_an_unconfirmed_input_is_never_idle() {
+        let t0 = Instant::now();
+        let clock = delivered_at(t0);
+        for s in [10, 60, 3600u32] {
+            assert_eq!(clock.idle_since(t0 + s * SECOND, rule(Some(3))), None);
+        }
+    }
+
+    #[test]
+    fn confirmations_that_follow_the_delivery_closely_count_from_it() {
+        let t0 = Instant::now();
+        let mut clock = delivered_at(t0);
+        for s in (2..=10).step_by(2) {
+            clock.confirm_caught_up(t0 + s * SECOND, 3 * SECOND);
+        }
+        assert_eq!(clock.idle_since(t0 + 10 * SECOND, rule(Some(3))), Some(Some(t0 + 10 * SECOND)));
+        // A confirmation goes stale after the gap: active again until the next one.
+        assert_eq!(clock.idle_since(t0 + 14 * SECOND, rule(Some(3))), None);
+        for s in (14..=24).step_by(2) {
+            clock.confirm_caught_up(t0 + s * SECOND, 3 * SECOND);
+            let idle = clock.idle_since(t0 + s * SECOND, rule(Some(3)));
+            // A stretch broken by more than the gap starts again: idle a whole timeout after.
+            assert_eq!(idle, (s == 24).then_some(Some(t0 + 24 * SECOND)), "at {s} s");
+        }
+    }
+
+    #[test]
+    fn an_outage_does_not_count_as_idle_time() {
+        let t0 = Instant::now();
+        let mut clock = delivered_at(t0);
+        // The brokers answer nothing for 40 s after the delivery; then they confirm it caught up.
+        for s in (40..=48).step_by(2) {
+            clock.confirm_caught_up(t0 + s * SECOND, 3 * SECOND);
+        }
+        assert_eq!(clock.idle_since(t0 + 49 * SECOND, rule(Some(3))), None, "the 9 s since the break are not 10");
+        clock.confirm_caught_up(t0 + 50 * SECOND, 3 * SECOND);
+        assert_eq!(clock.idle_since(t0 + 50 * SECOND, rule(Some(3))), Some(Some(t0 + 50 * SECOND)));
+    }
+
+    #[test]
+    fn a_confirmation_older_than_the_last_delivery_is_ignored() {
+        let t0 = Instant::now();
+        let mut clock = delivered_at(t0);
+        clock.observe(Some(2_000), t0 + 5 * SECOND);
+        clock.confirm_caught_up(t0 + 4 * SECOND, 3 * SECOND);
+        assert_eq!(clock.idle_since(t0 + 16 * SECOND, rule(Some(3))), None);
+        // A delivery ends the stretch of confirmations before it.
+        clock.confirm_caught_up(t0 + 7 * SECOND, 3 * SECOND);
+        clock.observe(None, t0 + 8 * SECOND);
+        assert_eq!(clock.idle_since(t0 + 16 * SECOND, rule(Some(3))), None);
+    }
+
+    #[test]
+    fn silence_is_measured_from_the_last_delivery() {
+        let t0 = Instant::now();
+        let clock = delivered_at(t0);
+        assert!(!clock.silent_for(t0 + SECOND, 2 * SECOND));
+        assert!(clock.silent_for(t0 + 2 * SECOND, 2 * SECOND));
+        assert!(InputClock::default().silent_for(t0, 2 * SECOND));
+    }
 }

@@ -28,6 +28,7 @@
 //! | `handoff` | decoding on whichever of the consumer and engine threads would wait, the engine's work on a thread of its own, the key check; the barrier before anything reads the positions |
 //! | [`changelog`] | the changelog topic: snapshots written in chunks, acknowledged, read back from the end |
 //! | [`chunks`] | the chunk records of the changelog and aggregates topics and their reassembly, pure (no client), so they are fuzzed |
+//! | `caught_up` | which silent inputs the brokers confirm have nothing unread: only those go idle |
 //! | `aggregates` | the aggregates topic's reader: every partition's A/B sums into the experiment-wide view |
 //! | [`positions`] | the next offset of every input partition in the state |
 //! | [`commit`] | snapshot, then commit: the only path by which offsets reach the group |
@@ -36,6 +37,7 @@
 //! | `standby` | the warm standby: the changelog tailed, every partition's newest snapshot kept |
 
 mod aggregates;
+mod caught_up;
 mod changelog;
 pub mod chunks;
 mod commit;
@@ -63,6 +65,7 @@ use crate::event::{EventKind, RawMessage};
 use crate::health::Health;
 use crate::kafka_log::KafkaLog;
 use crate::shutdown::Shutdown;
+use caught_up::CaughtUp;
 use changelog::Changelog;
 use commit::{checkpoint_and_commit, commit_if_acknowledged, Acknowledgment, SourceState, RECORDS_DUE};
 use rebalance::SourceContext;
@@ -189,8 +192,11 @@ pub async fn run(
         log,
         shutdown: shutdown.clone(),
     };
+    let client_config = client_config(cfg)?;
+    let from_earliest =
+        matches!(client_config.get("auto.offset.reset"), None | Some("earliest" | "smallest" | "beginning"));
     let consumer: BaseConsumer<SourceContext> =
-        client_config(cfg)?.create_with_context(context).map_err(SourceError::Create)?;
+        client_config.create_with_context(context).map_err(SourceError::Create)?;
     // Only the impressions topic: the group assigns its partitions, and each brings the
     // engagements partition of its number (`rebalance`).
     consumer
@@ -200,7 +206,7 @@ pub async fn run(
 
     let (finished, done) = tokio::sync::oneshot::channel();
     let (left, goodbye) = tokio::sync::oneshot::channel();
-    let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval };
+    let consume = ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval, from_earliest };
     std::thread::Builder::new()
         .name("rankpulse-source".into())
         .spawn(move || {
@@ -249,15 +255,20 @@ struct ConsumeLoop {
     topics: [String; 2],
     /// How often the state is checkpointed and the offsets it covers committed.
     checkpoint_interval: Duration,
+    /// Whether a partition without a committed offset is read from its start
+    /// (`auto.offset.reset`): where an input nothing was consumed of resumes, for
+    /// [`caught_up`].
+    from_earliest: bool,
 }
 
 impl ConsumeLoop {
     /// Consumes until shutdown; returns the error that stopped it, if one did. Dropping the loop
     /// afterwards closes the consumer.
     fn run(&self) -> Option<ChangelogError> {
-        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval } = self;
+        let ConsumeLoop { consumer, engine, health, shutdown, topics, checkpoint_interval, from_earliest } = self;
         let context = consumer.context();
         let mut last_advance = Instant::now();
+        let mut caught_up = CaughtUp::start(engine, *from_earliest, last_advance);
         let mut next_checkpoint = last_advance + *checkpoint_interval;
         // Set by the engine when a partition holds a record's worth of closed windows no
         // aggregates record carried yet and more wait, open, behind them (a backlog): then the
@@ -344,6 +355,7 @@ impl ConsumeLoop {
                 }
             };
             let Some(now) = now else { continue };
+            caught_up.round_if_due(consumer, engine, context, topics, now);
             if now - last_advance >= IDLE_TICK {
                 // The engine thread advances while messages arrive; this is for when none do.
                 engine.lock().advance(now);

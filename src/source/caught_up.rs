@@ -1,0 +1,209 @@
+//! Idleness, confirmed: the consumer thread asks the brokers, for every input that has been
+//! silent a while, whether it has anything unread, and tells the engine which have not
+//! (`engine::watermark` lets only those go idle).
+//!
+//! Silence is not idleness. A consumer that cannot fetch (every broker down, a partition whose
+//! leader is gone, a connection backing off after an outage) delivers nothing either, and if the
+//! wall clock moved the watermark meanwhile, the backlog it finds afterwards would be counted
+//! late. An input is caught up when its next offset (the engine's position, or where the group
+//! resumes it) is at its high watermark, as the brokers answer now; an input whose brokers do
+//! not answer is not.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::engine::SharedEngine;
+use crate::event::EventKind;
+
+use super::rebalance::SourceContext;
+
+/// The longest a round waits for one answer: a round stops at the first unanswered question
+/// (the brokers are unreachable; the rest stay unconfirmed), so this bounds how long the
+/// consumer thread stops consuming for it.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+/// Rounds are at most this far apart, whatever `join.idle_timeout`.
+const LONGEST_INTERVAL: Duration = Duration::from_secs(5);
+/// ... and at least this far.
+const SHORTEST_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The consumer thread's confirmation rounds.
+#[derive(Debug)]
+pub(super) struct CaughtUp {
+    /// How often silent inputs are asked about, and how long an input must have been silent to
+    /// be: a quarter of `join.idle_timeout`, so a silent input's confirmations are always fresh.
+    interval: Duration,
+    /// `join.idle_timeout`: an unconfirmed input silent this long holds its watermark, which
+    /// is reported.
+    idle_timeout: Duration,
+    /// When the next round is due.
+    next_round: Instant,
+    /// Whether a partition without a committed offset is read from its start
+    /// (`auto.offset.reset`): where the consumer resumes an input with no position yet.
+    from_earliest: bool,
+    /// Inputs (topic index, partition) silent past the idle timeout and unconfirmed, with the
+    /// rounds they have been so in a row: reported at the second (a message that reached the
+    /// brokers just before a round is not worth a warning), and once, until confirmed or
+    /// delivering again.
+    held: BTreeMap<(usize, i32), u32>,
+}
+
+impl CaughtUp {
+    /// Rounds for an engine whose inputs go idle after `idle_timeout`; tells the engine that
+    /// inputs are idle only while confirmed, and how far apart confirmations may be.
+    pub fn start(engine: &SharedEngine, from_earliest: bool, now: Instant) -> Self {
+        let mut engine = engine.lock();
+        let idle_timeout = engine.idle_timeout();
+        let interval = (idle_timeout / 4).clamp(SHORTEST_INTERVAL, LONGEST_INTERVAL);
+        // Two rounds and an unanswered question may separate two confirmations of an input
+        // that stays silent; a longer gap is a break (the module documentation).
+        engine.require_caught_up_confirmation(2 * interval + QUERY_TIMEOUT);
+        CaughtUp { interval, idle_timeout, next_round: now, from_earliest, held: BTreeMap::new() }
+    }
+
+    /// Runs a round if one is due: asks about every input silent for a round's interval.
+    pub fn round_if_due(
+        &mut self,
+        consumer: &BaseConsumer<SourceContext>,
+        engine: &SharedEngine,
+        context: &SourceContext,
+        topics: &[String; 2],
+        now: Instant,
+    ) {
+        if now < self.next_round {
+            return;
+        }
+        self.next_round = now + self.interval;
+        let silent = engine.lock().silent_inputs(now, self.interval);
+        if silent.is_empty() {
+            self.held.clear();
+            return;
+        }
+        // What each silent input would read next: taken before the brokers are asked, so that
+        // a message consumed meanwhile makes the answer "unread", never the other way round.
+        let questions: Vec<Question> = {
+            let state = context.state();
+            silent
+                .iter()
+                .map(|&(partition, kind)| {
+                    let consumed = state.tasks.get(&partition).is_some_and(|t| t.inputs[kind.index()]);
+                    let next = state.positions.of(partition).and_then(|p| p[kind.index()]);
+                    Question { partition, kind, consumed, next }
+                })
+                .collect()
+        };
+        let answer = self.ask(consumer, topics, &questions);
+        engine.lock().confirm_caught_up(&answer.confirmed, now);
+        self.report(engine, now, &silent, &answer, topics);
+    }
+
+    /// Asks the brokers about each input in turn; stops at the first that goes unanswered.
+    fn ask<C: ConsumerContext>(&self, consumer: &BaseConsumer<C>, topics: &[String; 2], questions: &[Question]) -> Answer {
+        let mut answer = Answer::default();
+        // Where the group resumes the inputs nothing was consumed of yet, in one request.
+        let mut unpositioned = TopicPartitionList::new();
+        for q in questions.iter().filter(|q| q.consumed && q.next.is_none()) {
+            unpositioned.add_partition(&topics[q.kind.index()], q.partition);
+        }
+        let committed = match unpositioned.count() {
+            0 => Some(TopicPartitionList::new()),
+            _ => consumer.committed_offsets(unpositioned, QUERY_TIMEOUT).map_err(|e| answer.failed(e)).ok(),
+        };
+        for q in questions {
+            // An input the task was not assigned (its topic has fewer partitions) has nothing to read.
+            if !q.consumed {
+                answer.confirmed.push((q.partition, q.kind));
+                continue;
+            }
+            let topic = &topics[q.kind.index()];
+            let next = match (q.next, &committed) {
+                (Some(next), _) => Some(next),
+                (None, Some(committed)) => match committed.find_partition(topic, q.partition).map(|e| e.offset()) {
+                    Some(Offset::Offset(offset)) => Some(offset),
+                    // Resumed from the reset: the low watermark or the high one, below.
+                    _ => None,
+                },
+                (None, None) => continue,
+            };
+            let (low, high) = match consumer.fetch_watermarks(topic, q.partition, QUERY_TIMEOUT) {
+                Ok(bounds) => bounds,
+                Err(e) => {
+                    answer.failed(e);
+                    break;
+                }
+            };
+            let next = next.unwrap_or(if self.from_earliest { low } else { high });
+            if next >= high {
+                answer.confirmed.push((q.partition, q.kind));
+            } else {
+                answer.unread.push((q.partition, q.kind, high - next));
+            }
+        }
+        answer
+    }
+
+    /// Says once, per input, that a silent input past the idle timeout holds its watermark
+    /// because the brokers did not confirm it caught up; forgets inputs that were confirmed or
+    /// delivered since.
+    fn report(&mut self, engine: &SharedEngine, now: Instant, silent: &[(i32, EventKind)], answer: &Answer, topics: &[String; 2]) {
+        let confirmed: BTreeSet<(usize, i32)> = answer.confirmed.iter().map(|&(p, k)| (k.index(), p)).collect();
+        let silent_set: BTreeSet<(usize, i32)> = silent.iter().map(|&(p, k)| (k.index(), p)).collect();
+        self.held.retain(|input, _| silent_set.contains(input) && !confirmed.contains(input));
+        let past_timeout = engine.lock().silent_inputs(now, self.idle_timeout);
+        let mut newly_held = Vec::new();
+        for input in past_timeout.iter().map(|&(p, k)| (k.index(), p)).filter(|i| !confirmed.contains(i)) {
+            let rounds = self.held.entry(input).or_insert(0);
+            *rounds = rounds.saturating_add(1);
+            if *rounds == 2 {
+                newly_held.push(input);
+            }
+        }
+        let Some(&(kind, partition)) = newly_held.first() else { return };
+        let topic = topics[kind].as_str();
+        let idle_timeout_s = self.idle_timeout.as_secs_f64();
+        let reason = match (&answer.error, answer.unread.iter().find(|u| u.0 == partition && u.1.index() == kind)) {
+            (_, Some(&(_, _, unread))) => format!("{unread} messages wait that the consumer has not fetched"),
+            (Some(error), None) => format!("the brokers did not answer: {error}"),
+            (None, None) => "not asked yet".to_string(),
+        };
+        tracing::warn!(
+            topic,
+            partition,
+            inputs = newly_held.len(),
+            idle_timeout_s,
+            "an input delivered nothing for join.idle_timeout, but is not idle: {reason}. Its watermark is held \
+             (windows stay open) until it delivers or the brokers confirm it has nothing unread, rather than let the \
+             wall clock pass what it has not delivered yet"
+        );
+    }
+}
+
+/// One silent input, as the round asks about it.
+#[derive(Debug, Clone, Copy)]
+struct Question {
+    partition: i32,
+    kind: EventKind,
+    /// Whether the task was assigned this input (its topic has the partition).
+    consumed: bool,
+    /// The engine's position: the next offset it reads; `None` before it read anything.
+    next: Option<i64>,
+}
+
+/// What a round learned.
+#[derive(Debug, Default)]
+struct Answer {
+    /// Inputs with nothing unread.
+    confirmed: Vec<(i32, EventKind)>,
+    /// Inputs with messages not yet fetched, and how many.
+    unread: Vec<(i32, EventKind, i64)>,
+    /// Why the round stopped early, if it did.
+    error: Option<String>,
+}
+
+impl Answer {
+    fn failed(&mut self, error: rdkafka::error::KafkaError) {
+        self.error.get_or_insert_with(|| error.to_string());
+    }
+}
