@@ -205,6 +205,13 @@ fn misconfiguration(error: &KafkaError) -> Option<&'static str> {
     }
 }
 
+/// Whether `error` says the brokers cannot be reached right now (all of them, or one
+/// connection): librdkafka retries on its own, and a reader that polls on sees its messages
+/// once they are back. Such an event can also be one queued during an outage that is over.
+pub fn is_broker_outage(error: &KafkaError) -> bool {
+    class_of(error) != Class::Other
+}
+
 /// How an error bears on the outage: by its code, never its text.
 fn class_of(error: &KafkaError) -> Class {
     match error.rdkafka_error_code() {

@@ -653,6 +653,13 @@ impl Changelog {
             match self.reader.poll(Duration::from_millis(100)) {
                 None => {}
                 Some(Err(KafkaError::PartitionEOF(_))) => break,
+                // The brokers unreachable, or were (the event may have waited in the reader's
+                // queue since an outage that is over): librdkafka reconnects, the read goes on
+                // until the deadline. Stopping here stopped the daemon after every outage
+                // longer than the group's session timeout.
+                Some(Err(e)) if crate::kafka_log::is_broker_outage(&e) => {
+                    tracing::debug!(topic = %self.topic, partition, error = %e, "reading the changelog: brokers unreachable; retrying");
+                }
                 Some(Err(e)) => return Err(e.to_string()),
                 Some(Ok(message)) => {
                     let offset = message.offset();

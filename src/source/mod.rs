@@ -425,14 +425,7 @@ fn poll_state_reader<'c>(
     match consumer.poll(timeout)? {
         Ok(message) => Some(message),
         Err(e) => {
-            let outage = matches!(
-                e.rdkafka_error_code(),
-                Some(
-                    rdkafka::error::RDKafkaErrorCode::AllBrokersDown
-                        | rdkafka::error::RDKafkaErrorCode::BrokerTransportFailure
-                )
-            );
-            if !outage {
+            if !crate::kafka_log::is_broker_outage(&e) {
                 log.consume_error(&e);
             }
             std::thread::sleep(timeout);
