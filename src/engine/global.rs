@@ -161,6 +161,24 @@ impl GlobalView {
         self.covariates.remove(&partition);
     }
 
+    /// The highest watermark at which every window that closes is complete experiment-wide
+    /// (handed out or given up, of every size), or `None` while some size has none complete.
+    /// Window `[s, s + size)` closes at watermark `s + size + attribution_window`
+    /// ([`crate::accumulate::Accumulators::close_windows`]).
+    pub fn complete_mark(&self, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Option<EventTime> {
+        let mut mark = None;
+        for (size, &size_ms) in window_sizes_ms.iter().enumerate() {
+            let complete_before = *self.complete_before.get(size)?;
+            if complete_before == EventTime::MIN {
+                return None;
+            }
+            let closes_only_complete =
+                complete_before.saturating_add(attribution_window_ms).saturating_add(size_ms).saturating_sub(1);
+            mark = Some(mark.map_or(closes_only_complete, |m: EventTime| m.min(closes_only_complete)));
+        }
+        mark
+    }
+
     /// Takes a partition's newest record (already renumbered) and hands out the windows it
     /// completes, showing each to `on_complete` in order. `kept_from` is the record's own
     /// claim (absent in an older record's): per size, from where it holds every closed window.
@@ -599,6 +617,54 @@ mod tests {
         let recent = (10..20).map(|m| window(m * 60, 10)).collect();
         view.apply(1, vec![20 * 60], table(&[]), recent, None, |w| handed.push(w.start / 60));
         assert_eq!(handed, [6, 7, 8, 9, 15, 16, 17, 18, 19], "minutes 10 to 14 were given up");
+    }
+
+    /// Partition 1's first owner stopped before its first checkpoint: no record of it was ever
+    /// written, and the windows partition 0 closed wait for it in the view. The replica that
+    /// takes it over without a snapshot re-reads it from the start; its new task's windows are
+    /// open where the view has not completed them, so the re-read impressions count in their
+    /// windows (none late), and each window is handed out with both parts, as in an
+    /// uninterrupted run. Once windows are complete, a partition taken over again closes them:
+    /// a window published stays as published, and an impression of it is counted late.
+    #[test]
+    fn a_partition_taken_over_before_its_first_record_fills_the_windows_waiting_for_it() {
+        let toml = "[join]\nattribution_window = \"1s\"\nmax_out_of_orderness = \"0s\"\nidle_timeout = \"1s\"\n\
+                    [metrics]\nwindows = [\"1m\"]\n";
+        let cfg = crate::config::Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+        let mut e = Engine::new(&cfg).without_past_limit();
+        e.enable_global_view(2);
+        let now = std::time::Instant::now();
+        let impressions = |e: &mut Engine, partition: i32, minutes: std::ops::Range<i64>| {
+            for m in minutes {
+                let imp = serde_json::json!({"query_id": format!("q{partition}-{m}"), "timestamp": m * 60_000 + 1_000,
+                                             "results": ["d1"], "experiment": "e", "variant": "control"});
+                e.process(crate::event::EventKind::Impression, partition, imp.to_string().as_bytes(), now).unwrap();
+                let eng = serde_json::json!({"query_id": format!("q{partition}-{m}"), "timestamp": m * 60_000 + 1_010,
+                                             "doc_id": "d1"});
+                e.process(crate::event::EventKind::Engagement, partition, eng.to_string().as_bytes(), now).unwrap();
+            }
+            e.advance(now);
+        };
+        let write_record = |e: &mut Engine, partition: i32| -> Vec<(i64, u64)> {
+            let (record, carried) = (e.partition_aggregates(partition).unwrap(), e.unwritten_windows(partition));
+            e.aggregates_written(&[(partition, carried)]);
+            e.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
+            let view = e.global.as_mut().unwrap();
+            view.unpublished.drain(..).map(|w| (w.start / 60_000, w.groups.get(0).unwrap().impressions)).collect()
+        };
+        e.assign(0, now);
+        impressions(&mut e, 0, 0..8);
+        assert!(write_record(&mut e, 0).is_empty(), "partition 1 has closed nothing");
+        e.assign(1, now);
+        impressions(&mut e, 1, 0..8);
+        assert_eq!(e.window_late_impressions(), 0, "the re-read impressions are in their windows");
+        let handed = write_record(&mut e, 1);
+        assert_eq!(handed, (0..7).map(|m| (m, 2)).collect::<Vec<_>>(), "every window whole, with both parts");
+        // Partition 1 moves again without a snapshot: minutes 0 to 6 are published.
+        e.remove_partition(1);
+        e.assign(1, now);
+        impressions(&mut e, 1, 2..4);
+        assert_eq!(e.window_late_impressions(), 1, "minute 2, final: a published window stays as published");
     }
 
     /// A backlog: 100 minutes of traffic processed before any record is written. The engine

@@ -351,8 +351,8 @@ impl Engine {
     /// Marks a partition as assigned: until its inputs deliver an event time (or go idle), they
     /// hold its watermark back. Its task is created empty unless one was restored.
     pub fn assign(&mut self, partition: i32, now: Instant) {
-        let Engine { tasks, template, .. } = self;
-        let Some(task) = tasks.get_or_create(partition, || template.task()) else { return };
+        let Engine { tasks, template, global, .. } = self;
+        let Some(task) = tasks.get_or_create(partition, || template.partition_task(global.as_ref())) else { return };
         for kind in EventKind::ALL {
             task.observe(kind, None, now);
         }
@@ -475,8 +475,8 @@ impl Engine {
     /// Where a message of this partition is counted: its task's counters (the task is created
     /// if need be), or the engine's own for a negative partition.
     fn counters_of(&mut self, partition: i32) -> &mut Counters {
-        let Engine { tasks, template, unowned, .. } = self;
-        match tasks.get_or_create(partition, || template.task()) {
+        let Engine { tasks, template, unowned, global, .. } = self;
+        match tasks.get_or_create(partition, || template.partition_task(global.as_ref())) {
             Some(task) => &mut task.totals.counters,
             None => unowned,
         }
