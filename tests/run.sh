@@ -30,10 +30,10 @@ trap report_phases EXIT
 
 # Debian's prometheus package: promtool checks every /metrics exposition the tests scrape, the
 # shipped configuration and rules (and runs their unit tests), and tests/ecosystem.rs runs the
-# prometheus server itself against the demo. python3 with PyYAML parses the deployment files.
+# prometheus server itself against the demo.
 missing=()
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
-python3 -c 'import yaml' >/dev/null 2>&1 || missing+=(python3 python3-yaml)
+command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 # The tests build rankpulse with the `oidc` feature (SASL OAUTHBEARER with OIDC token endpoints,
 # tests/kafka_security.rs): librdkafka's configure looks for libcurl on the system (Cargo.toml,
 # [features]). OpenSSL and zlib are built from source; the default build needs neither.
@@ -55,6 +55,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}..."
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# python3 with PyYAML parses the deployment files (tests/deploy.rs): from PyPI, for the python3
+# the tests run (the machines' is pyenv's, which Debian's python3-yaml does not reach).
+if ! python3 -c 'import yaml' >/dev/null 2>&1; then
+  echo "installing PyYAML..."
+  python3 -m pip install --quiet --disable-pip-version-check --break-system-packages PyYAML==6.0.3
 fi
 
 # tests/your_events.rs produces with confluent-kafka's own Avro and Protobuf serializers and its
