@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::aggregates_record::{PartitionAggregates, PartitionAggregatesRef};
 use super::published::{trim_closed, Link};
 use super::snapshot::check_named;
-use super::task::{Task, Tasks};
+use super::task::{Task, TaskTemplate, Tasks};
 use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
 use crate::checkpoint::Inconsistency;
@@ -165,7 +165,7 @@ impl GlobalView {
     /// (handed out or given up, of every size), or `None` while some size has none complete.
     /// Window `[s, s + size)` closes at watermark `s + size + attribution_window`
     /// ([`crate::accumulate::Accumulators::close_windows`]).
-    pub fn complete_mark(&self, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Option<EventTime> {
+    fn complete_mark(&self, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Option<EventTime> {
         let mut mark = None;
         for (size, &size_ms) in window_sizes_ms.iter().enumerate() {
             let complete_before = *self.complete_before.get(size)?;
@@ -279,6 +279,21 @@ impl GlobalView {
             if let Some(done) = self.complete_before.get_mut(size) {
                 *done = (*done).max(oldest.1.saturating_add(1));
             }
+        }
+    }
+}
+
+/// Where a partition's new task (it has no snapshot) closes its windows, for an engine whose
+/// experiment-wide view is `view`, if it has one. With one, only where the view has completed
+/// them: a window still waiting for this partition (whose previous owner stopped before its
+/// first checkpoint, say) stays open for the impressions it re-reads, which an uninterrupted run
+/// counts in that window. Without one, where this engine has.
+pub(super) fn new_task_closed_at(template: &TaskTemplate, view: Option<&GlobalView>) -> Option<EventTime> {
+    match view {
+        None => template.windows_closed_at,
+        Some(view) => {
+            let complete = view.complete_mark(&template.window_sizes_ms, template.attribution_window_ms);
+            template.windows_closed_at.zip(complete).map(|(own, complete)| own.min(complete))
         }
     }
 }

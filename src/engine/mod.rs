@@ -282,7 +282,7 @@ impl Engine {
             watermarks: Watermarks {
                 max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
                 idle_timeout: cfg.join.idle_timeout.as_duration(),
-                confirmation_gap: None,
+                confirmation_valid_for: None,
                 frontier: None,
                 least: None,
             },
@@ -352,17 +352,17 @@ impl Engine {
     /// hold its watermark back. Its task is created empty unless one was restored.
     pub fn assign(&mut self, partition: i32, now: Instant) {
         let Engine { tasks, template, global, .. } = self;
-        let Some(task) = tasks.get_or_create(partition, || template.partition_task(global.as_ref())) else { return };
+        let Some(task) = tasks.get_or_create(partition, || template.task_closed_at(global::new_task_closed_at(template, global.as_ref()))) else { return };
         for kind in EventKind::ALL {
             task.observe(kind, None, now);
         }
     }
 
     /// From now on an input goes idle only while the brokers confirm it has nothing unread
-    /// ([`Engine::confirm_caught_up`]), confirmations `gap` apart at most (the Kafka source's
+    /// ([`Engine::caught_up`]), each confirmation counting for `valid_for` (the Kafka source's
     /// rule; [`watermark`]'s documentation).
-    pub fn require_caught_up_confirmation(&mut self, gap: Duration) {
-        self.watermarks.confirmation_gap = Some(gap);
+    pub fn require_caught_up_confirmation(&mut self, valid_for: Duration) {
+        self.watermarks.confirmation_valid_for = Some(valid_for);
     }
 
     /// `join.idle_timeout`.
@@ -376,12 +376,21 @@ impl Engine {
         watermark::silent_inputs(&self.tasks, now, silence)
     }
 
-    /// The brokers confirmed, as of `at`, that these inputs had nothing unread.
-    pub fn confirm_caught_up(&mut self, inputs: &[(i32, EventKind)], at: Instant) {
-        let Some(gap) = self.watermarks.confirmation_gap else { return };
-        for &(partition, kind) in inputs {
-            if let Some(task) = self.tasks.get_mut(partition) {
-                task.inputs[kind.index()].confirm_caught_up(at, gap);
+    /// A round of questions to the brokers as of `at`: `confirmed` inputs had nothing unread;
+    /// `not_confirmed` ones (no answer, or messages waiting) are not idle until confirmed again.
+    pub fn caught_up(&mut self, confirmed: &[(i32, EventKind)], not_confirmed: &[(i32, EventKind)], at: Instant) {
+        if self.watermarks.confirmation_valid_for.is_none() {
+            return;
+        }
+        for (inputs, confirm) in [(confirmed, true), (not_confirmed, false)] {
+            for &(partition, kind) in inputs {
+                let Some(task) = self.tasks.get_mut(partition) else { continue };
+                let clock = &mut task.inputs[kind.index()];
+                if confirm {
+                    clock.confirm_caught_up(at);
+                } else {
+                    clock.not_confirmed(at);
+                }
             }
         }
     }
@@ -476,7 +485,7 @@ impl Engine {
     /// if need be), or the engine's own for a negative partition.
     fn counters_of(&mut self, partition: i32) -> &mut Counters {
         let Engine { tasks, template, unowned, global, .. } = self;
-        match tasks.get_or_create(partition, || template.partition_task(global.as_ref())) {
+        match tasks.get_or_create(partition, || template.task_closed_at(global::new_task_closed_at(template, global.as_ref()))) {
             Some(task) => &mut task.totals.counters,
             None => unowned,
         }

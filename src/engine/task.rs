@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::global::GlobalView;
 use super::published::ClosedProgress;
 use super::telemetry::{Counters, Distribution};
 use super::totals_log::TotalsLog;
@@ -89,7 +88,7 @@ pub(super) struct TaskTemplate {
     pub(super) attribution_window_ms: i64,
     /// The watermark the engine last closed windows on: a new partition's impressions in
     /// windows closed before it are late, as they would be for the partitions already there
-    /// (but see [`TaskTemplate::partition_task`]).
+    /// (but see [`super::global::new_task_closed_at`]).
     pub(super) windows_closed_at: Option<EventTime>,
     /// `[clicks]` when the click log is on.
     pub(super) clicks: Option<LogSettings>,
@@ -100,28 +99,14 @@ pub(super) struct TaskTemplate {
 }
 
 impl TaskTemplate {
-    /// A partition's new task (it has no snapshot), for an engine whose experiment-wide view
-    /// is `global`, if it has one. With one, its windows are closed only where the view has
-    /// completed them: a window still waiting for this partition (whose previous owner stopped
-    /// before its first checkpoint, say) stays open for the impressions it re-reads, which an
-    /// uninterrupted run counts in that window. Without one, where this engine has.
-    pub(super) fn partition_task(&self, global: Option<&GlobalView>) -> Task {
-        let closed_at = match global {
-            None => self.windows_closed_at,
-            Some(view) => {
-                let complete = view.complete_mark(&self.window_sizes_ms, self.attribution_window_ms);
-                self.windows_closed_at.zip(complete).map(|(own, complete)| own.min(complete))
-            }
-        };
-        self.task_closed_at(closed_at)
-    }
-
     /// A task with every window closed that the engine has closed.
     pub(super) fn task(&self) -> Task {
         self.task_closed_at(self.windows_closed_at)
     }
 
-    fn task_closed_at(&self, closed_at: Option<EventTime>) -> Task {
+    /// A task with every window closed that `closed_at` closes (a partition's new task:
+    /// [`super::global::new_task_closed_at`]).
+    pub(super) fn task_closed_at(&self, closed_at: Option<EventTime>) -> Task {
         let mut accumulators = Accumulators::new(self.shape, &self.window_sizes_ms, self.attribution_window_ms);
         if let Some(w) = closed_at {
             accumulators.close_windows(w, |_| unreachable!("a new task has no open window"));

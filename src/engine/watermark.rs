@@ -15,11 +15,12 @@
 //! Silence alone does not make a Kafka input idle: a consumer that cannot fetch (brokers down,
 //! a partition without a leader) delivers nothing either, and the backlog it finds when it can
 //! again would all be behind a watermark the wall clock moved. So where the source confirms
-//! ([`Watermarks::confirmation_gap`]), an input is idle only while the brokers keep confirming
-//! that it has nothing unread (its high watermark at the consumer's position, `source::caught_up`),
-//! and only once they have, without a break longer than `confirmation_gap`, since its last
-//! delivery or for a whole `join.idle_timeout` after the break: time during which nobody could
-//! tell whether the input was silent does not count as idle time.
+//! ([`Watermarks::confirmation_valid_for`]), an input is idle only while the brokers keep
+//! confirming that it has nothing unread (its high watermark at the consumer's position,
+//! `source::caught_up`), and only once they have without a break (a round that could not
+//! confirm it) since its last delivery, or for a whole `join.idle_timeout` after the break:
+//! time during which nobody could tell whether the input was silent does not count as idle
+//! time.
 //!
 //! Windows close once the least partition watermark has passed their last possible deadline.
 
@@ -41,14 +42,19 @@ pub struct InputClock {
     #[serde(skip)]
     pub last_active: Option<Instant>,
     /// The brokers' latest confirmation that the input had nothing unread, if one came after
-    /// its last delivery. Wall-clock state, like `last_active`.
+    /// its last delivery and no round failed to confirm it since. Wall-clock state, like
+    /// `last_active`.
     #[serde(skip)]
     confirmed_at: Option<Instant>,
-    /// Since when the input is known to have had nothing to deliver without a break: its last
-    /// delivery when the confirmations followed it closely, else the first confirmation after
-    /// the last break. Meaningful while `confirmed_at` is set.
+    /// Since when the input is known to have had nothing to deliver: its last delivery when no
+    /// round failed to confirm it since, else the first confirmation after the last such
+    /// round. Meaningful while `confirmed_at` is set.
     #[serde(skip)]
     confirmed_since: Option<Instant>,
+    /// A round failed to confirm the input (the brokers did not answer, or messages waited)
+    /// since its last delivery: its silence before the next confirmation is not idle time.
+    #[serde(skip)]
+    broken: bool,
 }
 
 /// When silence counts as idleness (the module documentation).
@@ -56,10 +62,9 @@ pub struct InputClock {
 pub(super) struct IdleRule {
     /// `join.idle_timeout`.
     pub idle_timeout: Duration,
-    /// `Some(gap)` where the source confirms caught-up inputs: the longest time between two
-    /// pieces of evidence (a delivery, a confirmation) that keeps a silent input's stretch
-    /// unbroken, and how long a confirmation stays valid.
-    pub confirmation_gap: Option<Duration>,
+    /// `Some(valid_for)` where the source confirms caught-up inputs: how long a confirmation
+    /// counts without the next (rounds that stop coming stop the idleness they vouched for).
+    pub confirmation_valid_for: Option<Duration>,
 }
 
 impl InputClock {
@@ -67,10 +72,10 @@ impl InputClock {
     /// input that never delivered nor was assigned has always been idle.
     fn idle_since(&self, now: Instant, rule: IdleRule) -> Option<Option<Instant>> {
         let Some(last) = self.last_active else { return Some(None) };
-        let silent_from = match rule.confirmation_gap {
+        let silent_from = match rule.confirmation_valid_for {
             None => last,
-            Some(gap) => match (self.confirmed_at, self.confirmed_since) {
-                (Some(at), Some(since)) if now.saturating_duration_since(at) <= gap => since,
+            Some(valid_for) => match (self.confirmed_at, self.confirmed_since) {
+                (Some(at), Some(since)) if now.saturating_duration_since(at) <= valid_for => since,
                 _ => return None,
             },
         };
@@ -81,6 +86,7 @@ impl InputClock {
     pub(super) fn observe(&mut self, event_time: Option<EventTime>, now: Instant) {
         self.last_active = Some(now);
         self.confirmed_at = None;
+        self.broken = false;
         if let Some(t) = event_time {
             self.max_event_time = Some(self.max_event_time.map_or(t, |m| m.max(t)));
         }
@@ -89,20 +95,27 @@ impl InputClock {
     /// The brokers confirmed that the input had nothing unread as of `at` (taken before they
     /// were asked). Ignored when the input delivered since: the confirmation is about an older
     /// position.
-    pub(super) fn confirm_caught_up(&mut self, at: Instant, gap: Duration) {
+    pub(super) fn confirm_caught_up(&mut self, at: Instant) {
         if self.last_active.is_some_and(|last| last > at) {
             return;
         }
-        let previous = self.confirmed_at.or(self.last_active);
-        match previous {
-            Some(p) if at.saturating_duration_since(p) <= gap => {
-                if self.confirmed_at.is_none() {
-                    self.confirmed_since = Some(p);
-                }
-            }
-            _ => self.confirmed_since = Some(at),
+        if self.confirmed_at.is_none() {
+            self.confirmed_since = match self.broken {
+                true => Some(at),
+                false => self.last_active.or(Some(at)),
+            };
         }
         self.confirmed_at = Some(self.confirmed_at.map_or(at, |c| c.max(at)));
+    }
+
+    /// A round as of `at` could not confirm the input caught up: its stretch of silence is
+    /// broken (unless it delivered since).
+    pub(super) fn not_confirmed(&mut self, at: Instant) {
+        if self.last_active.is_some_and(|last| last > at) {
+            return;
+        }
+        self.confirmed_at = None;
+        self.broken = true;
     }
 
     /// Whether the input delivered nothing for at least `silence` before `now`, nor since.
@@ -138,10 +151,10 @@ pub(super) struct Watermarks {
     pub max_out_of_orderness: i64,
     /// `join.idle_timeout`.
     pub idle_timeout: Duration,
-    /// Whether an input is idle only while the brokers confirm it caught up, and the gap that
-    /// breaks a stretch of confirmations: set by the Kafka source, which confirms; `None` where
-    /// nothing does (replay reads files to their end, and finishes).
-    pub confirmation_gap: Option<Duration>,
+    /// Whether an input is idle only while the brokers confirm it caught up, and how long a
+    /// confirmation counts: set by the Kafka source, which confirms; `None` where nothing does
+    /// (replay reads files to their end, and finishes).
+    pub confirmation_valid_for: Option<Duration>,
     /// Least progress of all active inputs (see the module documentation); checkpointed, so
     /// that idle partitions resume where they were.
     pub frontier: Option<EventTime>,
@@ -152,7 +165,7 @@ pub(super) struct Watermarks {
 
 impl Watermarks {
     fn rule(&self) -> IdleRule {
-        IdleRule { idle_timeout: self.idle_timeout, confirmation_gap: self.confirmation_gap }
+        IdleRule { idle_timeout: self.idle_timeout, confirmation_valid_for: self.confirmation_valid_for }
     }
 
     fn progress(&self, clock: &InputClock, now: Instant) -> Progress {
@@ -235,8 +248,8 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
-    fn rule(gap: Option<u64>) -> IdleRule {
-        IdleRule { idle_timeout: 10 * SECOND, confirmation_gap: gap.map(Duration::from_secs) }
+    fn rule(valid_for: Option<u64>) -> IdleRule {
+        IdleRule { idle_timeout: 10 * SECOND, confirmation_valid_for: valid_for.map(Duration::from_secs) }
     }
 
     /// A clock that delivered at `t0`.
@@ -265,47 +278,51 @@ mod tests {
     }
 
     #[test]
-    fn confirmations_that_follow_the_delivery_closely_count_from_it() {
+    fn unbroken_confirmations_count_from_the_delivery_however_far_apart() {
         let t0 = Instant::now();
         let mut clock = delivered_at(t0);
-        for s in (2..=10).step_by(2) {
-            clock.confirm_caught_up(t0 + s * SECOND, 3 * SECOND);
+        // Rounds slowed down by a busy machine: the first confirmation 6 s after the delivery.
+        for s in [6, 10] {
+            clock.confirm_caught_up(t0 + s * SECOND);
         }
         assert_eq!(clock.idle_since(t0 + 10 * SECOND, rule(Some(3))), Some(Some(t0 + 10 * SECOND)));
-        // A confirmation goes stale after the gap: active again until the next one.
+        // A confirmation stops counting once the rounds stop coming, and counts again with the
+        // next one, from the same start.
         assert_eq!(clock.idle_since(t0 + 14 * SECOND, rule(Some(3))), None);
-        for s in (14..=24).step_by(2) {
-            clock.confirm_caught_up(t0 + s * SECOND, 3 * SECOND);
-            let idle = clock.idle_since(t0 + s * SECOND, rule(Some(3)));
-            // A stretch broken by more than the gap starts again: idle a whole timeout after.
-            assert_eq!(idle, (s == 24).then_some(Some(t0 + 24 * SECOND)), "at {s} s");
-        }
+        clock.confirm_caught_up(t0 + 14 * SECOND);
+        assert_eq!(clock.idle_since(t0 + 14 * SECOND, rule(Some(3))), Some(Some(t0 + 10 * SECOND)));
     }
 
     #[test]
     fn an_outage_does_not_count_as_idle_time() {
         let t0 = Instant::now();
         let mut clock = delivered_at(t0);
-        // The brokers answer nothing for 40 s after the delivery; then they confirm it caught up.
+        clock.confirm_caught_up(t0 + 2 * SECOND);
+        // The brokers answer nothing from 4 s to 40 s; then they confirm it caught up.
+        for s in (4..40).step_by(2) {
+            clock.not_confirmed(t0 + s * SECOND);
+            assert_eq!(clock.idle_since(t0 + s * SECOND, rule(Some(3))), None, "at {s} s");
+        }
         for s in (40..=48).step_by(2) {
-            clock.confirm_caught_up(t0 + s * SECOND, 3 * SECOND);
+            clock.confirm_caught_up(t0 + s * SECOND);
         }
         assert_eq!(clock.idle_since(t0 + 49 * SECOND, rule(Some(3))), None, "the 9 s since the break are not 10");
-        clock.confirm_caught_up(t0 + 50 * SECOND, 3 * SECOND);
+        clock.confirm_caught_up(t0 + 50 * SECOND);
         assert_eq!(clock.idle_since(t0 + 50 * SECOND, rule(Some(3))), Some(Some(t0 + 50 * SECOND)));
     }
 
     #[test]
-    fn a_confirmation_older_than_the_last_delivery_is_ignored() {
+    fn what_a_delivery_outdates_is_ignored_and_a_delivery_mends_a_break() {
         let t0 = Instant::now();
         let mut clock = delivered_at(t0);
         clock.observe(Some(2_000), t0 + 5 * SECOND);
-        clock.confirm_caught_up(t0 + 4 * SECOND, 3 * SECOND);
-        assert_eq!(clock.idle_since(t0 + 16 * SECOND, rule(Some(3))), None);
-        // A delivery ends the stretch of confirmations before it.
-        clock.confirm_caught_up(t0 + 7 * SECOND, 3 * SECOND);
+        clock.confirm_caught_up(t0 + 4 * SECOND);
+        clock.not_confirmed(t0 + 4 * SECOND);
+        assert_eq!(clock.idle_since(t0 + 16 * SECOND, rule(Some(3))), None, "nothing confirmed since 5 s");
+        clock.not_confirmed(t0 + 6 * SECOND);
         clock.observe(None, t0 + 8 * SECOND);
-        assert_eq!(clock.idle_since(t0 + 16 * SECOND, rule(Some(3))), None);
+        clock.confirm_caught_up(t0 + 9 * SECOND);
+        assert_eq!(clock.idle_since(t0 + 18 * SECOND, rule(Some(30))), Some(Some(t0 + 18 * SECOND)));
     }
 
     #[test]

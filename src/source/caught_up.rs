@@ -5,7 +5,7 @@
 //! Silence is not idleness. A consumer that cannot fetch (every broker down, a partition whose
 //! leader is gone, a connection backing off after an outage) delivers nothing either, and if the
 //! wall clock moved the watermark meanwhile, the backlog it finds afterwards would be counted
-//! late. An input is caught up when its next offset (the engine's position, or where the group
+//! late. An input is caught up when its next offset (the consumer's position, or where the group
 //! resumes it) is at its high watermark, as the brokers answer now; an input whose brokers do
 //! not answer is not.
 
@@ -57,9 +57,10 @@ impl CaughtUp {
         let mut engine = engine.lock();
         let idle_timeout = engine.idle_timeout();
         let interval = (idle_timeout / 4).clamp(SHORTEST_INTERVAL, LONGEST_INTERVAL);
-        // Two rounds and an unanswered question may separate two confirmations of an input
-        // that stays silent; a longer gap is a break (the module documentation).
-        engine.require_caught_up_confirmation(2 * interval + QUERY_TIMEOUT);
+        // A confirmation counts until a few rounds should have renewed it: rounds that stop
+        // coming (the consumer thread held up) stop vouching. A round that cannot confirm an
+        // input is what breaks its idleness, however long rounds take on a busy machine.
+        engine.require_caught_up_confirmation(idle_timeout.max(4 * interval + QUERY_TIMEOUT));
         CaughtUp { interval, idle_timeout, next_round: now, from_earliest, held: BTreeMap::new() }
     }
 
@@ -83,19 +84,33 @@ impl CaughtUp {
         }
         // What each silent input would read next: taken before the brokers are asked, so that
         // a message consumed meanwhile makes the answer "unread", never the other way round.
+        // The client's position is past the transaction markers it read (which the engine never
+        // sees: a transactional producer's partition ends with one); the engine's is known
+        // before the client has read anything since the assignment.
+        let fetched = consumer.position().ok();
         let questions: Vec<Question> = {
             let state = context.state();
             silent
                 .iter()
                 .map(|&(partition, kind)| {
                     let consumed = state.tasks.get(&partition).is_some_and(|t| t.inputs[kind.index()]);
-                    let next = state.positions.of(partition).and_then(|p| p[kind.index()]);
-                    Question { partition, kind, consumed, next }
+                    let in_state = state.positions.of(partition).and_then(|p| p[kind.index()]);
+                    let by_client = fetched
+                        .as_ref()
+                        .and_then(|tpl| tpl.find_partition(&topics[kind.index()], partition))
+                        .and_then(|e| match e.offset() {
+                            Offset::Offset(offset) => Some(offset),
+                            _ => None,
+                        });
+                    Question { partition, kind, consumed, next: in_state.max(by_client) }
                 })
                 .collect()
         };
+        drop(fetched);
         let answer = self.ask(consumer, topics, &questions);
-        engine.lock().confirm_caught_up(&answer.confirmed, now);
+        let not_confirmed: Vec<(i32, EventKind)> =
+            silent.iter().copied().filter(|input| !answer.confirmed.contains(input)).collect();
+        engine.lock().caught_up(&answer.confirmed, &not_confirmed, now);
         self.report(engine, now, &silent, &answer, topics);
     }
 
@@ -187,7 +202,8 @@ struct Question {
     kind: EventKind,
     /// Whether the task was assigned this input (its topic has the partition).
     consumed: bool,
-    /// The engine's position: the next offset it reads; `None` before it read anything.
+    /// The next offset the input is read from (the engine's position or the client's, the
+    /// further); `None` before either read anything.
     next: Option<i64>,
 }
 
