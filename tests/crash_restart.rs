@@ -276,7 +276,8 @@ fn outage_test(session_timeout_ms: &str) {
                 let query = format!("q{i}");
                 let docs: Vec<String> = (0..5).map(|r| format!("d{}", (i + r) % 50)).collect();
                 let variant = ["control", "treatment"][i % 2];
-                let imp = json!({"query_id": query, "timestamp": t, "results": docs, "experiment": "x", "variant": variant});
+                let imp =
+                    json!({"query_id": query, "timestamp": t, "results": docs, "experiment": "x", "variant": variant});
                 send_queued(&producer, IMP_TOPIC, p, &imp.to_string());
                 let click = json!({"query_id": query, "timestamp": t + 10, "doc_id": docs[i % 5], "action": "click", "event_id": format!("c{i}")});
                 send_queued(&producer, ENG_TOPIC, p, &click.to_string());
@@ -308,7 +309,10 @@ fn outage_test(session_timeout_ms: &str) {
     let late = sum(&m, "rankpulse_impressions_late_total");
     let late_clicks = sum(&m, "rankpulse_engagements_late_total");
     let window_late = sum(&m, "rankpulse_window_late_impressions_total");
-    eprintln!("{} impressions; late: {late} impressions, {late_clicks} clicks, {window_late} in closed windows", produced[0]);
+    eprintln!(
+        "{} impressions; late: {late} impressions, {late_clicks} clicks, {window_late} in closed windows",
+        produced[0]
+    );
     assert_eq!(
         (late, late_clicks, window_late),
         (0.0, 0.0, 0.0),

@@ -352,7 +352,11 @@ impl Engine {
     /// hold its watermark back. Its task is created empty unless one was restored.
     pub fn assign(&mut self, partition: i32, now: Instant) {
         let Engine { tasks, template, global, .. } = self;
-        let Some(task) = tasks.get_or_create(partition, || template.task_closed_at(global::new_task_closed_at(template, global.as_ref()))) else { return };
+        let Some(task) = tasks.get_or_create(partition, || {
+            template.task_closed_at(global::new_task_closed_at(template, global.as_ref()))
+        }) else {
+            return;
+        };
         for kind in EventKind::ALL {
             task.observe(kind, None, now);
         }
@@ -485,7 +489,9 @@ impl Engine {
     /// if need be), or the engine's own for a negative partition.
     fn counters_of(&mut self, partition: i32) -> &mut Counters {
         let Engine { tasks, template, unowned, global, .. } = self;
-        match tasks.get_or_create(partition, || template.task_closed_at(global::new_task_closed_at(template, global.as_ref()))) {
+        match tasks
+            .get_or_create(partition, || template.task_closed_at(global::new_task_closed_at(template, global.as_ref())))
+        {
             Some(task) => &mut task.totals.counters,
             None => unowned,
         }

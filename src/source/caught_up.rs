@@ -51,8 +51,8 @@ pub(super) struct CaughtUp {
 }
 
 impl CaughtUp {
-    /// Rounds for an engine whose inputs go idle after `idle_timeout`; tells the engine that
-    /// inputs are idle only while confirmed, and how far apart confirmations may be.
+    /// Rounds for `engine`, from `now`; tells the engine that its inputs are idle only while
+    /// confirmed, and how long a confirmation counts.
     pub fn start(engine: &SharedEngine, from_earliest: bool, now: Instant) -> Self {
         let mut engine = engine.lock();
         let idle_timeout = engine.idle_timeout();
@@ -115,7 +115,12 @@ impl CaughtUp {
     }
 
     /// Asks the brokers about each input in turn; stops at the first that goes unanswered.
-    fn ask<C: ConsumerContext>(&self, consumer: &BaseConsumer<C>, topics: &[String; 2], questions: &[Question]) -> Answer {
+    fn ask<C: ConsumerContext>(
+        &self,
+        consumer: &BaseConsumer<C>,
+        topics: &[String; 2],
+        questions: &[Question],
+    ) -> Answer {
         let mut answer = Answer::default();
         // Where the group resumes the inputs nothing was consumed of yet, in one request.
         let mut unpositioned = TopicPartitionList::new();
@@ -162,7 +167,14 @@ impl CaughtUp {
     /// Says once, per input, that a silent input past the idle timeout holds its watermark
     /// because the brokers did not confirm it caught up; forgets inputs that were confirmed or
     /// delivered since.
-    fn report(&mut self, engine: &SharedEngine, now: Instant, silent: &[(i32, EventKind)], answer: &Answer, topics: &[String; 2]) {
+    fn report(
+        &mut self,
+        engine: &SharedEngine,
+        now: Instant,
+        silent: &[(i32, EventKind)],
+        answer: &Answer,
+        topics: &[String; 2],
+    ) {
         let confirmed: BTreeSet<(usize, i32)> = answer.confirmed.iter().map(|&(p, k)| (k.index(), p)).collect();
         let silent_set: BTreeSet<(usize, i32)> = silent.iter().map(|&(p, k)| (k.index(), p)).collect();
         self.held.retain(|input, _| silent_set.contains(input) && !confirmed.contains(input));
