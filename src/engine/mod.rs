@@ -383,19 +383,8 @@ impl Engine {
     /// A round of questions to the brokers as of `at`: `confirmed` inputs had nothing unread;
     /// `not_confirmed` ones (no answer, or messages waiting) are not idle until confirmed again.
     pub fn caught_up(&mut self, confirmed: &[(i32, EventKind)], not_confirmed: &[(i32, EventKind)], at: Instant) {
-        if self.watermarks.confirmation_valid_for.is_none() {
-            return;
-        }
-        for (inputs, confirm) in [(confirmed, true), (not_confirmed, false)] {
-            for &(partition, kind) in inputs {
-                let Some(task) = self.tasks.get_mut(partition) else { continue };
-                let clock = &mut task.inputs[kind.index()];
-                if confirm {
-                    clock.confirm_caught_up(at);
-                } else {
-                    clock.not_confirmed(at);
-                }
-            }
+        if self.watermarks.confirmation_valid_for.is_some() {
+            watermark::caught_up(&mut self.tasks, confirmed, not_confirmed, at);
         }
     }
 

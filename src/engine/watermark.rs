@@ -231,6 +231,25 @@ pub(super) fn silent_inputs(tasks: &Tasks, now: Instant, silence: Duration) -> V
     silent
 }
 
+/// Tells the inputs of `tasks` what a round of questions to the brokers as of `at` learned.
+pub(super) fn caught_up(
+    tasks: &mut Tasks,
+    confirmed: &[(i32, EventKind)],
+    not_confirmed: &[(i32, EventKind)],
+    at: Instant,
+) {
+    for &(partition, kind) in confirmed {
+        if let Some(task) = tasks.get_mut(partition) {
+            task.inputs[kind.index()].confirm_caught_up(at);
+        }
+    }
+    for &(partition, kind) in not_confirmed {
+        if let Some(task) = tasks.get_mut(partition) {
+            task.inputs[kind.index()].not_confirmed(at);
+        }
+    }
+}
+
 /// The least watermark of the tasks, if every one has a watermark: everything before it is
 /// final, and windows close on it.
 pub(super) fn least(tasks: &Tasks) -> Option<EventTime> {
