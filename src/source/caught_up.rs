@@ -24,11 +24,6 @@ use super::rebalance::SourceContext;
 /// (the brokers are unreachable; the rest stay unconfirmed), so this bounds how long the
 /// consumer thread stops consuming for it.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
-/// The share of a round's interval its questions may take: the rest is the consumer's. A
-/// backlog makes partitions that wait their turn look silent, and on a busy machine the
-/// brokers answer slowly; a round that asked about all of them each time took most of the
-/// consumer thread's time.
-const ROUND_BUDGET_SHARE: u32 = 4;
 /// Rounds are at most this far apart, whatever `join.idle_timeout`.
 const LONGEST_INTERVAL: Duration = Duration::from_secs(5);
 /// ... and at least this far.
@@ -53,9 +48,6 @@ pub(super) struct CaughtUp {
     /// brokers just before a round is not worth a warning), and once, until confirmed or
     /// delivering again.
     held: BTreeMap<(usize, i32), u32>,
-    /// Where the next round starts in its list of silent inputs: a round out of budget leaves
-    /// the rest unasked (neither confirmed nor broken), and the next asks them first.
-    rotation: usize,
 }
 
 impl CaughtUp {
@@ -65,8 +57,11 @@ impl CaughtUp {
         let mut engine = engine.lock();
         let idle_timeout = engine.idle_timeout();
         let interval = (idle_timeout / 4).clamp(SHORTEST_INTERVAL, LONGEST_INTERVAL);
-        engine.require_caught_up_confirmation(valid_for(idle_timeout, interval, 1));
-        CaughtUp { interval, idle_timeout, next_round: now, from_earliest, held: BTreeMap::new(), rotation: 0 }
+        // A confirmation counts until a few rounds should have renewed it: rounds that stop
+        // coming (the consumer thread held up) stop vouching. A round that cannot confirm an
+        // input is what breaks its idleness, however long rounds take on a busy machine.
+        engine.require_caught_up_confirmation(idle_timeout.max(4 * interval + QUERY_TIMEOUT));
+        CaughtUp { interval, idle_timeout, next_round: now, from_earliest, held: BTreeMap::new() }
     }
 
     /// Runs a round if one is due: asks about every input silent for a round's interval.
@@ -82,13 +77,11 @@ impl CaughtUp {
             return;
         }
         self.next_round = now + self.interval;
-        let mut silent = engine.lock().silent_inputs(now, self.interval);
+        let silent = engine.lock().silent_inputs(now, self.interval);
         if silent.is_empty() {
             self.held.clear();
             return;
         }
-        let start = self.rotation % silent.len();
-        silent.rotate_left(start);
         // What each silent input would read next: taken before the brokers are asked, so that
         // a message consumed meanwhile makes the answer "unread", never the other way round.
         // The client's position is past the transaction markers it read (which the engine never
@@ -114,35 +107,19 @@ impl CaughtUp {
                 .collect()
         };
         drop(fetched);
-        let answer = self.ask(consumer, topics, &questions, now + self.interval / ROUND_BUDGET_SHARE);
-        self.rotation = start + answer.asked;
-        // The consumer gets a whole interval between two rounds, however long this one took.
-        self.next_round = Instant::now() + self.interval;
-        let rounds_to_ask_all = silent.len().div_ceil(answer.asked.max(1));
-        // Those asked and not confirmed, and after a failure every one left: the brokers do
-        // not answer. Out of budget, the rest are left as they were.
-        let unasked = &silent[answer.asked..];
-        let not_confirmed: Vec<(i32, EventKind)> = silent[..answer.asked]
-            .iter()
-            .chain(if answer.error.is_some() { unasked } else { &[] })
-            .copied()
-            .filter(|input| !answer.confirmed.contains(input))
-            .collect();
-        let mut engine_now = engine.lock();
-        engine_now.require_caught_up_confirmation(valid_for(self.idle_timeout, self.interval, rounds_to_ask_all));
-        engine_now.caught_up(&answer.confirmed, &not_confirmed, now);
-        drop(engine_now);
-        self.report(engine, now, &silent, &answer, &not_confirmed, topics);
+        let answer = self.ask(consumer, topics, &questions);
+        let not_confirmed: Vec<(i32, EventKind)> =
+            silent.iter().copied().filter(|input| !answer.confirmed.contains(input)).collect();
+        engine.lock().caught_up(&answer.confirmed, &not_confirmed, now);
+        self.report(engine, now, &silent, &answer, topics);
     }
 
-    /// Asks the brokers about each input in turn; stops at the first that goes unanswered, or
-    /// once past `budget` (having asked at least one).
+    /// Asks the brokers about each input in turn; stops at the first that goes unanswered.
     fn ask<C: ConsumerContext>(
         &self,
         consumer: &BaseConsumer<C>,
         topics: &[String; 2],
         questions: &[Question],
-        budget: Instant,
     ) -> Answer {
         let mut answer = Answer::default();
         // Where the group resumes the inputs nothing was consumed of yet, in one request.
@@ -155,10 +132,6 @@ impl CaughtUp {
             _ => consumer.committed_offsets(unpositioned, QUERY_TIMEOUT).map_err(|e| answer.failed(e)).ok(),
         };
         for q in questions {
-            if answer.error.is_some() || (answer.asked > 0 && Instant::now() > budget) {
-                break;
-            }
-            answer.asked += 1;
             // An input the task was not assigned (its topic has fewer partitions) has nothing to read.
             if !q.consumed {
                 answer.confirmed.push((q.partition, q.kind));
@@ -178,7 +151,7 @@ impl CaughtUp {
                 Ok(bounds) => bounds,
                 Err(e) => {
                     answer.failed(e);
-                    continue;
+                    break;
                 }
             };
             let next = next.unwrap_or(if self.from_earliest { low } else { high });
@@ -200,7 +173,6 @@ impl CaughtUp {
         now: Instant,
         silent: &[(i32, EventKind)],
         answer: &Answer,
-        not_confirmed: &[(i32, EventKind)],
         topics: &[String; 2],
     ) {
         let confirmed: BTreeSet<(usize, i32)> = answer.confirmed.iter().map(|&(p, k)| (k.index(), p)).collect();
@@ -208,9 +180,7 @@ impl CaughtUp {
         self.held.retain(|input, _| silent_set.contains(input) && !confirmed.contains(input));
         let past_timeout = engine.lock().silent_inputs(now, self.idle_timeout);
         let mut newly_held = Vec::new();
-        let not_confirmed: BTreeSet<(usize, i32)> = not_confirmed.iter().map(|&(p, k)| (k.index(), p)).collect();
-        // Counted in the rounds that asked and could not confirm (not those out of budget).
-        for input in past_timeout.iter().map(|&(p, k)| (k.index(), p)).filter(|i| not_confirmed.contains(i)) {
+        for input in past_timeout.iter().map(|&(p, k)| (k.index(), p)).filter(|i| !confirmed.contains(i)) {
             let rounds = self.held.entry(input).or_insert(0);
             *rounds = rounds.saturating_add(1);
             if *rounds == 2 {
@@ -223,7 +193,7 @@ impl CaughtUp {
         let reason = match (&answer.error, answer.unread.iter().find(|u| u.0 == partition && u.1.index() == kind)) {
             (_, Some(&(_, _, unread))) => format!("{unread} messages wait that the consumer has not fetched"),
             (Some(error), None) => format!("the brokers did not answer: {error}"),
-            (None, None) => "messages wait that the consumer has not fetched".to_string(),
+            (None, None) => "not asked yet".to_string(),
         };
         tracing::warn!(
             topic,
@@ -235,16 +205,6 @@ impl CaughtUp {
              wall clock pass what it has not delivered yet"
         );
     }
-}
-
-/// How long a confirmation counts: until the rounds should have asked about the input again,
-/// with room for a few more (`rounds_to_ask_all`: how many rounds, at the last one's pace,
-/// it takes to ask about every silent input). Rounds that stop coming (the consumer thread
-/// held up) stop vouching; what breaks an input's idleness is a round that asked and could not
-/// confirm it, however long rounds take on a busy machine.
-fn valid_for(idle_timeout: Duration, interval: Duration, rounds_to_ask_all: usize) -> Duration {
-    let rounds = u32::try_from(rounds_to_ask_all).unwrap_or(u32::MAX).saturating_add(3);
-    idle_timeout.max(interval.saturating_mul(rounds).saturating_add(QUERY_TIMEOUT))
 }
 
 /// One silent input, as the round asks about it.
@@ -268,8 +228,6 @@ struct Answer {
     unread: Vec<(i32, EventKind, i64)>,
     /// Why the round stopped early, if it did.
     error: Option<String>,
-    /// How many of the questions, from the first, were asked.
-    asked: usize,
 }
 
 impl Answer {
