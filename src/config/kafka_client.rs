@@ -127,6 +127,13 @@ pub const REDACTED: &str = "<redacted>";
 /// until the first connection fails, so a misspelling is caught here, naming the key.
 const SASL_MECHANISMS: &[&str] = &["GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
 
+/// Whether a consumer with this configuration reads a partition without a committed offset
+/// from its start (`auto.offset.reset`; librdkafka's default, `latest`, is not rankpulse's,
+/// which sets `earliest` when the user did not choose).
+pub fn reads_from_earliest(consumer: &ClientConfig) -> bool {
+    matches!(consumer.get("auto.offset.reset"), None | Some("earliest" | "smallest" | "beginning"))
+}
+
 /// Whether `key`'s value must never be shown.
 pub fn is_secret(key: &str) -> bool {
     SECRET_PROPERTIES.contains(&key)

@@ -33,7 +33,7 @@ pub use inputs::{
     EngagementMapping, FieldSource, From as SourceOf, ImpressionMapping, LocalSchema, MappingConfig,
     SchemaRegistryConfig, SchemasConfig, TimestampFormat,
 };
-pub use kafka_client::{is_secret, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
+pub use kafka_client::{is_secret, reads_from_earliest, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
 pub use page::PageConfig;
 pub use readout::{BayesianConfig, CupedConfig, DifferenceScale};
 pub use repartition::{RepartitionConfig, RepartitionMode};

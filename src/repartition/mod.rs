@@ -372,8 +372,7 @@ pub fn spawn(
     let max_stall = cfg.join.idle_timeout.as_duration() / 3;
     let context = stage::StageContext::new(log, producer, raw_topics.clone(), routing, max_stall);
     let consumer_config = consumer_config(cfg)?;
-    let from_earliest =
-        matches!(consumer_config.get("auto.offset.reset"), None | Some("earliest" | "smallest" | "beginning"));
+    let from_earliest = crate::config::reads_from_earliest(&consumer_config);
     let consumer: BaseConsumer<stage::StageContext> =
         consumer_config.create_with_context(context).map_err(RepartitionError::Create)?;
     consumer

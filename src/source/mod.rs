@@ -193,8 +193,7 @@ pub async fn run(
         shutdown: shutdown.clone(),
     };
     let client_config = client_config(cfg)?;
-    let from_earliest =
-        matches!(client_config.get("auto.offset.reset"), None | Some("earliest" | "smallest" | "beginning"));
+    let from_earliest = crate::config::reads_from_earliest(&client_config);
     let consumer: BaseConsumer<SourceContext> =
         client_config.create_with_context(context).map_err(SourceError::Create)?;
     // Only the impressions topic: the group assigns its partitions, and each brings the
