@@ -20,9 +20,9 @@ use crate::event::EventKind;
 
 use super::rebalance::SourceContext;
 
-/// The longest a round waits for one answer: a round stops at the first unanswered question
-/// (the brokers are unreachable; the rest stay unconfirmed), so this bounds how long the
-/// consumer thread stops consuming for it.
+/// The longest a round waits for the brokers' answer (the inputs it would confirm stay
+/// unconfirmed): with at most two requests a round, this bounds how long the consumer thread
+/// stops consuming for one.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
 /// Rounds are at most this far apart, whatever `join.idle_timeout`.
 const LONGEST_INTERVAL: Duration = Duration::from_secs(5);
@@ -114,7 +114,13 @@ impl CaughtUp {
         self.report(engine, now, &silent, &answer, topics);
     }
 
-    /// Asks the brokers about each input in turn; stops at the first that goes unanswered.
+    /// Answers what the client already knows, and asks the brokers the rest in one request.
+    ///
+    /// The client keeps each partition's high watermark as of its last fetch: an input behind it
+    /// certainly has messages unread (the watermark only grows), so a consumer working through
+    /// a backlog, whose inputs fall silent while the client's queue holds other partitions'
+    /// messages, costs no request. An input at or past it may be stale (the brokers unreachable
+    /// since that fetch): only the brokers' answer now confirms it.
     fn ask<C: ConsumerContext>(
         &self,
         consumer: &BaseConsumer<C>,
@@ -131,6 +137,8 @@ impl CaughtUp {
             0 => Some(TopicPartitionList::new()),
             _ => consumer.committed_offsets(unpositioned, QUERY_TIMEOUT).map_err(|e| answer.failed(e)).ok(),
         };
+        let mut asked = Vec::new();
+        let (mut highs, mut lows) = (TopicPartitionList::new(), TopicPartitionList::new());
         for q in questions {
             // An input the task was not assigned (its topic has fewer partitions) has nothing to read.
             if !q.consumed {
@@ -139,22 +147,61 @@ impl CaughtUp {
             }
             let topic = &topics[q.kind.index()];
             let next = match (q.next, &committed) {
-                (Some(next), _) => Some(next),
+                (Some(next), _) => Next::At(next),
                 (None, Some(committed)) => match committed.find_partition(topic, q.partition).map(|e| e.offset()) {
-                    Some(Offset::Offset(offset)) => Some(offset),
-                    // Resumed from the reset: the low watermark or the high one, below.
-                    _ => None,
+                    Some(Offset::Offset(offset)) => Next::At(offset),
+                    _ if self.from_earliest => Next::LowWatermark,
+                    _ => Next::HighWatermark,
                 },
                 (None, None) => continue,
             };
-            let (low, high) = match consumer.fetch_watermarks(topic, q.partition, QUERY_TIMEOUT) {
-                Ok(bounds) => bounds,
-                Err(e) => {
-                    answer.failed(e);
-                    break;
+            if let (Next::At(next), Some(high)) = (next, cached_high_watermark(consumer, topic, q.partition)) {
+                if high > next {
+                    answer.unread.push((q.partition, q.kind, high - next));
+                    continue;
                 }
+            }
+            // ListOffsets answers "latest" (-1) with the high watermark (the last stable offset
+            // under read_committed, as a fetch would stop at) and "earliest" (-2) with the low.
+            let _ = highs.add_partition_offset(topic, q.partition, Offset::End);
+            if next == Next::LowWatermark {
+                let _ = lows.add_partition_offset(topic, q.partition, Offset::Beginning);
+            }
+            asked.push((q, next));
+        }
+        if asked.is_empty() {
+            return answer;
+        }
+        let query = |list: TopicPartitionList| match list.count() {
+            0 => Ok(list),
+            _ => consumer.offsets_for_times(list, QUERY_TIMEOUT),
+        };
+        let (highs, lows) = match query(highs).and_then(|highs| Ok((highs, query(lows)?))) {
+            Ok(answers) => answers,
+            Err(e) => {
+                answer.failed(e);
+                return answer;
+            }
+        };
+        let offset_in = |list: &TopicPartitionList, topic: &str, partition: i32| {
+            let element = list.find_partition(topic, partition)?;
+            match (element.error(), element.offset()) {
+                (Ok(()), Offset::Offset(offset)) => Some(offset),
+                _ => None,
+            }
+        };
+        for (q, next) in asked {
+            let topic = &topics[q.kind.index()];
+            // A partition the brokers did not answer for stays unconfirmed.
+            let Some(high) = offset_in(&highs, topic, q.partition) else { continue };
+            let next = match next {
+                Next::At(next) => next,
+                Next::HighWatermark => high,
+                Next::LowWatermark => match offset_in(&lows, topic, q.partition) {
+                    Some(low) => low,
+                    None => continue,
+                },
             };
-            let next = next.unwrap_or(if self.from_earliest { low } else { high });
             if next >= high {
                 answer.confirmed.push((q.partition, q.kind));
             } else {
@@ -217,6 +264,40 @@ struct Question {
     /// The next offset the input is read from (the engine's position or the client's, the
     /// further); `None` before either read anything.
     next: Option<i64>,
+}
+
+/// Where a silent input is read from next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// This offset: the consumer's position or the group's committed offset.
+    At(i64),
+    /// Nothing consumed or committed: `auto.offset.reset` starts it at the low watermark ...
+    LowWatermark,
+    /// ... or at the high one.
+    HighWatermark,
+}
+
+/// The partition's high watermark as of the client's last fetch from it, if it fetched one.
+///
+/// rust-rdkafka exposes only the query that asks the brokers; librdkafka's cached value
+/// (`rd_kafka_get_watermark_offsets`, which takes the partition's lock and sends nothing) is
+/// what lets a round skip the inputs a backlog keeps busy.
+fn cached_high_watermark<C: ConsumerContext>(consumer: &BaseConsumer<C>, topic: &str, partition: i32) -> Option<i64> {
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the client pointer is live for as long as `consumer` is borrowed; the topic is a
+    // NUL-terminated string that outlives the call; `low` and `high` are valid for writes.
+    let error = unsafe {
+        rdkafka::bindings::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            partition,
+            &mut low,
+            &mut high,
+        )
+    };
+    // Before the first fetch the value is librdkafka's "invalid" offset, below zero.
+    (error == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
 }
 
 /// What a round learned.
