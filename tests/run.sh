@@ -157,9 +157,14 @@ echo "completions in target/completions, $(ls target/man | wc -l) man pages in t
 # scratch: 268 s measured on an idle 2-core machine). It runs beside `cargo test`, at the lowest
 # CPU and I/O priority: the slowest tests mostly wait on Kafka group rebalances, so the build
 # takes the cores they leave idle instead of adding its minutes to the command. Its own process
-# group, so that a failing test command stops it too.
+# group, so that a failing test command stops it too. A new session is also a new autogroup where
+# the kernel has them (sched_autogroup_enabled): the scheduler then shares the CPU between
+# autogroups first, whatever their processes' nice values, and the build took as much CPU as all
+# the tests together (572 s beside them against 268 s alone); the autogroup's own nice value is
+# what puts it behind them.
 phase "the tests (cargo nextest; the clean-room build and demo beside them)"
-setsid -w nice -n 19 ionice -c 3 bash tests/clean_room.sh >target/clean-room.log 2>&1 &
+setsid -w bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null || true; exec nice -n 19 ionice -c 3 bash tests/clean_room.sh' \
+  >target/clean-room.log 2>&1 &
 clean_room=$!
 trap 'kill -- -$clean_room 2>/dev/null || true; report_phases' EXIT
 # cargo-nextest runs the tests of every binary side by side, each in a process of its own, where
