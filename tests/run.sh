@@ -154,17 +154,16 @@ echo "completions in target/completions, $(ls target/man | wc -l) man pages in t
 # The first command on a machine with only Rust and build-essential: rankpulse built (default
 # features) in a Debian chroot without pkg-config, libssl-dev, libcurl4-openssl-dev or zlib1g-dev,
 # and `demo` run there for a few seconds (45 s for the chroot, once, then a debug build from
-# scratch: 268 s measured on an idle 2-core machine). It runs beside `cargo test`, at the lowest
-# CPU and I/O priority: the slowest tests mostly wait on Kafka group rebalances, so the build
-# takes the cores they leave idle instead of adding its minutes to the command. Its own process
-# group, so that a failing test command stops it too. A new session is also a new autogroup where
-# the kernel has them (sched_autogroup_enabled): the scheduler then shares the CPU between
-# autogroups first, whatever their processes' nice values, and the build took as much CPU as all
-# the tests together (572 s beside them against 268 s alone); the autogroup's own nice value is
-# what puts it behind them.
+# scratch: 268 s measured on an idle 2-core machine). It runs beside the tests, in its own
+# process group so that a failing test command stops it too, at the lowest CPU and I/O priority.
+# Where the kernel has autogroups (sched_autogroup_enabled), its new session is also an autogroup
+# of its own and the scheduler shares the CPU between it and the tests' autogroup whatever the
+# nice values: it took close to half the CPU while the tests ran (572 s beside them, 268 s alone). The
+# machine is busy throughout the tests (no idle CPU in 20 s samples), so putting the build behind
+# them (its autogroup at nice 19) only moved its minutes after them: tests 584 s then 119 s of
+# build, against 618 s with nothing left (BENCHMARKS.md, "Issue 55, third part").
 phase "the tests (cargo nextest; the clean-room build and demo beside them)"
-setsid -w bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null || true; exec nice -n 19 ionice -c 3 bash tests/clean_room.sh' \
-  >target/clean-room.log 2>&1 &
+setsid -w nice -n 19 ionice -c 3 bash tests/clean_room.sh >target/clean-room.log 2>&1 &
 clean_room=$!
 trap 'kill -- -$clean_room 2>/dev/null || true; report_phases' EXIT
 # cargo-nextest runs the tests of every binary side by side, each in a process of its own, where
