@@ -316,3 +316,87 @@ impl Answer {
         self.error.get_or_insert_with(|| error.to_string());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::ClientConfig;
+
+    fn rounds() -> CaughtUp {
+        let interval = Duration::from_millis(250);
+        CaughtUp {
+            interval,
+            idle_timeout: 4 * interval,
+            next_round: Instant::now(),
+            from_earliest: true,
+            held: BTreeMap::new(),
+        }
+    }
+
+    fn question(kind: EventKind, next: i64) -> Question {
+        Question { partition: 0, kind, consumed: true, next: Some(next) }
+    }
+
+    /// An input behind the client's cached high watermark is answered "unread" with every
+    /// broker down (so without a request); an input at it is asked, unconfirmed while the
+    /// brokers are down and confirmed once they answer.
+    #[test]
+    fn a_backlogged_input_is_answered_from_the_client_and_a_caught_up_one_by_the_brokers() {
+        let cluster = MockCluster::new(1).unwrap();
+        let topics = ["imp".to_string(), "eng".to_string()];
+        for topic in &topics {
+            cluster.create_topic(topic, 1, 1).unwrap();
+        }
+        let brokers = cluster.bootstrap_servers();
+        let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
+        for _ in 0..5 {
+            producer.send(BaseRecord::<(), str>::to("imp").payload("x")).unwrap();
+        }
+        producer.flush(Duration::from_secs(10)).unwrap();
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("group.id", "caught-up")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let mut assignment = TopicPartitionList::new();
+        for topic in &topics {
+            assignment.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+        }
+        consumer.assign(&assignment).unwrap();
+        drop(assignment);
+        // Two of the five read: the fetch that brought them told the client the watermark is 5.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut read = 0;
+        while read < 2 {
+            assert!(Instant::now() < deadline, "nothing consumed");
+            if let Some(Ok(_)) = consumer.poll(Duration::from_millis(100)) {
+                read += 1;
+            }
+        }
+        let (impressions, engagements) = (question(EventKind::Impression, 2), question(EventKind::Engagement, 0));
+
+        cluster.broker_down(1).unwrap();
+        let answer = rounds().ask(&consumer, &topics, &[impressions, engagements]);
+        assert_eq!(answer.unread, vec![(0, EventKind::Impression, 3)]);
+        assert!(answer.confirmed.is_empty(), "{answer:?}");
+        assert!(answer.error.is_some(), "the brokers were down, yet an input was confirmed: {answer:?}");
+
+        cluster.broker_up(1).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let answer = loop {
+            let answer = rounds().ask(&consumer, &topics, &[impressions, engagements]);
+            if answer.error.is_none() || Instant::now() > deadline {
+                break answer;
+            }
+        };
+        assert_eq!(answer.confirmed, vec![(0, EventKind::Engagement)], "{answer:?}");
+        assert_eq!(answer.unread, vec![(0, EventKind::Impression, 3)]);
+
+        // At the watermark: asked, and confirmed.
+        let answer = rounds().ask(&consumer, &topics, &[question(EventKind::Impression, 5)]);
+        assert_eq!(answer.confirmed, vec![(0, EventKind::Impression)], "{answer:?}");
+    }
+}
