@@ -23,6 +23,7 @@ const SCHEMA_FILES: &[&str] = &[
     "src/config/clicks.rs",
     "src/config/readout.rs",
     "src/config/page.rs",
+    "src/config/http.rs",
     "src/stats/multiple.rs",
     "src/metrics/mod.rs",
 ];

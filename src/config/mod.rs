@@ -5,7 +5,8 @@
 //! expensive kind of configuration bug. Cross-field rules live in [`Config::validate`], and every
 //! message names the key it is about.
 //!
-//! The schema (every section and its defaults) is in `schema`, reading the file and the
+//! The schema (every section and its defaults) is in `schema`, with sections of their own in
+//! `http`, `inputs`, `clicks`, `readout`, `repartition` and `page`; reading the file and the
 //! environment in `load`, the cross-field rules in `validate`, and what each Kafka client is
 //! built from (role properties, secrets, librdkafka's own checks) in `kafka_client`, and the
 //! keys of earlier releases, read with a warning naming their replacement, in `upgrade`.
@@ -15,6 +16,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 mod clicks;
+mod http;
 mod inputs;
 mod kafka_client;
 mod load;
@@ -29,6 +31,7 @@ mod validate;
 use std::path::PathBuf;
 
 pub use clicks::{ClicksConfig, MAX_TRACKED_RANKS};
+pub use http::{ClientAuthType, HttpConfig, TlsServerConfig, REDACTED_HASH};
 pub use inputs::{
     EngagementMapping, FieldSource, From as SourceOf, ImpressionMapping, LocalSchema, MappingConfig,
     SchemaRegistryConfig, SchemasConfig, TimestampFormat,
@@ -38,9 +41,9 @@ pub use page::PageConfig;
 pub use readout::{BayesianConfig, CupedConfig, DifferenceScale};
 pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{
-    AbConfig, AbExperimentConfig, AbUnit, ClientAuthType, Config, HttpConfig, InputFormat, InterleavingConfig,
-    InterleavingCredit, JoinConfig, JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig,
-    LimitsConfig, MetricsConfig, StateCompression, StateConfig, TlsServerConfig, UbiConfig, REDACTED_HASH,
+    AbConfig, AbExperimentConfig, AbUnit, Config, InputFormat, InterleavingConfig, InterleavingCredit, JoinConfig,
+    JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig, LimitsConfig, MetricsConfig,
+    StateCompression, StateConfig, UbiConfig,
 };
 pub use upgrade::RetiredKey;
 
