@@ -100,7 +100,8 @@ fi
 phase "tansu (cargo install, once)"
 if ! tansu --help 2>/dev/null | grep -q '^Storage engines:.*libsql'; then
   echo "installing tansu (a Kafka-compatible broker, with sqlite storage for SCRAM users)..."
-  cargo install tansu --locked --debug --features dynostore,libsql
+  # Without debug info (nobody debugs the broker here): less for rustc and the linker to write.
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install tansu --locked --debug --features dynostore,libsql
 fi
 
 # The RustSec advisory snapshot in audit/ (CI cannot reach the database's own home): checked
@@ -138,6 +139,14 @@ phase "build (the binary and every test), completions and man pages"
 # turn on features of crates the binary shares (syn 3's `fold` for a proc macro, toml's `serde`),
 # so after a `cargo build` the tests would build most dependencies and rankpulse a second time:
 # 2 minutes more on 2 cores.
+# Without incremental compilation when this target directory holds no incremental build (a
+# fresh clone, CI): it only costs in a build from nothing, where rankpulse's 50 targets took
+# 79 s (151 CPU-seconds) without it and 132 s (247) with it on 2 cores. Where a developer has
+# built incrementally, the test command does too, as switching would rebuild rankpulse; an
+# exported CARGO_INCREMENTAL decides either way.
+if [ ! -d target/debug/incremental ]; then
+  export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+fi
 cargo test --locked --features oidc --all-targets --no-run
 # Generated from the clap definitions by the debug binary, as a user's install would: shell
 # completions into target/completions/, one man page per command into target/man/. Any failure
@@ -153,8 +162,8 @@ echo "completions in target/completions, $(ls target/man | wc -l) man pages in t
 
 # The first command on a machine with only Rust and build-essential: rankpulse built (default
 # features) in a Debian chroot without pkg-config, libssl-dev, libcurl4-openssl-dev or zlib1g-dev,
-# and `demo` run there for a few seconds (45 s for the chroot, once, then a debug build from
-# scratch: 268 s measured on an idle 2-core machine). It runs beside the tests, in its own
+# and `demo` run there for a few seconds (about 50 s for the chroot, once per machine, then a
+# debug build from scratch: 303 s measured on an idle 2-core machine). It runs beside the tests, in its own
 # process group so that a failing test command stops it too, at the lowest CPU and I/O priority.
 # Where the kernel has autogroups (sched_autogroup_enabled), its new session is also an autogroup
 # of its own and the scheduler shares the CPU between it and the tests' autogroup whatever the
