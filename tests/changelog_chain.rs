@@ -134,11 +134,25 @@ fn sigkill_between_snapshots_and_right_after_one_loses_nothing() {
     });
     // 2. Its successor restores the snapshots with their deltas, writes its own snapshots at its
     //    first round, and is killed right after.
-    replica = serve(&cfg);
-    produce_until(&mut stream, "the first successor never restored", &mut || {
-        deltas_applied(&replica.output()).len() == PARTITIONS as usize
-    });
-    let restored = deltas_applied(&replica.output());
+    //    A replica starts a new chain once its deltas are as large as their snapshot, so a kill
+    //    can also land just after a snapshot, and the restore then rightly applies none (seen on
+    //    a busy machine: "snapshot=9 ... deltas=0"). That successor is killed in its turn once
+    //    the brokers acknowledged deltas of its own, at most three times in all.
+    let mut restored = Vec::new();
+    for attempt in 1..=3 {
+        replica = serve(&cfg);
+        produce_until(&mut stream, "the first successor never restored", &mut || {
+            deltas_applied(&replica.output()).len() == PARTITIONS as usize
+        });
+        restored = deltas_applied(&replica.output());
+        if attempt == 3 || restored.iter().all(|&d| d > 0) {
+            break;
+        }
+        eprintln!("the kill came right after a snapshot (the restore applied {restored:?} deltas): once more");
+        produce_until(&mut stream, "the successor never wrote deltas", &mut || {
+            deltas_acknowledged().is_some_and(|n| n >= f64::from(4 * PARTITIONS))
+        });
+    }
     assert!(restored.iter().all(|&d| d > 0), "a restore between snapshots applies deltas: {restored:?}");
     eprintln!("the first restore applied {restored:?} deltas");
     std::thread::sleep(Duration::from_millis(450));
