@@ -6,7 +6,9 @@
 //! - version 5, the full snapshots rankpulse wrote up to issue 53 (which makes the changelog
 //!   incremental): a snapshot per partition;
 //! - version 6, issue 53's first part: a snapshot and the deltas after it, which carried the
-//!   sums whole (version 7's carry the operations on them).
+//!   sums whole (version 7's carry the operations on them);
+//! - version 7, the snapshots and deltas of operations this build writes: kept so that a change
+//!   of the in-memory types that moved their bytes would fail here, not in a user's upgrade.
 //!
 //! The state is a rich one: pending impressions, finalized windows, engagements de-duplicated
 //! and attributed, the click log, CUPED's pre-period and experiment sums, a client-id A/B unit.
@@ -19,7 +21,7 @@
 //! report (CUPED-adjusted figures included) and the click log must be equal.
 //!
 //! `write_the_fixture` wrote the records (version 5 with the build of 0a7952a, version 6 with
-//! that of 5edf72f); it is ignored, and rerunning it with a later build would write that
+//! that of 5edf72f, version 7 with that of 632a0f5); it is ignored, and rerunning it with a later build would write that
 //! build's format.
 
 mod common;
@@ -267,6 +269,11 @@ fn a_version_5_changelog_restores_and_resumes_exactly() {
 #[test]
 fn a_version_6_chain_of_deltas_restores_and_resumes_exactly() {
     restores_and_resumes_exactly(6);
+}
+
+#[test]
+fn a_version_7_chain_of_deltas_restores_and_resumes_exactly() {
+    restores_and_resumes_exactly(7);
 }
 
 /// The fixture of format `version` restored, and going on as a replica that read everything.
