@@ -96,7 +96,8 @@ const ENGINE_LAYERS: &[(&str, u32)] = &[
     // What a task's aggregates records carried: its closed windows kept until one does, and
     // what the last one acknowledged left its readers with.
     ("published", 0),
-    // A partition's state: its join shard, input clocks and totals.
+    // A partition's state: its join shard, input clocks and totals, and the state's size; the
+    // tasks of the engine's partitions, with their inputs' progress.
     ("task", 1),
     // A finalized impression into a task's totals.
     ("aggregation", 2),
@@ -132,12 +133,8 @@ const ENGINE_EDGES_TO_UNTIE: &[(&str, &str)] = &[
     ("telemetry", "mod"),
     ("snapshot", "mod"),
     ("global", "mod"),
-    // `Watermarks` computes the frontier and a task's target over `Task` and `Tasks`.
-    ("watermark", "task"),
     // `Aggregation` holds replay's `FinalizeWorker`, which runs `Aggregation`s on its threads.
     ("aggregation", "offload"),
-    // Finalizing the due impressions tracks the shards' sizes in `limits::StateSize`.
-    ("aggregation", "limits"),
 ];
 
 /// A module's path from the crate root: `src/engine/task.rs` is `["engine", "task"]`.

@@ -1,9 +1,8 @@
 //! Where a finalized impression becomes numbers: its metric values, into the accumulators;
 //! and the partitions finalized on several threads at once ([`finalize_due`]).
 
-use super::limits::StateSize;
 use super::offload::FinalizeWorker;
-use super::task::{Task, Totals};
+use super::task::{StateSize, Task, Totals};
 use crate::accumulate::{ClosedWindow, CupedSettings, GroupTable};
 use crate::ids::GroupId;
 use crate::ids::QueryKey;

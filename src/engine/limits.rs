@@ -1,10 +1,8 @@
 //! The `[limits]` on a single message, and the `[join]` limits on the state with the exact
 //! accounting they are enforced against.
 
-use serde::{Deserialize, Serialize};
-
 use super::aggregation::Aggregation;
-use super::task::Totals;
+use super::task::{StateSize, Totals};
 use crate::event::{RejectReason, Rejection};
 use crate::join::{JoinSettings, Shard};
 use crate::time::{format_rfc3339_ms, EventTime};
@@ -64,46 +62,6 @@ impl InputLimits {
             ));
         }
         Ok(())
-    }
-}
-
-/// Sizes of the join's state, summed over partitions and kept exact by accounting each change.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StateSize {
-    /// Pending impressions.
-    pub pending: usize,
-    /// Held engagements.
-    pub held: usize,
-    /// De-duplication keys.
-    pub dedup: usize,
-}
-
-impl StateSize {
-    pub(super) fn of(shard: &Shard) -> Self {
-        StateSize { pending: shard.pending_len(), held: shard.held_len(), dedup: shard.dedup_len() }
-    }
-
-    pub(super) fn add(&mut self, other: StateSize) {
-        self.pending += other.pending;
-        self.held += other.held;
-        self.dedup += other.dedup;
-    }
-
-    pub(super) fn subtract(&mut self, other: StateSize) {
-        self.pending -= other.pending;
-        self.held -= other.held;
-        self.dedup -= other.dedup;
-    }
-
-    /// Runs `change` on a shard and applies its effect on the shard's size to the totals.
-    pub(super) fn track<R>(&mut self, shard: &mut Shard, change: impl FnOnce(&mut Shard) -> R) -> R {
-        let before = Self::of(shard);
-        let result = change(shard);
-        let after = Self::of(shard);
-        self.pending = self.pending + after.pending - before.pending;
-        self.held = self.held + after.held - before.held;
-        self.dedup = self.dedup + after.dedup - before.dedup;
-        result
     }
 }
 

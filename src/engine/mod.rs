@@ -75,7 +75,7 @@ pub use delta::{AnyDelta, TaskDelta, TaskDeltaV6};
 pub use global::WindowsSkipped;
 pub use increments::{AggregatesOut, AggregatesRecord, PartitionIncrement, AGGREGATES_INCREMENT_VERSION};
 pub use judge::JudgedObserver;
-pub use limits::{InputLimits, StateSize};
+pub use limits::InputLimits;
 pub use prepare::{
     ClickNames, ImpressionRef, Prepared, PreparedBatch, PreparedEngagement, PreparedImpression, Preparer, UnitHash,
 };
@@ -85,7 +85,7 @@ pub use reject_log::RejectLog;
 pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;
 pub use snapshot::{RestoreError, StateFingerprint, TaskSnapshot};
-pub use task::{Task, Tasks, Totals};
+pub use task::{StateSize, Task, Tasks, Totals};
 pub use telemetry::{CheckpointStats, Counters, Distribution, RebalanceKind, RebalanceStats, Restore, RestoreSource};
 pub use watermark::InputClock;
 
@@ -377,14 +377,14 @@ impl Engine {
     /// The inputs (partition, kind) that delivered nothing for at least `silence`: those whose
     /// caught-up confirmation the source should ask the brokers for.
     pub fn silent_inputs(&self, now: Instant, silence: Duration) -> Vec<(i32, EventKind)> {
-        watermark::silent_inputs(&self.tasks, now, silence)
+        self.tasks.silent_inputs(now, silence)
     }
 
     /// A round of questions to the brokers as of `at`: `confirmed` inputs had nothing unread;
     /// `not_confirmed` ones (no answer, or messages waiting) are not idle until confirmed again.
     pub fn caught_up(&mut self, confirmed: &[(i32, EventKind)], not_confirmed: &[(i32, EventKind)], at: Instant) {
         if self.watermarks.confirmation_valid_for.is_some() {
-            watermark::caught_up(&mut self.tasks, confirmed, not_confirmed, at);
+            self.tasks.caught_up(confirmed, not_confirmed, at);
         }
     }
 
@@ -403,7 +403,7 @@ impl Engine {
     pub fn remove_partition(&mut self, partition: i32) {
         if let Some(task) = self.tasks.remove(partition) {
             self.state.subtract(StateSize::of(&task.join));
-            self.watermarks.least = watermark::least(&self.tasks);
+            self.watermarks.least = self.tasks.least_watermark();
         }
     }
 
@@ -605,16 +605,16 @@ impl Engine {
 
     /// Recomputes watermarks at wall time `now`, finalizes what they passed and closes windows.
     pub fn advance(&mut self, now: Instant) {
-        self.watermarks.update_frontier(&self.tasks, now);
+        self.watermarks.update_frontier(self.tasks.input_clocks(), now);
         let Engine { tasks, aggregation, watermarks, state, join, finalize_lanes, .. } = self;
         let mut due = Vec::new();
         for task in tasks.iter_mut() {
-            if let Some(w) = watermarks.target(task, now) {
+            if let Some(w) = watermarks.target(&task.inputs, now) {
                 due.push((w, task));
             }
         }
         finalize_due(&mut due, aggregation, state, join, *finalize_lanes);
-        let least = watermark::least(&self.tasks);
+        let least = self.tasks.least_watermark();
         if let Some(w) = least {
             self.close_windows(w, true);
         }

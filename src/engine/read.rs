@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::task::Totals;
 use super::telemetry::{CheckpointStats, Counters, Distribution, RebalanceStats};
-use super::{watermark, Engine, StateSize};
+use super::{Engine, StateSize};
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable, Groups};
 use crate::clicks::log::LogSummary;
 use crate::clicks::named::NamedTable;
@@ -266,7 +266,7 @@ impl Engine {
     /// The least partition watermark, if every owned partition has one: everything before it
     /// is final.
     pub fn watermark(&self) -> Option<EventTime> {
-        watermark::least(&self.tasks)
+        self.tasks.least_watermark()
     }
     pub fn checkpoint_stats(&self) -> CheckpointStats {
         self.checkpoint_stats

@@ -15,10 +15,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::limits::StateSize;
-use super::task::Task;
+use super::task::{StateSize, Task};
 use super::telemetry::LaterRejections;
-use super::{watermark, Engine};
+use super::Engine;
 use crate::accumulate::{CupedState, StatsShape};
 use crate::checkpoint::Inconsistency;
 use crate::clicks::log::{ClickLog, LogState, LogStateRef};
@@ -367,7 +366,7 @@ impl Engine {
         self.watermarks.frontier = self.watermarks.frontier.max(frontier);
         self.tasks.insert(partition, task);
         self.assign(partition, now);
-        self.watermarks.least = watermark::least(&self.tasks);
+        self.watermarks.least = self.tasks.least_watermark();
         Ok(())
     }
 }

@@ -7,7 +7,7 @@
 //! [`super::snapshot`]), so what a replica exports is the sum of the tasks it owns, and the
 //! sum over replicas is what one replica owning every partition would export.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +73,46 @@ impl Task {
     /// Records that an input delivered a message (with its event time, when it had a valid one).
     pub fn observe(&mut self, kind: EventKind, event_time: Option<EventTime>, now: Instant) {
         self.inputs[kind.index()].observe(event_time, now);
+    }
+}
+
+/// Sizes of the join's state, summed over partitions and kept exact by accounting each change.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateSize {
+    /// Pending impressions.
+    pub pending: usize,
+    /// Held engagements.
+    pub held: usize,
+    /// De-duplication keys.
+    pub dedup: usize,
+}
+
+impl StateSize {
+    pub(super) fn of(shard: &Shard) -> Self {
+        StateSize { pending: shard.pending_len(), held: shard.held_len(), dedup: shard.dedup_len() }
+    }
+
+    pub(super) fn add(&mut self, other: StateSize) {
+        self.pending += other.pending;
+        self.held += other.held;
+        self.dedup += other.dedup;
+    }
+
+    pub(super) fn subtract(&mut self, other: StateSize) {
+        self.pending -= other.pending;
+        self.held -= other.held;
+        self.dedup -= other.dedup;
+    }
+
+    /// Runs `change` on a shard and applies its effect on the shard's size to the totals.
+    pub(super) fn track<R>(&mut self, shard: &mut Shard, change: impl FnOnce(&mut Shard) -> R) -> R {
+        let before = Self::of(shard);
+        let result = change(shard);
+        let after = Self::of(shard);
+        self.pending = self.pending + after.pending - before.pending;
+        self.held = self.held + after.held - before.held;
+        self.dedup = self.dedup + after.dedup - before.dedup;
+        result
     }
 }
 
@@ -187,6 +227,48 @@ impl Tasks {
     /// The tasks, without their partition numbers.
     pub fn tasks(&self) -> impl Iterator<Item = &Task> {
         self.0.iter().flatten().map(|t| &**t)
+    }
+    /// The inputs (partition, kind) that delivered nothing for at least `silence`.
+    pub fn silent_inputs(&self, now: Instant, silence: Duration) -> Vec<(i32, EventKind)> {
+        let mut silent = Vec::new();
+        for (partition, task) in self.iter() {
+            for kind in EventKind::ALL {
+                if task.inputs[kind.index()].silent_for(now, silence) {
+                    silent.push((partition, kind));
+                }
+            }
+        }
+        silent
+    }
+
+    /// Tells the inputs what a round of questions to the brokers as of `at` learned.
+    pub fn caught_up(&mut self, confirmed: &[(i32, EventKind)], not_confirmed: &[(i32, EventKind)], at: Instant) {
+        for &(partition, kind) in confirmed {
+            if let Some(task) = self.get_mut(partition) {
+                task.inputs[kind.index()].confirm_caught_up(at);
+            }
+        }
+        for &(partition, kind) in not_confirmed {
+            if let Some(task) = self.get_mut(partition) {
+                task.inputs[kind.index()].not_confirmed(at);
+            }
+        }
+    }
+
+    /// The least watermark of the tasks, if every one has a watermark: everything before it is
+    /// final, and windows close on it.
+    pub fn least_watermark(&self) -> Option<EventTime> {
+        let mut least = None;
+        for task in self.tasks() {
+            let w = task.join.watermark()?;
+            least = Some(least.map_or(w, |l: EventTime| l.min(w)));
+        }
+        least
+    }
+
+    /// Each task's pair of input clocks, for the watermark rules.
+    pub fn input_clocks(&self) -> impl Iterator<Item = &[InputClock; 2]> {
+        self.tasks().map(|task| &task.inputs)
     }
 }
 

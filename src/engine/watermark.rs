@@ -28,8 +28,6 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::task::{Task, Tasks};
-use crate::event::EventKind;
 use crate::time::EventTime;
 
 /// What one input (a topic partition) has delivered so far.
@@ -158,7 +156,7 @@ pub(super) struct Watermarks {
     /// Least progress of all active inputs (see the module documentation); checkpointed, so
     /// that idle partitions resume where they were.
     pub frontier: Option<EventTime>,
-    /// [`least`] as of the last [`Watermarks::update`]: label retirement needs a bound per
+    /// `Tasks::least_watermark` as of the last `Engine::advance`: label retirement needs a bound per
     /// impression, and scanning every partition for it each time would be waste.
     pub least: Option<EventTime>,
 }
@@ -178,14 +176,15 @@ impl Watermarks {
         }
     }
 
-    /// Raises the frontier from every active task's inputs at wall time `now`.
-    pub fn update_frontier(&mut self, tasks: &Tasks, now: Instant) {
+    /// Raises the frontier from every active task's inputs (each task's pair of clocks) at wall
+    /// time `now`.
+    pub fn update_frontier<'a>(&mut self, tasks: impl Iterator<Item = &'a [InputClock; 2]>, now: Instant) {
         let mut least = Progress::Idle;
         let mut newest_event = None::<EventTime>;
         // When the last input went idle: the stream has been idle since.
         let mut idle_since = None::<Instant>;
-        for task in tasks.tasks() {
-            for clock in &task.inputs {
+        for inputs in tasks {
+            for clock in inputs {
                 least = least.meet(self.progress(clock, now));
                 newest_event = newest_event.max(clock.max_event_time);
                 idle_since = idle_since.max(clock.idle_since(now, self.rule()).flatten());
@@ -208,57 +207,15 @@ impl Watermarks {
         }
     }
 
-    /// The watermark an active task advances to at `now`, if it may advance at all.
-    pub fn target(&self, task: &Task, now: Instant) -> Option<EventTime> {
-        match task.inputs.iter().fold(Progress::Idle, |acc, c| acc.meet(self.progress(c, now))) {
+    /// The watermark an active task (its inputs' clocks) advances to at `now`, if it may advance
+    /// at all.
+    pub fn target(&self, inputs: &[InputClock; 2], now: Instant) -> Option<EventTime> {
+        match inputs.iter().fold(Progress::Idle, |acc, c| acc.meet(self.progress(c, now))) {
             Progress::At(t) => Some(t),
             Progress::Blocked => None,
             Progress::Idle => self.frontier,
         }
     }
-}
-
-/// The inputs (partition, kind) of `tasks` that delivered nothing for at least `silence`.
-pub(super) fn silent_inputs(tasks: &Tasks, now: Instant, silence: Duration) -> Vec<(i32, EventKind)> {
-    let mut silent = Vec::new();
-    for (partition, task) in tasks.iter() {
-        for kind in EventKind::ALL {
-            if task.inputs[kind.index()].silent_for(now, silence) {
-                silent.push((partition, kind));
-            }
-        }
-    }
-    silent
-}
-
-/// Tells the inputs of `tasks` what a round of questions to the brokers as of `at` learned.
-pub(super) fn caught_up(
-    tasks: &mut Tasks,
-    confirmed: &[(i32, EventKind)],
-    not_confirmed: &[(i32, EventKind)],
-    at: Instant,
-) {
-    for &(partition, kind) in confirmed {
-        if let Some(task) = tasks.get_mut(partition) {
-            task.inputs[kind.index()].confirm_caught_up(at);
-        }
-    }
-    for &(partition, kind) in not_confirmed {
-        if let Some(task) = tasks.get_mut(partition) {
-            task.inputs[kind.index()].not_confirmed(at);
-        }
-    }
-}
-
-/// The least watermark of the tasks, if every one has a watermark: everything before it is
-/// final, and windows close on it.
-pub(super) fn least(tasks: &Tasks) -> Option<EventTime> {
-    let mut least = None;
-    for task in tasks.tasks() {
-        let w = task.join.watermark()?;
-        least = Some(least.map_or(w, |l: EventTime| l.min(w)));
-    }
-    least
 }
 
 #[cfg(test)]
