@@ -133,8 +133,6 @@ const ENGINE_EDGES_TO_UNTIE: &[(&str, &str)] = &[
     ("telemetry", "mod"),
     ("snapshot", "mod"),
     ("global", "mod"),
-    // `Aggregation` holds replay's `FinalizeWorker`, which runs `Aggregation`s on its threads.
-    ("aggregation", "offload"),
 ];
 
 /// A module's path from the crate root: `src/engine/task.rs` is `["engine", "task"]`.

@@ -1,7 +1,6 @@
 //! Where a finalized impression becomes numbers: its metric values, into the accumulators;
 //! and the partitions finalized on several threads at once ([`finalize_due`]).
 
-use super::offload::FinalizeWorker;
 use super::task::{StateSize, Task, Totals};
 use crate::accumulate::{ClosedWindow, CupedSettings, GroupTable};
 use crate::ids::GroupId;
@@ -45,8 +44,34 @@ pub(super) struct Aggregation {
     /// See [`FinalizedObserver`]; `None` online.
     pub observer: Option<FinalizedObserver>,
     /// Where finalized impressions go instead when finalization runs on threads of their own
-    /// (replay; see [`super::offload`]). `None` on a worker's own aggregation.
-    pub worker: Option<FinalizeWorker>,
+    /// (replay's `super::offload::FinalizeWorker`). `None` on a worker's own aggregation.
+    pub worker: Option<Box<dyn Offloaded>>,
+}
+
+/// Finalization on threads of their own, as the engine's thread drives it: what would be added
+/// up here is queued, in order, with the closes and retirements between (the threads'
+/// side is `super::offload`'s, which runs an [`Aggregation`] per thread).
+pub(super) trait Offloaded: Send {
+    /// Queues a finalized impression.
+    fn finalized(&mut self, f: &Finalized<'_>);
+    /// Queues an arriving impression's judged block.
+    fn judged(&mut self, group: GroupId, timestamp: EventTime, unit: u32, values: &[f64]);
+    /// Queues closing the windows at `watermark`, after every impression finalized before.
+    fn close_windows(&mut self, watermark: EventTime);
+    /// Queues retiring `group`, after every impression finalized before.
+    fn retire(&mut self, group: GroupId);
+    /// Sends what is queued, waits for the threads and takes their results back.
+    fn finish(self: Box<Self>) -> Finished;
+}
+
+/// What [`Offloaded::finish`] gives the engine back.
+pub(super) struct Finished {
+    /// The sums and delay distribution the threads computed.
+    pub(super) totals: Totals,
+    /// The windows each close closed, in order.
+    pub(super) closed: Vec<Vec<ClosedWindow>>,
+    /// The aggregation, with its observer, back from the threads.
+    pub(super) aggregation: Aggregation,
 }
 
 /// What evaluates a finalized impression and adds it to its partition's sums.

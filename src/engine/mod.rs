@@ -712,7 +712,7 @@ impl Engine {
         for _ in 1..lanes {
             workers.push((sums_of(self.template.task().totals), Aggregation::new(self.aggregation.layout().clone())));
         }
-        self.aggregation.worker = Some(offload::FinalizeWorker::start(workers)?);
+        self.aggregation.worker = Some(Box::new(offload::FinalizeWorker::start(workers)?));
         Ok(true)
     }
 

@@ -27,7 +27,7 @@ use std::ops::Range;
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
 
-use super::aggregation::Aggregation;
+use super::aggregation::{Aggregation, Finished, Offloaded};
 use super::task::Totals;
 use crate::accumulate::ClosedWindow;
 use crate::ids::{GroupId, QueryKey};
@@ -134,16 +134,6 @@ struct Lane {
     thread: JoinHandle<Outcome>,
 }
 
-/// What [`FinalizeWorker::finish`] gives the engine back.
-pub(super) struct Finished {
-    /// The sums and delay distribution the worker computed.
-    pub(super) totals: Totals,
-    /// The windows each close closed, in order.
-    pub(super) closed: Vec<Vec<ClosedWindow>>,
-    /// The aggregation, with its observer, back from the worker.
-    pub(super) aggregation: Aggregation,
-}
-
 impl FinalizeWorker {
     /// Starts a lane per `(totals, aggregation)`: each owns its empty sums of the engine's shape
     /// and evaluates with its aggregation (the first is the engine's, observer included). More
@@ -166,8 +156,26 @@ impl FinalizeWorker {
         Ok(FinalizeWorker { batch: Batch::default(), lanes, next_lane: 0 })
     }
 
+    fn flush(&mut self) {
+        if self.batch.records.is_empty() && self.batch.judged.is_empty() {
+            return;
+        }
+        let Some(lane) = self.lanes.get(self.next_lane) else { return };
+        self.next_lane = (self.next_lane + 1) % self.lanes.len();
+        let mut next = lane.recycled.try_recv().unwrap_or_default();
+        next.records.clear();
+        next.gains.clear();
+        next.teams.clear();
+        next.judged.clear();
+        next.judged_values.clear();
+        let full = std::mem::replace(&mut self.batch, next);
+        lane.send(Command::Finalized(full));
+    }
+}
+
+impl Offloaded for FinalizeWorker {
     /// Queues a finalized impression.
-    pub(super) fn finalized(&mut self, f: &Finalized<'_>) {
+    fn finalized(&mut self, f: &Finalized<'_>) {
         let start = self.batch.gains.len();
         self.batch.gains.extend_from_slice(f.gains);
         let teams_start = self.batch.teams.len();
@@ -187,7 +195,7 @@ impl FinalizeWorker {
     }
 
     /// Queues an arriving impression's judged block.
-    pub(super) fn judged(&mut self, group: GroupId, timestamp: EventTime, unit: u32, values: &[f64]) {
+    fn judged(&mut self, group: GroupId, timestamp: EventTime, unit: u32, values: &[f64]) {
         let start = self.batch.judged_values.len();
         self.batch.judged_values.extend_from_slice(values);
         let values = start..self.batch.judged_values.len();
@@ -198,7 +206,7 @@ impl FinalizeWorker {
     }
 
     /// Queues closing the windows at `watermark`, after every impression finalized before.
-    pub(super) fn close_windows(&mut self, watermark: EventTime) {
+    fn close_windows(&mut self, watermark: EventTime) {
         self.flush();
         for lane in &self.lanes {
             lane.send(Command::CloseWindows(watermark));
@@ -206,32 +214,16 @@ impl FinalizeWorker {
     }
 
     /// Queues retiring `group`, after every impression finalized before.
-    pub(super) fn retire(&mut self, group: GroupId) {
+    fn retire(&mut self, group: GroupId) {
         self.flush();
         for lane in &self.lanes {
             lane.send(Command::Retire(group));
         }
     }
 
-    fn flush(&mut self) {
-        if self.batch.records.is_empty() && self.batch.judged.is_empty() {
-            return;
-        }
-        let Some(lane) = self.lanes.get(self.next_lane) else { return };
-        self.next_lane = (self.next_lane + 1) % self.lanes.len();
-        let mut next = lane.recycled.try_recv().unwrap_or_default();
-        next.records.clear();
-        next.gains.clear();
-        next.teams.clear();
-        next.judged.clear();
-        next.judged_values.clear();
-        let full = std::mem::replace(&mut self.batch, next);
-        lane.send(Command::Finalized(full));
-    }
-
     /// Sends what is queued, waits for the workers and takes their results, the lanes' sums
     /// added together and their windows of each close merged.
-    pub(super) fn finish(mut self) -> Finished {
+    fn finish(mut self: Box<Self>) -> Finished {
         self.flush();
         let mut outcomes = self.lanes.into_iter().map(|Lane { commands, thread, .. }| {
             drop(commands);
