@@ -262,7 +262,7 @@ fn end_to_end(results: &mut Results) {
         let (rate, engine, ..) = pipeline_once(&format!("changelog-100ms-{round}"), Some("100ms"), topics, None);
         frequent.push(rate);
         // Less the final snapshot at shutdown, after the timing.
-        frequent_rounds.push(engine.checkpoint_stats().written.saturating_sub(1) as f64);
+        frequent_rounds.push(engine.telemetry().checkpoint_stats().written.saturating_sub(1) as f64);
     }
     let engine = last.unwrap();
     let (raw_rate, pipeline_rate) = (median(raw), median(piped));
@@ -284,7 +284,7 @@ fn end_to_end(results: &mut Results) {
     results.insert("end_to_end_changelog_100ms_share_of_none".into(), (frequent_rate / pipeline_rate).into());
     results.insert("end_to_end_changelog_100ms_rounds".into(), median(frequent_rounds).into());
     let finalized: u64 = engine.cumulative().iter().map(|(_, s)| s.impressions).sum();
-    let h = &engine.processing_time().histogram;
+    let h = &engine.telemetry().processing_time().histogram;
     results.insert("end_to_end_events".into(), total.into());
     results.insert("end_to_end_events_per_second".into(), pipeline_rate.into());
     results.insert("raw_consume_events_per_second".into(), raw_rate.into());

@@ -33,6 +33,30 @@ pub fn format_rfc3339_ms(ms: EventTime) -> String {
     }
 }
 
+/// Wall-clock milliseconds for the monotonic instants the callers pass around: taken once, so
+/// that every wall-clock figure of one engine (the timestamp limits, a checkpoint's time, the
+/// watermark's lag) moves with the monotonic clock and never jumps with the system's.
+#[derive(Debug, Clone, Copy)]
+pub struct WallClock {
+    /// The instant it was taken at.
+    origin: std::time::Instant,
+    /// The wall clock then, in milliseconds since the epoch.
+    origin_ms: EventTime,
+}
+
+impl WallClock {
+    /// The wall clock now.
+    pub fn now() -> Self {
+        WallClock { origin: std::time::Instant::now(), origin_ms: chrono::Utc::now().timestamp_millis() }
+    }
+
+    /// The wall clock at `now`, in milliseconds since the epoch.
+    pub fn ms(&self, now: std::time::Instant) -> EventTime {
+        let since = i64::try_from(now.saturating_duration_since(self.origin).as_millis()).unwrap_or(i64::MAX);
+        self.origin_ms.saturating_add(since)
+    }
+}
+
 /// A duration written as a number and a unit (`250ms`, `10s`, `30m`, `1h`, `1d`), as used by
 /// every duration key of the configuration. Kept with its text so that `check-config` prints the
 /// effective configuration the way the user would write it.

@@ -67,7 +67,7 @@ use crate::ids::DocKey;
 use crate::join::{ImpressionOutcome, JoinSettings};
 use crate::judgments::JudgmentSource;
 use crate::metrics::MetricLayout;
-use crate::time::EventTime;
+use crate::time::{EventTime, WallClock};
 
 pub use aggregates_record::PartitionAggregates;
 pub use aggregation::{FinalizedObserver, FinalizedView};
@@ -86,7 +86,9 @@ pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;
 pub use snapshot::{RestoreError, StateFingerprint, TaskSnapshot};
 pub use task::{StateSize, Task, Tasks, Totals};
-pub use telemetry::{CheckpointStats, Counters, Distribution, RebalanceKind, RebalanceStats, Restore, RestoreSource};
+pub use telemetry::{
+    CheckpointStats, Counters, Distribution, RebalanceKind, RebalanceStats, Restore, RestoreSource, Telemetry,
+};
 pub use watermark::InputClock;
 
 use aggregation::{finalize_due, Aggregation, ClosedWindows};
@@ -115,8 +117,8 @@ pub struct Engine {
     /// Current state sizes, for the limits and the gauges.
     state: StateSize,
     /// Maps the monotonic `now` every caller passes to wall-clock milliseconds, for the
-    /// timestamp limits: (instant, epoch milliseconds) at construction.
-    wall_clock_origin: (Instant, EventTime),
+    /// timestamp limits.
+    wall_clock: WallClock,
     /// The `topic` label of each input kind.
     topics: [String; 2],
     /// The `window` label of each configured window size.
@@ -153,16 +155,13 @@ pub struct Engine {
     unowned: Counters,
     /// The watermark rules and the progress they keep.
     watermarks: Watermarks,
-    /// Time to process one message, in nanoseconds.
-    processing_time: Distribution,
     /// Decodes messages for [`Engine::process`] (and, cloned, on replay's reader threads).
     preparer: Preparer,
     /// Reused batch of the one message [`Engine::process`] prepares: no allocation per event.
     single: PreparedBatch,
-    /// Health of the checkpoints taken of this engine, for the gauges.
-    checkpoint_stats: CheckpointStats,
-    /// What rebalances did to the partitions (the source records, the exposition reads).
-    rebalance_stats: RebalanceStats,
+    /// What the callers timed and what rebalances did: the processing time, the checkpoints'
+    /// health, the restores (the source records them, the exposition reads them).
+    telemetry: Telemetry,
     /// `[ab]`: the unit's bucket count, and what the reports built from this engine's
     /// accumulators compare.
     ab: AbConfig,
@@ -249,6 +248,7 @@ impl Engine {
             max_future_ms: cfg.limits.max_future.as_millis_i64(),
             max_past_ms: Some(cfg.limits.max_past.as_millis_i64()),
         };
+        let wall_clock = WallClock::now();
         Engine {
             join: JoinSettings { attribution_window },
             input_limits,
@@ -258,7 +258,7 @@ impl Engine {
                 max_dedup: cfg.join.max_dedup_keys,
             },
             state: StateSize::default(),
-            wall_clock_origin: (Instant::now(), chrono::Utc::now().timestamp_millis()),
+            wall_clock,
             aggregation: Aggregation::new(layout).with_cuped(cuped),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
@@ -286,11 +286,9 @@ impl Engine {
                 frontier: None,
                 least: None,
             },
-            processing_time: Distribution::new(60_000_000_000),
             preparer: Preparer::new(cfg, input_limits),
             single: PreparedBatch::default(),
-            checkpoint_stats: CheckpointStats::default(),
-            rebalance_stats: RebalanceStats::default(),
+            telemetry: Telemetry::new(wall_clock),
             ab: cfg.ab.clone(),
             judge: None,
             routing: Routing::new(),
@@ -755,9 +753,7 @@ impl Engine {
 
     /// Wall-clock milliseconds at the monotonic instant `now`.
     fn wall_clock_ms(&self, now: Instant) -> EventTime {
-        let (origin, origin_ms) = self.wall_clock_origin;
-        let since = i64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(i64::MAX);
-        origin_ms.saturating_add(since)
+        self.wall_clock.ms(now)
     }
 }
 

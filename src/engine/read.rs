@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::task::Totals;
-use super::telemetry::{CheckpointStats, Counters, Distribution, RebalanceStats};
+use super::telemetry::{Counters, Telemetry};
 use super::{Engine, StateSize};
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable, Groups};
 use crate::clicks::log::LogSummary;
@@ -268,17 +268,14 @@ impl Engine {
     pub fn watermark(&self) -> Option<EventTime> {
         self.tasks.least_watermark()
     }
-    pub fn checkpoint_stats(&self) -> CheckpointStats {
-        self.checkpoint_stats
+    /// What the callers timed and what rebalances did, for the exposition.
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
     }
 
-    /// What rebalances did to this replica's partitions.
-    pub fn rebalance_stats(&self) -> &RebalanceStats {
-        &self.rebalance_stats
-    }
-
-    pub fn processing_time(&self) -> &Distribution {
-        &self.processing_time
+    /// Where the callers record what they timed and what rebalances did.
+    pub fn telemetry_mut(&mut self) -> &mut Telemetry {
+        &mut self.telemetry
     }
 }
 

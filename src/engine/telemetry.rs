@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::Inconsistency;
 use crate::event::RejectReason;
-use crate::time::EventTime;
+use crate::time::{EventTime, WallClock};
 
 /// Counts of everything the engine saw that is not a metric value.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -320,8 +320,46 @@ pub struct RebalanceStats {
     pub last_restore: std::collections::BTreeMap<i32, Restore>,
 }
 
-/// Telemetry from the callers: what they timed and what rebalances did, recorded on the engine.
-impl super::Engine {
+/// What the callers timed and what rebalances did, recorded beside the engine's state (which
+/// they do not change) for the exposition.
+#[derive(Debug)]
+pub struct Telemetry {
+    /// Time to process one message, in nanoseconds.
+    processing_time: Distribution,
+    /// Health of the checkpoints taken of the engine, for the gauges.
+    checkpoints: CheckpointStats,
+    /// What rebalances did to the partitions.
+    rebalances: RebalanceStats,
+    /// The engine's wall clock: a checkpoint's success is stamped with it.
+    wall_clock: WallClock,
+}
+
+impl Telemetry {
+    /// Nothing recorded yet; `wall_clock` is the engine's.
+    pub fn new(wall_clock: WallClock) -> Self {
+        Telemetry {
+            processing_time: Distribution::new(60_000_000_000),
+            checkpoints: CheckpointStats::default(),
+            rebalances: RebalanceStats::default(),
+            wall_clock,
+        }
+    }
+
+    /// The checkpoints' health.
+    pub fn checkpoint_stats(&self) -> CheckpointStats {
+        self.checkpoints
+    }
+
+    /// What rebalances did to this replica's partitions.
+    pub fn rebalance_stats(&self) -> &RebalanceStats {
+        &self.rebalances
+    }
+
+    /// The distribution of per-message processing time (nanoseconds).
+    pub fn processing_time(&self) -> &Distribution {
+        &self.processing_time
+    }
+
     /// Records the wall time one message took, for the processing-time distribution.
     pub fn record_processing_time(&mut self, elapsed: Duration) {
         self.processing_time.record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
@@ -330,8 +368,8 @@ impl super::Engine {
     /// Records a checkpoint attempt: its bytes, the consumer thread's time on it, the time
     /// until the brokers acknowledged it, whether they did.
     pub fn record_checkpoint(&mut self, bytes: u64, took: Duration, acknowledged: Duration, ok: bool, now: Instant) {
-        let wall_clock = self.wall_clock_ms(now);
-        let stats = &mut self.checkpoint_stats;
+        let wall_clock = self.wall_clock.ms(now);
+        let stats = &mut self.checkpoints;
         if ok {
             stats.written += 1;
             stats.last_bytes = bytes;
@@ -346,7 +384,7 @@ impl super::Engine {
     /// Records changelog records acknowledged in a round: `(count, bytes)` of snapshots and of
     /// deltas.
     pub fn record_changelog_records(&mut self, snapshots: (u64, u64), deltas: (u64, u64)) {
-        let stats = &mut self.checkpoint_stats;
+        let stats = &mut self.checkpoints;
         for (i, (count, bytes)) in [snapshots, deltas].into_iter().enumerate() {
             if let (Some(c), Some(b)) = (stats.records.get_mut(i), stats.record_bytes.get_mut(i)) {
                 *c += count;
@@ -358,7 +396,7 @@ impl super::Engine {
     /// Records aggregates records acknowledged in a round: `(count, bytes)` of bases and of
     /// increments.
     pub fn record_aggregates_records(&mut self, bases: (u64, u64), increments: (u64, u64)) {
-        let stats = &mut self.checkpoint_stats;
+        let stats = &mut self.checkpoints;
         for (i, (count, bytes)) in [bases, increments].into_iter().enumerate() {
             if let (Some(c), Some(b)) = (stats.aggregates_records.get_mut(i), stats.aggregates_bytes.get_mut(i)) {
                 *c += count;
@@ -369,7 +407,7 @@ impl super::Engine {
 
     /// Records the state producer's bytes sent so far (a total, not an increment).
     pub fn record_state_bytes_sent(&mut self, total: u64) {
-        let stats = &mut self.checkpoint_stats;
+        let stats = &mut self.checkpoints;
         stats.state_bytes_sent = stats.state_bytes_sent.max(total);
     }
 
@@ -378,7 +416,7 @@ impl super::Engine {
         if partitions.is_empty() {
             return;
         }
-        let stats = &mut self.rebalance_stats;
+        let stats = &mut self.rebalances;
         if let Some(i) = RebalanceKind::ALL.iter().position(|&k| k == kind) {
             stats.rebalances[i] += 1;
         }
@@ -391,7 +429,7 @@ impl super::Engine {
 
     /// Records a partition's restore from a snapshot.
     pub fn record_restore(&mut self, partition: i32, restore: Restore) {
-        let stats = &mut self.rebalance_stats;
+        let stats = &mut self.rebalances;
         stats.restores[usize::from(restore.source == RestoreSource::Standby)] += 1;
         stats.last_restore.insert(partition, restore);
     }

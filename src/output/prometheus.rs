@@ -432,7 +432,7 @@ fn outcome_counters(engine: &Engine) -> Vec<MetricFamily> {
 /// Checkpoint health: written and failed counts always, the last success's time, size and
 /// duration only once there was one (a 0 timestamp would read as "stale since 1970").
 fn checkpoint_families(engine: &Engine) -> Vec<MetricFamily> {
-    let checkpoints = engine.checkpoint_stats();
+    let checkpoints = engine.telemetry().checkpoint_stats();
     let mut families = vec![
         family(
             "rankpulse_checkpoints_total",
@@ -611,7 +611,7 @@ fn latency_summaries(engine: &Engine) -> Vec<MetricFamily> {
             "rankpulse_event_processing_seconds",
             "Time to decode, join and account one consumed message.",
             MetricType::SUMMARY,
-            vec![distribution_summary(engine.processing_time(), 1e-9)],
+            vec![distribution_summary(engine.telemetry().processing_time(), 1e-9)],
         ),
     ]
 }

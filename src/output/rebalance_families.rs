@@ -9,7 +9,7 @@ use crate::engine::{Engine, RebalanceKind, RestoreSource};
 /// The rebalance counters (always, so `increase()` sees the first one) and, per partition
 /// restored since it was assigned here, the handover gauges.
 pub(super) fn families(engine: &Engine) -> Vec<MetricFamily> {
-    let stats = engine.rebalance_stats();
+    let stats = engine.telemetry().rebalance_stats();
     let rebalances = RebalanceKind::ALL
         .iter()
         .zip(stats.rebalances)

@@ -183,7 +183,7 @@ pub(super) fn checkpoint_and_commit<C: Consumer<X>, X: ConsumerContext>(
         Err(e) => {
             tracing::error!(error = %e, occasion, "changelog snapshot failed; offsets not committed (the previous snapshots stand)");
             let mut engine = engine.lock();
-            engine.record_checkpoint(0, started.elapsed(), Duration::ZERO, false, started);
+            engine.telemetry_mut().record_checkpoint(0, started.elapsed(), Duration::ZERO, false, started);
             engine.aggregates_not_written();
             return;
         }
@@ -232,12 +232,12 @@ fn finish_in_flight(engine: &SharedEngine, state: &mut SourceState, wait: bool) 
     let finished = changelog.finish(sent);
     let sent_bytes = changelog.sent_bytes();
     let mut engine = engine.lock();
-    engine.record_state_bytes_sent(sent_bytes);
+    engine.telemetry_mut().record_state_bytes_sent(sent_bytes);
     match finished {
         Ok(bytes) => {
-            engine.record_checkpoint(bytes, on_thread, started.elapsed(), true, started);
-            engine.record_changelog_records(records[0], records[1]);
-            engine.record_aggregates_records(aggregates[0], aggregates[1]);
+            engine.telemetry_mut().record_checkpoint(bytes, on_thread, started.elapsed(), true, started);
+            engine.telemetry_mut().record_changelog_records(records[0], records[1]);
+            engine.telemetry_mut().record_aggregates_records(aggregates[0], aggregates[1]);
             engine.aggregates_written(&carried);
             if records_due {
                 // The windows held for these records close now, not at the next tick.
@@ -247,7 +247,7 @@ fn finish_in_flight(engine: &SharedEngine, state: &mut SourceState, wait: bool) 
         }
         Err(e) => {
             tracing::error!(error = %e, occasion, "changelog snapshot failed; offsets not committed (the previous snapshots stand)");
-            engine.record_checkpoint(0, on_thread, started.elapsed(), false, started);
+            engine.telemetry_mut().record_checkpoint(0, on_thread, started.elapsed(), false, started);
             engine.aggregates_not_written();
             None
         }

@@ -434,7 +434,7 @@ impl EngineSide {
                     });
                 }
                 let finished = Instant::now();
-                engine.record_processing_time(m.decode + (finished - started));
+                engine.telemetry_mut().record_processing_time(m.decode + (finished - started));
                 started = finished;
                 if finished - last_advance >= ADVANCE_INTERVAL {
                     engine.advance(finished);
@@ -514,7 +514,7 @@ mod tests {
         handoff.barrier(&mut positions).unwrap();
         handoff.stop();
         let mut engine = engine.lock();
-        let processed = engine.processing_time().histogram.len();
+        let processed = engine.telemetry().processing_time().histogram.len();
         engine.finish();
         let routing = engine.routing().counts();
         let too_large: u64 = engine.counters().rejected.iter().map(|kind| kind[RejectReason::TooLarge.index()]).sum();

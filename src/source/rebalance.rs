@@ -293,7 +293,7 @@ impl SourceContext {
                         let now = chrono::Utc::now().timestamp_millis();
                         Some(Duration::from_millis(u64::try_from(now.checked_sub(written)?).ok()?))
                     });
-                    engine.record_restore(p, Restore { took, source, unowned });
+                    engine.telemetry_mut().record_restore(p, Restore { took, source, unowned });
                     tracing::info!(
                         partition = p,
                         snapshot = chain.base.sequence,
@@ -331,7 +331,7 @@ impl SourceContext {
             state.assigned.insert(p);
         }
         let assigned: Vec<i32> = partitions.iter().copied().collect();
-        self.engine.lock().record_rebalance(RebalanceKind::Assign, &assigned);
+        self.engine.lock().telemetry_mut().record_rebalance(RebalanceKind::Assign, &assigned);
         tracing::info!(?partitions, "partitions assigned");
         if state.changelog.is_some() && !partitions.is_empty() {
             // A restore reads and decodes a snapshot and its deltas, and frees them: the state
@@ -415,7 +415,7 @@ impl SourceContext {
         let partitions: BTreeSet<i32> = tasks.intersection(&state.assigned).copied().collect();
         let lost = consumer.assignment_lost();
         let kind = if lost { RebalanceKind::Lost } else { RebalanceKind::Revoke };
-        self.engine.lock().record_rebalance(kind, &partitions.iter().copied().collect::<Vec<_>>());
+        self.engine.lock().telemetry_mut().record_rebalance(kind, &partitions.iter().copied().collect::<Vec<_>>());
         if partitions.is_empty() {
             // Nothing of ours to write (the shutdown's final snapshot is already written).
         } else if lost {

@@ -211,8 +211,8 @@ fn checkpoint_details_appear_after_the_first_success() {
     assert!(find(&f, "rankpulse_checkpoint_last_success_timestamp_seconds").is_none());
     assert!(find(&f, "rankpulse_checkpoint_bytes").is_none());
     let now = Instant::now();
-    e.record_checkpoint(4096, Duration::from_millis(250), Duration::from_millis(400), true, now);
-    e.record_checkpoint(0, Duration::ZERO, Duration::ZERO, false, now);
+    e.telemetry_mut().record_checkpoint(4096, Duration::from_millis(250), Duration::from_millis(400), true, now);
+    e.telemetry_mut().record_checkpoint(0, Duration::ZERO, Duration::ZERO, false, now);
     let f = gather(&e);
     assert_eq!(counter_value(&f, "rankpulse_checkpoints_total", &[]), 1.0);
     assert_eq!(counter_value(&f, "rankpulse_checkpoint_failures_total", &[]), 1.0);
@@ -296,8 +296,8 @@ fn an_empty_cumulative_sequence_has_no_bounds_and_says_so() {
 #[test]
 fn latencies_are_exposed_in_seconds() {
     let mut e = finished();
-    e.record_processing_time(Duration::from_micros(250));
-    e.record_processing_time(Duration::from_micros(750));
+    e.telemetry_mut().record_processing_time(Duration::from_micros(250));
+    e.telemetry_mut().record_processing_time(Duration::from_micros(750));
     let f = gather(&e);
     let delay = series(&f, "rankpulse_first_engagement_delay_seconds", &[P0]).get_histogram();
     assert_eq!((delay.get_sample_sum(), delay.get_sample_count()), (0.5 + 1.5 + 0.0, 3));
