@@ -1,6 +1,7 @@
 //! The experiment-wide view: every partition's A/B sums, whichever replica owns it, merged.
 //!
-//! Each replica publishes, for every partition it owns, a [`PartitionAggregates`] record (its
+//! Each replica publishes, for every partition it owns, a
+//! [`PartitionAggregates`](super::aggregates_record::PartitionAggregates) record (its
 //! cumulative sums, its recently closed windows and how far its windows are closed) to the
 //! aggregates topic, and every replica reads all of them back into this view. A window is
 //! complete once every partition has closed it; its figures are then the exact sum of every
@@ -8,20 +9,11 @@
 //! the A/B feed, the API and the gauges report the same experiment-wide figures whatever the
 //! number of replicas, and equal to `replay` over the same traffic.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
-use super::aggregates_record::{PartitionAggregates, PartitionAggregatesRef};
-use super::published::{trim_closed, Link};
-use super::snapshot::check_named;
+use super::published::Link;
 use super::task::{Task, TaskTemplate, Tasks};
-use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
-use crate::checkpoint::Inconsistency;
-use crate::experiments::sequential::Looks;
-use crate::ids::{GroupId, GroupMap};
 use crate::time::EventTime;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Closed windows of each size a partition holds that no record carried yet, at most, while
 /// the changelog writes succeed: a backlog (hours of traffic already in the topics, read in
@@ -97,6 +89,11 @@ pub struct WindowsSkipped {
 }
 
 impl GlobalView {
+    /// An empty view for `sizes` window sizes.
+    pub(super) fn new(sizes: usize) -> Self {
+        GlobalView { newest: vec![None; sizes], ..Default::default() }
+    }
+
     /// Every partition's CUPED covariates, merged: `None` unless every partition's record
     /// carried them (CUPED pairs them with every partition's sums).
     pub fn cuped_covariates(&self) -> Option<CovariateTable> {
@@ -117,6 +114,11 @@ impl GlobalView {
             table.merge(cumulative);
         }
         table
+    }
+
+    /// Puts a partition's newest CUPED covariates (renumbered), `None` from a record without.
+    pub(super) fn set_covariates(&mut self, partition: i32, covariates: Option<CovariateTable>) {
+        self.covariates.insert(partition, covariates);
     }
 
     /// The place of the newest record applied of a partition's chain.
@@ -165,7 +167,7 @@ impl GlobalView {
     /// (handed out or given up, of every size), or `None` while some size has none complete.
     /// Window `[s, s + size)` closes at watermark `s + size + attribution_window`
     /// ([`crate::accumulate::Accumulators::close_windows`]).
-    fn complete_mark(&self, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Option<EventTime> {
+    pub(super) fn complete_mark(&self, window_sizes_ms: &[i64], attribution_window_ms: i64) -> Option<EventTime> {
         let mut mark = None;
         for (size, &size_ms) in window_sizes_ms.iter().enumerate() {
             let complete_before = *self.complete_before.get(size)?;
@@ -182,7 +184,7 @@ impl GlobalView {
     /// Takes a partition's newest record (already renumbered) and hands out the windows it
     /// completes, showing each to `on_complete` in order. `kept_from` is the record's own
     /// claim (absent in an older record's): per size, from where it holds every closed window.
-    fn apply(
+    pub(super) fn apply(
         &mut self,
         partition: i32,
         closed_before: Vec<EventTime>,
@@ -253,7 +255,7 @@ impl GlobalView {
     /// dropped is one the feed lost, and is counted, and only while deliveries fail (a backlog
     /// completes windows faster than the publisher's interval, which then takes them all);
     /// elsewhere they are kept only in case it becomes the publisher.
-    fn trim_unpublished(&mut self, publishing: bool) {
+    pub(super) fn trim_unpublished(&mut self, publishing: bool) {
         let limit = UNPUBLISHED_LIMIT * self.newest.len().max(1);
         if self.unpublished.len() > limit && (!publishing || self.publisher_failing) {
             let over = self.unpublished.len() - limit;
@@ -266,7 +268,7 @@ impl GlobalView {
 
     /// Gives up the oldest windows of a size waiting past [`PENDING_LIMIT`] (a partition that
     /// has not closed them for that long): they are counted, not summed partly.
-    fn give_up_past_limit(&mut self, size: usize) {
+    pub(super) fn give_up_past_limit(&mut self, size: usize) {
         let waiting = self.pending.range((size, EventTime::MIN)..=(size, EventTime::MAX)).count();
         for _ in PENDING_LIMIT..waiting {
             let Some(&oldest) =
@@ -320,7 +322,7 @@ impl Task {
     /// The record's `kept_from`: per size, from where `recent_closed` holds every window the
     /// task closed. A restored task knows that of the windows it holds (or, holding none of a
     /// size, of the windows it has yet to close).
-    fn closed_kept_from(&self, closed_before: &[EventTime]) -> Vec<EventTime> {
+    pub(super) fn closed_kept_from(&self, closed_before: &[EventTime]) -> Vec<EventTime> {
         if let Some(kept_from) = &self.closed_progress.kept_from {
             return kept_from.clone();
         }
@@ -333,225 +335,13 @@ impl Task {
     }
 }
 
-impl Engine {
-    /// How many of a partition's closed windows no aggregates record carried yet: what a
-    /// record encoded now carries, for [`Engine::aggregates_written`] once it is written.
-    pub fn unwritten_windows(&self, partition: i32) -> usize {
-        self.tasks.get(partition).map_or(0, |t| t.closed_progress.unwritten_count())
-    }
-
-    /// Records encoded with `(partition, unwritten_windows)` were written: those windows are
-    /// carried, and beyond the retained few can go; windows held open for them close at the
-    /// next advance.
-    pub fn aggregates_written(&mut self, written: &[(i32, usize)]) {
-        self.aggregates_failing = false;
-        let sizes_ms = &self.template.window_sizes_ms;
-        for &(partition, carried) in written {
-            let Some(task) = self.tasks.get_mut(partition) else { continue };
-            let progress = &mut task.closed_progress;
-            progress.published.acknowledged();
-            progress.carried(carried);
-            for size in 0..sizes_ms.len() {
-                trim_closed(&mut task.totals.recent_closed, progress, size, sizes_ms);
-            }
-        }
-    }
-
-    /// A changelog write failed: until one succeeds, windows close at the watermark rather than
-    /// wait for a record (the unwritten limit bounds what they keep, see [`super::published::UNWRITTEN_LIMIT`]).
-    pub fn aggregates_not_written(&mut self) {
-        self.aggregates_failing = true;
-        for task in self.tasks.iter_mut() {
-            task.closed_progress.published.not_written();
-        }
-    }
-
-    /// Set (and left set) whenever windows are held open for a partition's record
-    /// ([`hold_back`]): the source then writes the records without waiting for the checkpoint
-    /// interval, and clears it.
-    pub fn aggregates_due(&self) -> Arc<AtomicBool> {
-        self.aggregates_due.clone()
-    }
-
-    /// Turns on the experiment-wide view over `partitions` input partitions (0 until the
-    /// aggregates topic's partition count is known: then no window is complete yet): from now on
-    /// the A/B reports, the window gauges and the A/B publisher read complete windows from it,
-    /// and every task keeps its recently closed windows for [`Engine::partition_aggregates`].
-    pub fn enable_global_view(&mut self, partitions: usize) {
-        let sizes = self.template.window_sizes_ms.len();
-        let view = self.global.get_or_insert_with(|| GlobalView { newest: vec![None; sizes], ..Default::default() });
-        view.partitions = view.partitions.max(partitions);
-        self.retain_recent_closed = true;
-        // The local merge of closed windows is not what gets published any more, nor what the
-        // looks are taken at.
-        self.closed.keep = false;
-        self.closed.kept.clear();
-        self.looks = Looks::default();
-    }
-
-    /// A partition's aggregates record for the aggregates topic, `None` if the engine holds no
-    /// task for it.
-    pub fn partition_aggregates(&self, partition: i32) -> Option<Vec<u8>> {
-        self.whole_record(partition, None)
-    }
-
-    /// [`Engine::partition_aggregates`] as the base of a chain at `link`.
-    pub(super) fn whole_record(&self, partition: i32, link: Option<Link>) -> Option<Vec<u8>> {
-        let task = self.tasks.get(partition)?;
-        let acc = &task.totals.accumulators;
-        let looks = (partition == 0 && self.global.is_some()).then_some(&self.looks);
-        let used: BTreeSet<GroupId> = acc
-            .cumulative
-            .iter()
-            .map(|(g, _)| g)
-            .chain(task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
-            .chain(looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g)))
-            .chain(task.totals.cuped.iter().flat_map(|c| c.covariates.groups()))
-            .collect();
-        let groups = used.into_iter().map(|id| self.group_name(id)).collect();
-        Some(crate::checkpoint::encode(&PartitionAggregatesRef {
-            partition,
-            closed_before: acc.closed_before(),
-            groups,
-            cumulative: &acc.cumulative,
-            recent_closed: &task.totals.recent_closed,
-            looks,
-            cuped: task.totals.cuped.as_ref().map(|state| (self.cuped_metric_keys(), &state.covariates)),
-            kept_from: task.closed_kept_from(&acc.closed_before()),
-            link,
-        }))
-    }
-
-    /// Merges a partition's aggregates record (any replica's) into the experiment-wide view. A
-    /// record whose stats are not of this configuration's shape, whose counts leave no room to
-    /// add to, or that refers to groups it does not name, is refused whole (its bytes are
-    /// another replica's, or anyone's who can write the topic).
-    pub fn apply_aggregates(&mut self, mut record: PartitionAggregates) -> Result<(), Inconsistency> {
-        if self.global.is_none() {
-            return Ok(());
-        }
-        let (shape, sizes) = (self.template.shape, self.template.window_sizes_ms.len());
-        // A record of a replica without the interleaving sums (an older version during a
-        // rolling upgrade, or `interleaving.max_rankers = 0`) counted no interleaved impression.
-        // Likewise without the judged block (judgments off there, or an older version).
-        for from in self.aggregation.layout().block_ends() {
-            let to = shape.metrics;
-            record.cumulative.widen(from, to);
-            for window in &mut record.recent_closed {
-                window.groups.widen(from, to);
-            }
-            if let Some(looks) = &mut record.looks {
-                looks.prefix.widen(from, to);
-            }
-        }
-        record.cumulative.check(shape)?;
-        for window in &record.recent_closed {
-            window.check(shape, sizes)?;
-        }
-        if let Some(looks) = &record.looks {
-            looks.check(shape, self.aggregation.layout().len())?;
-        }
-        let recent = record.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
-        let prefix = record.looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g));
-        let keys = self.cuped_metric_keys();
-        let covariates = match (&self.template.cuped, record.cuped.0) {
-            (Some(settings), Some((written, table))) if written == keys => {
-                table.check(settings)?;
-                Some(table)
-            }
-            _ => None,
-        };
-        let used_by_covariates = covariates.iter().flat_map(CovariateTable::groups);
-        let used = record.cumulative.iter().map(|(g, _)| g).chain(recent).chain(prefix).chain(used_by_covariates);
-        check_named(&record.groups, used)?;
-        let map = self.intern_names(&record.groups);
-        let mut cumulative = record.cumulative;
-        cumulative.remap(&map);
-        let mut recent = record.recent_closed;
-        self.renumber_windows_take_looks(&map, &mut recent, record.looks);
-        let covariates = covariates.map(|mut table| {
-            table.remap(&map);
-            table
-        });
-        if let Some(view) = self.global.as_mut() {
-            view.set_link(record.partition, record.link.0);
-        }
-        let kept_from = record.kept_from.0;
-        self.merge_into_view(record.partition, record.closed_before, cumulative, recent, kept_from, covariates);
-        Ok(())
-    }
-
-    /// Renumbers a record's windows into this engine's group ids, and takes its looks over
-    /// (renumbered) when this engine's are behind them.
-    pub(super) fn renumber_windows_take_looks(
-        &mut self,
-        map: &GroupMap,
-        windows: &mut [ClosedWindow],
-        looks: Option<Looks>,
-    ) {
-        for window in windows {
-            window.groups.remap(map);
-        }
-        if let Some(mut theirs) = looks {
-            if self.looks.is_behind(&theirs) {
-                theirs.prefix.remap(map);
-                self.looks = theirs;
-            }
-        }
-    }
-
-    /// Puts a partition's record, checked and renumbered, into the view: its newest sums and
-    /// bounds, the windows it carries, each window that completes looked at.
-    pub(super) fn merge_into_view(
-        &mut self,
-        partition: i32,
-        closed_before: Vec<EventTime>,
-        cumulative: GroupTable,
-        windows: Vec<ClosedWindow>,
-        kept_from: Option<Vec<EventTime>>,
-        covariates: Option<CovariateTable>,
-    ) {
-        let publishing = self.publishes_global() && !self.ab.output_topic.is_empty();
-        let Engine { global, looks, history, aggregation, groups, ab, template, .. } = self;
-        if let Some(view) = global.as_mut() {
-            view.covariates.insert(partition, covariates);
-            view.apply(partition, closed_before, cumulative, windows, kept_from, |window| {
-                let reports = looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
-                history.record(looks, &reports);
-            });
-            view.trim_unpublished(publishing);
-        }
-    }
-
-    /// Whether this engine publishes the experiment-wide A/B feed: with the view on, the owner
-    /// of partition 0 does (one replica at a time, chosen by the group's assignment).
-    pub(super) fn publishes_global(&self) -> bool {
-        self.tasks.get(0).is_some()
-    }
-}
-
-#[cfg(test)]
-impl Engine {
-    /// The parts of a partition's aggregates record with their sizes encoded, for the tests
-    /// and measurements that say where its bytes go.
-    pub fn aggregates_parts(&self, partition: i32) -> Vec<(&'static str, usize)> {
-        let Some(task) = self.tasks.get(partition) else { return Vec::new() };
-        let enc = |b: Vec<u8>| b.len();
-        let totals = &task.totals;
-        vec![
-            ("cumulative", enc(crate::checkpoint::encode(&totals.accumulators.cumulative))),
-            ("recent_closed", enc(crate::checkpoint::encode(&totals.recent_closed))),
-            ("recent_closed_n", totals.recent_closed.len()),
-            ("looks", enc(crate::checkpoint::encode(&self.looks))),
-            ("cuped", totals.cuped.as_ref().map_or(0, |c| enc(crate::checkpoint::encode(&c.covariates)))),
-        ]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::Inconsistency;
     use crate::engine::published::UNWRITTEN_LIMIT;
+    use crate::engine::{Engine, PartitionAggregates};
+    use crate::ids::GroupId;
 
     fn table(groups: &[(GroupId, u64)]) -> GroupTable {
         let mut acc = crate::accumulate::Accumulators::new(crate::accumulate::StatsShape::plain(1), &[], 0);

@@ -13,15 +13,17 @@
 //! |---|---|
 //! | [`prepare`] | a message decoded into what the engine keeps of it ([`Preparer`]), on any thread: replay's readers decode ahead of the engine |
 //! | [`offload`] | finalization (metrics, sums, closed windows) on threads of their own, in the engine's order per thread, their sums added: replay's |
-//! | [`task`] | per-partition state (join shard, input clocks, totals): the unit of ownership; how a new partition's task starts |
+//! | [`task`] | per-partition state (join shard, input clocks, totals) and its size: the unit of ownership; how a new partition's task starts; the tasks' inputs' progress |
 //! | [`snapshot`] | one partition's state as a snapshot: written to the changelog, restored by whichever replica is assigned it |
+//! | `restore` | a partition's snapshot taken of the engine, checked against its configuration and restored into it |
 //! | [`delta`] | one partition's changes since its last snapshot, written between snapshots and applied to the snapshot they follow |
 //! | [`totals_log`] | the operations on a partition's totals since its last changelog record (finalized impressions, click-log offers, judged sums, windows closed), which a delta carries and a restore runs again |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
+//! | `aggregates_topic` | the engine's side of the aggregates topic: its partitions' records written whole, every partition's applied to the view |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
-//! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state and its exact size |
+//! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state |
 //! | [`aggregation`] | a finalized impression's metric values into its partition's totals, partitions finalized on several threads at once; closed windows merged |
-//! | [`telemetry`] | event counters, latency distributions, checkpoint health; what the callers timed and what rebalances did, recorded |
+//! | [`telemetry`] | event counters, latency distributions, checkpoint health; [`Telemetry`]: what the callers timed and what rebalances did, recorded |
 //! | `read` | what exporters and reports read: every partition's sums merged, closed windows, labels |
 //! | [`routing`] | [`Routing`]: whether events reach their impression's partition (the repartition stage's counts, the join input's key check) |
 //! | [`reject_log`] | [`RejectLog`]: the rate limit on logging rejected messages, which the callers log (only they know where a message came from) |
@@ -32,6 +34,7 @@
 //! not the engine's: the Kafka source keeps them, beside each partition's snapshot.
 
 mod aggregates_record;
+mod aggregates_topic;
 mod aggregation;
 mod delta;
 mod global;
@@ -43,6 +46,7 @@ mod prepare;
 mod published;
 mod read;
 mod reject_log;
+mod restore;
 mod routing;
 mod shared;
 mod snapshot;
