@@ -124,6 +124,8 @@ const ENGINE_LAYERS: &[(&str, u32)] = &[
     // the aggregates topic (its partitions' records written, every partition's applied).
     ("restore", 8),
     ("aggregates_topic", 8),
+    // A message into the `Engine`: counted, checked, offered to its partition's task.
+    ("process", 8),
 ];
 
 /// A module's path from the crate root: `src/engine/task.rs` is `["engine", "task"]`.
