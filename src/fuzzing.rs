@@ -11,7 +11,7 @@
 //! | [`ubi_documents`] | a message with `*_format = "ubi"` | the same, with the UBI decoders | the same |
 //! | [`mapped_events`] | a message of events in the user's own shape | the same, through `config/examples/ga4.toml`'s mapping (JSON Pointer, JSONPath filters, microsecond timestamps, action names) and through `config/examples/avro.toml`'s with its `.avsc` files as local schemas (bare Avro datums, apache-avro's decoding) | the same |
 //! | [`scan_vs_serde`] | a native message | the scanner alone, serde_json alone, and both as used | wherever the scanner answers, its answer (event, result ids, or rejection with its wording) is serde_json's, and the decoder as used always equals serde_json alone (`event/scan.rs`) |
-//! | [`snapshot`] | a changelog snapshot or an aggregates record | [`checkpoint::decode`] as read, and the same bytes behind a valid header (random bytes never pass the checksum), then [`Engine::restore_partition`] or [`Engine::apply_aggregates_record`], events, finalization, the `/metrics` families | no panic, no allocation sized by a length or id in the bytes; a restored state snapshots and restores again |
+//! | [`snapshot`] | a changelog snapshot or an aggregates record | [`crate::source::record::decode`] (by format version, format 5's layout upgraded) and the aggregates record's decoder, as read and behind a valid header (random bytes never pass the checksum), then [`Engine::restore_partition`] or [`Engine::apply_aggregates_record`], events, finalization, the `/metrics` families | no panic, no allocation sized by a length or id in the bytes; a restored state snapshots and restores again |
 //! | [`delta`] | a delta record's payload, with a snapshot it follows | [`crate::source::record::decode`] behind a valid header of format 6, [`crate::engine::TaskSnapshot::apply_delta`] to the snapshot, then as [`snapshot`] | no panic, no allocation sized by a length or id in the bytes; what a delta makes of a snapshot is checked before it is installed |
 //! | [`changelog`] | the records of a changelog partition | [`ChunkHeader::read`], [`Tail`] (the changelog reader's reassembly) and [`InOrder`] (the aggregates reader's), then as [`snapshot`] | the same |
 //!
@@ -226,7 +226,7 @@ pub fn scan_vs_serde(data: &[u8]) -> ScannerAnswered {
 /// What became of bytes read as a snapshot or an aggregates record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Restored {
-    /// Refused by [`checkpoint::decode`]: damaged, another format version, or not decodable.
+    /// Refused by the decoder: damaged, another format version, or not decodable.
     Refused,
     /// Decoded, but written with another configuration (or for another partition).
     Incompatible,
@@ -295,8 +295,11 @@ fn probe_events(timestamp: i64) -> [(EventKind, String); 2] {
 /// as the source does on assignment; then checks that the restored state snapshots and restores
 /// again, feeds it events, finalizes it and builds its `/metrics` families.
 fn restore(bytes: &[u8]) -> Restored {
-    let Ok(snapshot) = checkpoint::decode::<PartitionSnapshot>(bytes) else { return Restored::Refused };
-    restore_snapshot(snapshot)
+    use crate::source::record::{self, Record};
+    // As the changelog reader decodes: by the record's format version (format 5's snapshot
+    // upgraded to this build's layout).
+    let Ok(Record::Snapshot(snapshot)) = record::decode(bytes) else { return Restored::Refused };
+    restore_snapshot(*snapshot)
 }
 
 /// [`restore`] of a decoded snapshot.

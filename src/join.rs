@@ -34,6 +34,7 @@
 mod delta;
 mod expiry;
 mod pending;
+mod record;
 
 use std::collections::hash_map::Entry;
 
@@ -45,6 +46,7 @@ use crate::time::EventTime;
 pub use delta::ShardDelta;
 use expiry::{ExpiringSet, ExpiryQueue, KeyMap};
 use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
+pub use record::{ShardRecord, ShardRecordRef};
 
 /// Event-time rules of the join, in milliseconds.
 #[derive(Debug, Clone, Copy)]
@@ -160,8 +162,8 @@ pub struct Finalized<'a> {
     pub first_engagement_delay_ms: Option<i64>,
 }
 
-/// Join state of one shard.
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// Join state of one shard. A snapshot holds it as a [`ShardRecord`].
+#[derive(Debug, Default)]
 pub struct Shard {
     /// Impressions waiting for their attribution window to close, by query and by deadline.
     pending: PendingSet,
@@ -185,16 +187,12 @@ pub struct Shard {
     /// [`Shard::reset_keeping_tally`].
     pub tally: EngagementTally,
     /// Reused buffer handing a finalized impression's gains to the accumulators.
-    #[serde(skip)]
     gains_scratch: Vec<u8>,
     /// Reused buffer handing a finalized impression's teams to the accumulators.
-    #[serde(skip)]
     teams_scratch: Vec<u8>,
     /// Whether changes are recorded for the next delta ([`Shard::record_changes`]).
-    #[serde(skip)]
     recording: bool,
     /// The held engagements changed since the last delta (they go into it whole).
-    #[serde(skip)]
     held_changed: bool,
 }
 
@@ -499,9 +497,9 @@ impl Shard {
             ("pending_n", self.pending.len()),
             ("held", e(postcard::to_stdvec(&self.held).unwrap())),
             ("held_expiry", e(postcard::to_stdvec(&self.held_expiry).unwrap())),
-            ("seen", e(postcard::to_stdvec(&self.seen_engagements).unwrap())),
+            ("seen", e(postcard::to_stdvec(&self.seen_engagements.record()).unwrap())),
             ("seen_n", self.seen_engagements.len()),
-            ("finalized_recently", e(postcard::to_stdvec(&self.finalized_recently).unwrap())),
+            ("finalized_recently", e(postcard::to_stdvec(&self.finalized_recently.record()).unwrap())),
             ("finalized_recently_n", self.finalized_recently.len()),
         ]
     }
@@ -588,8 +586,8 @@ mod tests {
         engage(&mut s, 7, 1020, 20, 2);
         s.offer_impression(8, 1000, 0, 0, &[10, 20], &SETTINGS);
         assert_eq!(s.check(&SETTINGS), Ok(()));
-        let bytes = postcard::to_stdvec(&s).unwrap();
-        let restored: Shard = postcard::from_bytes(&bytes).unwrap();
+        let bytes = postcard::to_stdvec(&s.record()).unwrap();
+        let restored = Shard::from_record(postcard::from_bytes(&bytes).unwrap());
         assert_eq!(restored.check(&SETTINGS), Ok(()));
         // The held count is kept, not recounted: one that disagrees would underflow the state
         // size accounting (the snapshot entry point's varint sweep, tests/hostile_input.rs).
@@ -748,8 +746,8 @@ mod tests {
         original.advance(5030, &SETTINGS, |f| evicted.push(f.query));
         assert!(original.pending_len() > 20 && original.held_len() > 20 && original.tally.evicted == 1);
         assert!(evicted.len() == 1 && original.dedup_len() > 40);
-        let bytes = postcard::to_stdvec(&original).unwrap();
-        let mut restored: Shard = postcard::from_bytes(&bytes).unwrap();
+        let bytes = postcard::to_stdvec(&original.record()).unwrap();
+        let mut restored = Shard::from_record(postcard::from_bytes(&bytes).unwrap());
         assert_eq!(
             (restored.pending_len(), restored.held_len(), restored.dedup_len(), restored.watermark()),
             (original.pending_len(), original.held_len(), original.dedup_len(), original.watermark())
@@ -773,13 +771,13 @@ mod tests {
                 s.offer_engagement(q, 10_000 + q, t + 3, 3, 2, &SETTINGS);
                 s.offer_engagement(q + 500, 20_000 + q, 5080 + q as i64, 4, 1, &SETTINGS);
             }
-            postcard::to_stdvec(&s).unwrap()
+            postcard::to_stdvec(&s.record()).unwrap()
         };
         let bytes = populated();
         // Past some deadlines and forget times but not all; past every forget time.
         for jump_to in [5250, 5600] {
-            let (mut jumped, mut stepped): (Shard, Shard) =
-                (postcard::from_bytes(&bytes).unwrap(), postcard::from_bytes(&bytes).unwrap());
+            let restore = || Shard::from_record(postcard::from_bytes(&bytes).unwrap());
+            let (mut jumped, mut stepped) = (restore(), restore());
             let (mut by_jump, mut by_steps) = (Vec::new(), Vec::new());
             jumped.advance(jump_to, &SETTINGS, |f| by_jump.push((f.query, f.gains.to_vec())));
             for w in 5000..=jump_to {

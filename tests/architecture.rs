@@ -98,8 +98,12 @@ const ENGINE_LAYERS: &[(&str, u32)] = &[
     // A partition's state: its join shard, input clocks and totals, and the state's size; the
     // tasks of the engine's partitions, with their inputs' progress.
     ("task", 1),
-    // A finalized impression into a task's totals.
+    // A finalized impression into a task's totals; the changelog's task record, converted from
+    // and into the task.
     ("aggregation", 2),
+    ("wire", 2),
+    // The older layouts of the state records, each upgraded in one step.
+    ("compat", 3),
     // Finalization on worker threads; the limits on the state, enforced by finalizing early.
     ("offload", 3),
     ("limits", 3),
@@ -960,6 +964,8 @@ const NO_PANIC_FILES: &[&str] = &[
     "source/changelog.rs",
     "source/aggregates.rs",
     "engine/snapshot.rs",
+    "engine/wire.rs",
+    "engine/compat.rs",
     "engine/restore.rs",
     "engine/aggregates_topic.rs",
     "engine/delta.rs",

@@ -160,7 +160,8 @@ impl ClosedWindow {
     }
 }
 
-/// Open windows of one size, keyed by start time.
+/// Open windows of one size, keyed by start time. It is its own record in a snapshot (every
+/// field is written, in this order; see [`AccumulatorsRecord`]): the *window record*.
 #[derive(Debug, Serialize, Deserialize)]
 struct WindowSeries {
     /// The window size, from `metrics.windows`.
@@ -173,7 +174,8 @@ struct WindowSeries {
 }
 
 /// Cumulative and windowed accumulators of one partition (the engine merges them for export).
-#[derive(Debug, Serialize, Deserialize)]
+/// A snapshot holds them as an [`AccumulatorsRecord`].
+#[derive(Debug)]
 pub struct Accumulators {
     /// What every new [`GroupStats`] is created with.
     shape: StatsShape,
@@ -187,15 +189,65 @@ pub struct Accumulators {
     pub window_late_impressions: u64,
     /// Reused buffer: one impression's nonzero values in fixed point, converted once for every
     /// table rather than per table, and kept so that adding an impression allocates nothing.
-    #[serde(skip)]
     fixed_scratch: Vec<FixedValue>,
     /// With [`Accumulators::stage`]: impressions added since the last flush, summed once per
     /// (group, window of each size) instead of into the cumulative table and every window's.
     /// Sums are integers, so adding a staged sum later is adding its impressions one by one.
     /// Never in a snapshot: only an owner that reads nothing but through these methods stages
     /// (replay's finalization worker), and every method that reads or closes flushes first.
-    #[serde(skip)]
     staged: Option<Vec<Staged>>,
+}
+
+/// [`Accumulators`] as a snapshot holds them (the changelog's task record, `crate::engine`'s
+/// `wire`): the shape, the attribution window, the cumulative table, the open windows of each
+/// size and the late count, in format 7's order; not the scratch buffer nor staged sums, which
+/// only the running accumulators have (a snapshot is taken of flushed ones).
+#[derive(Serialize)]
+pub struct AccumulatorsRecordRef<'a> {
+    shape: StatsShape,
+    attribution_window_ms: i64,
+    cumulative: &'a GroupTable,
+    series: &'a [WindowSeries],
+    window_late_impressions: u64,
+}
+
+/// [`AccumulatorsRecordRef`] read back.
+#[derive(Debug, Deserialize)]
+pub struct AccumulatorsRecord {
+    shape: StatsShape,
+    attribution_window_ms: i64,
+    cumulative: GroupTable,
+    series: Vec<WindowSeries>,
+    window_late_impressions: u64,
+}
+
+impl Accumulators {
+    /// The accumulators as a snapshot holds them. Staged sums must have been flushed: a
+    /// snapshot is never taken of a finalization worker's accumulators.
+    pub fn record(&self) -> AccumulatorsRecordRef<'_> {
+        AccumulatorsRecordRef {
+            shape: self.shape,
+            attribution_window_ms: self.attribution_window_ms,
+            cumulative: &self.cumulative,
+            series: &self.series,
+            window_late_impressions: self.window_late_impressions,
+        }
+    }
+
+    /// The accumulators a snapshot held, unchecked: [`Accumulators::check`] is the restore's
+    /// next step.
+    pub fn from_record(record: AccumulatorsRecord) -> Self {
+        let AccumulatorsRecord { shape, attribution_window_ms, cumulative, series, window_late_impressions } = record;
+        Accumulators {
+            shape,
+            attribution_window_ms,
+            cumulative,
+            series,
+            window_late_impressions,
+            fixed_scratch: Vec::new(),
+            staged: None,
+        }
+    }
 }
 
 /// Impressions of one group whose windows are the same, summed: see `Accumulators::staged`.

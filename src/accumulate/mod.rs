@@ -13,7 +13,9 @@ pub mod cuped;
 mod group_stats;
 mod labels;
 
-pub use accumulators::{Accumulators, ClosedWindow, GroupTable, TableChange};
+pub use accumulators::{
+    Accumulators, AccumulatorsRecord, AccumulatorsRecordRef, ClosedWindow, GroupTable, TableChange,
+};
 pub use cuped::{CovariateChange, CovariateTable, CupedSettings, CupedState};
 pub use group_stats::{BucketSums, GroupStats, StatsShape};
 pub use labels::{FoldedLabel, Groups, LabelLimits, FOLDED};

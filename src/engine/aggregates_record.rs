@@ -1,7 +1,7 @@
 //! The aggregates record's layouts: the one this build writes ([`PartitionAggregatesRef`]) and
 //! reads ([`PartitionAggregates`]), and the older ones it still reads, each upgraded in
 //! [`PartitionAggregates::decode`]. Postcard is positional: a field is only ever added last,
-//! read as absent from a record that ends before it (the `*Tail` types), and a layout that
+//! read as absent from a record that ends before it (`super::compat::Tail`), and a layout that
 //! changed inside a field is a struct of its own here. What the fields mean and how a reader
 //! merges them is `super::global`'s; the increments between bases are `super::increments`'.
 //!
@@ -11,8 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::compat::Tail;
 use super::published::Link;
-use super::snapshot::GroupName;
+use super::wire::GroupName;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
 use crate::experiments::sequential::{Looks, LooksBeforeInterleaving};
 use crate::time::EventTime;
@@ -52,42 +53,11 @@ pub struct PartitionAggregates {
     pub(super) recent_closed: Vec<ClosedWindow>,
     pub(super) looks: Option<Looks>,
     /// Absent in a record of a replica without `ab.cuped` or from before it.
-    pub(super) cuped: CovariateTail,
+    pub(super) cuped: Tail<Option<(Vec<String>, CovariateTable)>>,
     /// Absent in a record from before it: then only the windows the record holds are known.
-    pub(super) kept_from: KeptFromTail,
+    pub(super) kept_from: Tail<Vec<EventTime>>,
     /// Absent in a record from before increments: no increment follows it.
-    pub(super) link: LinkTail,
-}
-
-/// A record's CUPED covariates, if it has them: a record written before they existed ends
-/// before them, which reads as none.
-#[derive(Debug, Default)]
-pub(super) struct CovariateTail(pub(super) Option<(Vec<String>, CovariateTable)>);
-
-impl<'de> Deserialize<'de> for CovariateTail {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(CovariateTail(Option::<(Vec<String>, CovariateTable)>::deserialize(d).unwrap_or_default()))
-    }
-}
-
-/// A record's `kept_from`, if it has it (a record written before it ends before it).
-#[derive(Debug, Default)]
-pub(super) struct KeptFromTail(pub(super) Option<Vec<EventTime>>);
-
-impl<'de> Deserialize<'de> for KeptFromTail {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(KeptFromTail(Vec::<EventTime>::deserialize(d).ok()))
-    }
-}
-
-/// A record's link, if it has it (a record written before increments ends before it).
-#[derive(Debug, Default)]
-pub(super) struct LinkTail(pub(super) Option<Link>);
-
-impl<'de> Deserialize<'de> for LinkTail {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(LinkTail(Option::<Link>::deserialize(d).unwrap_or_default()))
-    }
+    pub(super) link: Tail<Option<Link>>,
 }
 
 /// A record as rankpulse wrote it before the looks folded the interleaving figures (its looks
@@ -127,9 +97,9 @@ impl PartitionAggregates {
                     cumulative: old.cumulative,
                     recent_closed: old.recent_closed,
                     looks: old.looks.map(Looks::from),
-                    cuped: CovariateTail::default(),
-                    kept_from: KeptFromTail::default(),
-                    link: LinkTail::default(),
+                    cuped: Tail::default(),
+                    kept_from: Tail::default(),
+                    link: Tail::default(),
                 });
             }
             let Ok(old) = crate::checkpoint::decode::<PartitionAggregatesWithoutLooks>(bytes) else {
@@ -142,9 +112,9 @@ impl PartitionAggregates {
                 cumulative: old.cumulative,
                 recent_closed: old.recent_closed,
                 looks: None,
-                cuped: CovariateTail::default(),
-                kept_from: KeptFromTail::default(),
-                link: LinkTail::default(),
+                cuped: Tail::default(),
+                kept_from: Tail::default(),
+                link: Tail::default(),
             })
         })
     }
@@ -247,8 +217,8 @@ mod tests {
         };
         let encoded = crate::checkpoint::encode(&current);
         assert_eq!(PartitionAggregates::decode(&encoded).unwrap().kept_from.0, Some(vec![EventTime::MIN]));
-        assert_eq!(PartitionAggregates::decode(&encoded).unwrap().link.0, Some(Link { chain: 7, number: 0 }));
-        assert_eq!(read.link.0, None, "a record from before increments is no chain's base");
+        assert_eq!(PartitionAggregates::decode(&encoded).unwrap().link.0.flatten(), Some(Link { chain: 7, number: 0 }));
+        assert_eq!(read.link.0.flatten(), None, "a record from before increments is no chain's base");
         assert_eq!(read.kept_from.0, None, "a record from before kept_from says nothing of older windows");
         // The version before reads it too (postcard leaves the trailing field unread), so
         // replicas can be upgraded in either order.

@@ -144,7 +144,7 @@ impl Engine {
         let recent = record.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
         let prefix = record.looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g));
         let keys = self.cuped_metric_keys();
-        let covariates = match (&self.template.cuped, record.cuped.0) {
+        let covariates = match (&self.template.cuped, record.cuped.0.flatten()) {
             (Some(settings), Some((written, table))) if written == keys => {
                 table.check(settings)?;
                 Some(table)
@@ -164,7 +164,7 @@ impl Engine {
             table
         });
         if let Some(view) = self.global.as_mut() {
-            view.set_link(record.partition, record.link.0);
+            view.set_link(record.partition, record.link.0.flatten());
         }
         let kept_from = record.kept_from.0;
         self.merge_into_view(record.partition, record.closed_before, cumulative, recent, kept_from, covariates);

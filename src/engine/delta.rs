@@ -29,15 +29,17 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::{ClicksTail, CupedTail, GroupName, StateFingerprint, TaskSnapshot};
+use super::compat::TaskDeltaV6;
+use super::snapshot::TaskSnapshot;
 use super::task::{Task, Totals};
 use super::telemetry::{Counters, LaterRejections};
 use super::totals_log::{Operation, TotalsLog};
 use super::watermark::InputClock;
+use super::wire::{GroupName, StateFingerprint};
 use super::{Engine, RestoreError};
-use crate::accumulate::{ClosedWindow, CupedState};
+use crate::accumulate::ClosedWindow;
 use crate::checkpoint::Inconsistency;
-use crate::clicks::log::{ClickLog, LogState, Offered};
+use crate::clicks::log::{ClickLog, Offered};
 use crate::ids::GroupId;
 use crate::join::{JoinSettings, ShardDelta};
 use crate::time::EventTime;
@@ -74,22 +76,6 @@ pub struct TaskDelta {
     later_rejections: LaterRejections,
     totals: TotalsLog,
     recent_closed: Vec<(usize, EventTime)>,
-}
-
-/// A delta of format 6, whose totals were written whole: read and applied as it was.
-#[derive(Deserialize)]
-pub struct TaskDeltaV6 {
-    fingerprint: StateFingerprint,
-    /// The partition number it is a delta of.
-    pub partition: i32,
-    groups: Vec<GroupName<String>>,
-    frontier: Option<EventTime>,
-    join: ShardDelta,
-    inputs: [InputClock; 2],
-    totals: Totals,
-    later_rejections: LaterRejections,
-    clicks: Option<LogState>,
-    cuped: Option<(Vec<String>, CupedState)>,
 }
 
 /// A delta of either format, as a restore applies it.
@@ -197,10 +183,10 @@ impl Engine {
             snapshot.groups.iter().map(|g| (g.id, Box::from(g.experiment.as_str()))).collect();
         // CUPED's state is replayed in place, and left where the snapshot keeps it.
         let totals = &mut snapshot.task.totals;
-        let (cuped_keys, cuped) = snapshot.cuped.0.take().unzip();
+        let (cuped_keys, cuped) = snapshot.cuped.take().unzip();
         totals.cuped = cuped;
         let replayed = self.replay(&delta.totals, totals, &experiments);
-        snapshot.cuped = CupedTail(cuped_keys.zip(totals.cuped.take()));
+        snapshot.cuped = cuped_keys.zip(totals.cuped.take());
         let mut closed = replayed?;
         // The windows kept: each one kept before or just closed, in the writer's order.
         let mut pool: Vec<ClosedWindow> = std::mem::take(&mut totals.recent_closed);
@@ -215,7 +201,7 @@ impl Engine {
         // retired since is interned by no restore (where it would take room under the label
         // limits, and fold a newer group into `FOLDED`).
         let task = &snapshot.task;
-        let cuped = snapshot.cuped.0.iter().flat_map(|(_, state)| state.groups());
+        let cuped = snapshot.cuped.iter().flat_map(|(_, state)| state.groups());
         let recent = task.totals.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
         let used: HashSet<GroupId> =
             task.join.pending_groups().chain(task.totals.accumulators.groups()).chain(recent).chain(cuped).collect();
@@ -284,13 +270,13 @@ impl Engine {
     fn open_for_deltas(&self, snapshot: &mut TaskSnapshot) -> Result<(), RestoreError> {
         let partition = snapshot.partition;
         self.check_replayable(partition, snapshot)?;
-        if let (Some(settings), Some(state)) = (self.template.clicks, snapshot.clicks.0.take()) {
+        if let (Some(settings), Some(state)) = (self.template.clicks, snapshot.clicks.take()) {
             snapshot.task.totals.clicks = Some(ClickLog::restore(settings, state)?);
         }
         let keys = self.cuped_metric_keys();
-        if self.template.cuped.is_none() || snapshot.cuped.0.as_ref().is_some_and(|(written, _)| *written != keys) {
+        if self.template.cuped.is_none() || snapshot.cuped.as_ref().is_some_and(|(written, _)| *written != keys) {
             // Dropped at the restore: not worth replaying into.
-            snapshot.cuped = CupedTail(None);
+            snapshot.cuped = None;
         }
         snapshot.opened = true;
         Ok(())
@@ -337,11 +323,11 @@ impl TaskSnapshot {
         let settings = JoinSettings { attribution_window: self.fingerprint.attribution_window_ms };
         self.task.join.apply_delta(delta.join, &settings)?;
         self.task.inputs = delta.inputs;
-        self.task.totals = delta.totals;
+        self.task.totals = Totals::from_record(delta.totals);
         self.frontier = delta.frontier;
         self.later_rejections = delta.later_rejections;
-        self.clicks = ClicksTail(delta.clicks);
-        self.cuped = CupedTail(delta.cuped);
+        self.clicks = delta.clicks;
+        self.cuped = delta.cuped;
         Ok(())
     }
 }
@@ -358,7 +344,7 @@ impl Engine {
         vec![
             ("inputs", enc(crate::checkpoint::encode(&task.inputs))),
             ("cumulative", enc(crate::checkpoint::encode(&task.totals.accumulators.cumulative))),
-            ("accumulators", enc(crate::checkpoint::encode(&task.totals.accumulators))),
+            ("accumulators", enc(crate::checkpoint::encode(&task.totals.accumulators.record()))),
             ("counters", enc(crate::checkpoint::encode(&task.totals.counters))),
             ("delay", enc(crate::checkpoint::encode(&task.totals.first_engagement_delay))),
             ("recent", enc(crate::checkpoint::encode(&task.totals.recent_closed))),

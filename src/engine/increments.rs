@@ -43,7 +43,8 @@ use serde::{Deserialize, Serialize};
 
 use super::aggregates_record::PartitionAggregates;
 use super::published::{Link, Written};
-use super::snapshot::{check_named, GroupName};
+use super::snapshot::check_named;
+use super::wire::GroupName;
 use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateChange, TableChange};
 use crate::checkpoint::{DecodeError, Inconsistency, FORMAT_VERSION};

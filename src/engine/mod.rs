@@ -37,6 +37,7 @@
 mod aggregates_record;
 mod aggregates_topic;
 mod aggregation;
+mod compat;
 mod delta;
 mod global;
 mod increments;
@@ -56,6 +57,7 @@ mod task;
 mod telemetry;
 mod totals_log;
 mod watermark;
+mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -76,7 +78,8 @@ use crate::time::{EventTime, WallClock};
 
 pub use aggregates_record::PartitionAggregates;
 pub use aggregation::{FinalizedObserver, FinalizedView};
-pub use delta::{AnyDelta, TaskDelta, TaskDeltaV6};
+pub use compat::{TaskDeltaV6, TaskRecordV5};
+pub use delta::{AnyDelta, TaskDelta};
 pub use global::WindowsSkipped;
 pub use increments::{AggregatesOut, AggregatesRecord, PartitionIncrement, AGGREGATES_INCREMENT_VERSION};
 pub use judge::JudgedObserver;
@@ -90,12 +93,13 @@ pub use published::Link;
 pub use reject_log::RejectLog;
 pub use routing::{Routing, RoutingCounts, RoutingDecision, RoutingReason};
 pub use shared::SharedEngine;
-pub use snapshot::{RestoreError, StateFingerprint, TaskSnapshot};
+pub use snapshot::{RestoreError, TaskSnapshot};
 pub use task::{StateSize, Task, Tasks, Totals};
 pub use telemetry::{
     CheckpointStats, Counters, Distribution, RebalanceKind, RebalanceStats, Restore, RestoreSource, Telemetry,
 };
 pub use watermark::InputClock;
+pub use wire::StateFingerprint;
 
 use aggregation::{finalize_due, Aggregation, ClosedWindows};
 use limits::StateLimits;

@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::snapshot::{check_named, GroupName, RestoreError, StateFingerprint, TaskSnapshot, TaskSnapshotRef};
+use super::snapshot::{check_named, RestoreError, TaskSnapshot};
 use super::task::{StateSize, Task};
+use super::wire::{GroupName, StateFingerprint, TaskRecordRef};
 use super::Engine;
 use crate::accumulate::{CupedState, StatsShape};
 use crate::checkpoint::Inconsistency;
@@ -37,12 +38,14 @@ impl Engine {
     pub fn snapshot_partition(&self, partition: i32) -> Option<impl Serialize + '_> {
         let task = self.tasks.get(partition)?;
         let groups = self.names_of(task, std::iter::empty());
-        Some(TaskSnapshotRef {
+        Some(TaskRecordRef {
             fingerprint: self.fingerprint(),
             partition,
             groups,
             frontier: self.watermarks.frontier,
-            task,
+            join: task.join.record(),
+            inputs: &task.inputs,
+            totals: task.totals.record(),
             later_rejections: task.totals.counters.rejected.later(),
             clicks: task.totals.clicks.as_ref().map(ClickLog::state),
             cuped: task.totals.cuped.as_ref().map(|state| (self.cuped_metric_keys(), state)),
@@ -124,11 +127,11 @@ impl Engine {
         for window in &totals.recent_closed {
             window.check(shape, template.window_sizes_ms.len())?;
         }
-        if let (Some(_), Some(clicks)) = (template.clicks, &snapshot.clicks.0) {
+        if let (Some(_), Some(clicks)) = (template.clicks, &snapshot.clicks) {
             clicks.check()?;
         }
         let mut cuped_groups = Vec::new();
-        if let (Some(settings), Some((keys, state))) = (&template.cuped, &snapshot.cuped.0) {
+        if let (Some(settings), Some((keys, state))) = (&template.cuped, &snapshot.cuped) {
             if *keys == self.cuped_metric_keys() {
                 state.check(settings)?;
                 cuped_groups.extend(state.groups());
@@ -152,7 +155,7 @@ impl Engine {
         task.totals.counters.rejected.set_later(&later_rejections);
         // A snapshot without a click log (written before it existed, or with it off) starts
         // an empty one; one written with it on and restored with it off is dropped.
-        task.totals.clicks = match (self.template.clicks, clicks.0, task.totals.clicks.take()) {
+        task.totals.clicks = match (self.template.clicks, clicks, task.totals.clicks.take()) {
             (None, _, _) => None,
             // Opened for the deltas applied to it (`super::delta`).
             (Some(_), _, Some(opened)) => Some(opened),
@@ -164,7 +167,7 @@ impl Engine {
         // CUPED's state of other adjusted metrics (or none) starts afresh: its sums would be
         // of other metrics. Checked with the rest of the snapshot when the metrics agree.
         let keys = self.cuped_metric_keys();
-        task.totals.cuped = self.template.cuped.as_ref().map(|_| match cuped.0 {
+        task.totals.cuped = self.template.cuped.as_ref().map(|_| match cuped {
             Some((written, mut state)) if written == keys => {
                 state.remap_groups(&map);
                 state
@@ -243,6 +246,8 @@ mod tests {
     use super::*;
     use crate::checkpoint;
     use crate::config::Config;
+    use crate::engine::task::Totals;
+    use crate::engine::TaskRecordV5;
     use crate::event::EventKind;
     use crate::judgments::JudgmentSource;
     use crate::source::{encode_partition, PartitionSnapshot, Positions};
@@ -407,7 +412,7 @@ mod tests {
         assert!(cuped_figures(&reader).is_none_or(|c| c.units_with_pre_period == [0, 0]));
         // Forged: a unit bucket beyond ab.unit_buckets is refused before anything is installed.
         let mut forged = decoded();
-        let (_, state) = forged.cuped.0.as_mut().unwrap();
+        let (_, state) = forged.cuped.as_mut().unwrap();
         let group = state.groups().next().unwrap();
         let mut table = CovariateTableForgery::default();
         table.0.insert(group, [(cfg.ab.unit_buckets, Default::default())].into_iter().collect());
@@ -581,9 +586,12 @@ mod tests {
         let payload = &bytes[28..];
         let format_5 = checkpoint::seal(&payload[..payload.len() - 2 * (1 + 4)]);
         let mut restored = Engine::new(&cfg).without_past_limit();
-        let snapshot = checkpoint::decode::<PartitionSnapshot>(&format_5).unwrap().task;
-        restored.restore_partition(0, snapshot, now).unwrap();
+        let (_, record) = checkpoint::decode::<([Option<i64>; 2], TaskRecordV5)>(&format_5).unwrap();
+        restored.restore_partition(0, TaskSnapshot::upgraded_from(record), now).unwrap();
         assert_eq!((unmapped(&restored), invalid(&restored)), (0, 1), "format 5 counted no later reasons");
+        // This build's layout has no optional field: the bytes a format 5 snapshot may end
+        // with are refused as format 7's.
+        assert!(checkpoint::decode::<PartitionSnapshot>(&format_5).is_err());
 
         /// What a rankpulse of format 5 reads: the snapshot without the trailing field.
         #[derive(serde::Deserialize)]
@@ -594,10 +602,13 @@ mod tests {
             partition: i32,
             groups: Vec<GroupName<String>>,
             frontier: Option<EventTime>,
-            task: Task,
+            join: crate::join::ShardRecord,
+            inputs: [crate::engine::InputClock; 2],
+            totals: super::super::wire::TotalsRecord,
         }
         let old = checkpoint::decode::<Format5>(&bytes).unwrap();
-        assert_eq!(old.task.totals.counters.rejected[1][RejectReason::InvalidJson.index()], 1);
+        let totals = Totals::from_record(old.totals);
+        assert_eq!(totals.counters.rejected[1][RejectReason::InvalidJson.index()], 1);
     }
 
     #[test]

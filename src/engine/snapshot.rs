@@ -12,65 +12,24 @@
 
 use std::collections::HashSet;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::task::Task;
+use super::compat::TaskRecordV5;
+use super::task::{Task, Totals};
 use super::telemetry::LaterRejections;
+use super::wire::{GroupName, StateFingerprint, TaskRecord};
 use crate::accumulate::CupedState;
 use crate::checkpoint::Inconsistency;
-use crate::clicks::log::{LogState, LogStateRef};
-use crate::config::AbUnit;
+use crate::clicks::log::LogState;
 use crate::ids::GroupId;
+use crate::join::Shard;
 use crate::time::EventTime;
 
-/// What a snapshot must agree on with the running configuration for its state to mean the
-/// same thing: the metric vector, the windows and the attribution window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StateFingerprint {
-    /// The metric of each accumulator slot, by name.
-    pub metric_keys: Vec<String>,
-    /// `metrics.windows`, in milliseconds.
-    pub window_sizes_ms: Vec<i64>,
-    /// `join.attribution_window`: pending impressions' deadlines depend on it.
-    pub attribution_window_ms: i64,
-    /// `ab.unit` and `ab.unit_buckets` (0 for the impression unit): pending impressions and
-    /// accumulators hold bucket numbers that mean nothing under another hashing.
-    pub unit_buckets: (AbUnit, u32),
-}
-
-/// A group a snapshot or aggregates record refers to, by name (ids are the writing engine's own).
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct GroupName<S> {
-    /// The writing engine's id for it.
-    pub(super) id: GroupId,
-    pub(super) experiment: S,
-    pub(super) variant: S,
-    /// Its latest impression timestamp, so that label retirement continues where it was.
-    pub(super) last_seen: EventTime,
-}
-
-/// One partition's state as written (borrowed, no copy).
-#[derive(Serialize)]
-pub(super) struct TaskSnapshotRef<'a> {
-    pub(super) fingerprint: StateFingerprint,
-    pub(super) partition: i32,
-    pub(super) groups: Vec<GroupName<&'a str>>,
-    /// The engine's frontier: an idle input of the restored task follows it.
-    pub(super) frontier: Option<EventTime>,
-    pub(super) task: &'a Task,
-    /// Last, so that an older rankpulse leaves it unread (see `telemetry::RejectCounts`).
-    pub(super) later_rejections: LaterRejections,
-    /// The partition's click log, with `clicks.enabled`; after everything else for the same
-    /// reason.
-    pub(super) clicks: Option<LogStateRef<'a>>,
-    /// The partition's CUPED state with the metric keys it adjusts, with `ab.cuped.metrics`;
-    /// last, for the same reason.
-    pub(super) cuped: Option<(Vec<String>, &'a CupedState)>,
-}
-
-/// One partition's state as read back: [`TaskSnapshotRef`]'s fields, owned, in the same order
-/// (postcard is positional).
+/// One partition's state as read back, in the in-memory types a restore installs: the task
+/// record (`super::wire`) of any format this build reads, converted. The format 5 one is
+/// upgraded first (`super::compat`).
 #[derive(Deserialize)]
+#[serde(from = "TaskRecord")]
 pub struct TaskSnapshot {
     pub(super) fingerprint: StateFingerprint,
     /// The partition number it is the state of.
@@ -78,36 +37,42 @@ pub struct TaskSnapshot {
     pub(super) groups: Vec<GroupName<String>>,
     pub(super) frontier: Option<EventTime>,
     pub(super) task: Task,
-    /// Absent (zeros) in a snapshot of format 5.
     pub(super) later_rejections: LaterRejections,
-    /// Absent in a snapshot written before the click log existed.
-    pub(super) clicks: ClicksTail,
-    /// Absent in a snapshot written before CUPED existed.
-    pub(super) cuped: CupedTail,
+    /// The click log, if the writer kept one (`task.totals.clicks` stays empty until the
+    /// restore opens it).
+    pub(super) clicks: Option<LogState>,
+    /// CUPED's state and the metric keys it adjusts, if the writer kept one.
+    pub(super) cuped: Option<(Vec<String>, CupedState)>,
     /// Whether deltas were applied to it (`super::delta`): it was checked in the shape it was
     /// written in, and its click log is open in `task.totals.clicks` (`clicks` is then empty).
-    #[serde(skip)]
     pub(super) opened: bool,
 }
 
-/// A snapshot's click log, if it has one: a snapshot written before the click log existed
-/// ends before it, which reads as none (as [`LaterRejections`] does).
-#[derive(Debug, Default)]
-pub(super) struct ClicksTail(pub(super) Option<LogState>);
-
-impl<'de> Deserialize<'de> for ClicksTail {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(ClicksTail(Option::<LogState>::deserialize(d).unwrap_or_default()))
+impl TaskSnapshot {
+    /// A format 5 snapshot, upgraded to format 7's task record and converted.
+    pub fn upgraded_from(record: TaskRecordV5) -> Self {
+        TaskSnapshot::from(record.upgrade())
     }
 }
 
-/// A snapshot's CUPED state and the metric keys it adjusts, if it has one (as [`ClicksTail`]).
-#[derive(Debug, Default)]
-pub(super) struct CupedTail(pub(super) Option<(Vec<String>, CupedState)>);
-
-impl<'de> Deserialize<'de> for CupedTail {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(CupedTail(Option::<(Vec<String>, CupedState)>::deserialize(d).unwrap_or_default()))
+impl From<TaskRecord> for TaskSnapshot {
+    fn from(record: TaskRecord) -> Self {
+        let TaskRecord {
+            fingerprint,
+            partition,
+            groups,
+            frontier,
+            join,
+            inputs,
+            totals,
+            later_rejections,
+            clicks,
+            cuped,
+        } = record;
+        let mut task = Task::new(Totals::from_record(totals));
+        task.join = Shard::from_record(join);
+        task.inputs = inputs;
+        TaskSnapshot { fingerprint, partition, groups, frontier, task, later_rejections, clicks, cuped, opened: false }
     }
 }
 

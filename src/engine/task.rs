@@ -22,8 +22,9 @@ use crate::event::EventKind;
 use crate::join::Shard;
 use crate::time::EventTime;
 
-/// Everything a partition's messages added up to: exported summed over the engine's tasks.
-#[derive(Debug, Serialize, Deserialize)]
+/// Everything a partition's messages added up to: exported summed over the engine's tasks. A
+/// snapshot holds them as a `super::wire::TotalsRecord`.
+#[derive(Debug)]
 pub struct Totals {
     /// Metric sums per group, cumulative and per open window.
     pub accumulators: Accumulators,
@@ -34,24 +35,20 @@ pub struct Totals {
     /// The partition's newest closed windows (a few per size), for the experiment-wide view
     /// (`super::global`); empty unless the engine keeps them.
     pub recent_closed: Vec<ClosedWindow>,
-    /// The partition's click log, with `clicks.enabled`. Not in the positional encoding of
-    /// the snapshot: `super::snapshot` writes it after everything else, so that snapshots of
-    /// either version restore.
-    #[serde(skip)]
+    /// The partition's click log, with `clicks.enabled`. The task record carries it after
+    /// everything else (format 5 appended it).
     pub clicks: Option<ClickLog>,
-    /// The partition's CUPED state, with `ab.cuped.metrics`; a trailing field of the snapshot
-    /// like `clicks`.
-    #[serde(skip)]
+    /// The partition's CUPED state, with `ab.cuped.metrics`; a trailing field of the task
+    /// record like `clicks`.
     pub cuped: Option<CupedState>,
     /// The operations on these totals since the task's last changelog record, while the task
     /// records changes for a delta (`super::delta`); `None` otherwise.
-    #[serde(skip)]
     pub changes: Option<TotalsLog>,
 }
 
 /// The state of one partition number, shared by the co-partitioned impressions and
-/// engagements topics.
-#[derive(Debug, Serialize, Deserialize)]
+/// engagements topics. A snapshot holds it as a `super::wire::TaskRecord`.
+#[derive(Debug)]
 pub struct Task {
     /// Pending impressions, held engagements, de-duplication memory, engagement counts.
     pub join: Shard,
@@ -61,7 +58,6 @@ pub struct Task {
     pub totals: Totals,
     /// How much of `totals.recent_closed` the aggregates topic has carried. Not in the
     /// snapshot: a restored task's windows were all in the record written with it.
-    #[serde(skip)]
     pub closed_progress: ClosedProgress,
 }
 
@@ -173,8 +169,7 @@ impl TaskTemplate {
 
 /// Tasks by partition number. Kafka partitions are small dense non-negative integers, so a
 /// vector indexed by partition is the whole map.
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Debug, Default)]
 pub struct Tasks(Vec<Option<Box<Task>>>);
 
 impl Tasks {

@@ -139,17 +139,9 @@ impl<'de> Deserialize<'de> for RejectCounts {
 
 /// The counts of the reject reasons after [`RejectReason::LEGACY`], per input kind: the
 /// snapshot's trailing field (see [`RejectCounts`]). Lists, so that later reasons extend them.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+/// (A format 5 snapshot may end before it: `super::compat` reads it as none.)
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaterRejections([Vec<u64>; 2]);
-
-impl<'de> Deserialize<'de> for LaterRejections {
-    /// A snapshot of format 5 ends before this field: the deserializer's "end of input" is
-    /// read as no later rejections. (Bytes that are there but garbled cannot be, behind a
-    /// matching checksum, unless forged; the counts are then checked like any others.)
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(<[Vec<u64>; 2]>::deserialize(d).map(LaterRejections).unwrap_or_default())
-    }
-}
 
 /// A latency distribution: hdrhistogram for quantiles plus an exact sum for the `_sum` series.
 /// Checkpointed as its recorded buckets (see [`DistributionState`]).

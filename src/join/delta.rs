@@ -145,8 +145,8 @@ mod tests {
 
     /// Everything a shard holds, in a canonical order.
     fn contents(shard: &Shard) -> String {
-        let bytes = postcard::to_allocvec(shard).unwrap();
-        let mut copy: Shard = postcard::from_bytes(&bytes).unwrap();
+        let bytes = postcard::to_allocvec(&shard.record()).unwrap();
+        let mut copy = Shard::from_record(postcard::from_bytes(&bytes).unwrap());
         let mut held: Vec<_> = copy.held.drain().collect();
         held.sort_unstable_by_key(|(q, _)| *q);
         let sorted = |mut v: Vec<(EventTime, u128)>| {
@@ -217,7 +217,7 @@ mod tests {
             for _ in 0..rng.random_range(0..300) {
                 step(&mut live, &mut rng, &mut clock, &mut out);
             }
-            let base = postcard::to_allocvec(&live).unwrap();
+            let base = postcard::to_allocvec(&live.record()).unwrap();
             live.record_changes();
             let mut deltas = Vec::new();
             for _ in 0..rng.random_range(1..8) {
@@ -227,7 +227,7 @@ mod tests {
                 let delta = live.take_delta().unwrap();
                 deltas.push(postcard::to_allocvec(&delta).unwrap());
             }
-            let mut restored: Shard = postcard::from_bytes(&base).unwrap();
+            let mut restored = Shard::from_record(postcard::from_bytes(&base).unwrap());
             for delta in &deltas {
                 restored.apply_delta(postcard::from_bytes(delta).unwrap(), &SETTINGS).unwrap();
             }
@@ -260,7 +260,7 @@ mod tests {
         let finalized = (0..1_000u128).filter(|q| 1_000 + *q as EventTime / 10 + 100 < 1_105).count();
         assert_eq!(delta.entries(), [2, 1 + finalized, 0]);
         let bytes = postcard::to_allocvec(&delta).unwrap().len();
-        let whole = postcard::to_allocvec(&shard).unwrap().len();
+        let whole = postcard::to_allocvec(&shard.record()).unwrap().len();
         assert!(bytes * 3 < whole, "delta {bytes} bytes, the shard {whole}");
         // Nothing changed since: an empty delta.
         assert_eq!(shard.take_delta().unwrap().entries(), [0, 0, 0]);
@@ -270,7 +270,7 @@ mod tests {
     fn a_forged_delta_is_refused() {
         let mut shard = Shard::default();
         shard.offer_impression(1, 1_000, 0, 0, &[1, 2], &SETTINGS);
-        let base = postcard::to_allocvec(&shard).unwrap();
+        let base = postcard::to_allocvec(&shard.record()).unwrap();
         shard.record_changes();
         shard.offer_engagement(1, 9, 1_010, 2, 1, &SETTINGS);
         let delta = shard.take_delta().unwrap();
@@ -283,7 +283,7 @@ mod tests {
             other.offer_engagement(1, 9, 1_010, 2, 1, &SETTINGS);
             other.take_delta().unwrap().pending
         };
-        let mut restored: Shard = postcard::from_bytes(&base).unwrap();
+        let mut restored = Shard::from_record(postcard::from_bytes(&base).unwrap());
         let err = restored.apply_delta(forged, &SETTINGS).unwrap_err();
         assert!(
             matches!(err, Inconsistency::Value { what, .. } if what.contains("timestamp or result count")),
@@ -292,7 +292,7 @@ mod tests {
         // A watermark going back.
         let mut forged = delta;
         forged.watermark = Some(5);
-        let mut restored: Shard = postcard::from_bytes(&base).unwrap();
+        let mut restored = Shard::from_record(postcard::from_bytes(&base).unwrap());
         restored.watermark = Some(10);
         let err = restored.apply_delta(forged, &SETTINGS).unwrap_err();
         assert_eq!(err, Inconsistency::Value { what: "a delta's watermark", expected: "at or after its snapshot's" });

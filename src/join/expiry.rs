@@ -158,8 +158,7 @@ impl<'de, K: Deserialize<'de> + Ord + Copy> Deserialize<'de> for ExpiryQueue<K> 
 }
 
 /// A set of keys that forgets each one once the watermark passes its expiry time.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound(serialize = "K: Serialize", deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord + Copy"))]
+#[derive(Debug)]
 pub(super) struct ExpiringSet<K> {
     /// The keys with their expiry times, for membership and for rules that depend on when a
     /// key expires (a late engagement's classification).
@@ -167,8 +166,36 @@ pub(super) struct ExpiringSet<K> {
     /// (expiry, key) for every key, earliest first.
     expiry: ExpiryQueue<K>,
     /// What changed since the last delta, while the source writes deltas.
-    #[serde(skip)]
     changes: Option<SetChanges<K>>,
+}
+
+/// An [`ExpiringSet`] as a snapshot holds it (the changelog's layout, `crate::engine`'s
+/// `wire`): its keys with their expiry times, then the expiry order; not the changes recorded
+/// for the next delta, which a snapshot starts afresh.
+#[derive(Serialize)]
+pub(super) struct ExpiringSetRef<'a, K> {
+    keys: &'a KeyMap<K, EventTime>,
+    expiry: &'a ExpiryQueue<K>,
+}
+
+/// [`ExpiringSetRef`] read back.
+#[derive(Debug, Deserialize)]
+#[serde(bound(deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord + Copy"))]
+pub(super) struct ExpiringSetRecord<K> {
+    keys: KeyMap<K, EventTime>,
+    expiry: ExpiryQueue<K>,
+}
+
+impl<K> ExpiringSet<K> {
+    /// The set as a snapshot holds it.
+    pub(super) fn record(&self) -> ExpiringSetRef<'_, K> {
+        ExpiringSetRef { keys: &self.keys, expiry: &self.expiry }
+    }
+
+    /// The set a snapshot held.
+    pub(super) fn from_record(record: ExpiringSetRecord<K>) -> Self {
+        ExpiringSet { keys: record.keys, expiry: record.expiry, changes: None }
+    }
 }
 
 impl<K> Default for ExpiringSet<K> {

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::chunks::SnapshotId;
 use crate::checkpoint::{self, DecodeError, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_VERSION, FORMAT_VERSION};
-use crate::engine::{AnyDelta, TaskDelta, TaskDeltaV6, TaskSnapshot};
+use crate::engine::{AnyDelta, TaskDelta, TaskDeltaV6, TaskRecordV5, TaskSnapshot};
 
 /// The versions of the changelog's records this build reads, as its errors name them.
 const READS: &str = "5, 6 and 7";
@@ -61,6 +61,13 @@ pub struct PartitionSnapshot {
     pub positions: [Option<i64>; 2],
     /// Its state, for `Engine::restore_partition`.
     pub task: TaskSnapshot,
+}
+
+/// One partition's snapshot of format 5, as read back (upgraded by [`decode`]).
+#[derive(Deserialize)]
+struct PartitionSnapshotV5 {
+    positions: [Option<i64>; 2],
+    task: TaskRecordV5,
 }
 
 /// One partition's delta, as read back.
@@ -104,7 +111,11 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     let readable = [FORMAT_VERSION, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_VERSION];
     let (version, payload) = checkpoint::open(bytes, &readable, READS)?;
     match version {
-        FORMAT_VERSION => checkpoint::decode_payload(payload).map(|snapshot| Record::Snapshot(Box::new(snapshot))),
+        FORMAT_VERSION => {
+            let PartitionSnapshotV5 { positions, task } = checkpoint::decode_payload(payload)?;
+            let task = TaskSnapshot::upgraded_from(task);
+            Ok(Record::Snapshot(Box::new(PartitionSnapshot { positions, task })))
+        }
         CHANGELOG_FORMAT_V6 => {
             let written: Written<TaskDeltaV6> = checkpoint::decode_payload(payload)?;
             Ok(written.into_record(AnyDelta::V6))

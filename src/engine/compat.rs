@@ -1,0 +1,108 @@
+//! The older layouts of the state records this build still reads, each with the one step that
+//! upgrades it to this build's: a build reads the changelog and aggregates records of the build
+//! before it, so an upgrade loses no state (`tests/state_upgrade.rs`).
+//!
+//! - **Format 5 snapshots** grew within their version: fields appended last (the later
+//!   rejections, the click log, the CUPED state), which a snapshot written before them lacks.
+//!   [`TaskRecordV5`] reads each as a [`Tail`]; [`TaskRecordV5::upgrade`] gives the
+//!   [`TaskRecord`] of format 7 (formats 6 and 7 write every field).
+//! - **Format 6 deltas** carried the totals whole ([`TaskDeltaV6`]); format 7's carry the
+//!   operations on them. A format 6 delta is applied as it was written (`super::delta`).
+//! - **Aggregates records** (format 5, which they keep) grew the same way: the CUPED covariates,
+//!   `kept_from` and the link are [`Tail`]s of `super::aggregates_record`'s layout.
+//!
+//! A record's bytes are untrusted: this file is under the no-panic rule (crate documentation,
+//! "Hostile input").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+use serde::{Deserialize, Deserializer};
+
+use super::telemetry::LaterRejections;
+use super::watermark::InputClock;
+use super::wire::{GroupName, StateFingerprint, TaskRecord, TotalsRecord};
+use crate::accumulate::CupedState;
+use crate::clicks::log::LogState;
+use crate::join::{ShardDelta, ShardRecord};
+use crate::time::EventTime;
+
+/// A field appended to a record's layout within its format version: `None` where the record
+/// ends before it. (Bytes that are there but garbled cannot be, behind a matching checksum,
+/// unless forged; what is read is checked as any state is.)
+#[derive(Debug)]
+pub(super) struct Tail<T>(pub(super) Option<T>);
+
+impl<T> Default for Tail<T> {
+    fn default() -> Self {
+        Tail(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Tail<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Tail(T::deserialize(d).ok()))
+    }
+}
+
+/// A snapshot of format 5: [`TaskRecord`]'s fields, the last three appended within the format.
+#[derive(Deserialize)]
+pub struct TaskRecordV5 {
+    fingerprint: StateFingerprint,
+    partition: i32,
+    groups: Vec<GroupName<String>>,
+    frontier: Option<EventTime>,
+    join: ShardRecord,
+    inputs: [InputClock; 2],
+    totals: TotalsRecord,
+    /// Absent (zeros) in a snapshot from before the reject reasons after the first ones.
+    later_rejections: Tail<LaterRejections>,
+    /// Absent in a snapshot from before the click log.
+    clicks: Tail<Option<LogState>>,
+    /// Absent in a snapshot from before CUPED.
+    cuped: Tail<Option<(Vec<String>, CupedState)>>,
+}
+
+impl TaskRecordV5 {
+    /// The snapshot in format 7's layout: what an absent field would have held.
+    pub(super) fn upgrade(self) -> TaskRecord {
+        let TaskRecordV5 {
+            fingerprint,
+            partition,
+            groups,
+            frontier,
+            join,
+            inputs,
+            totals,
+            later_rejections,
+            clicks,
+            cuped,
+        } = self;
+        TaskRecord {
+            fingerprint,
+            partition,
+            groups,
+            frontier,
+            join,
+            inputs,
+            totals,
+            later_rejections: later_rejections.0.unwrap_or_default(),
+            clicks: clicks.0.flatten(),
+            cuped: cuped.0.flatten(),
+        }
+    }
+}
+
+/// A delta of format 6, whose totals were written whole: read and applied as it was.
+#[derive(Deserialize)]
+pub struct TaskDeltaV6 {
+    pub(super) fingerprint: StateFingerprint,
+    /// The partition number it is a delta of.
+    pub partition: i32,
+    pub(super) groups: Vec<GroupName<String>>,
+    pub(super) frontier: Option<EventTime>,
+    pub(super) join: ShardDelta,
+    pub(super) inputs: [InputClock; 2],
+    pub(super) totals: TotalsRecord,
+    pub(super) later_rejections: LaterRejections,
+    pub(super) clicks: Option<LogState>,
+    pub(super) cuped: Option<(Vec<String>, CupedState)>,
+}
