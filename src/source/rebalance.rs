@@ -19,7 +19,7 @@ use super::chunks::SnapshotId;
 use super::commit::{checkpoint_and_commit, finish_uncommitted, Acknowledgment, SourceState};
 use super::handoff::Handoff;
 use super::record::{self, PartitionSnapshot, Record};
-use super::standby::Applied;
+use super::standby::{Applied, Unheld};
 use crate::checkpoint;
 use crate::engine::{RebalanceKind, Restore, RestoreError, RestoreSource, SharedEngine};
 use crate::event::EventKind;
@@ -46,6 +46,8 @@ enum Unusable {
     NotASnapshot,
     #[error("delta {n} of {of} after it (offset {offset}): {why}")]
     Delta { n: usize, of: usize, offset: i64, why: DeltaUnusable },
+    #[error(transparent)]
+    Standby(#[from] Unheld),
 }
 
 /// Where a restored partition's state came from: a chain read from the changelog, or the warm
@@ -380,9 +382,9 @@ impl SourceContext {
             let end = changelog.end_offset(partition)?;
             if let Some(warm) = standby.take_current(partition, end, STANDBY_CATCH_UP) {
                 changelog.continue_sequence(partition, warm.next_sequence);
-                let checked = warm.held.and_then(|mut applied| {
+                let checked = warm.held.map_err(Unusable::Standby).and_then(|mut applied| {
                     let engine = self.engine.lock();
-                    engine.check_compatible(partition, &mut applied.snapshot.task).map_err(|e| e.to_string())?;
+                    engine.check_compatible(partition, &mut applied.snapshot.task)?;
                     Ok(applied)
                 });
                 match checked {

@@ -33,8 +33,9 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use super::chunks::{ChunkHeader, InOrder, SnapshotId};
 use super::record::{self, Links, PartitionSnapshot, Record};
 use super::SourceError;
+use crate::checkpoint::DecodeError;
 use crate::config::{ClientRole, KafkaConfig};
-use crate::engine::SharedEngine;
+use crate::engine::{RestoreError, SharedEngine};
 use crate::kafka_log::{KafkaLog, SharedLog};
 use crate::shutdown::Shutdown;
 
@@ -48,7 +49,7 @@ const METADATA_INTERVAL: Duration = Duration::from_secs(5);
 struct Copy {
     /// The partition's newest state, or why the standby cannot hold it until the next snapshot;
     /// `None` before the first snapshot read.
-    held: Option<Result<Box<Applied>, String>>,
+    held: Option<Result<Box<Applied>, Unheld>>,
     /// The offset after the last record read: everything before it has been seen.
     read_to: i64,
     /// Where the record being reassembled starts, and its record timestamp.
@@ -86,10 +87,44 @@ pub struct Applied {
     pub written_ms: Option<i64>,
 }
 
+/// Why the standby holds no state of a partition until its next snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum Unheld {
+    #[error("the record at offset {offset} is not the {what} its first bytes say")]
+    NotWhatItSays { offset: i64, what: &'static str },
+    #[error("the snapshot at offset {offset}: {source}")]
+    Snapshot { offset: i64, source: DecodeError },
+    #[error("the delta at offset {offset} does not follow the record before it")]
+    Gap { offset: i64 },
+    #[error("the delta at offset {offset}: {source}")]
+    Delta { offset: i64, source: Box<DeltaRefused> },
+}
+
+/// Why a delta the standby read was not applied to its copy.
+#[derive(Debug, thiserror::Error)]
+pub enum DeltaRefused {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+}
+
+impl From<DecodeError> for Box<DeltaRefused> {
+    fn from(e: DecodeError) -> Self {
+        Box::new(DeltaRefused::Decode(e))
+    }
+}
+
+impl From<RestoreError> for Box<DeltaRefused> {
+    fn from(e: RestoreError) -> Self {
+        Box::new(DeltaRefused::Restore(e))
+    }
+}
+
 /// A partition's copy taken over, and the sequence a writer continues above.
 pub struct Warm {
     /// The state, or why the standby could not hold it (the changelog is then read).
-    pub held: Result<Box<Applied>, String>,
+    pub held: Result<Box<Applied>, Unheld>,
     /// One above the highest sequence the standby saw in the partition.
     pub next_sequence: u64,
 }
@@ -160,10 +195,10 @@ struct Read {
 /// is applied to it; anything else (a snapshot that does not decode, a delta that does not
 /// apply, or follows another record) gives it up until the next snapshot.
 fn next_copy(
-    held: Option<Result<Box<Applied>, String>>,
+    held: Option<Result<Box<Applied>, Unheld>>,
     read: Read,
     engine: &SharedEngine,
-) -> Option<Result<Box<Applied>, String>> {
+) -> Option<Result<Box<Applied>, Unheld>> {
     let Read { id, offset, bytes, written_ms } = read;
     // A record whose first bytes say nothing is taken as a snapshot, and refused as one.
     match record::peek_links(&bytes).unwrap_or(Links::Snapshot) {
@@ -176,27 +211,25 @@ fn next_copy(
                 bytes: bytes.len(),
                 written_ms,
             })),
-            Ok(Record::Delta(_)) => Err(format!("the record at offset {offset} is not the snapshot it says")),
-            Err(e) => Err(format!("the snapshot at offset {offset}: {e}")),
+            Ok(Record::Delta(_)) => Err(Unheld::NotWhatItSays { offset, what: "snapshot" }),
+            Err(source) => Err(Unheld::Snapshot { offset, source }),
         }),
         Links::Delta { base, previous } => {
             let mut applied = match held? {
                 // A delta of another chain (an older one, or a writer's that lost the
                 // partition) leaves the copy as it is.
                 Ok(applied) if applied.base.0 != base => return Some(Ok(applied)),
-                Ok(applied) if applied.tip != previous => {
-                    return Some(Err(format!("the delta at offset {offset} does not follow the record before it")))
-                }
+                Ok(applied) if applied.tip != previous => return Some(Err(Unheld::Gap { offset })),
                 Ok(applied) => applied,
                 Err(why) => return Some(Err(why)),
             };
             let delta = match record::decode(&bytes) {
                 Ok(Record::Delta(delta)) if delta.base == base && delta.previous == previous => delta,
-                Ok(_) => return Some(Err(format!("the record at offset {offset} is not the delta it says"))),
-                Err(e) => return Some(Err(format!("the delta at offset {offset}: {e}"))),
+                Ok(_) => return Some(Err(Unheld::NotWhatItSays { offset, what: "delta" })),
+                Err(source) => return Some(Err(Unheld::Delta { offset, source: source.into() })),
             };
             if let Err(e) = engine.lock().apply_delta(&mut applied.snapshot.task, delta.task) {
-                return Some(Err(format!("the delta at offset {offset}: {e}")));
+                return Some(Err(Unheld::Delta { offset, source: e.into() }));
             }
             applied.snapshot.positions = delta.positions;
             applied.tip = id;
@@ -345,11 +378,11 @@ mod tests {
         feed(&mut live, 50, 60);
         let (_, delta) = encode_record(&mut live, Some(chain(id(9))), &positions, 0).unwrap();
         let held = next_copy(held, read(2, delta), &standby_engine);
-        assert!(matches!(&held, Some(Err(why)) if why.contains("does not follow")), "{:?}", held.map(|h| h.err()));
+        assert!(matches!(&held, Some(Err(Unheld::Gap { offset: 20 }))), "{:?}", held.map(|h| h.err()));
         let held = next_copy(held, read(3, base), &standby_engine);
         assert!(matches!(held, Some(Ok(applied)) if applied.deltas == 0 && applied.base.0 == id(3)));
         // Damaged bytes are refused with the reason, never a panic.
         let held = next_copy(None, read(4, vec![1, 2, 3]), &standby_engine);
-        assert!(matches!(&held, Some(Err(why)) if why.contains("offset 40")));
+        assert!(matches!(&held, Some(Err(Unheld::Snapshot { offset: 40, .. }))), "{:?}", held.map(|h| h.err()));
     }
 }
