@@ -115,21 +115,23 @@ const ENGINE_LAYERS: &[(&str, u32)] = &[
     ("aggregates_record", 5),
     // The experiment-wide view over every partition's sums.
     ("global", 6),
-    // The `Engine`, orchestrating all of the above.
-    ("mod", 7),
+    // What is reported experiment-wide: the closed windows, the looks, the global view.
+    ("view", 7),
+    // The `Engine`, a facade over the parts above.
+    ("mod", 8),
     // What exporters read from the `Engine`; the `Engine` behind one lock; a partition's delta
     // since its snapshot, taken from the `Engine` and applied to a snapshot.
-    ("read", 8),
-    ("shared", 8),
-    ("delta", 8),
+    ("read", 9),
+    ("shared", 9),
+    ("delta", 9),
     // A partition's aggregates record as an increment on the one before, written and applied.
-    ("increments", 8),
+    ("increments", 9),
     // A partition's snapshot taken of the `Engine` and restored into it; the `Engine`'s side of
     // the aggregates topic (its partitions' records written, every partition's applied).
-    ("restore", 8),
-    ("aggregates_topic", 8),
+    ("restore", 9),
+    ("aggregates_topic", 9),
     // A message into the `Engine`: counted, checked, offered to its partition's task.
-    ("process", 8),
+    ("process", 9),
 ];
 
 /// A module's path from the crate root: `src/engine/task.rs` is `["engine", "task"]`.

@@ -13,9 +13,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::aggregates_record::{PartitionAggregates, PartitionAggregatesRef};
-use super::global::GlobalView;
 use super::published::{trim_closed, Link};
 use super::snapshot::check_named;
+use super::view::Statistics;
 use super::Engine;
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
 use crate::checkpoint::Inconsistency;
@@ -34,7 +34,7 @@ impl Engine {
     /// carried, and beyond the retained few can go; windows held open for them close at the
     /// next advance.
     pub fn aggregates_written(&mut self, written: &[(i32, usize)]) {
-        self.aggregates_failing = false;
+        self.view.aggregates_failing = false;
         let sizes_ms = &self.template.window_sizes_ms;
         for &(partition, carried) in written {
             let Some(task) = self.tasks.get_mut(partition) else { continue };
@@ -50,7 +50,7 @@ impl Engine {
     /// A changelog write failed: until one succeeds, windows close at the watermark rather than
     /// wait for a record (the unwritten limit bounds what they keep, see [`super::published::UNWRITTEN_LIMIT`]).
     pub fn aggregates_not_written(&mut self) {
-        self.aggregates_failing = true;
+        self.view.aggregates_failing = true;
         for task in self.tasks.iter_mut() {
             task.closed_progress.published.not_written();
         }
@@ -60,7 +60,7 @@ impl Engine {
     /// ([`hold_back`]): the source then writes the records without waiting for the checkpoint
     /// interval, and clears it.
     pub fn aggregates_due(&self) -> Arc<AtomicBool> {
-        self.aggregates_due.clone()
+        self.view.aggregates_due.clone()
     }
 
     /// Turns on the experiment-wide view over `partitions` input partitions (0 until the
@@ -68,15 +68,7 @@ impl Engine {
     /// the A/B reports, the window gauges and the A/B publisher read complete windows from it,
     /// and every task keeps its recently closed windows for [`Engine::partition_aggregates`].
     pub fn enable_global_view(&mut self, partitions: usize) {
-        let sizes = self.template.window_sizes_ms.len();
-        let view = self.global.get_or_insert_with(|| GlobalView::new(sizes));
-        view.partitions = view.partitions.max(partitions);
-        self.retain_recent_closed = true;
-        // The local merge of closed windows is not what gets published any more, nor what the
-        // looks are taken at.
-        self.closed.keep = false;
-        self.closed.kept.clear();
-        self.looks = Looks::default();
+        self.view.enable_global(self.template.window_sizes_ms.len(), partitions);
     }
 
     /// A partition's aggregates record for the aggregates topic, `None` if the engine holds no
@@ -89,7 +81,7 @@ impl Engine {
     pub(super) fn whole_record(&self, partition: i32, link: Option<Link>) -> Option<Vec<u8>> {
         let task = self.tasks.get(partition)?;
         let acc = &task.totals.accumulators;
-        let looks = (partition == 0 && self.global.is_some()).then_some(&self.looks);
+        let looks = (partition == 0 && self.view.global.is_some()).then_some(&self.view.looks);
         let used: BTreeSet<GroupId> = acc
             .cumulative
             .iter()
@@ -117,7 +109,7 @@ impl Engine {
     /// add to, or that refers to groups it does not name, is refused whole (its bytes are
     /// another replica's, or anyone's who can write the topic).
     pub fn apply_aggregates(&mut self, mut record: PartitionAggregates) -> Result<(), Inconsistency> {
-        if self.global.is_none() {
+        if self.view.global.is_none() {
             return Ok(());
         }
         let (shape, sizes) = (self.template.shape, self.template.window_sizes_ms.len());
@@ -163,7 +155,7 @@ impl Engine {
             table.remap(&map);
             table
         });
-        if let Some(view) = self.global.as_mut() {
+        if let Some(view) = self.view.global.as_mut() {
             view.set_link(record.partition, record.link.0.flatten());
         }
         let kept_from = record.kept_from.0;
@@ -183,9 +175,9 @@ impl Engine {
             window.groups.remap(map);
         }
         if let Some(mut theirs) = looks {
-            if self.looks.is_behind(&theirs) {
+            if self.view.looks.is_behind(&theirs) {
                 theirs.prefix.remap(map);
-                self.looks = theirs;
+                self.view.looks = theirs;
             }
         }
     }
@@ -202,15 +194,9 @@ impl Engine {
         covariates: Option<CovariateTable>,
     ) {
         let publishing = self.publishes_global() && !self.ab.output_topic.is_empty();
-        let Engine { global, looks, history, aggregation, groups, ab, template, .. } = self;
-        if let Some(view) = global.as_mut() {
-            view.set_covariates(partition, covariates);
-            view.apply(partition, closed_before, cumulative, windows, kept_from, |window| {
-                let reports = looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
-                history.record(looks, &reports);
-            });
-            view.trim_unpublished(publishing);
-        }
+        let Engine { view, aggregation, groups, ab, template, .. } = self;
+        let stats = Statistics { window_sizes_ms: &template.window_sizes_ms, layout: aggregation.layout(), groups, ab };
+        view.merge_record(partition, closed_before, cumulative, windows, kept_from, covariates, publishing, &stats);
     }
 
     /// Whether this engine publishes the experiment-wide A/B feed: with the view on, the owner
@@ -232,7 +218,7 @@ impl Engine {
             ("cumulative", enc(crate::checkpoint::encode(&totals.accumulators.cumulative))),
             ("recent_closed", enc(crate::checkpoint::encode(&totals.recent_closed))),
             ("recent_closed_n", totals.recent_closed.len()),
-            ("looks", enc(crate::checkpoint::encode(&self.looks))),
+            ("looks", enc(crate::checkpoint::encode(&self.view.looks))),
             ("cuped", totals.cuped.as_ref().map_or(0, |c| enc(crate::checkpoint::encode(&c.covariates)))),
         ]
     }

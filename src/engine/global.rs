@@ -454,7 +454,7 @@ mod tests {
             let (record, carried) = (e.partition_aggregates(partition).unwrap(), e.unwritten_windows(partition));
             e.aggregates_written(&[(partition, carried)]);
             e.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
-            let view = e.global.as_mut().unwrap();
+            let view = e.view.global.as_mut().unwrap();
             view.unpublished.drain(..).map(|w| (w.start / 60_000, w.groups.get(0).unwrap().impressions)).collect()
         };
         e.assign(0, now);
@@ -517,7 +517,7 @@ mod tests {
         }
         let record = e.partition_aggregates(0).unwrap();
         e.apply_aggregates(PartitionAggregates::decode(&record).unwrap()).unwrap();
-        let view = e.global.as_ref().unwrap();
+        let view = e.view.global.as_ref().unwrap();
         for size in [0, 1] {
             handed.push(view.unpublished.iter().filter(|w| w.size_index == size).count());
         }
@@ -534,7 +534,7 @@ mod tests {
         e.advance(now);
         assert!(!e.aggregates_due().load(Relaxed), "no record is waited for");
         assert_eq!((unwritten(&e, 0), unwritten(&e, 1)), (UNWRITTEN_LIMIT, 20));
-        assert_eq!(e.global.as_ref().unwrap().skipped.unwritten, 100 - UNWRITTEN_LIMIT as u64);
+        assert_eq!(e.view.global.as_ref().unwrap().skipped.unwritten, 100 - UNWRITTEN_LIMIT as u64);
     }
 
     /// While the publisher's deliveries succeed, its backlog is not bounded (a backlog completes

@@ -138,10 +138,10 @@ impl Engine {
     /// it. Once the brokers acknowledged it, [`Engine::aggregates_written`] makes it what the
     /// next is taken against.
     pub fn aggregates_record(&mut self, partition: i32) -> Option<AggregatesOut> {
-        let looks_position = (partition == 0 && self.global.is_some()).then_some((
-            self.looks.first,
-            self.looks.through,
-            self.looks.count,
+        let looks_position = (partition == 0 && self.view.global.is_some()).then_some((
+            self.view.looks.first,
+            self.view.looks.through,
+            self.view.looks.count,
         ));
         let task = self.tasks.get(partition)?;
         let totals = &task.totals;
@@ -163,7 +163,7 @@ impl Engine {
                 let unwritten = task.closed_progress.unwritten_count();
                 let first_unwritten = totals.recent_closed.len().saturating_sub(unwritten);
                 let windows = totals.recent_closed.get(first_unwritten..).unwrap_or_default();
-                let looks = (looks_position.is_some() && looks_position != w.looks).then_some(&self.looks);
+                let looks = (looks_position.is_some() && looks_position != w.looks).then_some(&self.view.looks);
                 let ids = (cumulative.removed.iter().copied())
                     .chain(cumulative.changed.iter().map(|(g, _)| g))
                     .chain(windows.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
@@ -236,13 +236,13 @@ impl Engine {
     /// A partition's record could not be read (damaged, or of a format this build does not
     /// know): its chain is broken until its next whole record (see `GlobalView::lose_chain`).
     pub fn aggregates_record_lost(&mut self, partition: i32) {
-        if let Some(view) = self.global.as_mut() {
+        if let Some(view) = self.view.global.as_mut() {
             view.lose_chain(partition);
         }
     }
 
     fn apply_increment(&mut self, mut inc: PartitionIncrement) -> Result<(), Inconsistency> {
-        let Some(view) = self.global.as_mut() else { return Ok(()) };
+        let Some(view) = self.view.global.as_mut() else { return Ok(()) };
         let partition = inc.partition;
         match view.link(partition) {
             Some(held) if held.chain == inc.link.chain && held.number.checked_add(1) == Some(inc.link.number) => {}
@@ -298,7 +298,7 @@ impl Engine {
             change
         });
         let settings = self.template.cuped.clone();
-        let Some(view) = self.global.as_mut() else { return Ok(()) };
+        let Some(view) = self.view.global.as_mut() else { return Ok(()) };
         let Some(mut cumulative) = view.take_cumulative(partition) else { return Ok(()) };
         cumulative.apply_change(&inc.cumulative);
         let mut covariates = view.take_covariates(partition);

@@ -20,6 +20,7 @@
 //! | [`delta`] | one partition's changes since its last snapshot, written between snapshots and applied to the snapshot they follow |
 //! | [`totals_log`] | the operations on a partition's totals since its last changelog record (finalized impressions, click-log offers, judged sums, windows closed), which a delta carries and a restore runs again |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
+//! | `view` | what the engine reports experiment-wide, one part it owns: the closed windows, the looks and their history, the global view, the aggregates records' standing |
 //! | `aggregates_topic` | the engine's side of the aggregates topic: its partitions' records written whole, every partition's applied to the view |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
 //! | [`limits`] | the `[limits]` on one message, the `[join]` limits on the state |
@@ -56,10 +57,11 @@ mod snapshot;
 mod task;
 mod telemetry;
 mod totals_log;
+mod view;
 mod watermark;
 mod wire;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,8 +71,6 @@ use crate::clicks::pbm::EmSettings;
 use crate::clicks::FitSettings;
 use crate::config::{AbConfig, AbUnit, Config, InterleavingCredit};
 use crate::event::EventKind;
-use crate::experiments::history::History;
-use crate::experiments::sequential::Looks;
 use crate::join::JoinSettings;
 use crate::judgments::JudgmentSource;
 use crate::metrics::MetricLayout;
@@ -101,9 +101,10 @@ pub use telemetry::{
 pub use watermark::InputClock;
 pub use wire::StateFingerprint;
 
-use aggregation::{finalize_due, Aggregation, ClosedWindows};
+use aggregation::{finalize_due, Aggregation};
 use limits::StateLimits;
 use task::TaskTemplate;
+use view::{ExperimentView, Statistics};
 use watermark::Watermarks;
 
 /// The evaluation engine. See the module documentation.
@@ -127,25 +128,9 @@ pub struct Engine {
     tasks: Tasks,
     /// How a new partition's task starts.
     template: TaskTemplate,
-    /// The windows the partitions closed, merged.
-    closed: ClosedWindows,
-    /// The looks of the cumulative anytime-valid figures: at every complete window of the first
-    /// size, this engine's own or, with the global view on, the experiment-wide ones.
-    looks: Looks,
-    /// The cumulative figures at every look, for the experiment page's curves: in memory only
-    /// (see [`crate::experiments::history`]).
-    history: History,
-    /// Every partition's A/B sums, from the aggregates topic (serve only): when present, the
-    /// A/B reports, window gauges and the A/B publisher read complete windows from here.
-    global: Option<global::GlobalView>,
-    /// Whether each task keeps its newest closed windows for the aggregates topic.
-    retain_recent_closed: bool,
-    /// Set when windows were held open for a partition's aggregates record (see
-    /// [`Engine::aggregates_due`]); shared with the source, which reads it between messages.
-    aggregates_due: Arc<AtomicBool>,
-    /// The last changelog write failed: windows are not held for records (see
-    /// [`Engine::aggregates_not_written`]).
-    aggregates_failing: bool,
+    /// What is reported experiment-wide: the windows closed, the looks and their history, the
+    /// global view of every partition's sums (serve only).
+    view: ExperimentView,
     /// Interned (experiment, variant) labels, with their limits and retirement.
     groups: Groups,
     /// Everything that turns a finalized impression into numbers.
@@ -239,9 +224,9 @@ impl Engine {
             }),
             cuped: cuped.clone(),
         };
-        let mut closed = ClosedWindows::new(cfg.metrics.windows.len());
+        let mut view = ExperimentView::new(cfg.metrics.windows.len());
         // Closed windows wait for the A/B publisher when there is one.
-        closed.keep = !cfg.ab.output_topic.is_empty();
+        view.closed.keep = !cfg.ab.output_topic.is_empty();
         let input_limits = InputLimits {
             max_message_bytes: cfg.limits.max_message_bytes,
             max_results: cfg.limits.max_results,
@@ -264,13 +249,7 @@ impl Engine {
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
             tasks: Tasks::default(),
             template,
-            closed,
-            looks: Looks::default(),
-            history: History::default(),
-            global: None,
-            retain_recent_closed: false,
-            aggregates_due: Arc::default(),
-            aggregates_failing: false,
+            view,
             groups: Groups::new(LabelLimits {
                 max_experiments: cfg.labels.max_experiments,
                 max_variants: cfg.labels.max_variants,
@@ -341,7 +320,7 @@ impl Engine {
 
     /// Keeps every closed window for [`Engine::take_closed_windows`].
     pub fn keep_closed_windows(&mut self) {
-        self.closed.keep = true;
+        self.view.closed.keep = true;
     }
 
     // ---- partition lifecycle (the source's rebalance callbacks) ----
@@ -349,9 +328,9 @@ impl Engine {
     /// Marks a partition as assigned: until its inputs deliver an event time (or go idle), they
     /// hold its watermark back. Its task is created empty unless one was restored.
     pub fn assign(&mut self, partition: i32, now: Instant) {
-        let Engine { tasks, template, global, .. } = self;
+        let Engine { tasks, template, view, .. } = self;
         let Some(task) = tasks.get_or_create(partition, || {
-            template.task_closed_at(global::new_task_closed_at(template, global.as_ref()))
+            template.task_closed_at(global::new_task_closed_at(template, view.global.as_ref()))
         }) else {
             return;
         };
@@ -427,11 +406,11 @@ impl Engine {
     /// with `hold`, while the aggregates records are written, no more than a record carries
     /// ([`global::hold_back`]).
     fn close_windows(&mut self, w: EventTime, hold: bool) {
-        let w = match hold && self.retain_recent_closed && !self.aggregates_failing {
+        let w = match hold && self.view.retains_recent_closed() && !self.view.aggregates_failing {
             true => {
                 let held = global::hold_back(&mut self.tasks, w, self.template.window_sizes_ms.len());
                 if held < w {
-                    self.aggregates_due.store(true, Ordering::Relaxed);
+                    self.view.aggregates_due.store(true, Ordering::Relaxed);
                 }
                 held
             }
@@ -442,7 +421,7 @@ impl Engine {
             worker.close_windows(w);
         }
         let mut closed = Vec::new();
-        let retain = self.retain_recent_closed;
+        let retain = self.view.retains_recent_closed();
         let mut dropped_unwritten = 0;
         for task in self.tasks.iter_mut() {
             let Task { totals: Totals { accumulators, recent_closed, changes, .. }, closed_progress, .. } = task;
@@ -461,7 +440,7 @@ impl Engine {
                 closed.push(window);
             });
         }
-        if let Some(view) = &mut self.global {
+        if let Some(view) = &mut self.view.global {
             view.skipped.unwritten += dropped_unwritten;
         }
         self.add_closed(closed);
@@ -487,7 +466,11 @@ impl Engine {
         // The click log takes impressions here and their finalization there: it stays whole
         // on this thread. CUPED's state follows units across groups: likewise.
         let clicks = self.template.clicks.is_some() || self.template.cuped.is_some();
-        if self.tasks.iter().count() != 1 || self.retain_recent_closed || self.aggregation.worker.is_some() || clicks {
+        if self.tasks.iter().count() != 1
+            || self.view.retains_recent_closed()
+            || self.aggregation.worker.is_some()
+            || clicks
+        {
             return Ok(false);
         }
         let Some(task) = self.tasks.iter_mut().next() else { return Ok(false) };
@@ -532,17 +515,11 @@ impl Engine {
         }
     }
 
-    /// Merges windows this engine's partitions closed together, and, unless the global view
-    /// supplies the complete windows, looks at each of the first size.
+    /// Merges windows this engine's partitions closed together into the view.
     fn add_closed(&mut self, windows: Vec<ClosedWindow>) {
-        let Engine { closed, looks, history, aggregation, groups, ab, template, global, .. } = self;
-        let local = global.is_none();
-        closed.add(windows, |window| {
-            if local {
-                let reports = looks.look(window, &template.window_sizes_ms, aggregation.layout(), groups, ab);
-                history.record(looks, &reports);
-            }
-        });
+        let Engine { view, aggregation, groups, ab, template, .. } = self;
+        let stats = Statistics { window_sizes_ms: &template.window_sizes_ms, layout: aggregation.layout(), groups, ab };
+        view.add_closed(windows, &stats);
     }
 
     /// `clicks.max_rank` when the click log is on.

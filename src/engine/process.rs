@@ -97,10 +97,10 @@ impl Engine {
     /// Where a message of this partition is counted: its task's counters (the task is created
     /// if need be), or the engine's own for a negative partition.
     fn counters_of(&mut self, partition: i32) -> &mut Counters {
-        let Engine { tasks, template, unowned, global, .. } = self;
-        match tasks
-            .get_or_create(partition, || template.task_closed_at(global::new_task_closed_at(template, global.as_ref())))
-        {
+        let Engine { tasks, template, unowned, view, .. } = self;
+        match tasks.get_or_create(partition, || {
+            template.task_closed_at(global::new_task_closed_at(template, view.global.as_ref()))
+        }) {
             Some(task) => &mut task.totals.counters,
             None => unowned,
         }

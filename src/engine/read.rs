@@ -52,12 +52,12 @@ impl Engine {
     /// naming every partition held in state. A cumulative report's anytime-valid figures are the
     /// looks' (see [`crate::experiments::sequential`]); a window's, its own.
     pub fn experiment_reports(&self, table: &GroupTable, span: Span<'_>) -> Vec<ExperimentReport> {
-        let partitions = match &self.global {
+        let partitions = match &self.view.global {
             Some(view) => (0..view.partitions as i32).collect(),
             None => self.partitions(),
         };
         let sequential = match span {
-            Span::Cumulative => SequentialSource::Running(&self.looks),
+            Span::Cumulative => SequentialSource::Running(&self.view.looks),
             Span::Window { .. } => SequentialSource::ThisLook,
         };
         // CUPED's covariates are this process's partitions': they pair with the cumulative sums
@@ -94,11 +94,11 @@ impl Engine {
     }
     /// The looks of the cumulative anytime-valid figures.
     pub fn looks(&self) -> &Looks {
-        &self.looks
+        &self.view.looks
     }
     /// The cumulative figures at every look, for the experiment page.
     pub fn history(&self) -> &History {
-        &self.history
+        &self.view.history
     }
     pub fn ab(&self) -> &AbConfig {
         &self.ab
@@ -128,7 +128,7 @@ impl Engine {
     /// CUPED's covariates paired with [`Engine::ab_cumulative`]: every partition's (if every
     /// partition's record carried them) with the global view on, this engine's otherwise.
     pub fn ab_covariates(&self) -> Option<CovariateTable> {
-        match &self.global {
+        match &self.view.global {
             Some(view) => view.cuped_covariates(),
             None => self.cuped_covariates(),
         }
@@ -136,7 +136,7 @@ impl Engine {
     /// The sums the A/B reports compare cumulatively: every partition's, experiment-wide, when
     /// the global view is on; this engine's partitions' otherwise.
     pub fn ab_cumulative(&self) -> GroupTable {
-        match &self.global {
+        match &self.view.global {
             Some(view) => view.cumulative(),
             None => self.cumulative(),
         }
@@ -144,51 +144,34 @@ impl Engine {
     /// The newest closed window of each size: complete over every partition when the global
     /// view is on, merged over this engine's partitions otherwise.
     pub fn newest_closed(&self) -> impl Iterator<Item = &ClosedWindow> {
-        match &self.global {
-            Some(view) => view.newest.iter().flatten(),
-            None => self.closed.newest.iter().flatten(),
-        }
+        self.view.newest_closed()
     }
     /// Closed windows kept and not yet taken or published, in closing order. With the global
     /// view on, the complete ones, and only on the replica that publishes (see
     /// [`Engine::enable_global_view`]).
     pub fn kept_closed(&self) -> &[ClosedWindow] {
-        match &self.global {
-            Some(view) if self.publishes_global() => &view.unpublished,
-            Some(_) => &[],
-            None => &self.closed.kept,
-        }
+        self.view.kept_closed(self.publishes_global())
     }
     pub fn take_closed_windows(&mut self) -> Vec<ClosedWindow> {
-        std::mem::take(&mut self.closed.kept)
+        std::mem::take(&mut self.view.closed.kept)
     }
     /// The unpublished closed windows of these (size index, start) have been delivered. Named,
     /// not counted: the oldest may have been dropped while they were sent.
     pub fn published(&mut self, windows: &[(usize, EventTime)]) {
-        let kept = match &mut self.global {
-            Some(view) => {
-                view.publisher_failing = false;
-                &mut view.unpublished
-            }
-            None => &mut self.closed.kept,
-        };
-        let sent: std::collections::BTreeSet<&(usize, EventTime)> = windows.iter().collect();
-        kept.retain(|w| !sent.contains(&(w.size_index, w.start)));
+        self.view.published(windows);
     }
     /// A publication failed: the publisher's backlog is bounded from now until one succeeds.
     pub fn publish_failed(&mut self) {
-        if let Some(view) = &mut self.global {
-            view.publisher_failing = true;
-        }
+        self.view.publish_failed();
     }
     /// Closed windows the experiment-wide view never handed out, by why; `None` without the view.
     pub fn windows_skipped(&self) -> Option<super::WindowsSkipped> {
-        self.global.as_ref().map(|view| view.skipped)
+        self.view.windows_skipped()
     }
     /// Aggregates increments not applied (see `super::increments`): of a chain this replica
     /// does not hold, or after a record of its own chain was lost.
     pub fn aggregates_increments_skipped(&self) -> u64 {
-        self.global.as_ref().map_or(0, |view| view.increments_skipped)
+        self.view.increments_skipped()
     }
     /// How many window sizes `metrics.windows` configures.
     pub fn window_count(&self) -> usize {
