@@ -115,7 +115,9 @@ const ENGINE_LAYERS: &[(&str, u32)] = &[
     ("aggregates_record", 5),
     // The experiment-wide view over every partition's sums.
     ("global", 6),
-    // What is reported experiment-wide: the closed windows, the looks, the global view.
+    // The engine's two owned parts: the per-partition core (the tasks and the rules applied to
+    // each); what is reported experiment-wide (the closed windows, the looks, the global view).
+    ("partitions", 7),
     ("view", 7),
     // The `Engine`, a facade over the parts above.
     ("mod", 8),

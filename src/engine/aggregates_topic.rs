@@ -13,6 +13,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::aggregates_record::{PartitionAggregates, PartitionAggregatesRef};
+use super::partitions::Partitions;
 use super::published::{trim_closed, Link};
 use super::snapshot::check_named;
 use super::view::Statistics;
@@ -27,7 +28,7 @@ impl Engine {
     /// How many of a partition's closed windows no aggregates record carried yet: what a
     /// record encoded now carries, for [`Engine::aggregates_written`] once it is written.
     pub fn unwritten_windows(&self, partition: i32) -> usize {
-        self.tasks.get(partition).map_or(0, |t| t.closed_progress.unwritten_count())
+        self.partitions.tasks.get(partition).map_or(0, |t| t.closed_progress.unwritten_count())
     }
 
     /// Records encoded with `(partition, unwritten_windows)` were written: those windows are
@@ -35,9 +36,9 @@ impl Engine {
     /// next advance.
     pub fn aggregates_written(&mut self, written: &[(i32, usize)]) {
         self.view.aggregates_failing = false;
-        let sizes_ms = &self.template.window_sizes_ms;
+        let sizes_ms = &self.partitions.template.window_sizes_ms;
         for &(partition, carried) in written {
-            let Some(task) = self.tasks.get_mut(partition) else { continue };
+            let Some(task) = self.partitions.tasks.get_mut(partition) else { continue };
             let progress = &mut task.closed_progress;
             progress.published.acknowledged();
             progress.carried(carried);
@@ -51,7 +52,7 @@ impl Engine {
     /// wait for a record (the unwritten limit bounds what they keep, see [`super::published::UNWRITTEN_LIMIT`]).
     pub fn aggregates_not_written(&mut self) {
         self.view.aggregates_failing = true;
-        for task in self.tasks.iter_mut() {
+        for task in self.partitions.tasks.iter_mut() {
             task.closed_progress.published.not_written();
         }
     }
@@ -68,7 +69,7 @@ impl Engine {
     /// the A/B reports, the window gauges and the A/B publisher read complete windows from it,
     /// and every task keeps its recently closed windows for [`Engine::partition_aggregates`].
     pub fn enable_global_view(&mut self, partitions: usize) {
-        self.view.enable_global(self.template.window_sizes_ms.len(), partitions);
+        self.view.enable_global(self.partitions.template.window_sizes_ms.len(), partitions);
     }
 
     /// A partition's aggregates record for the aggregates topic, `None` if the engine holds no
@@ -79,7 +80,7 @@ impl Engine {
 
     /// [`Engine::partition_aggregates`] as the base of a chain at `link`.
     pub(super) fn whole_record(&self, partition: i32, link: Option<Link>) -> Option<Vec<u8>> {
-        let task = self.tasks.get(partition)?;
+        let task = self.partitions.tasks.get(partition)?;
         let acc = &task.totals.accumulators;
         let looks = (partition == 0 && self.view.global.is_some()).then_some(&self.view.looks);
         let used: BTreeSet<GroupId> = acc
@@ -112,7 +113,7 @@ impl Engine {
         if self.view.global.is_none() {
             return Ok(());
         }
-        let (shape, sizes) = (self.template.shape, self.template.window_sizes_ms.len());
+        let (shape, sizes) = (self.partitions.template.shape, self.partitions.template.window_sizes_ms.len());
         // A record of a replica without the interleaving sums (an older version during a
         // rolling upgrade, or `interleaving.max_rankers = 0`) counted no interleaved impression.
         // Likewise without the judged block (judgments off there, or an older version).
@@ -136,7 +137,7 @@ impl Engine {
         let recent = record.recent_closed.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g));
         let prefix = record.looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g));
         let keys = self.cuped_metric_keys();
-        let covariates = match (&self.template.cuped, record.cuped.0.flatten()) {
+        let covariates = match (&self.partitions.template.cuped, record.cuped.0.flatten()) {
             (Some(settings), Some((written, table))) if written == keys => {
                 table.check(settings)?;
                 Some(table)
@@ -194,7 +195,7 @@ impl Engine {
         covariates: Option<CovariateTable>,
     ) {
         let publishing = self.publishes_global() && !self.ab.output_topic.is_empty();
-        let Engine { view, aggregation, groups, ab, template, .. } = self;
+        let Engine { partitions: Partitions { template, .. }, view, aggregation, groups, ab, .. } = self;
         let stats = Statistics { window_sizes_ms: &template.window_sizes_ms, layout: aggregation.layout(), groups, ab };
         view.merge_record(partition, closed_before, cumulative, windows, kept_from, covariates, publishing, &stats);
     }
@@ -202,7 +203,7 @@ impl Engine {
     /// Whether this engine publishes the experiment-wide A/B feed: with the view on, the owner
     /// of partition 0 does (one replica at a time, chosen by the group's assignment).
     pub(super) fn publishes_global(&self) -> bool {
-        self.tasks.get(0).is_some()
+        self.partitions.tasks.get(0).is_some()
     }
 }
 
@@ -211,7 +212,7 @@ impl Engine {
     /// The parts of a partition's aggregates record with their sizes encoded, for the tests
     /// and measurements that say where its bytes go.
     pub fn aggregates_parts(&self, partition: i32) -> Vec<(&'static str, usize)> {
-        let Some(task) = self.tasks.get(partition) else { return Vec::new() };
+        let Some(task) = self.partitions.tasks.get(partition) else { return Vec::new() };
         let enc = |b: Vec<u8>| b.len();
         let totals = &task.totals;
         vec![

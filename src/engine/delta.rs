@@ -114,7 +114,7 @@ impl Engine {
         // Finalization on threads of their own (replay's) adds to sums of their own, which
         // no operation log sees: such an engine writes snapshots only.
         if self.aggregation.worker.is_none() {
-            self.tasks.get_mut(partition)?.record_changes();
+            self.partitions.tasks.get_mut(partition)?.record_changes();
         }
         self.snapshot_partition(partition)
     }
@@ -123,19 +123,19 @@ impl Engine {
     /// `None` when the engine holds no task for it or the task records no changes (a snapshot
     /// must carry it).
     pub fn delta_partition(&mut self, partition: i32) -> Option<impl Serialize + '_> {
-        let task = self.tasks.get_mut(partition)?;
+        let task = self.partitions.tasks.get_mut(partition)?;
         let totals = std::mem::take(task.totals.changes.as_mut()?);
         let Some(join) = task.join.take_delta() else {
             task.stop_recording();
             return None;
         };
-        let task = self.tasks.get(partition)?;
+        let task = self.partitions.tasks.get(partition)?;
         let groups = self.names_of(task, join.pending_groups().chain(totals.groups()));
         Some(TaskDeltaRef {
             fingerprint: self.fingerprint(),
             partition,
             groups,
-            frontier: self.watermarks.frontier,
+            frontier: self.partitions.watermarks.frontier,
             join,
             inputs: &task.inputs,
             counters: &task.totals.counters,
@@ -148,7 +148,7 @@ impl Engine {
     /// Stops recording a partition's changes: its last write failed, so the next must be a
     /// snapshot.
     pub fn forget_changes(&mut self, partition: i32) {
-        if let Some(task) = self.tasks.get_mut(partition) {
+        if let Some(task) = self.partitions.tasks.get_mut(partition) {
             task.stop_recording();
         }
     }
@@ -270,11 +270,13 @@ impl Engine {
     fn open_for_deltas(&self, snapshot: &mut TaskSnapshot) -> Result<(), RestoreError> {
         let partition = snapshot.partition;
         self.check_replayable(partition, snapshot)?;
-        if let (Some(settings), Some(state)) = (self.template.clicks, snapshot.clicks.take()) {
+        if let (Some(settings), Some(state)) = (self.partitions.template.clicks, snapshot.clicks.take()) {
             snapshot.task.totals.clicks = Some(ClickLog::restore(settings, state)?);
         }
         let keys = self.cuped_metric_keys();
-        if self.template.cuped.is_none() || snapshot.cuped.as_ref().is_some_and(|(written, _)| *written != keys) {
+        if self.partitions.template.cuped.is_none()
+            || snapshot.cuped.as_ref().is_some_and(|(written, _)| *written != keys)
+        {
             // Dropped at the restore: not worth replaying into.
             snapshot.cuped = None;
         }
@@ -339,7 +341,7 @@ impl Engine {
     /// as a set, not in their layout (a restore may hold them in another order of runs),
     /// so only their count is a part.
     pub fn state_parts(&self, partition: i32) -> Vec<(&'static str, usize)> {
-        let task = self.tasks.get(partition).unwrap();
+        let task = self.partitions.tasks.get(partition).unwrap();
         let enc = |b: Vec<u8>| b.len();
         vec![
             ("inputs", enc(crate::checkpoint::encode(&task.inputs))),

@@ -500,7 +500,7 @@ mod tests {
             (e, now)
         };
         let unwritten = |e: &Engine, size| {
-            let task = e.tasks.get(0).unwrap();
+            let task = e.partitions.tasks.get(0).unwrap();
             task.closed_progress.unwritten_of_size(&task.totals.recent_closed, size)
         };
         let (mut e, now) = backlog();

@@ -143,7 +143,7 @@ impl Engine {
             self.view.looks.through,
             self.view.looks.count,
         ));
-        let task = self.tasks.get(partition)?;
+        let task = self.partitions.tasks.get(partition)?;
         let totals = &task.totals;
         let published = &task.closed_progress.published;
         let covariates = totals.cuped.as_ref().map(|c| &c.covariates);
@@ -211,7 +211,7 @@ impl Engine {
                 (AggregatesOut { partition, slot, bytes, base: true }, written)
             }
         };
-        let published = &mut self.tasks.get_mut(partition)?.closed_progress.published;
+        let published = &mut self.partitions.tasks.get_mut(partition)?.closed_progress.published;
         published.bases += u64::from(out.base);
         published.candidate = Some(written);
         Some(out)
@@ -258,7 +258,7 @@ impl Engine {
                 return Ok(());
             }
         }
-        let (shape, sizes) = (self.template.shape, self.template.window_sizes_ms.len());
+        let (shape, sizes) = (self.partitions.template.shape, self.partitions.template.window_sizes_ms.len());
         for from in self.aggregation.layout().block_ends() {
             let to = shape.metrics;
             inc.cumulative.changed.widen(from, to);
@@ -277,7 +277,7 @@ impl Engine {
             looks.check(shape, self.aggregation.layout().len())?;
         }
         let keys = self.cuped_metric_keys();
-        let cuped = match (&self.template.cuped, inc.cuped) {
+        let cuped = match (&self.partitions.template.cuped, inc.cuped) {
             (Some(settings), Some((written, change))) if written == keys => {
                 change.changed.check(settings)?;
                 Some(change)
@@ -297,7 +297,7 @@ impl Engine {
             change.remap(&map);
             change
         });
-        let settings = self.template.cuped.clone();
+        let settings = self.partitions.template.cuped.clone();
         let Some(view) = self.view.global.as_mut() else { return Ok(()) };
         let Some(mut cumulative) = view.take_cumulative(partition) else { return Ok(()) };
         cumulative.apply_change(&inc.cumulative);

@@ -20,6 +20,7 @@
 //! | [`delta`] | one partition's changes since its last snapshot, written between snapshots and applied to the snapshot they follow |
 //! | [`totals_log`] | the operations on a partition's totals since its last changelog record (finalized impressions, click-log offers, judged sums, windows closed), which a delta carries and a restore runs again |
 //! | [`global`] | the experiment-wide view: every partition's A/B sums, from whichever replica, merged into complete windows |
+//! | `partitions` | the per-partition core, one part the engine owns: the tasks, how a new one starts, the join's rules, the state's limits and size, the watermarks; finalization a task at a time |
 //! | `view` | what the engine reports experiment-wide, one part it owns: the closed windows, the looks and their history, the global view, the aggregates records' standing |
 //! | `aggregates_topic` | the engine's side of the aggregates topic: its partitions' records written whole, every partition's applied to the view |
 //! | [`watermark`] | input clocks, the frontier, per-partition and window-closing watermarks |
@@ -45,6 +46,7 @@ mod increments;
 mod judge;
 mod limits;
 mod offload;
+mod partitions;
 mod prepare;
 mod process;
 mod published;
@@ -101,22 +103,20 @@ pub use telemetry::{
 pub use watermark::InputClock;
 pub use wire::StateFingerprint;
 
-use aggregation::{finalize_due, Aggregation};
+use aggregation::Aggregation;
 use limits::StateLimits;
+use partitions::Partitions;
 use task::TaskTemplate;
 use view::{ExperimentView, Statistics};
 use watermark::Watermarks;
 
 /// The evaluation engine. See the module documentation.
 pub struct Engine {
-    /// The join's event-time rules.
-    join: JoinSettings,
+    /// The per-partition core: the tasks, how a new one starts, the join's rules, the state's
+    /// limits and size, the watermarks.
+    partitions: Partitions,
     /// `[limits]`, checked on every message before it touches state.
     input_limits: InputLimits,
-    /// `[join]`'s limits on the state, over every partition.
-    state_limits: StateLimits,
-    /// Current state sizes, for the limits and the gauges.
-    state: StateSize,
     /// Maps the monotonic `now` every caller passes to wall-clock milliseconds, for the
     /// timestamp limits.
     wall_clock: WallClock,
@@ -124,10 +124,6 @@ pub struct Engine {
     topics: [String; 2],
     /// The `window` label of each configured window size.
     window_labels: Vec<String>,
-    /// Per-partition state.
-    tasks: Tasks,
-    /// How a new partition's task starts.
-    template: TaskTemplate,
     /// What is reported experiment-wide: the windows closed, the looks and their history, the
     /// global view of every partition's sums (serve only).
     view: ExperimentView,
@@ -135,11 +131,6 @@ pub struct Engine {
     groups: Groups,
     /// Everything that turns a finalized impression into numbers.
     aggregation: Aggregation,
-    /// Counts of messages that belong to no partition (a negative partition number, which only
-    /// a replay input can carry): rejected, and counted here since no task takes them.
-    unowned: Counters,
-    /// The watermark rules and the progress they keep.
-    watermarks: Watermarks,
     /// Decodes messages for [`Engine::process`] (and, cloned, on replay's reader threads).
     preparer: Preparer,
     /// Reused batch of the one message [`Engine::process`] prepares: no allocation per event.
@@ -156,12 +147,6 @@ pub struct Engine {
     /// Whether events reach their impression's partition: the repartition stage's counts and
     /// the key check, counted off the engine lock by the threads that see the messages.
     routing: Arc<Routing>,
-    /// The most threads that finalize partitions at once in [`Engine::advance`] and
-    /// [`Engine::finish`]: the cores this process may use beyond the two that `serve`'s consumer
-    /// and engine threads keep busy (at least 1, at most [`MAX_FINALIZE_LANES`]). On 2 cores a
-    /// second thread gained nothing end to end (0.90 and 1.02 of one thread's rate in two runs,
-    /// BENCHMARKS.md): the cores were already full.
-    finalize_lanes: usize,
 }
 
 /// The most threads [`Engine::advance`] finalizes partitions on.
@@ -234,21 +219,36 @@ impl Engine {
             max_past_ms: Some(cfg.limits.max_past.as_millis_i64()),
         };
         let wall_clock = WallClock::now();
-        Engine {
+        let partitions = Partitions {
+            tasks: Tasks::default(),
+            template,
             join: JoinSettings { attribution_window },
-            input_limits,
             state_limits: StateLimits {
                 max_pending: cfg.join.max_pending_impressions,
                 max_held: cfg.join.max_held_engagements,
                 max_dedup: cfg.join.max_dedup_keys,
             },
             state: StateSize::default(),
+            watermarks: Watermarks {
+                max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
+                idle_timeout: cfg.join.idle_timeout.as_duration(),
+                confirmation_valid_for: None,
+                frontier: None,
+                least: None,
+            },
+            unowned: Counters::default(),
+            finalize_lanes: std::thread::available_parallelism()
+                .map_or(1, std::num::NonZero::get)
+                .saturating_sub(2)
+                .clamp(1, MAX_FINALIZE_LANES),
+        };
+        Engine {
+            partitions,
+            input_limits,
             wall_clock,
             aggregation: Aggregation::new(layout).with_cuped(cuped),
             topics,
             window_labels: cfg.metrics.windows.iter().map(|w| w.to_string()).collect(),
-            tasks: Tasks::default(),
-            template,
             view,
             groups: Groups::new(LabelLimits {
                 max_experiments: cfg.labels.max_experiments,
@@ -257,31 +257,19 @@ impl Engine {
                     .then(|| cfg.labels.allowed_experiments.iter().map(|e| e.as_str().into()).collect()),
                 idle_expiry_ms: cfg.labels.idle_expiry.as_millis_i64(),
             }),
-            unowned: Counters::default(),
-            watermarks: Watermarks {
-                max_out_of_orderness: cfg.join.max_out_of_orderness.as_millis_i64(),
-                idle_timeout: cfg.join.idle_timeout.as_duration(),
-                confirmation_valid_for: None,
-                frontier: None,
-                least: None,
-            },
             preparer: Preparer::new(cfg, input_limits),
             single: PreparedBatch::default(),
             telemetry: Telemetry::new(wall_clock),
             ab: cfg.ab.clone(),
             judge: None,
             routing: Routing::new(),
-            finalize_lanes: std::thread::available_parallelism()
-                .map_or(1, std::num::NonZero::get)
-                .saturating_sub(2)
-                .clamp(1, MAX_FINALIZE_LANES),
         }
     }
 
     /// Finalizes partitions on at most `lanes` threads at once (1: on the caller's alone).
     /// The results are the same whatever the number; tests and benchmarks compare them.
     pub fn set_finalize_lanes(&mut self, lanes: usize) {
-        self.finalize_lanes = lanes.clamp(1, MAX_FINALIZE_LANES);
+        self.partitions.finalize_lanes = lanes.clamp(1, MAX_FINALIZE_LANES);
     }
 
     /// Scores impressions against this judgment list from now on (the configuration's
@@ -328,78 +316,59 @@ impl Engine {
     /// Marks a partition as assigned: until its inputs deliver an event time (or go idle), they
     /// hold its watermark back. Its task is created empty unless one was restored.
     pub fn assign(&mut self, partition: i32, now: Instant) {
-        let Engine { tasks, template, view, .. } = self;
-        let Some(task) = tasks.get_or_create(partition, || {
-            template.task_closed_at(global::new_task_closed_at(template, view.global.as_ref()))
-        }) else {
-            return;
-        };
-        for kind in EventKind::ALL {
-            task.observe(kind, None, now);
-        }
+        self.partitions.assign(partition, self.view.global.as_ref(), now);
     }
 
     /// From now on an input goes idle only while the brokers confirm it has nothing unread
     /// ([`Engine::caught_up`]), each confirmation counting for `valid_for` (the Kafka source's
     /// rule; [`watermark`]'s documentation).
     pub fn require_caught_up_confirmation(&mut self, valid_for: Duration) {
-        self.watermarks.confirmation_valid_for = Some(valid_for);
+        self.partitions.watermarks.confirmation_valid_for = Some(valid_for);
     }
 
     /// `join.idle_timeout`.
     pub fn idle_timeout(&self) -> Duration {
-        self.watermarks.idle_timeout
+        self.partitions.watermarks.idle_timeout
     }
 
     /// The inputs (partition, kind) that delivered nothing for at least `silence`: those whose
     /// caught-up confirmation the source should ask the brokers for.
     pub fn silent_inputs(&self, now: Instant, silence: Duration) -> Vec<(i32, EventKind)> {
-        self.tasks.silent_inputs(now, silence)
+        self.partitions.tasks.silent_inputs(now, silence)
     }
 
     /// A round of questions to the brokers as of `at`: `confirmed` inputs had nothing unread;
     /// `not_confirmed` ones (no answer, or messages waiting) are not idle until confirmed again.
     pub fn caught_up(&mut self, confirmed: &[(i32, EventKind)], not_confirmed: &[(i32, EventKind)], at: Instant) {
-        if self.watermarks.confirmation_valid_for.is_some() {
-            self.tasks.caught_up(confirmed, not_confirmed, at);
+        if self.partitions.watermarks.confirmation_valid_for.is_some() {
+            self.partitions.tasks.caught_up(confirmed, not_confirmed, at);
         }
     }
 
     /// Whether the engine holds a task for the partition.
     pub fn has_partition(&self, partition: i32) -> bool {
-        self.tasks.get(partition).is_some()
+        self.partitions.tasks.get(partition).is_some()
     }
 
     /// The partitions the engine holds tasks for.
     pub fn partitions(&self) -> Vec<i32> {
-        self.tasks.iter().map(|(p, _)| p).collect()
+        self.partitions.tasks.iter().map(|(p, _)| p).collect()
     }
 
     /// Drops a partition's task: the partition now belongs to another replica, which restores
     /// it from its snapshot. Everything it contributed leaves this engine's totals with it.
     pub fn remove_partition(&mut self, partition: i32) {
-        if let Some(task) = self.tasks.remove(partition) {
-            self.state.subtract(StateSize::of(&task.join));
-            self.watermarks.least = self.tasks.least_watermark();
-        }
+        self.partitions.remove(partition);
     }
 
     /// Recomputes watermarks at wall time `now`, finalizes what they passed and closes windows.
     pub fn advance(&mut self, now: Instant) {
-        self.watermarks.update_frontier(self.tasks.input_clocks(), now);
-        let Engine { tasks, aggregation, watermarks, state, join, finalize_lanes, .. } = self;
-        let mut due = Vec::new();
-        for task in tasks.iter_mut() {
-            if let Some(w) = watermarks.target(&task.inputs, now) {
-                due.push((w, task));
-            }
-        }
-        finalize_due(&mut due, aggregation, state, join, *finalize_lanes);
-        let least = self.tasks.least_watermark();
+        self.partitions.finalize_due(Some(now), &mut self.aggregation);
+        let least = self.partitions.tasks.least_watermark();
         if let Some(w) = least {
             self.close_windows(w, true);
         }
-        self.watermarks.least = least;
+        self.partitions.watermarks.least = least;
     }
 
     /// Closes, in every partition, the windows whose impressions are all final at watermark `w`;
@@ -408,7 +377,8 @@ impl Engine {
     fn close_windows(&mut self, w: EventTime, hold: bool) {
         let w = match hold && self.view.retains_recent_closed() && !self.view.aggregates_failing {
             true => {
-                let held = global::hold_back(&mut self.tasks, w, self.template.window_sizes_ms.len());
+                let held =
+                    global::hold_back(&mut self.partitions.tasks, w, self.partitions.template.window_sizes_ms.len());
                 if held < w {
                     self.view.aggregates_due.store(true, Ordering::Relaxed);
                 }
@@ -423,7 +393,7 @@ impl Engine {
         let mut closed = Vec::new();
         let retain = self.view.retains_recent_closed();
         let mut dropped_unwritten = 0;
-        for task in self.tasks.iter_mut() {
+        for task in self.partitions.tasks.iter_mut() {
             let Task { totals: Totals { accumulators, recent_closed, changes, .. }, closed_progress, .. } = task;
             if let Some(changes) = changes {
                 changes.closed(w);
@@ -434,7 +404,7 @@ impl Engine {
                         recent_closed,
                         closed_progress,
                         window.clone(),
-                        &self.template.window_sizes_ms,
+                        &self.partitions.template.window_sizes_ms,
                     );
                 }
                 closed.push(window);
@@ -444,14 +414,13 @@ impl Engine {
             view.skipped.unwritten += dropped_unwritten;
         }
         self.add_closed(closed);
-        self.template.windows_closed_at = Some(self.template.windows_closed_at.map_or(w, |c| c.max(w)));
+        self.partitions.template.windows_closed_at =
+            Some(self.partitions.template.windows_closed_at.map_or(w, |c| c.max(w)));
     }
 
     /// The input has ended: finalizes every pending impression and closes every window.
     pub fn finish(&mut self) {
-        let Engine { tasks, aggregation, state, join, finalize_lanes, .. } = self;
-        let mut due: Vec<_> = tasks.iter_mut().map(|task| (EventTime::MAX, task)).collect();
-        finalize_due(&mut due, aggregation, state, join, *finalize_lanes);
+        self.partitions.finalize_due(None, &mut self.aggregation);
         self.close_windows(EventTime::MAX, false);
         self.join_finalize_worker();
     }
@@ -465,16 +434,16 @@ impl Engine {
     pub fn offload_finalization(&mut self, lanes: usize) -> std::io::Result<bool> {
         // The click log takes impressions here and their finalization there: it stays whole
         // on this thread. CUPED's state follows units across groups: likewise.
-        let clicks = self.template.clicks.is_some() || self.template.cuped.is_some();
-        if self.tasks.iter().count() != 1
+        let clicks = self.partitions.template.clicks.is_some() || self.partitions.template.cuped.is_some();
+        if self.partitions.tasks.iter().count() != 1
             || self.view.retains_recent_closed()
             || self.aggregation.worker.is_some()
             || clicks
         {
             return Ok(false);
         }
-        let Some(task) = self.tasks.iter_mut().next() else { return Ok(false) };
-        let lanes = match self.aggregation.observer.is_some() || self.template.shape.unit_buckets.is_some() {
+        let Some(task) = self.partitions.tasks.iter_mut().next() else { return Ok(false) };
+        let lanes = match self.aggregation.observer.is_some() || self.partitions.template.shape.unit_buckets.is_some() {
             true => 1,
             false => lanes.clamp(1, offload::MAX_LANES),
         };
@@ -488,14 +457,17 @@ impl Engine {
             changes: None,
         };
         // The first lane goes on from the task's sums; the others start empty.
-        let mut first = self.template.task().totals;
+        let mut first = self.partitions.template.task().totals;
         std::mem::swap(&mut first.accumulators, &mut task.totals.accumulators);
         std::mem::swap(&mut first.first_engagement_delay, &mut task.totals.first_engagement_delay);
         let mut on_worker = Aggregation::new(self.aggregation.layout().clone());
         on_worker.observer = self.aggregation.observer.take();
         let mut workers = vec![(sums_of(first), on_worker)];
         for _ in 1..lanes {
-            workers.push((sums_of(self.template.task().totals), Aggregation::new(self.aggregation.layout().clone())));
+            workers.push((
+                sums_of(self.partitions.template.task().totals),
+                Aggregation::new(self.aggregation.layout().clone()),
+            ));
         }
         self.aggregation.worker = Some(Box::new(offload::FinalizeWorker::start(workers)?));
         Ok(true)
@@ -506,7 +478,7 @@ impl Engine {
         let Some(worker) = self.aggregation.worker.take() else { return };
         let finished = worker.finish();
         self.aggregation.observer = finished.aggregation.observer;
-        if let Some(task) = self.tasks.iter_mut().next() {
+        if let Some(task) = self.partitions.tasks.iter_mut().next() {
             task.totals.accumulators = finished.totals.accumulators;
             task.totals.first_engagement_delay = finished.totals.first_engagement_delay;
         }
@@ -517,19 +489,19 @@ impl Engine {
 
     /// Merges windows this engine's partitions closed together into the view.
     fn add_closed(&mut self, windows: Vec<ClosedWindow>) {
-        let Engine { view, aggregation, groups, ab, template, .. } = self;
+        let Engine { partitions: Partitions { template, .. }, view, aggregation, groups, ab, .. } = self;
         let stats = Statistics { window_sizes_ms: &template.window_sizes_ms, layout: aggregation.layout(), groups, ab };
         view.add_closed(windows, &stats);
     }
 
     /// `clicks.max_rank` when the click log is on.
     fn template_click_rank(&self) -> Option<usize> {
-        self.template.clicks.map(|c| c.max_rank)
+        self.partitions.template.clicks.map(|c| c.max_rank)
     }
 
     /// How the click models are fitted for the gauges, when the click log is on.
     pub fn click_fit_settings(&self) -> Option<FitSettings> {
-        self.template.clicks.map(|_| self.template.click_fit)
+        self.partitions.template.clicks.map(|_| self.partitions.template.click_fit)
     }
 
     /// Wall-clock milliseconds at the monotonic instant `now`.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::global;
+use super::partitions::Partitions;
 use super::prepare::{ClickNames, Prepared, PreparedEngagement, PreparedImpression, UnitHash};
 use super::routing::Routing;
 use super::task::Task;
@@ -89,7 +89,7 @@ impl Engine {
     fn count_rejection(&mut self, kind: EventKind, partition: i32, rejection: &Rejection, now: Instant) {
         self.counters_of(partition).rejected[kind.index()][rejection.reason.index()] += 1;
         // A rejected message proves the input alive, but its timestamp must not move anything.
-        if let Some(task) = self.tasks.get_mut(partition) {
+        if let Some(task) = self.partitions.tasks.get_mut(partition) {
             task.observe(kind, None, now);
         }
     }
@@ -97,13 +97,7 @@ impl Engine {
     /// Where a message of this partition is counted: its task's counters (the task is created
     /// if need be), or the engine's own for a negative partition.
     fn counters_of(&mut self, partition: i32) -> &mut Counters {
-        let Engine { tasks, template, unowned, view, .. } = self;
-        match tasks.get_or_create(partition, || {
-            template.task_closed_at(global::new_task_closed_at(template, view.global.as_ref()))
-        }) {
-            Some(task) => &mut task.totals.counters,
-            None => unowned,
-        }
+        self.partitions.counters_of(partition, self.view.global.as_ref())
     }
 
     /// The routing counters, shared with the threads that count into them.
@@ -131,16 +125,16 @@ impl Engine {
         now: Instant,
     ) -> Result<ImpressionOutcome, Rejection> {
         self.input_limits.check_timestamp(impression.timestamp, self.wall_clock_ms(now))?;
-        if self.tasks.get(partition).is_none() {
+        if self.partitions.tasks.get(partition).is_none() {
             return Err(Self::no_such_partition(partition));
         }
         let folded_before = FoldedLabel::ALL.map(|label| self.groups.folded(label));
-        let group = self.groups.intern(experiment, variant, impression.timestamp, self.watermarks.least);
+        let group = self.groups.intern(experiment, variant, impression.timestamp, self.partitions.watermarks.least);
         for retired in self.groups.take_retired() {
             if let Some(worker) = &mut self.aggregation.worker {
                 worker.retire(retired);
             }
-            for task in self.tasks.iter_mut() {
+            for task in self.partitions.tasks.iter_mut() {
                 if let Some(changes) = &mut task.totals.changes {
                     changes.retired(retired);
                 }
@@ -150,10 +144,12 @@ impl Engine {
                 }
             }
         }
-        if self.template.cuped.is_some() {
+        if self.partitions.template.cuped.is_some() {
             self.aggregation.note_group(group, self.groups.name(group).0);
         }
-        let Engine { tasks, groups, state, state_limits, join, aggregation, judge, .. } = self;
+        let Engine {
+            partitions: Partitions { tasks, state, state_limits, join, .. }, groups, aggregation, judge, ..
+        } = self;
         let task = tasks.get_mut(partition).expect("checked above");
         let counters = &mut task.totals.counters;
         for (label, before) in FoldedLabel::ALL.into_iter().zip(folded_before) {
@@ -214,7 +210,7 @@ impl Engine {
     ) -> Result<(), Rejection> {
         self.input_limits.check_timestamp(engagement.timestamp, self.wall_clock_ms(now))?;
         let PreparedEngagement { query, timestamp, doc, gain, identity } = *engagement;
-        let Engine { tasks, state, state_limits, join, aggregation, .. } = self;
+        let Engine { partitions: Partitions { tasks, state, state_limits, join, .. }, aggregation, .. } = self;
         let Some(task) = tasks.get_mut(partition) else { return Err(Self::no_such_partition(partition)) };
         task.observe(EventKind::Engagement, Some(timestamp), now);
         let Task { join: shard, totals, .. } = task;
@@ -285,8 +281,8 @@ mod tests {
         );
         e.process(EventKind::Impression, 0, &imp("q", now_ms, &["a", "b", "c"]), t0).unwrap();
         // The rejected future timestamps did not move the input clocks.
-        assert_eq!(e.tasks.get(0).unwrap().inputs[0].max_event_time, Some(now_ms));
-        assert_eq!(e.tasks.get(0).unwrap().inputs[1].max_event_time, None);
+        assert_eq!(e.partitions.tasks.get(0).unwrap().inputs[0].max_event_time, Some(now_ms));
+        assert_eq!(e.partitions.tasks.get(0).unwrap().inputs[1].max_event_time, None);
     }
 
     #[test]

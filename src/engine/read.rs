@@ -25,7 +25,7 @@ impl Engine {
     pub fn click_table(&self) -> Option<(NamedTable, LogSummary)> {
         let summary = self.click_summary()?;
         let mut table = NamedTable::new(self.template_click_rank()?);
-        for log in self.tasks.tasks().filter_map(|t| t.totals.clicks.as_ref()) {
+        for log in self.partitions.tasks.tasks().filter_map(|t| t.totals.clicks.as_ref()) {
             log.add_to(&mut table);
         }
         Some((table, summary))
@@ -35,7 +35,7 @@ impl Engine {
     pub fn click_summary(&self) -> Option<LogSummary> {
         self.template_click_rank()?;
         let mut summary = LogSummary::default();
-        for log in self.tasks.tasks().filter_map(|t| t.totals.clicks.as_ref()) {
+        for log in self.partitions.tasks.tasks().filter_map(|t| t.totals.clicks.as_ref()) {
             summary.counts.add(&log.counts);
             let (queries, pairs, pending) = log.sizes();
             summary.queries += queries;
@@ -70,7 +70,7 @@ impl Engine {
         // it covered (a replay's last window closes when the input ends, part-way through it:
         // up to the newest impression).
         let newest_impression =
-            self.tasks.tasks().filter_map(|t| t.inputs[EventKind::Impression.index()].max_event_time).max();
+            self.partitions.tasks.tasks().filter_map(|t| t.inputs[EventKind::Impression.index()].max_event_time).max();
         // A closed window's report is final (the A/B feed publishes it once): no ETA, which
         // would move with the traffic.
         let cumulative = matches!(span, Span::Cumulative);
@@ -108,9 +108,9 @@ impl Engine {
     }
     /// The CUPED covariates of every partition held, merged; `None` without `ab.cuped`.
     pub fn cuped_covariates(&self) -> Option<CovariateTable> {
-        self.template.cuped.as_ref()?;
+        self.partitions.template.cuped.as_ref()?;
         let mut table = CovariateTable::default();
-        for task in self.tasks.tasks() {
+        for task in self.partitions.tasks.tasks() {
             if let Some(state) = &task.totals.cuped {
                 table.merge(&state.covariates);
             }
@@ -120,7 +120,7 @@ impl Engine {
     /// Every finalized impression's sums per group, over every partition held.
     pub fn cumulative(&self) -> GroupTable {
         let mut table = GroupTable::default();
-        for task in self.tasks.tasks() {
+        for task in self.partitions.tasks.tasks() {
             table.merge(&task.totals.accumulators.cumulative);
         }
         table
@@ -175,11 +175,11 @@ impl Engine {
     }
     /// How many window sizes `metrics.windows` configures.
     pub fn window_count(&self) -> usize {
-        self.template.window_sizes_ms.len()
+        self.partitions.template.window_sizes_ms.len()
     }
     /// A window size (`metrics.windows`), in milliseconds.
     pub fn window_size_ms(&self, size_index: usize) -> i64 {
-        self.template.window_sizes_ms[size_index]
+        self.partitions.template.window_sizes_ms[size_index]
     }
     /// The window of size `size_index` that closes next, as `(its end, the watermark that closes
     /// it)`, both in event time; `None` before there is a watermark. Every impression final at
@@ -190,11 +190,11 @@ impl Engine {
     /// the end of time): no window will close again.
     pub fn next_window_close(&self, size_index: usize) -> Option<(EventTime, EventTime)> {
         let watermark = self.watermark().filter(|&w| w != EventTime::MAX)?;
-        Some(next_close(watermark, self.template.attribution_window_ms, self.window_size_ms(size_index)))
+        Some(next_close(watermark, self.partitions.template.attribution_window_ms, self.window_size_ms(size_index)))
     }
     /// Impressions finalized after their window had closed, over every partition.
     pub fn window_late_impressions(&self) -> u64 {
-        self.tasks.tasks().map(|t| t.totals.accumulators.window_late_impressions).sum()
+        self.partitions.tasks.tasks().map(|t| t.totals.accumulators.window_late_impressions).sum()
     }
     /// How this engine decodes each input, for readers that peek at messages (replay).
     pub fn decoders(&self) -> &Decoders {
@@ -202,8 +202,8 @@ impl Engine {
     }
     /// Message and impression counts over every partition held.
     pub fn counters(&self) -> Counters {
-        let mut counters = self.unowned.clone();
-        for task in self.tasks.tasks() {
+        let mut counters = self.partitions.unowned.clone();
+        for task in self.partitions.tasks.tasks() {
             counters.merge(&task.totals.counters);
         }
         counters
@@ -213,12 +213,12 @@ impl Engine {
     /// totals leave this replica's exposition when it moves and reappear, carried over, on the
     /// replica that restores it.
     pub fn partition_totals(&self) -> impl Iterator<Item = (i32, &Totals, &EngagementTally)> {
-        self.tasks.iter().map(|(p, task)| (p, &task.totals, &task.join.tally))
+        self.partitions.tasks.iter().map(|(p, task)| (p, &task.totals, &task.join.tally))
     }
     /// Counts of messages that belong to no partition (a negative partition number): they stay
     /// with this engine, as no partition carries them anywhere.
     pub fn unowned_counters(&self) -> &Counters {
-        &self.unowned
+        &self.partitions.unowned
     }
     pub fn topic(&self, kind: EventKind) -> &str {
         &self.topics[kind.index()]
@@ -228,19 +228,19 @@ impl Engine {
     }
     /// Engagement outcomes summed over every shard.
     pub fn engagement_tally(&self) -> EngagementTally {
-        self.tasks.iter().fold(EngagementTally::default(), |mut t, (_, task)| {
+        self.partitions.tasks.iter().fold(EngagementTally::default(), |mut t, (_, task)| {
             t.merge(&task.join.tally);
             t
         })
     }
     pub fn pending_impressions(&self) -> usize {
-        self.state.pending
+        self.partitions.state.pending
     }
     pub fn held_engagements(&self) -> usize {
-        self.state.held
+        self.partitions.state.held
     }
     pub fn state_size(&self) -> StateSize {
-        self.state
+        self.partitions.state
     }
     /// How far the watermark trails the wall clock at `now`, in milliseconds.
     pub fn watermark_lag_ms(&self, now: Instant) -> Option<i64> {
@@ -249,7 +249,7 @@ impl Engine {
     /// The least partition watermark, if every owned partition has one: everything before it
     /// is final.
     pub fn watermark(&self) -> Option<EventTime> {
-        self.tasks.least_watermark()
+        self.partitions.tasks.least_watermark()
     }
     /// What the callers timed and what rebalances did, for the exposition.
     pub fn telemetry(&self) -> &Telemetry {

@@ -24,11 +24,11 @@ use crate::time::EventTime;
 
 impl Engine {
     pub(super) fn fingerprint(&self) -> StateFingerprint {
-        let template = &self.template;
+        let template = &self.partitions.template;
         StateFingerprint {
             metric_keys: self.aggregation.layout().slot_names(),
             window_sizes_ms: template.window_sizes_ms.clone(),
-            attribution_window_ms: self.join.attribution_window,
+            attribution_window_ms: self.partitions.join.attribution_window,
             unit_buckets: (self.ab.unit, if self.ab.unit == AbUnit::Impression { 0 } else { self.ab.unit_buckets }),
         }
     }
@@ -36,13 +36,13 @@ impl Engine {
     /// A partition's state, to write to the changelog: everything that determines its future
     /// output, nothing wall-clock. `None` if the engine holds no task for it.
     pub fn snapshot_partition(&self, partition: i32) -> Option<impl Serialize + '_> {
-        let task = self.tasks.get(partition)?;
+        let task = self.partitions.tasks.get(partition)?;
         let groups = self.names_of(task, std::iter::empty());
         Some(TaskRecordRef {
             fingerprint: self.fingerprint(),
             partition,
             groups,
-            frontier: self.watermarks.frontier,
+            frontier: self.partitions.watermarks.frontier,
             join: task.join.record(),
             inputs: &task.inputs,
             totals: task.totals.record(),
@@ -58,21 +58,24 @@ impl Engine {
     /// this configuration's first: it counted nothing in them, so their sums are 0.
     pub fn check_compatible(&self, partition: i32, snapshot: &mut TaskSnapshot) -> Result<(), RestoreError> {
         if let Some(from) = self.check_fingerprint(partition, snapshot)? {
-            let to = self.template.shape.metrics;
+            let to = self.partitions.template.shape.metrics;
             snapshot.task.totals.accumulators.widen(from, to);
             for window in &mut snapshot.task.totals.recent_closed {
                 window.groups.widen(from, to);
             }
             snapshot.fingerprint.metric_keys = self.aggregation.layout().slot_names();
         }
-        Ok(self.check_consistent(snapshot, self.template.shape)?)
+        Ok(self.check_consistent(snapshot, self.partitions.template.shape)?)
     }
 
     /// [`Engine::check_compatible`] but for the widening: the snapshot is checked in the shape
     /// it was written in, for the operations of deltas to run on it (`super::delta`).
     pub(super) fn check_replayable(&self, partition: i32, snapshot: &TaskSnapshot) -> Result<(), RestoreError> {
         let from = self.check_fingerprint(partition, snapshot)?;
-        let shape = StatsShape { metrics: from.unwrap_or(self.template.shape.metrics), ..self.template.shape };
+        let shape = StatsShape {
+            metrics: from.unwrap_or(self.partitions.template.shape.metrics),
+            ..self.partitions.template.shape
+        };
         Ok(self.check_consistent(snapshot, shape)?)
     }
 
@@ -119,9 +122,9 @@ impl Engine {
     /// beside the data must match it, pending impressions must be in deadline order, counts and
     /// sums must leave room to add to, and every group referred to must be named.
     fn check_consistent(&self, snapshot: &TaskSnapshot, shape: StatsShape) -> Result<(), Inconsistency> {
-        let template = &self.template;
+        let template = &self.partitions.template;
         let Task { join, totals, .. } = &snapshot.task;
-        join.check(&self.join)?;
+        join.check(&self.partitions.join)?;
         totals.accumulators.check(shape, &template.window_sizes_ms, template.attribution_window_ms)?;
         totals.counters.check()?;
         for window in &totals.recent_closed {
@@ -155,7 +158,7 @@ impl Engine {
         task.totals.counters.rejected.set_later(&later_rejections);
         // A snapshot without a click log (written before it existed, or with it off) starts
         // an empty one; one written with it on and restored with it off is dropped.
-        task.totals.clicks = match (self.template.clicks, clicks, task.totals.clicks.take()) {
+        task.totals.clicks = match (self.partitions.template.clicks, clicks, task.totals.clicks.take()) {
             (None, _, _) => None,
             // Opened for the deltas applied to it (`super::delta`).
             (Some(_), _, Some(opened)) => Some(opened),
@@ -167,14 +170,14 @@ impl Engine {
         // CUPED's state of other adjusted metrics (or none) starts afresh: its sums would be
         // of other metrics. Checked with the rest of the snapshot when the metrics agree.
         let keys = self.cuped_metric_keys();
-        task.totals.cuped = self.template.cuped.as_ref().map(|_| match cuped {
+        task.totals.cuped = self.partitions.template.cuped.as_ref().map(|_| match cuped {
             Some((written, mut state)) if written == keys => {
                 state.remap_groups(&map);
                 state
             }
             _ => CupedState::new(),
         });
-        if self.template.cuped.is_some() {
+        if self.partitions.template.cuped.is_some() {
             let named: Vec<(GroupId, String)> =
                 map.values().map(|&id| (id, self.groups.name(id).0.to_string())).collect();
             for (id, experiment) in named {
@@ -216,7 +219,7 @@ impl Engine {
 
     /// Interns groups written by another engine: `map[their id] = our id`.
     pub(super) fn intern_names(&mut self, groups: &[GroupName<String>]) -> GroupMap {
-        let (table, least) = (&mut self.groups, self.watermarks.least);
+        let (table, least) = (&mut self.groups, self.partitions.watermarks.least);
         groups.iter().map(|g| (g.id, table.intern(&g.experiment, &g.variant, g.last_seen, least))).collect()
     }
 
@@ -228,13 +231,13 @@ impl Engine {
         now: Instant,
     ) -> Result<(), RestoreError> {
         self.remove_partition(partition);
-        self.state.add(StateSize::of(&task.join));
+        self.partitions.state.add(StateSize::of(&task.join));
         // A frontier is a lower bound on every idle input's progress in the cluster: the
         // restored task's idle inputs may follow the newer of the two.
-        self.watermarks.frontier = self.watermarks.frontier.max(frontier);
-        self.tasks.insert(partition, task);
+        self.partitions.watermarks.frontier = self.partitions.watermarks.frontier.max(frontier);
+        self.partitions.tasks.insert(partition, task);
         self.assign(partition, now);
-        self.watermarks.least = self.tasks.least_watermark();
+        self.partitions.watermarks.least = self.partitions.tasks.least_watermark();
         Ok(())
     }
 }
