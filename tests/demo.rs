@@ -73,20 +73,28 @@ fn demo_shows_treatment_beating_control_within_a_minute() {
         .collect();
     let mut order = kinds.clone();
     order.dedup();
-    assert!(
-        order.ends_with(&["not closed"]) && order.windows(2).all(|w| w[0] != "not closed" && w[1] != "unknown"),
-        "{answers:?}"
-    );
-    // The window the last answer named is the one served: its end, closing an attribution
-    // window (30 s) after.
+    assert!(order.windows(2).all(|w| w[0] != "not closed" && w[1] != "unknown"), "{answers:?}");
     let end = first_window["end"].as_str().unwrap();
-    let named = answers.last().unwrap();
-    let at = chrono::DateTime::parse_from_rfc3339(end).unwrap() + chrono::Duration::seconds(30);
-    let at = at.with_timezone(&chrono::Utc).format("%Y-%m-%dT%H:%M:%SZ").to_string();
-    assert!(
-        named.contains(&format!("the next ends at {end} (event time) and closes when the watermark reaches {at}")),
-        "{named} against the window served: {first_window}"
-    );
+    if order.ends_with(&["not closed"]) {
+        // The window the last answer named is the one served: its end, closing an attribution
+        // window (30 s) after.
+        let named = answers.last().unwrap();
+        let at = chrono::DateTime::parse_from_rfc3339(end).unwrap() + chrono::Duration::seconds(30);
+        let at = at.with_timezone(&chrono::Utc).format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        assert!(
+            named.contains(&format!("the next ends at {end} (event time) and closes when the watermark reaches {at}")),
+            "{named} against the window served: {first_window}"
+        );
+    } else {
+        // No answer said "not closed": that phase lasts from the first impression's
+        // finalization to the first window's close, the time from the demo's first search to
+        // the minute's end, which is shorter than the half second between two asks when the
+        // demo starts in a minute's last half second (as it did in one CI run, at :59.86). Then
+        // the window served holds at most that much traffic: 200 searches/s for 1 s at most.
+        let impressions: u64 =
+            first_window["variants"].as_array().unwrap().iter().map(|v| v["impressions"].as_u64().unwrap()).sum();
+        assert!(impressions <= 200, "the window link never said \"not closed\" ({answers:?}), yet its first window, ending at {end}, holds {impressions} impressions: more than a poll interval of the demo's traffic");
+    }
     let (status, body) = http_get(port, "/api/v1/experiments/ranker-2099?window=1m").unwrap();
     assert_eq!(
         (status, body.as_str()),
