@@ -354,7 +354,7 @@ impl Accumulators {
         };
         if let Some(staged) = &mut self.staged {
             let start_of = |series: &WindowSeries| {
-                let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
+                let start = timestamp.div_euclid(series.size_ms).saturating_mul(series.size_ms);
                 (start >= series.closed_before).then_some(start)
             };
             let same = |entry: &&mut Staged| {
@@ -372,7 +372,7 @@ impl Accumulators {
         }
         add(self.cumulative.entry(group, shape));
         for series in &mut self.series {
-            let start = timestamp.div_euclid(series.size_ms) * series.size_ms;
+            let start = timestamp.div_euclid(series.size_ms).saturating_mul(series.size_ms);
             if start < series.closed_before {
                 self.window_late_impressions += u64::from(impression.is_some());
                 continue;
@@ -783,5 +783,16 @@ mod tests {
         let mut closed = Vec::new();
         acc.close_all(|w| closed.push(w));
         assert_eq!(closed[0].start, -1000);
+    }
+
+    /// A timestamp at i64's ends (only damaged state can hold one) is added without a panic:
+    /// its window's start saturates.
+    #[test]
+    fn timestamps_at_the_ends_of_i64_do_not_overflow_a_windows_start() {
+        let mut acc = Accumulators::new(StatsShape::plain(1), &[60_000], 0);
+        for timestamp in [i64::MIN, i64::MIN + 1, i64::MAX] {
+            acc.add(0, timestamp, &[1.0], true, 0);
+        }
+        assert_eq!(acc.cumulative.get(0).map(|s| s.impressions), Some(3));
     }
 }

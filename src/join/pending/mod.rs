@@ -342,6 +342,12 @@ impl PendingSet {
         if self.find(r.query).is_some() {
             return Err(Inconsistency::Twice { what: "a query is pending" });
         }
+        // The engine takes no event before 1970 (which keeps window and deadline arithmetic far
+        // from i64's ends): a pending impression that is one was forged or damaged, and
+        // finalizing it would take its window's start past i64's range.
+        if r.timestamp < 0 {
+            return Err(Inconsistency::Value { what: "a pending impression's timestamp", expected: "not before 1970" });
+        }
         // Engagements are attributed only from the impression's timestamp on, and the delay to
         // the first is computed by subtraction.
         if r.first_engagement != NO_ENGAGEMENT && r.first_engagement.checked_sub(r.timestamp).is_none_or(|d| d < 0) {
@@ -635,6 +641,22 @@ mod tests {
             (taken.query, taken.timestamp, taken.group, taken.unit, gains),
             (query, -5, u32::MAX, u32::MAX, vec![0])
         );
+    }
+
+    /// Found by `hostile_input`'s damaged deltas: a pending impression of a damaged record
+    /// with a timestamp near i64's minimum overflowed its window's start when finalized.
+    #[test]
+    fn a_restored_impression_from_before_1970_is_refused() {
+        let mut set = PendingSet::default();
+        for timestamp in [-1, i64::MIN] {
+            let record =
+                RecordIn { query: 1, timestamp, first_engagement: NO_ENGAGEMENT, group: 0, unit: 0, slots: vec![] };
+            let err = set.restore(record).unwrap_err();
+            assert!(matches!(err, Inconsistency::Value { what: "a pending impression's timestamp", .. }), "{err}");
+        }
+        let record =
+            RecordIn { query: 1, timestamp: 0, first_engagement: NO_ENGAGEMENT, group: 0, unit: 0, slots: vec![] };
+        assert!(set.restore(record).is_ok());
     }
 
     #[test]
