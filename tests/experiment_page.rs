@@ -143,7 +143,7 @@ fn the_demo_page_shows_the_apis_figures_with_a_curve_per_variant() {
         .collect();
     for visit in &visits {
         eprintln!(
-            "{}: {} figures equal to the API's after {} attempt(s), loaded in {:.0} ms",
+            "{}: {} figures compared with the API's after {} attempt(s), loaded in {:.0} ms",
             visit["url"],
             visit["figures"],
             visit["attempts"],
