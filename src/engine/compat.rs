@@ -10,6 +10,9 @@
 //!   operations on them. A format 6 delta is applied as it was written (`super::delta`).
 //! - **Aggregates records** (format 5, which they keep) grew the same way: the CUPED covariates,
 //!   `kept_from` and the link are [`Tail`]s of `super::aggregates_record`'s layout.
+//! - **Aggregates increments of version 8** ([`AGGREGATES_INCREMENT_V8`]) carried partition
+//!   0's looks whole; version 9's carry their change. The layouts differ in that field only,
+//!   so `super::increments::PartitionIncrement` reads both, the looks' type its parameter.
 //!
 //! A record's bytes are untrusted: this file is under the no-panic rule (crate documentation,
 //! "Hostile input").
@@ -24,6 +27,9 @@ use crate::accumulate::CupedState;
 use crate::clicks::log::LogState;
 use crate::join::{ShardDelta, ShardRecord};
 use crate::time::EventTime;
+
+/// The aggregates increments' version before the looks' change (see the module documentation).
+pub(super) const AGGREGATES_INCREMENT_V8: u32 = 8;
 
 /// A field appended to a record's layout within its format version: `None` where the record
 /// ends before it. (Bytes that are there but garbled cannot be, behind a matching checksum,

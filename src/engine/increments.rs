@@ -11,7 +11,9 @@
 //!   unit buckets it changed and the distinct units it added, and the groups retired;
 //! - the windows closed since the record before, each carried once (a base carries them again,
 //!   up to the retained few, for a reader that starts there);
-//! - partition 0's looks when a look was taken since, CUPED's covariates' changed buckets;
+//! - partition 0's looks when a look was taken since: their prefix (the sums of every window
+//!   looked at, with the distinct units seen) as its change since the looks the record before
+//!   carried, their figures whole (`LooksChange`); CUPED's covariates' changed buckets;
 //! - the bounds its windows are closed before, whole (a few numbers).
 //!
 //! A record names its place ([`Link`]): a base starts a chain (a random number) at 0, and
@@ -25,37 +27,48 @@
 //! partition, so the rules by which the view knows a window is whole stay those of the base.
 //!
 //! The writer (`super::published`) keeps what the last acknowledged record left a reader with (the
-//! cumulative table, the covariates, the looks' position) to take the next change against;
+//! cumulative table, the covariates, the looks) to take the next change against;
 //! the change of a record not yet acknowledged becomes that only once it is. A failed write,
 //! a new owner, or increments since the base adding up to [`BASE_AFTER`] times its size start
 //! a new base. Keys follow the changelog's (`<partition>/<slot>` for a base,
 //! `<partition>/<slot>/d<n>` for its increments, the slot alternating per base), so a compacted
 //! topic keeps the newest chain whole and the base before it.
 //!
+//! A reader's looks are its own (every replica looks at the windows as they complete in its
+//! view); it takes partition 0's over only when they are ahead of its own. A looks change
+//! applies to looks standing where it was taken (then the prefix is the same: the windows
+//! looked at are); looks standing elsewhere behind wait for the windows to complete in the
+//! reader's view, or for partition 0's next base, which carries the looks whole.
+//!
 //! Increments have a format version of their own ([`AGGREGATES_INCREMENT_VERSION`]): a build
-//! that reads only whole records refuses them with a message and goes on with the bases.
+//! that reads only whole records refuses them with a message and goes on with the bases. The
+//! version before it (8, whose increments carried the looks whole) is still read
+//! (`super::compat::AGGREGATES_INCREMENT_V8`).
 //!
 //! What the brokers hand back is untrusted: this file is under the no-panic rule (crate
 //! documentation, "Hostile input").
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::aggregates_record::PartitionAggregates;
-use super::published::{Link, Written};
+use super::compat::AGGREGATES_INCREMENT_V8;
+use super::published::{Link, Written, WrittenLooks};
 use super::snapshot::check_named;
 use super::wire::GroupName;
 use super::Engine;
-use crate::accumulate::{ClosedWindow, CovariateChange, TableChange};
+use crate::accumulate::{ClosedWindow, CovariateChange, StatsShape, TableChange};
 use crate::checkpoint::{DecodeError, Inconsistency, FORMAT_VERSION};
-use crate::experiments::sequential::Looks;
+use crate::experiments::sequential::{Looks, LooksChange, LooksChangeRef};
 use crate::ids::GroupId;
 use crate::time::EventTime;
 
 /// The format version in the header of an increment (a whole record keeps
 /// [`FORMAT_VERSION`]). Apart from the changelog's versions, so that no reader mistakes one
-/// record for the other.
-pub const AGGREGATES_INCREMENT_VERSION: u32 = 8;
+/// record for the other (8 and 9 are the increments'; the changelog's next is 10).
+pub const AGGREGATES_INCREMENT_VERSION: u32 = 9;
 
 /// A new base once the increments since the last add up to this many times its size: the
 /// bases then cost at most a fifth of what is written, and a reader starting at a base (a
@@ -77,16 +90,18 @@ struct PartitionIncrementRef<'a> {
     cumulative: TableChange,
     /// The windows closed since the record this one follows.
     windows: &'a [ClosedWindow],
-    /// Partition 0's looks, when a look was taken since the record before.
-    looks: Option<&'a Looks>,
+    /// Partition 0's looks, when a look was taken since the record before: their change.
+    looks: Option<LooksChangeRef<'a>>,
     /// CUPED's covariates' change, with the metric keys they adjust.
     cuped: Option<(Vec<String>, CovariateChange)>,
 }
 
-/// [`PartitionIncrementRef`], read back (its fields are documented there).
+/// [`PartitionIncrementRef`], read back (its fields are documented there): of this version
+/// (`L` a [`LooksChange`]) or of version 8 (`L` the [`Looks`] whole), as decoded, and
+/// either as held ([`IncrementLooks`]).
 #[derive(Debug, Deserialize)]
 #[cfg_attr(test, derive(Serialize))]
-pub struct PartitionIncrement {
+pub struct PartitionIncrement<L = IncrementLooks> {
     /// The input partition these sums are of.
     pub partition: i32,
     link: Link,
@@ -94,8 +109,66 @@ pub struct PartitionIncrement {
     groups: Vec<GroupName<String>>,
     cumulative: TableChange,
     windows: Vec<ClosedWindow>,
-    looks: Option<Looks>,
+    looks: Option<L>,
     cuped: Option<(Vec<String>, CovariateChange)>,
+}
+
+impl<L> PartitionIncrement<L> {
+    /// The same increment with its looks as held.
+    fn held(self, looks: impl FnOnce(L) -> IncrementLooks) -> PartitionIncrement {
+        let PartitionIncrement { partition, link, closed_before, groups, cumulative, windows, looks: l, cuped } = self;
+        PartitionIncrement { partition, link, closed_before, groups, cumulative, windows, looks: l.map(looks), cuped }
+    }
+}
+
+/// The looks an increment carries.
+#[derive(Debug)]
+pub enum IncrementLooks {
+    /// Whole, as version 8 carried them.
+    Whole(Looks),
+    /// As their change since the record before's.
+    Changed(LooksChange),
+}
+
+/// As the version it was read from writes it (a test forges records from what it read).
+#[cfg(test)]
+impl Serialize for IncrementLooks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            IncrementLooks::Whole(looks) => looks.serialize(s),
+            IncrementLooks::Changed(change) => change.serialize(s),
+        }
+    }
+}
+
+impl IncrementLooks {
+    /// The prefix's part of what is read: the looks' whole prefix, or its change.
+    fn prefix_mut(&mut self) -> &mut crate::accumulate::GroupTable {
+        match self {
+            IncrementLooks::Whole(looks) => &mut looks.prefix,
+            IncrementLooks::Changed(change) => &mut change.prefix.changed,
+        }
+    }
+
+    fn check(&self, shape: StatsShape, metrics: usize) -> Result<(), Inconsistency> {
+        match self {
+            IncrementLooks::Whole(looks) => looks.check(shape, metrics),
+            IncrementLooks::Changed(change) => change.check(shape, metrics),
+        }
+    }
+
+    /// The groups it names.
+    fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        let removed = match self {
+            IncrementLooks::Whole(_) => &[][..],
+            IncrementLooks::Changed(change) => &change.prefix.removed[..],
+        };
+        let prefix = match self {
+            IncrementLooks::Whole(looks) => &looks.prefix,
+            IncrementLooks::Changed(change) => &change.prefix.changed,
+        };
+        removed.iter().copied().chain(prefix.iter().map(|(g, _)| g))
+    }
 }
 
 /// A record of the aggregates topic, as read.
@@ -110,12 +183,17 @@ impl AggregatesRecord {
     /// Decodes a record of the aggregates topic: whole (of any layout
     /// [`PartitionAggregates::decode`] reads) or an increment.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let readable = [FORMAT_VERSION, AGGREGATES_INCREMENT_VERSION];
-        let (version, payload) = crate::checkpoint::open(bytes, &readable, "5 and its increments, 8")?;
-        if version == AGGREGATES_INCREMENT_VERSION {
-            return crate::checkpoint::decode_payload(payload).map(AggregatesRecord::Increment);
+        let readable = [FORMAT_VERSION, AGGREGATES_INCREMENT_V8, AGGREGATES_INCREMENT_VERSION];
+        let (version, payload) = crate::checkpoint::open(bytes, &readable, "5 and its increments, 8 and 9")?;
+        match version {
+            AGGREGATES_INCREMENT_VERSION => {
+                crate::checkpoint::decode_payload::<PartitionIncrement<LooksChange>>(payload)
+                    .map(|inc| AggregatesRecord::Increment(inc.held(IncrementLooks::Changed)))
+            }
+            AGGREGATES_INCREMENT_V8 => crate::checkpoint::decode_payload::<PartitionIncrement<Looks>>(payload)
+                .map(|inc| AggregatesRecord::Increment(inc.held(IncrementLooks::Whole))),
+            _ => PartitionAggregates::decode(bytes).map(AggregatesRecord::Whole),
         }
-        PartitionAggregates::decode(bytes).map(AggregatesRecord::Whole)
     }
 }
 
@@ -138,11 +216,7 @@ impl Engine {
     /// it. Once the brokers acknowledged it, [`Engine::aggregates_written`] makes it what the
     /// next is taken against.
     pub fn aggregates_record(&mut self, partition: i32) -> Option<AggregatesOut> {
-        let looks_position = (partition == 0 && self.view.global.is_some()).then_some((
-            self.view.looks.first,
-            self.view.looks.through,
-            self.view.looks.count,
-        ));
+        let looks_now = (partition == 0 && self.view.global.is_some()).then_some(&self.view.looks);
         let task = self.partitions.tasks.get(partition)?;
         let totals = &task.totals;
         let published = &task.closed_progress.published;
@@ -155,19 +229,32 @@ impl Engine {
                 (None, None) => None,
                 _ => return None,
             };
-            Some((w, cumulative, cuped))
+            let looks = match (looks_now, &w.looks) {
+                (None, None) => None,
+                (Some(now), Some(then)) if now.position() == then.position => None,
+                (Some(now), Some(then)) => Some(now.change_since(then.position, &then.prefix)?),
+                _ => return None,
+            };
+            Some((w, cumulative, cuped, looks))
         });
+        // The looks a record leaves a reader with: as the record before if they stood still.
+        let written_looks = |then: Option<&WrittenLooks>| {
+            looks_now.map(|now| match then {
+                Some(then) if then.position == now.position() => then.clone(),
+                _ => WrittenLooks { position: now.position(), prefix: Arc::new(now.prefix.clone()) },
+            })
+        };
         let (out, written) = match increment {
-            Some((w, cumulative, cuped)) => {
+            Some((w, cumulative, cuped, looks)) => {
                 let link = Link { chain: w.link.chain, number: w.link.number + 1 };
                 let unwritten = task.closed_progress.unwritten_count();
                 let first_unwritten = totals.recent_closed.len().saturating_sub(unwritten);
                 let windows = totals.recent_closed.get(first_unwritten..).unwrap_or_default();
-                let looks = (looks_position.is_some() && looks_position != w.looks).then_some(&self.view.looks);
                 let ids = (cumulative.removed.iter().copied())
                     .chain(cumulative.changed.iter().map(|(g, _)| g))
                     .chain(windows.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
-                    .chain(looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g)))
+                    .chain(looks.iter().flat_map(|l| l.prefix.removed.iter().copied()))
+                    .chain(looks.iter().flat_map(|l| l.prefix.changed.iter().map(|(g, _)| g)))
                     .chain(cuped.iter().flat_map(|c| c.removed.iter().copied().chain(c.changed.groups())));
                 let groups = self.names(ids);
                 let bytes = crate::checkpoint::encode_as(
@@ -189,7 +276,7 @@ impl Engine {
                     slot: w.slot,
                     cumulative: totals.accumulators.cumulative.clone(),
                     covariates: covariates.cloned(),
-                    looks: looks_position,
+                    looks: written_looks(w.looks.as_ref()),
                     base_bytes: w.base_bytes,
                     increment_bytes: w.increment_bytes + bytes.len() as u64,
                 };
@@ -204,7 +291,7 @@ impl Engine {
                     slot: published.bases % 2,
                     cumulative: totals.accumulators.cumulative.clone(),
                     covariates: covariates.cloned(),
-                    looks: looks_position,
+                    looks: written_looks(None),
                     base_bytes: bytes.len() as u64,
                     increment_bytes: 0,
                 };
@@ -266,7 +353,7 @@ impl Engine {
                 window.groups.widen(from, to);
             }
             if let Some(looks) = &mut inc.looks {
-                looks.prefix.widen(from, to);
+                looks.prefix_mut().widen(from, to);
             }
         }
         inc.cumulative.changed.check(shape)?;
@@ -287,12 +374,21 @@ impl Engine {
         let used = (inc.cumulative.removed.iter().copied())
             .chain(inc.cumulative.changed.iter().map(|(g, _)| g))
             .chain(inc.windows.iter().flat_map(|w| w.groups.iter().map(|(g, _)| g)))
-            .chain(inc.looks.iter().flat_map(|l| l.prefix.iter().map(|(g, _)| g)))
+            .chain(inc.looks.iter().flat_map(IncrementLooks::groups))
             .chain(cuped.iter().flat_map(|c| c.removed.iter().copied().chain(c.changed.groups())));
         check_named(&inc.groups, used)?;
         let map = self.intern_names(&inc.groups);
         inc.cumulative.remap(&map);
-        self.renumber_windows_take_looks(&map, &mut inc.windows, inc.looks);
+        let looks = match inc.looks {
+            Some(IncrementLooks::Whole(looks)) => Some(looks),
+            Some(IncrementLooks::Changed(mut change)) => {
+                change.prefix.remap(&map);
+                change.apply_to(&mut self.view.looks, shape)?;
+                None
+            }
+            None => None,
+        };
+        self.renumber_windows_take_looks(&map, &mut inc.windows, looks);
         let cuped = cuped.map(|mut change| {
             change.remap(&map);
             change
@@ -518,7 +614,7 @@ mod tests {
         let Err(older) = crate::checkpoint::decode::<PartitionAggregatesOfTheBuildBefore>(&out.bytes) else {
             panic!("an increment read as a whole record")
         };
-        assert!(older.to_string().contains("format version 8"), "{older}");
+        assert!(older.to_string().contains("format version 9"), "{older}");
         // The change, with a group's units grown past the reader's limit (the writer's
         // cumulative stats of many rounds have more).
         let AggregatesRecord::Increment(mut increment) = AggregatesRecord::decode(&out.bytes).unwrap() else {
@@ -546,6 +642,147 @@ mod tests {
         read(&mut reader, &after).unwrap();
         assert!(by_name(&reader) == held, "partition 0's part stays as of its last record applied");
         assert_eq!(reader.aggregates_increments_skipped(), 1);
+    }
+
+    type LooksByName = (Looks, BTreeMap<(String, String), GroupStats>);
+
+    /// Looks with their prefix by group name: two engines number the groups apart.
+    fn looks_by_name(e: &Engine, looks: &Looks) -> LooksByName {
+        let mut looks = looks.clone();
+        let prefix = std::mem::take(&mut looks.prefix);
+        let name = |id| {
+            let (x, v) = e.groups().name(id);
+            (x.to_string(), v.to_string())
+        };
+        (looks, prefix.iter().map(|(id, stats)| (name(id), stats.clone())).collect())
+    }
+
+    /// A round of the writer as a replica runs it: its records of both partitions written
+    /// and read back into its own view (every replica reads every record, its own too), where
+    /// the windows complete and its looks move; partition 0's record is returned, with the
+    /// looks it carries (as they were when it was written).
+    fn round_of_the_writer(writer: &mut Engine, round: i64) -> (AggregatesOut, Looks) {
+        feed(writer, round);
+        let theirs = write(writer, 1);
+        read(writer, &theirs).unwrap();
+        let out = write(writer, 0);
+        let looks = writer.looks().clone();
+        read(writer, &out).unwrap();
+        (out, looks)
+    }
+
+    /// Partition 0's record as read, and whether it is an increment carrying a looks change.
+    fn carries_a_looks_change(out: &AggregatesOut) -> bool {
+        matches!(
+            AggregatesRecord::decode(&out.bytes).unwrap(),
+            AggregatesRecord::Increment(PartitionIncrement { looks: Some(IncrementLooks::Changed(_)), .. })
+        )
+    }
+
+    /// A replica that cannot look at the windows itself (it reads partition 0's records only,
+    /// so no window completes in its view) holds the writer's looks after every record of
+    /// partition 0: from the base whole, then from each increment's change, whose prefix part
+    /// is what the windows looked at since added (as large as one window's sums, at every
+    /// look), not the prefix again.
+    #[test]
+    fn a_replica_takes_the_looks_over_from_their_changes() {
+        let cfg = config(10_000);
+        let mut writer = engine(&cfg, &[0, 1]);
+        let mut late = engine(&cfg, &[]);
+        let mut changes = Vec::new();
+        for round in 0..80 {
+            let (out, carried) = round_of_the_writer(&mut writer, round);
+            if let AggregatesRecord::Increment(PartitionIncrement {
+                looks: Some(IncrementLooks::Changed(change)),
+                ..
+            }) = AggregatesRecord::decode(&out.bytes).unwrap()
+            {
+                assert_eq!(change.since.count + 1, carried.count, "round {round}: one look a record");
+                changes.push(crate::checkpoint::encode(&change.prefix).len());
+            }
+            read(&mut late, &out).unwrap();
+            assert_eq!(late.looks().count, carried.count, "round {round}");
+            assert!(looks_by_name(&late, late.looks()) == looks_by_name(&writer, &carried), "round {round}");
+        }
+        // The first change is the first window's sums whole.
+        assert!(changes.len() >= 5, "{} increments carried the looks' change", changes.len());
+        assert!(changes.iter().all(|&bytes| bytes <= changes[0] * 21 / 20), "bytes of each change: {changes:?}");
+        let whole = crate::checkpoint::encode(&writer.looks().prefix).len();
+        assert!(whole > changes[0] * 3 / 2, "the prefix whole ({whole} bytes) against its changes: {changes:?}");
+        assert_eq!(late.aggregates_increments_skipped(), 0);
+    }
+
+    /// Looks that stand elsewhere behind (they looked at a window of their own the change
+    /// does not start from) are left as they are, not given a change taken against another
+    /// prefix; partition 0's next base carries the looks whole, and they take those over.
+    #[test]
+    fn a_looks_change_from_elsewhere_is_not_applied_and_a_base_mends_it() {
+        let cfg = config(10_000);
+        let mut writer = engine(&cfg, &[0, 1]);
+        let mut late = engine(&cfg, &[]);
+        let mut rounds = 0..60;
+        // Until the reader holds looks and the chain.
+        for round in rounds.by_ref() {
+            read(&mut late, &round_of_the_writer(&mut writer, round).0).unwrap();
+            if late.looks().count > 0 {
+                break;
+            }
+        }
+        assert!(late.looks().count > 0, "no looks in 60 rounds");
+        // Looks of its own at another position (as if it had looked at a window the writer
+        // took together with the next in one record).
+        late.view.looks.count += 1;
+        let held = looks_by_name(&late, late.looks());
+        let mut change = None;
+        for round in rounds.by_ref() {
+            let (out, _) = round_of_the_writer(&mut writer, round);
+            if carries_a_looks_change(&out) {
+                change = Some(out);
+                break;
+            }
+            read(&mut late, &out).unwrap();
+        }
+        read(&mut late, &change.expect("a looks change in 60 rounds")).unwrap();
+        assert!(looks_by_name(&late, late.looks()) == held, "a change taken against other looks was applied");
+        assert_eq!(late.aggregates_increments_skipped(), 0, "the rest of the increment applies");
+        writer.aggregates_not_written();
+        let (base, carried) = round_of_the_writer(&mut writer, rounds.next().unwrap());
+        assert!(base.base);
+        read(&mut late, &base).unwrap();
+        assert!(looks_by_name(&late, late.looks()) == looks_by_name(&writer, &carried));
+    }
+
+    /// An increment of version 8 (the looks whole) from a replica not yet upgraded is read and
+    /// applied: its looks are taken over as a base's are.
+    #[test]
+    fn an_increment_of_version_8_is_read() {
+        let cfg = config(10_000);
+        let mut writer = engine(&cfg, &[0, 1]);
+        let mut late = engine(&cfg, &[]);
+        let mut v8 = None;
+        let mut carried = None;
+        for round in 0..60 {
+            let (out, looks) = round_of_the_writer(&mut writer, round);
+            if !carries_a_looks_change(&out) || late.looks().count == 0 {
+                read(&mut late, &out).unwrap();
+                continue;
+            }
+            let AggregatesRecord::Increment(inc) = AggregatesRecord::decode(&out.bytes).unwrap() else { continue };
+            let inc = PartitionIncrement { looks: Some(IncrementLooks::Whole(looks.clone())), ..inc };
+            carried = Some(looks);
+            v8 = Some(crate::checkpoint::encode_as(AGGREGATES_INCREMENT_V8, &inc));
+            break;
+        }
+        let v8 = v8.expect("a looks change in 60 rounds");
+        let AggregatesRecord::Increment(read_back) = AggregatesRecord::decode(&v8).unwrap() else {
+            panic!("version 8 not read as an increment")
+        };
+        assert!(matches!(read_back.looks, Some(IncrementLooks::Whole(_))));
+        let before = late.looks().count;
+        late.apply_aggregates_record(AggregatesRecord::Increment(read_back)).unwrap();
+        assert!(late.looks().count > before);
+        assert!(looks_by_name(&late, late.looks()) == looks_by_name(&writer, &carried.unwrap()));
+        assert_eq!(late.aggregates_increments_skipped(), 0);
     }
 
     /// What a build before increments decodes a record as (its header version only).

@@ -4,9 +4,12 @@
 //! with ([`Published`]), which the next increment is taken against (see `super::increments`).
 //! A task holds it; `super::global` and `super::increments` read and move it.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::accumulate::{ClosedWindow, CovariateTable, GroupTable};
+use crate::experiments::sequential::LooksPosition;
 use crate::time::EventTime;
 
 /// Closed windows of each size a partition keeps for the aggregates topic once a record has
@@ -112,15 +115,26 @@ pub(super) struct Written {
     pub(super) cumulative: GroupTable,
     /// CUPED's covariates as the record carried them.
     pub(super) covariates: Option<CovariateTable>,
-    /// The looks' position (`first`, `through`, `count`) as the record carried them, in
-    /// partition 0's records: an increment carries the looks only when they moved.
-    pub(super) looks: Option<(Option<EventTime>, Option<EventTime>, u64)>,
+    /// The looks as the record left a reader, in partition 0's records: an increment carries
+    /// them only when they moved, as their change since these.
+    pub(super) looks: Option<WrittenLooks>,
     /// The chain's key slot (`super::increments::AggregatesOut::slot`).
     pub(super) slot: u64,
     /// The chain's base's size: a new base once the increments add up to a multiple of it.
     pub(super) base_bytes: u64,
     /// The increments' sizes since the base.
     pub(super) increment_bytes: u64,
+}
+
+/// Partition 0's looks as a record of its chain left a reader.
+#[derive(Debug, Clone)]
+pub(super) struct WrittenLooks {
+    /// Where they stood.
+    pub(super) position: LooksPosition,
+    /// Their prefix: what the next change of the looks is taken against. Shared between the
+    /// records written while the looks stand still (one each checkpoint round), rather than
+    /// copied each time: it holds every unit of the looked-at windows.
+    pub(super) prefix: Arc<GroupTable>,
 }
 
 /// The writer's side of a task's chain (see `super::increments`). Not in the snapshot:

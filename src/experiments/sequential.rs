@@ -272,38 +272,171 @@ impl Looks {
     /// Whether `other` saw more than these looks: it started earlier, or as early and went
     /// further. A replica adopts such looks from partition 0's aggregates record.
     pub fn is_behind(&self, other: &Looks) -> bool {
-        match (self.first, other.first) {
-            (_, None) => false,
-            (None, Some(_)) => true,
-            (Some(ours), Some(theirs)) => theirs < ours || (theirs == ours && other.through > self.through),
-        }
+        self.position().is_behind(&other.position())
     }
 
     /// Checks looks read from an aggregates record: the prefix against the configuration's
     /// shape, figures per metric of the layout.
     pub fn check(&self, shape: crate::accumulate::StatsShape, metrics: usize) -> Result<(), Inconsistency> {
         self.prefix.check(shape)?;
-        for variants in self.comparisons.values() {
-            if let Some(figures) = variants.values().find(|figures| figures.len() != metrics) {
-                return Err(Inconsistency::Shape {
-                    what: "metrics with figures in a look's variant",
-                    found: figures.len(),
-                    expected: metrics,
-                });
-            }
+        check_figures(&self.comparisons, &self.interleaving, self.count, metrics)
+    }
+
+    /// Where the looks stand.
+    pub fn position(&self) -> LooksPosition {
+        LooksPosition { first: self.first, through: self.through, count: self.count }
+    }
+
+    /// These looks as their change since the looks at `since`, whose prefix was `prefix_then`
+    /// (what an aggregates increment carries); `None` if the prefix is not `prefix_then` grown
+    /// (the looks started again: a base carries them whole).
+    pub fn change_since<'a>(&'a self, since: LooksPosition, prefix_then: &GroupTable) -> Option<LooksChangeRef<'a>> {
+        Some(LooksChangeRef {
+            since,
+            prefix: self.prefix.changes_since(prefix_then)?,
+            first: self.first,
+            through: self.through,
+            count: self.count,
+            comparisons: &self.comparisons,
+            sample_ratio: &self.sample_ratio,
+            tuning: self.tuning,
+            last_active: &self.last_active,
+            interleaving: &self.interleaving,
+        })
+    }
+}
+
+/// The figures' checks of [`Looks::check`] and [`LooksChange::check`]: per metric of the
+/// layout, at most the pairs of [`MAX_RANKERS`] rankers, a count a record can hold.
+fn check_figures(
+    comparisons: &BTreeMap<String, BTreeMap<String, Vec<MetricLooks>>>,
+    interleaving: &BTreeMap<String, BTreeMap<String, Vec<RunningFigures>>>,
+    count: u64,
+    metrics: usize,
+) -> Result<(), Inconsistency> {
+    for variants in comparisons.values() {
+        if let Some(figures) = variants.values().find(|figures| figures.len() != metrics) {
+            return Err(Inconsistency::Shape {
+                what: "metrics with figures in a look's variant",
+                found: figures.len(),
+                expected: metrics,
+            });
         }
-        let most_pairs = MAX_RANKERS * (MAX_RANKERS - 1) / 2;
-        for groups in self.interleaving.values() {
-            if let Some(pairs) = groups.values().find(|pairs| pairs.len() > most_pairs) {
-                return Err(Inconsistency::TooMany {
-                    what: "ranker pairs with interleaving figures in looks",
-                    found: pairs.len(),
-                    limit: "the pairs of MAX_RANKERS rankers",
-                    max: most_pairs,
-                });
-            }
+    }
+    let most_pairs = MAX_RANKERS * (MAX_RANKERS - 1) / 2;
+    for groups in interleaving.values() {
+        if let Some(pairs) = groups.values().find(|pairs| pairs.len() > most_pairs) {
+            return Err(Inconsistency::TooMany {
+                what: "ranker pairs with interleaving figures in looks",
+                found: pairs.len(),
+                limit: "the pairs of MAX_RANKERS rankers",
+                max: most_pairs,
+            });
         }
-        crate::checkpoint::check_count("looks", self.count)
+    }
+    crate::checkpoint::check_count("looks", count)
+}
+
+/// Where looks stand: the first window looked at, the end of the newest, how many. Two
+/// replicas' looks at one position looked at the same complete windows, so they hold the
+/// same prefix (its sums are exact in any order) and the same figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LooksPosition {
+    /// [`Looks::first`].
+    pub first: Option<EventTime>,
+    /// [`Looks::through`].
+    pub through: Option<EventTime>,
+    /// [`Looks::count`].
+    pub count: u64,
+}
+
+impl LooksPosition {
+    /// Whether looks at `other` saw more: see [`Looks::is_behind`].
+    pub fn is_behind(&self, other: &LooksPosition) -> bool {
+        match (self.first, other.first) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(ours), Some(theirs)) => theirs < ours || (theirs == ours && other.through > self.through),
+        }
+    }
+}
+
+/// Looks as partition 0's aggregates increments carry them: the prefix as its change since
+/// the looks the record before carried (at `since`), the figures whole (a few per experiment,
+/// variant and metric). The prefix holds every unit seen, so carried whole each time a window
+/// completed it grew with the hours the replica ran. Borrowed when written; fields as
+/// [`Looks`]' unless said.
+#[derive(Serialize)]
+pub struct LooksChangeRef<'a> {
+    /// The position of the looks the change is taken against.
+    pub since: LooksPosition,
+    /// The prefix's change since then.
+    pub prefix: crate::accumulate::TableChange,
+    first: Option<EventTime>,
+    through: Option<EventTime>,
+    count: u64,
+    comparisons: &'a BTreeMap<String, BTreeMap<String, Vec<MetricLooks>>>,
+    sample_ratio: &'a BTreeMap<String, f64>,
+    tuning: [f64; 2],
+    last_active: &'a BTreeMap<String, EventTime>,
+    interleaving: &'a BTreeMap<String, BTreeMap<String, Vec<RunningFigures>>>,
+}
+
+/// [`LooksChangeRef`], read back.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+pub struct LooksChange {
+    /// The position of the looks the change applies to.
+    pub since: LooksPosition,
+    /// The prefix's change: renumbered and widened by the reader like any table it reads.
+    pub prefix: crate::accumulate::TableChange,
+    first: Option<EventTime>,
+    through: Option<EventTime>,
+    count: u64,
+    comparisons: BTreeMap<String, BTreeMap<String, Vec<MetricLooks>>>,
+    sample_ratio: BTreeMap<String, f64>,
+    tuning: [f64; 2],
+    last_active: BTreeMap<String, EventTime>,
+    interleaving: BTreeMap<String, BTreeMap<String, Vec<RunningFigures>>>,
+}
+
+impl LooksChange {
+    /// Checks a change read back: its prefix's groups against the shape, the figures as
+    /// [`Looks::check`] does. The prefix it makes is checked once applied.
+    pub fn check(&self, shape: crate::accumulate::StatsShape, metrics: usize) -> Result<(), Inconsistency> {
+        self.prefix.changed.check(shape)?;
+        check_figures(&self.comparisons, &self.interleaving, self.count, metrics)
+    }
+
+    /// The position of the looks it makes.
+    pub fn position(&self) -> LooksPosition {
+        LooksPosition { first: self.first, through: self.through, count: self.count }
+    }
+
+    /// Makes `looks` the writer's, if they are behind them and stand where the change was
+    /// taken (then their prefix is the one it was taken against); `false`, leaving them be,
+    /// otherwise: looks ahead need nothing, and looks elsewhere behind take the writer's over
+    /// from its next whole record, or look at the windows themselves as they complete.
+    ///
+    /// The resulting prefix is checked against `shape`: a change that takes it past the
+    /// reader's limits (a writer configured otherwise, or forged bytes) leaves the reader
+    /// with no looks, refused, until a whole record's looks (its own prefix is no longer
+    /// what any writer's is).
+    pub fn apply_to(self, looks: &mut Looks, shape: crate::accumulate::StatsShape) -> Result<bool, Inconsistency> {
+        let held = looks.position();
+        if !held.is_behind(&self.position()) || held != self.since {
+            return Ok(false);
+        }
+        looks.prefix.apply_change(&self.prefix);
+        if let Err(e) = looks.prefix.check(shape) {
+            *looks = Looks::default();
+            return Err(e);
+        }
+        let LooksChange { first, through, count, comparisons, sample_ratio, tuning, last_active, interleaving, .. } =
+            self;
+        let prefix = std::mem::take(&mut looks.prefix);
+        *looks = Looks { first, through, count, prefix, comparisons, sample_ratio, tuning, last_active, interleaving };
+        Ok(true)
     }
 }
 
