@@ -401,3 +401,39 @@ fn volume_of_the_state_stage() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// `VOL_RATE=560 cargo test --release --lib restore_of_a_large_snapshot -- --ignored --nocapture`:
+/// a partition's snapshot after half an hour of the bench's traffic at `VOL_RATE` (560: about a
+/// million pending impressions, the handover stage's size), decoded and restored seven times;
+/// the medians of decoding alone and of decoding with the restore, without the broker's read
+/// that the handover stage's figure includes.
+#[test]
+#[ignore = "minutes in release: a million pending impressions"]
+fn restore_of_a_large_snapshot() {
+    let rate: u32 = std::env::var("VOL_RATE").ok().and_then(|s| s.parse().ok()).unwrap_or(560);
+    let v = measure_in_spans("30m", (1800, 1, 1), rate, 1, 20_000);
+    let snapshot = &v.chains[0][0];
+    let (mut decoding, mut restoring) = (Vec::new(), Vec::new());
+    let mut pending = 0;
+    for _ in 0..7 {
+        let started = Instant::now();
+        let Ok(Record::Snapshot(mut snapshot)) = record::decode(snapshot) else { panic!("not a snapshot") };
+        decoding.push(started.elapsed().as_secs_f64());
+        let mut engine = Engine::new(&v.cfg).without_past_limit();
+        engine.check_compatible(0, &mut snapshot.task).unwrap();
+        pending = snapshot.task.pending_impressions();
+        engine.restore_partition(0, snapshot.task, Instant::now()).unwrap();
+        restoring.push(started.elapsed().as_secs_f64());
+        drop(engine);
+    }
+    let median = |mut times: Vec<f64>| {
+        times.sort_by(f64::total_cmp);
+        times[times.len() / 2]
+    };
+    eprintln!(
+        "a snapshot of {} B, {pending} pending: decoded in {:.3} s, decoded and restored in {:.3} s (medians of 7)",
+        snapshot.len(),
+        median(decoding),
+        median(restoring)
+    );
+}
