@@ -671,7 +671,7 @@ mod tests {
         (out, looks)
     }
 
-    /// Partition 0's record as read, and whether it is an increment carrying a looks change.
+    /// Whether a record is an increment carrying a looks change.
     fn carries_a_looks_change(out: &AggregatesOut) -> bool {
         matches!(
             AggregatesRecord::decode(&out.bytes).unwrap(),

@@ -21,8 +21,9 @@
 //! points, and `sequential.looks`, count from the stream's first window.
 //!
 //! With the experiment-wide view on (serve), every replica folds the same complete windows;
-//! the looks also travel in partition 0's aggregates record, so a replica that starts late, or
-//! restarts, takes over the looks so far instead of starting its own.
+//! the looks also travel in partition 0's aggregates record (whole in a base, as their change
+//! in an increment: [`LooksChange`]), so a replica that starts late, or restarts, takes over
+//! the looks so far instead of starting its own.
 
 use std::collections::BTreeMap;
 
