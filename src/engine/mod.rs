@@ -83,7 +83,9 @@ pub use aggregation::{FinalizedObserver, FinalizedView};
 pub use compat::{TaskDeltaV6, TaskRecordV5};
 pub use delta::{AnyDelta, TaskDelta};
 pub use global::WindowsSkipped;
-pub use increments::{AggregatesOut, AggregatesRecord, PartitionIncrement, AGGREGATES_INCREMENT_VERSION};
+pub use increments::{
+    AggregatesOut, AggregatesRecord, IncrementLooks, PartitionIncrement, AGGREGATES_INCREMENT_VERSION,
+};
 pub use judge::JudgedObserver;
 pub use limits::InputLimits;
 pub use prepare::{
