@@ -564,15 +564,15 @@ pub fn rows(get: &dyn Fn(&str) -> Option<f64>) -> Vec<(&'static str, String, &'s
         "",
         "",
     ));
-    // Issue 53's target is "no more than today's 122": the snapshot of 1M pending impressions
-    // was 122.5 MB when it was filed (BENCHMARKS.md, issue 15's handover stage), which this
-    // row had rounded to a stricter 122.0.
+    // Issue 53's target as the issue states it: "no more than today's 122". The snapshot of
+    // 1M pending impressions was 122.5 bytes each when it was filed; that figure reads as missed
+    // here until the record is smaller, rather than the target being read as 122.5.
     let per_pending = get("handover_1000k_snapshot_bytes_per_pending");
     rows.push((
         "  snapshot bytes per pending impression (1M)",
         fmt(per_pending, 1),
-        "<= 122.5",
-        verdict(per_pending.map(|b| b <= 122.5)),
+        "<= 122",
+        verdict(per_pending.map(|b| b <= 122.0)),
     ));
     let restore = get("handover_1000k_restore_seconds");
     rows.push(("  restore of 1M pending s (took_ms)", fmt(restore, 2), "<= 3 s", verdict(restore.map(|s| s <= 3.0))));
