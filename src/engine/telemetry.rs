@@ -91,7 +91,8 @@ impl RejectCounts {
     pub fn later(&self) -> LaterRejections {
         LaterRejections(self.0.map(|kind| kind.get(RejectReason::LEGACY..).unwrap_or_default().to_vec()))
     }
-    /// Puts back the counts [`RejectCounts::later`] wrote; reasons this version does not know
+    /// Puts back the counts [`RejectCounts::later`] wrote (checked by
+    /// [`LaterRejections::check`] first); reasons this version does not know
     /// (a newer writer's) are left out.
     pub fn set_later(&mut self, later: &LaterRejections) {
         for (counts, written) in self.0.iter_mut().zip(&later.0) {
@@ -142,6 +143,21 @@ impl<'de> Deserialize<'de> for RejectCounts {
 /// (A format 5 snapshot may end before it: `super::compat` reads it as none.)
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaterRejections([Vec<u64>; 2]);
+
+impl LaterRejections {
+    /// Counts as a snapshot's tail holds them, per kind of message.
+    #[cfg(test)]
+    pub(super) fn new(counts: [Vec<u64>; 2]) -> Self {
+        LaterRejections(counts)
+    }
+
+    /// Checks counts read from a snapshot, as [`Counters::check`] checks the others: a count
+    /// past [`crate::checkpoint::MAX_COUNT`] would overflow when the next rejection adds one.
+    pub fn check(&self) -> Result<(), Inconsistency> {
+        let mut all = self.0.iter().flatten();
+        all.try_for_each(|&count| crate::checkpoint::check_count("a message or impression count", count))
+    }
+}
 
 /// A latency distribution: hdrhistogram for quantiles plus an exact sum for the `_sum` series.
 /// Checkpointed as its recorded buckets (see [`DistributionState`]).
