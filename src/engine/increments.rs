@@ -159,13 +159,9 @@ impl IncrementLooks {
 
     /// The groups it names.
     fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
-        let removed = match self {
-            IncrementLooks::Whole(_) => &[][..],
-            IncrementLooks::Changed(change) => &change.prefix.removed[..],
-        };
-        let prefix = match self {
-            IncrementLooks::Whole(looks) => &looks.prefix,
-            IncrementLooks::Changed(change) => &change.prefix.changed,
+        let (removed, prefix) = match self {
+            IncrementLooks::Whole(looks) => (&[][..], &looks.prefix),
+            IncrementLooks::Changed(change) => (&change.prefix.removed[..], &change.prefix.changed),
         };
         removed.iter().copied().chain(prefix.iter().map(|(g, _)| g))
     }
