@@ -23,14 +23,19 @@ const MAGIC: [u8; 8] = *b"RPULSECK";
 pub const FORMAT_VERSION: u32 = 5;
 
 /// The changelog's records (6: a record is a partition's snapshot or its delta since one, see
-/// `source::commit`; 7: a delta carries the operations on the totals rather than the totals).
+/// `source::commit`; 7: a delta carries the operations on the totals rather than the totals;
+/// 10: a pending impression's record writes its hashes fixed-width and its first engagement
+/// as a delay, `join`'s `pending::wire`. 8 and 9 are the aggregates increments' versions).
 /// Bumped apart from [`FORMAT_VERSION`], which the aggregates records keep: a build that reads
 /// only version 5 refuses a changelog record of 6 (a delta applied to nothing would lose what
 /// it carries), and still reads the aggregates records.
-pub const CHANGELOG_FORMAT_VERSION: u32 = 7;
+pub const CHANGELOG_FORMAT_VERSION: u32 = 10;
 
 /// The changelog's records of format 6, still read (`source::record`).
 pub const CHANGELOG_FORMAT_V6: u32 = 6;
+
+/// The changelog's records of format 7, still read (`source::record`).
+pub const CHANGELOG_FORMAT_V7: u32 = 7;
 pub const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 
 /// The largest count (of messages, impressions, engagements...) a decoded snapshot or

@@ -43,10 +43,11 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::Inconsistency;
 use crate::ids::{DocKey, EngagementId, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
-pub use delta::ShardDelta;
+pub use delta::{ShardDelta, ShardDeltaV7};
 use expiry::{ExpiringSet, ExpiryQueue, KeyMap};
-use pending::{PendingMut, PendingSet, NO_ENGAGEMENT};
-pub use record::{ShardRecord, ShardRecordRef};
+pub use pending::{PendingDelta, PendingDeltaV7, PendingRecord, PendingRecordV7, PendingSet, PendingSetV7};
+use pending::{PendingMut, NO_ENGAGEMENT};
+pub use record::{ShardRecord, ShardRecordRef, ShardRecordV7};
 
 /// Event-time rules of the join, in milliseconds.
 #[derive(Debug, Clone, Copy)]

@@ -1,14 +1,17 @@
 //! A changelog written by an earlier release restores into this one, exactly.
 //!
 //! `tests/state_upgrade/` holds changelog records (key and bytes, as the brokers kept them) of
-//! two earlier formats, each partition's newest chain after `rankpulse serve` consumed part A
-//! of the traffic below and stopped:
+//! every format this build reads, each partition's newest chain after `rankpulse serve`
+//! consumed part A of the traffic below and stopped:
 //! - version 5, the full snapshots rankpulse wrote up to issue 53 (which makes the changelog
 //!   incremental): a snapshot per partition;
 //! - version 6, issue 53's first part: a snapshot and the deltas after it, which carried the
 //!   sums whole (version 7's carry the operations on them);
-//! - version 7, the snapshots and deltas of operations this build writes: kept so that a change
-//!   of the in-memory types that moved their bytes would fail here, not in a user's upgrade.
+//! - version 7, snapshots and deltas of the operations on the sums, their pending impressions
+//!   written every field a varint;
+//! - version 10, the same with the smaller pending impressions this build writes: kept so that
+//!   a change of the in-memory types that moved their bytes would fail here, not in a user's
+//!   upgrade.
 //!
 //! The state is a rich one: pending impressions, finalized windows, engagements de-duplicated
 //! and attributed, the click log, CUPED's pre-period and experiment sums, a client-id A/B unit.
@@ -21,8 +24,9 @@
 //! report (CUPED-adjusted figures included) and the click log must be equal.
 //!
 //! `write_the_fixture` wrote the records (version 5 with the build of 0a7952a, version 6 with
-//! that of 5edf72f, version 7 with that of 632a0f5); it is ignored, and rerunning it with a later build would write that
-//! build's format.
+//! that of 5edf72f, version 7 with that of 632a0f5, version 10 with the build that introduced
+//! it, whose aggregates records are increments of version 9); it is ignored, and rerunning it
+//! with a later build would write that build's format.
 
 mod common;
 
@@ -274,6 +278,11 @@ fn a_version_6_chain_of_deltas_restores_and_resumes_exactly() {
 #[test]
 fn a_version_7_chain_of_deltas_restores_and_resumes_exactly() {
     restores_and_resumes_exactly(7);
+}
+
+#[test]
+fn a_version_10_chain_of_deltas_restores_and_resumes_exactly() {
+    restores_and_resumes_exactly(10);
 }
 
 /// The fixture of format `version` restored, and going on as a replica that read everything.

@@ -5,7 +5,11 @@
 //! - **Format 5 snapshots** grew within their version: fields appended last (the later
 //!   rejections, the click log, the CUPED state), which a snapshot written before them lacks.
 //!   [`TaskRecordV5`] reads each as a [`Tail`]; [`TaskRecordV5::upgrade`] gives the
-//!   [`TaskRecord`] of format 7 (formats 6 and 7 write every field).
+//!   [`TaskRecord`] of format 10 (formats 6, 7 and 10 write every field).
+//! - **Pending impressions before format 10** (snapshots and deltas of formats 5 to 7) were
+//!   written every field a varint: the join reads that layout ([`ShardRecordV7`],
+//!   [`ShardDeltaV7`]) and upgrades it. [`TaskRecordV7`] and [`TaskDeltaV7`] are this build's
+//!   records but for it.
 //! - **Format 6 deltas** carried the totals whole ([`TaskDeltaV6`]); format 7's carry the
 //!   operations on them. A format 6 delta is applied as it was written (`super::delta`).
 //! - **Aggregates records** (format 5, which they keep) grew the same way: the CUPED covariates,
@@ -20,12 +24,13 @@
 
 use serde::{Deserialize, Deserializer};
 
+use super::delta::TaskDelta;
 use super::telemetry::LaterRejections;
 use super::watermark::InputClock;
 use super::wire::{GroupName, StateFingerprint, TaskRecord, TotalsRecord};
 use crate::accumulate::CupedState;
 use crate::clicks::log::LogState;
-use crate::join::{ShardDelta, ShardRecord};
+use crate::join::{ShardDeltaV7, ShardRecordV7};
 use crate::time::EventTime;
 
 /// The aggregates increments' version before the looks' change (see the module documentation).
@@ -56,7 +61,7 @@ pub struct TaskRecordV5 {
     partition: i32,
     groups: Vec<GroupName<String>>,
     frontier: Option<EventTime>,
-    join: ShardRecord,
+    join: ShardRecordV7,
     inputs: [InputClock; 2],
     totals: TotalsRecord,
     /// Absent (zeros) in a snapshot from before the reject reasons after the first ones.
@@ -68,7 +73,7 @@ pub struct TaskRecordV5 {
 }
 
 impl TaskRecordV5 {
-    /// The snapshot in format 7's layout: what an absent field would have held.
+    /// The snapshot in format 10's layout: what an absent field would have held.
     pub(super) fn upgrade(self) -> TaskRecord {
         let TaskRecordV5 {
             fingerprint,
@@ -87,7 +92,7 @@ impl TaskRecordV5 {
             partition,
             groups,
             frontier,
-            join,
+            join: join.upgrade(),
             inputs,
             totals,
             later_rejections: later_rejections.0.unwrap_or_default(),
@@ -105,10 +110,32 @@ pub struct TaskDeltaV6 {
     pub partition: i32,
     pub(super) groups: Vec<GroupName<String>>,
     pub(super) frontier: Option<EventTime>,
-    pub(super) join: ShardDelta,
+    pub(super) join: ShardDeltaV7,
     pub(super) inputs: [InputClock; 2],
     pub(super) totals: TotalsRecord,
     pub(super) later_rejections: LaterRejections,
     pub(super) clicks: Option<LogState>,
     pub(super) cuped: Option<(Vec<String>, CupedState)>,
+}
+
+/// A snapshot of format 6 or 7: [`TaskRecord`] but for the layout of its pending impressions.
+#[derive(Deserialize)]
+#[serde(transparent)]
+pub struct TaskRecordV7(TaskRecord<ShardRecordV7>);
+
+impl TaskRecordV7 {
+    /// The snapshot in format 10's layout.
+    pub(super) fn upgrade(self) -> TaskRecord {
+        self.0.map_join(ShardRecordV7::upgrade)
+    }
+}
+
+/// A delta of format 7: [`TaskDelta`] but for the layout of its pending impressions.
+pub type TaskDeltaV7 = TaskDelta<ShardDeltaV7>;
+
+impl TaskDeltaV7 {
+    /// The delta in format 10's layout.
+    pub fn upgrade(self) -> TaskDelta {
+        self.map_join(ShardDeltaV7::upgrade)
+    }
 }

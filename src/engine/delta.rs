@@ -61,16 +61,17 @@ struct TaskDeltaRef<'a> {
     recent_closed: Vec<(usize, EventTime)>,
 }
 
-/// One partition's delta as read back (format 7): [`TaskDeltaRef`]'s fields, owned, in the
-/// same order.
+/// One partition's delta as read back (format 10): [`TaskDeltaRef`]'s fields, owned, in the
+/// same order. Format 7's differs in the join's pending impressions only, read with their
+/// layout `J` (`super::compat::TaskDeltaV7`).
 #[derive(Deserialize)]
-pub struct TaskDelta {
+pub struct TaskDelta<J = ShardDelta> {
     fingerprint: StateFingerprint,
     /// The partition number it is a delta of.
     pub partition: i32,
     groups: Vec<GroupName<String>>,
     frontier: Option<EventTime>,
-    join: ShardDelta,
+    join: J,
     inputs: [InputClock; 2],
     counters: Counters,
     later_rejections: LaterRejections,
@@ -78,10 +79,41 @@ pub struct TaskDelta {
     recent_closed: Vec<(usize, EventTime)>,
 }
 
-/// A delta of either format, as a restore applies it.
+/// A delta of any format, as a restore applies it: one of format 6, with the totals whole, or
+/// one of the operations on them (format 10's, or format 7's upgraded).
 pub enum AnyDelta {
     V6(Box<TaskDeltaV6>),
-    V7(Box<TaskDelta>),
+    Operations(Box<TaskDelta>),
+}
+
+impl<J> TaskDelta<J> {
+    /// The same delta, its join's part converted by `upgrade` (an older layout's step).
+    pub(super) fn map_join<K>(self, upgrade: impl FnOnce(J) -> K) -> TaskDelta<K> {
+        let TaskDelta {
+            fingerprint,
+            partition,
+            groups,
+            frontier,
+            join,
+            inputs,
+            counters,
+            later_rejections,
+            totals,
+            recent_closed,
+        } = self;
+        TaskDelta {
+            fingerprint,
+            partition,
+            groups,
+            frontier,
+            join: upgrade(join),
+            inputs,
+            counters,
+            later_rejections,
+            totals,
+            recent_closed,
+        }
+    }
 }
 
 impl TaskDelta {
@@ -161,7 +193,7 @@ impl Engine {
     pub fn apply_delta(&self, snapshot: &mut TaskSnapshot, delta: AnyDelta) -> Result<(), RestoreError> {
         match delta {
             AnyDelta::V6(delta) => snapshot.apply_delta_v6(*delta),
-            AnyDelta::V7(delta) => self.apply_logged(snapshot, *delta),
+            AnyDelta::Operations(delta) => self.apply_logged(snapshot, *delta),
         }
     }
 
@@ -323,7 +355,7 @@ impl TaskSnapshot {
         }
         self.merge_names(delta.groups)?;
         let settings = JoinSettings { attribution_window: self.fingerprint.attribution_window_ms };
-        self.task.join.apply_delta(delta.join, &settings)?;
+        self.task.join.apply_delta(delta.join.upgrade(), &settings)?;
         self.task.inputs = delta.inputs;
         self.task.totals = Totals::from_record(delta.totals);
         self.frontier = delta.frontier;
@@ -399,7 +431,7 @@ mod tests {
     }
 
     fn decoded(delta: &[u8]) -> AnyDelta {
-        AnyDelta::V7(Box::new(checkpoint::decode(delta).unwrap()))
+        AnyDelta::Operations(Box::new(checkpoint::decode(delta).unwrap()))
     }
 
     fn config() -> Config {

@@ -80,7 +80,7 @@ use crate::time::{EventTime, WallClock};
 
 pub use aggregates_record::PartitionAggregates;
 pub use aggregation::{FinalizedObserver, FinalizedView};
-pub use compat::{TaskDeltaV6, TaskRecordV5};
+pub use compat::{TaskDeltaV6, TaskDeltaV7, TaskRecordV5, TaskRecordV7};
 pub use delta::{AnyDelta, TaskDelta};
 pub use global::WindowsSkipped;
 pub use increments::{

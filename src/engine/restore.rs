@@ -591,7 +591,7 @@ mod tests {
         let format_5 = checkpoint::seal(&payload[..payload.len() - 2 * (1 + 4)]);
         let mut restored = Engine::new(&cfg).without_past_limit();
         let (_, record) = checkpoint::decode::<([Option<i64>; 2], TaskRecordV5)>(&format_5).unwrap();
-        restored.restore_partition(0, TaskSnapshot::upgraded_from(record), now).unwrap();
+        restored.restore_partition(0, TaskSnapshot::from(record), now).unwrap();
         assert_eq!((unmapped(&restored), invalid(&restored)), (0, 1), "format 5 counted no later reasons");
         // This build's layout has no optional field: the bytes a format 5 snapshot may end
         // with are refused as format 7's.

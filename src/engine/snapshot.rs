@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
-use super::compat::TaskRecordV5;
+use super::compat::{TaskRecordV5, TaskRecordV7};
 use super::task::{Task, Totals};
 use super::telemetry::LaterRejections;
 use super::wire::{GroupName, StateFingerprint, TaskRecord};
@@ -26,8 +26,8 @@ use crate::join::Shard;
 use crate::time::EventTime;
 
 /// One partition's state as read back, in the in-memory types a restore installs: the task
-/// record (`super::wire`) of any format this build reads, converted. The format 5 one is
-/// upgraded first (`super::compat`).
+/// record (`super::wire`) of any format this build reads, converted. Those of formats 5 to 7
+/// are upgraded first (`super::compat`).
 #[derive(Deserialize)]
 #[serde(from = "TaskRecord")]
 pub struct TaskSnapshot {
@@ -48,9 +48,16 @@ pub struct TaskSnapshot {
     pub(super) opened: bool,
 }
 
-impl TaskSnapshot {
-    /// A format 5 snapshot, upgraded to format 7's task record and converted.
-    pub fn upgraded_from(record: TaskRecordV5) -> Self {
+impl From<TaskRecordV5> for TaskSnapshot {
+    /// A format 5 snapshot, upgraded to format 10's task record and converted.
+    fn from(record: TaskRecordV5) -> Self {
+        TaskSnapshot::from(record.upgrade())
+    }
+}
+
+impl From<TaskRecordV7> for TaskSnapshot {
+    /// A format 6 or 7 snapshot, upgraded to format 10's task record and converted.
+    fn from(record: TaskRecordV7) -> Self {
         TaskSnapshot::from(record.upgrade())
     }
 }

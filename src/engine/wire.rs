@@ -1,5 +1,5 @@
-//! The changelog's task record, explicit: a partition's snapshot as format 7 lays it out, field
-//! by field, converted from the in-memory types when written and into them when read.
+//! The changelog's task record, explicit: a partition's snapshot as format 10 lays it out,
+//! field by field, converted from the in-memory types when written and into them when read.
 //!
 //! Postcard writes a record's fields one after the other, without names: their order *is* the
 //! format. So the in-memory types that carry anything only a running engine needs (scratch
@@ -14,7 +14,8 @@
 //! `tests/state_upgrade.rs` restores a chain of every format this build reads, so a change of
 //! these bytes fails there.
 //!
-//! The layout of format 7's snapshot, as the manual's durability chapter lists it:
+//! The layout of format 10's snapshot, as the manual's durability chapter lists it (format 7's
+//! is the same but for a pending impression's record, the join's `pending::wire`):
 //! fingerprint, partition, group names, frontier, the join's shard, the two input clocks, the
 //! totals (accumulators: shape, attribution window, cumulative table, open windows per size,
 //! late count; counters; first-engagement delay; recently closed windows), the later
@@ -62,7 +63,7 @@ pub(super) struct GroupName<S> {
     pub(super) last_seen: EventTime,
 }
 
-/// One partition's snapshot as written (borrowed, no copy): the task record of format 7.
+/// One partition's snapshot as written (borrowed, no copy): the task record of format 10.
 #[derive(Serialize)]
 pub(super) struct TaskRecordRef<'a> {
     pub(super) fingerprint: StateFingerprint,
@@ -83,20 +84,51 @@ pub(super) struct TaskRecordRef<'a> {
     pub(super) cuped: Option<(Vec<String>, &'a CupedState)>,
 }
 
-/// One partition's snapshot as read back (formats 6 and 7): [`TaskRecordRef`]'s fields, owned,
-/// in the same order.
+/// One partition's snapshot as read back (format 10): [`TaskRecordRef`]'s fields, owned, in the
+/// same order. Formats 6 and 7 differ in the join's pending impressions only, read with their
+/// layout `J` (`super::compat::TaskRecordV7`).
 #[derive(Deserialize)]
-pub(super) struct TaskRecord {
+pub(super) struct TaskRecord<J = ShardRecord> {
     pub(super) fingerprint: StateFingerprint,
     pub(super) partition: i32,
     pub(super) groups: Vec<GroupName<String>>,
     pub(super) frontier: Option<EventTime>,
-    pub(super) join: ShardRecord,
+    pub(super) join: J,
     pub(super) inputs: [InputClock; 2],
     pub(super) totals: TotalsRecord,
     pub(super) later_rejections: LaterRejections,
     pub(super) clicks: Option<LogState>,
     pub(super) cuped: Option<(Vec<String>, CupedState)>,
+}
+
+impl<J> TaskRecord<J> {
+    /// The same record, its join's part converted by `upgrade` (an older layout's step).
+    pub(super) fn map_join<K>(self, upgrade: impl FnOnce(J) -> K) -> TaskRecord<K> {
+        let TaskRecord {
+            fingerprint,
+            partition,
+            groups,
+            frontier,
+            join,
+            inputs,
+            totals,
+            later_rejections,
+            clicks,
+            cuped,
+        } = self;
+        TaskRecord {
+            fingerprint,
+            partition,
+            groups,
+            frontier,
+            join: upgrade(join),
+            inputs,
+            totals,
+            later_rejections,
+            clicks,
+            cuped,
+        }
+    }
 }
 
 /// A task's [`Totals`] as a snapshot holds them (borrowed): not the click log and CUPED state,

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::expiry::{ExpiryQueue, SetDelta};
-use super::pending::PendingDelta;
+use super::pending::{PendingDelta, PendingDeltaV7};
 use super::{EngagementTally, HeldEngagement, JoinSettings, Shard};
 use crate::checkpoint::Inconsistency;
 use crate::ids::{EngagementId, GroupId, GroupMap, QueryKey};
@@ -32,11 +32,12 @@ struct HeldState {
     expiry: ExpiryQueue<QueryKey>,
 }
 
-/// What changed in a shard since its last snapshot or delta.
+/// What changed in a shard since its last snapshot or delta (its pending impressions in this
+/// build's layout, or in format 7's: [`ShardDeltaV7`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ShardDelta {
+pub struct ShardDelta<P = PendingDelta> {
     /// The pending impressions.
-    pending: PendingDelta,
+    pending: P,
     /// The engagement identities remembered for de-duplication.
     seen_engagements: SetDelta<EngagementId>,
     /// The queries finalized within the last attribution window.
@@ -47,6 +48,18 @@ pub struct ShardDelta {
     watermark: Option<EventTime>,
     /// The engagement counts.
     tally: EngagementTally,
+}
+
+/// A shard's delta as formats 6 and 7 wrote it: its pending impressions in their layout
+/// (`pending::wire`), the rest as today's.
+pub type ShardDeltaV7 = ShardDelta<PendingDeltaV7>;
+
+impl ShardDeltaV7 {
+    /// The same delta as this build's.
+    pub fn upgrade(self) -> ShardDelta {
+        let ShardDelta { pending, seen_engagements, finalized_recently, held, watermark, tally } = self;
+        ShardDelta { pending: pending.into(), seen_engagements, finalized_recently, held, watermark, tally }
+    }
 }
 
 impl ShardDelta {

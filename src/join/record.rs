@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::expiry::{ExpiringSetRecord, ExpiringSetRef, ExpiryQueue, KeyMap};
-use super::pending::PendingSet;
+use super::pending::{PendingSet, PendingSetV7};
 use super::{EngagementTally, ExpiringSet, HeldEngagement, Shard};
 use crate::ids::{EngagementId, QueryKey};
 use crate::time::EventTime;
@@ -28,10 +28,11 @@ pub struct ShardRecordRef<'a> {
     tally: EngagementTally,
 }
 
-/// A shard as read back: [`ShardRecordRef`]'s fields, owned, in the same order.
+/// A shard as read back: [`ShardRecordRef`]'s fields, owned, in the same order; its pending
+/// impressions in this build's layout, or in format 7's ([`ShardRecordV7`]).
 #[derive(Deserialize)]
-pub struct ShardRecord {
-    pending: PendingSet,
+pub struct ShardRecord<P = PendingSet> {
+    pending: P,
     held: KeyMap<QueryKey, Vec<HeldEngagement>>,
     held_expiry: ExpiryQueue<QueryKey>,
     held_count: usize,
@@ -39,6 +40,27 @@ pub struct ShardRecord {
     finalized_recently: ExpiringSetRecord<QueryKey>,
     watermark: Option<EventTime>,
     tally: EngagementTally,
+}
+
+/// A shard as snapshots of format 7 and before held it: its pending impressions in their
+/// layout (`pending::wire`), the rest as today's.
+pub type ShardRecordV7 = ShardRecord<PendingSetV7>;
+
+impl ShardRecordV7 {
+    /// The same shard as this build's record.
+    pub fn upgrade(self) -> ShardRecord {
+        let ShardRecord {
+            pending: PendingSetV7(pending),
+            held,
+            held_expiry,
+            held_count,
+            seen_engagements,
+            finalized_recently,
+            watermark,
+            tally,
+        } = self;
+        ShardRecord { pending, held, held_expiry, held_count, seen_engagements, finalized_recently, watermark, tally }
+    }
 }
 
 impl Shard {

@@ -1,15 +1,16 @@
-//! The changelog's records: what one partition's record says, in format 7, and how a reader
+//! The changelog's records: what one partition's record says, in format 10, and how a reader
 //! finds the records a partition's state is made of.
 //!
-//! Format 7 (`checkpoint::CHANGELOG_FORMAT_VERSION`): a record is a partition's **snapshot**
+//! Format 10 (`checkpoint::CHANGELOG_FORMAT_VERSION`): a record is a partition's **snapshot**
 //! (its whole state and the offsets it covers, as format 5's records were) or its **delta**
 //! since one: the changes of its state since the record before it (`previous`: the snapshot,
 //! or the delta before), the snapshot they all follow (`base`) and the offsets covered. A
 //! partition's state is its newest complete snapshot with the chain of deltas that follows it,
 //! each naming the one before ([`resolve_chain`]). Records of format 5 are snapshots, and
-//! are still read; so are those of format 6, whose deltas carried the totals whole (format 7's
-//! carry the operations on them, `crate::engine`'s `delta`): a chain written by the build
-//! before is read on.
+//! are still read; so are those of format 6, whose deltas carried the totals whole (later ones
+//! carry the operations on them, `crate::engine`'s `delta`), and those of format 7, whose
+//! pending impressions were written in a larger layout (`crate::join`'s `pending::wire`): a
+//! chain written by the builds before is read on, each record upgraded as it is decoded.
 //!
 //! The encoded record (postcard) is an enum: the variant's index, then its fields. A delta's
 //! first fields are its links, so a reader learns them from its first chunk without decoding
@@ -20,11 +21,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::chunks::SnapshotId;
-use crate::checkpoint::{self, DecodeError, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_VERSION, FORMAT_VERSION};
-use crate::engine::{AnyDelta, TaskDelta, TaskDeltaV6, TaskRecordV5, TaskSnapshot};
+use crate::checkpoint::{
+    self, DecodeError, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_V7, CHANGELOG_FORMAT_VERSION, FORMAT_VERSION,
+};
+use crate::engine::{AnyDelta, TaskDelta, TaskDeltaV6, TaskDeltaV7, TaskRecordV5, TaskRecordV7, TaskSnapshot};
 
 /// The versions of the changelog's records this build reads, as its errors name them.
-const READS: &str = "5, 6 and 7";
+const READS: &str = "5, 6, 7 and 10";
 
 /// One partition's record as written (borrowed, no copy).
 #[derive(Serialize)]
@@ -49,7 +52,7 @@ pub enum RecordRef<S: Serialize, D: Serialize> {
     },
 }
 
-/// Encodes a record in format 7.
+/// Encodes a record in format 10.
 pub fn encode<S: Serialize, D: Serialize>(record: &RecordRef<S, D>) -> Vec<u8> {
     checkpoint::encode_as(CHANGELOG_FORMAT_VERSION, record)
 }
@@ -63,11 +66,22 @@ pub struct PartitionSnapshot {
     pub task: TaskSnapshot,
 }
 
-/// One partition's snapshot of format 5, as read back (upgraded by [`decode`]).
+/// One partition's snapshot of an older format (5: `T` is `TaskRecordV5`; 6 and 7:
+/// `TaskRecordV7`), as read back and upgraded by [`decode`].
 #[derive(Deserialize)]
-struct PartitionSnapshotV5 {
+struct OlderSnapshot<T> {
     positions: [Option<i64>; 2],
-    task: TaskRecordV5,
+    task: T,
+}
+
+impl<T> From<Box<OlderSnapshot<T>>> for Box<PartitionSnapshot>
+where
+    TaskSnapshot: From<T>,
+{
+    fn from(old: Box<OlderSnapshot<T>>) -> Self {
+        let OlderSnapshot { positions, task } = *old;
+        Box::new(PartitionSnapshot { positions, task: TaskSnapshot::from(task) })
+    }
 }
 
 /// One partition's delta, as read back.
@@ -88,17 +102,22 @@ pub enum Record {
     Delta(Box<PartitionDelta>),
 }
 
-/// A record as written in format `N` (6 or 7), the delta's changes of type `D`.
+/// A record as written in format `N` (6, 7 or 10), the snapshot of type `S`, the delta's
+/// changes of type `D`.
 #[derive(Deserialize)]
-enum Written<D> {
-    Snapshot(Box<PartitionSnapshot>),
+enum Written<S, D> {
+    Snapshot(Box<S>),
     Delta { base: SnapshotId, previous: SnapshotId, positions: [Option<i64>; 2], task: Box<D> },
 }
 
-impl<D> Written<D> {
-    fn into_record(self, any: impl FnOnce(Box<D>) -> AnyDelta) -> Record {
+impl<S, D> Written<S, D> {
+    /// The record, its snapshot or delta in this build's types.
+    fn into_record(self, any: impl FnOnce(Box<D>) -> AnyDelta) -> Record
+    where
+        Box<S>: Into<Box<PartitionSnapshot>>,
+    {
         match self {
-            Written::Snapshot(snapshot) => Record::Snapshot(snapshot),
+            Written::Snapshot(snapshot) => Record::Snapshot(snapshot.into()),
             Written::Delta { base, previous, positions, task } => {
                 Record::Delta(Box::new(PartitionDelta { base, previous, positions, task: any(task) }))
             }
@@ -106,23 +125,26 @@ impl<D> Written<D> {
     }
 }
 
-/// Decodes a record of format 5 (a snapshot), 6 or 7.
+/// Decodes a record of format 5 (a snapshot), 6, 7 or 10, upgrading the older ones.
 pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
-    let readable = [FORMAT_VERSION, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_VERSION];
+    let readable = [FORMAT_VERSION, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_V7, CHANGELOG_FORMAT_VERSION];
     let (version, payload) = checkpoint::open(bytes, &readable, READS)?;
     match version {
         FORMAT_VERSION => {
-            let PartitionSnapshotV5 { positions, task } = checkpoint::decode_payload(payload)?;
-            let task = TaskSnapshot::upgraded_from(task);
-            Ok(Record::Snapshot(Box::new(PartitionSnapshot { positions, task })))
+            let snapshot: Box<OlderSnapshot<TaskRecordV5>> = checkpoint::decode_payload(payload)?;
+            Ok(Record::Snapshot(snapshot.into()))
         }
         CHANGELOG_FORMAT_V6 => {
-            let written: Written<TaskDeltaV6> = checkpoint::decode_payload(payload)?;
+            let written: Written<OlderSnapshot<TaskRecordV7>, TaskDeltaV6> = checkpoint::decode_payload(payload)?;
             Ok(written.into_record(AnyDelta::V6))
         }
+        CHANGELOG_FORMAT_V7 => {
+            let written: Written<OlderSnapshot<TaskRecordV7>, TaskDeltaV7> = checkpoint::decode_payload(payload)?;
+            Ok(written.into_record(|delta| AnyDelta::Operations(Box::new(delta.upgrade()))))
+        }
         _ => {
-            let written: Written<TaskDelta> = checkpoint::decode_payload(payload)?;
-            Ok(written.into_record(AnyDelta::V7))
+            let written: Written<PartitionSnapshot, TaskDelta> = checkpoint::decode_payload(payload)?;
+            Ok(written.into_record(AnyDelta::Operations))
         }
     }
 }
@@ -136,7 +158,7 @@ pub enum Links {
     Delta { base: SnapshotId, previous: SnapshotId },
 }
 
-/// The first fields of a record of format 6 or 7 (the rest is left unread).
+/// The first fields of a record of format 6, 7 or 10 (the rest is left unread).
 #[derive(Deserialize)]
 enum Head {
     Snapshot(()),
@@ -152,7 +174,7 @@ pub fn peek_links(first_bytes: &[u8]) -> Option<Links> {
     if version == FORMAT_VERSION {
         return Some(Links::Snapshot);
     }
-    if version != CHANGELOG_FORMAT_VERSION && version != CHANGELOG_FORMAT_V6 {
+    if ![CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_V7, CHANGELOG_FORMAT_VERSION].contains(&version) {
         return None;
     }
     match postcard::take_from_bytes::<Head>(first_bytes.get(checkpoint::HEADER_LEN..)?).ok()?.0 {
@@ -217,7 +239,7 @@ mod tests {
         assert_eq!(resolve_chain(id(1), 10, &forked), [id(2), id(3), id(5), id(6)]);
     }
 
-    /// What a build of format 5 does with a record of 7: its reader was `checkpoint::decode`
+    /// What a build of format 5 does with a record of 10: its reader was `checkpoint::decode`
     /// with `FORMAT_VERSION` 5, which this build keeps for the aggregates records.
     #[test]
     fn a_reader_of_format_5_refuses_the_new_records_by_their_version() {
@@ -225,7 +247,7 @@ mod tests {
         let snapshot = encode::<u8, ()>(&RecordRef::Snapshot { positions: [None; 2], task: 0 });
         for record in [delta, snapshot] {
             let err = checkpoint::decode::<([Option<i64>; 2], u8)>(&record).err().unwrap().to_string();
-            assert!(err.contains("incompatible rankpulse (format version 7, this one reads 5)"), "{err}");
+            assert!(err.contains("incompatible rankpulse (format version 10, this one reads 5)"), "{err}");
         }
     }
 
@@ -239,16 +261,18 @@ mod tests {
         let links_end = checkpoint::HEADER_LEN + 1 + 4;
         assert_eq!(peek_links(&delta[..links_end]), Some(Links::Delta { base: id(1), previous: id(2) }));
         assert_eq!(peek_links(&delta[..20]), None);
-        // A format 5 record is a snapshot; a format 6 one has the same links (its deltas differ
-        // after them); another version is none this build reads.
+        // A format 5 record is a snapshot; format 6 and 7 ones have the same links (their deltas
+        // differ after them); another version is none this build reads.
         assert_eq!(peek_links(&checkpoint::encode(&((), ()))), Some(Links::Snapshot));
-        let mut v6 = delta.clone();
-        v6[8..12].copy_from_slice(&6u32.to_le_bytes());
-        assert_eq!(peek_links(&v6), Some(Links::Delta { base: id(1), previous: id(2) }));
+        for version in [6u32, 7] {
+            let mut older = delta.clone();
+            older[8..12].copy_from_slice(&version.to_le_bytes());
+            assert_eq!(peek_links(&older), Some(Links::Delta { base: id(1), previous: id(2) }));
+        }
         let mut other = delta.clone();
         other[8..12].copy_from_slice(&8u32.to_le_bytes());
         assert_eq!(peek_links(&other), None);
         let err = decode(&other).err().unwrap().to_string();
-        assert!(err.contains("format version 8, this one reads 5, 6 and 7"), "{err}");
+        assert!(err.contains("format version 8, this one reads 5, 6, 7 and 10"), "{err}");
     }
 }

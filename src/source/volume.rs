@@ -299,8 +299,10 @@ fn the_demo_traffic_s_deltas_cost_less_than_its_input_and_restore_every_partitio
     // A 1-minute attribution window, 3 minutes of it held before 1 minute measured: impressions
     // finalized, windows closed and units entered in every round.
     let mut v = measure("1m", (180, 60), 200, 4, 5_000);
-    assert!(v.rounds >= 12 && v.snapshots == 0, "{} rounds measured, {} bytes of snapshots", v.rounds, v.snapshots);
-    let written = ratio(&v);
+    assert!(v.rounds >= 12, "{} rounds measured", v.rounds);
+    // A partition's next base may fall in the minute (once its deltas outgrow the one before):
+    // the deltas alone are what this measures.
+    let written = v.deltas as f64 / v.input as f64;
     assert!(written < 1.0, "the changelog's deltas cost {written:.2} bytes per byte consumed");
 
     // The aggregates records: mostly increments, and a replica reading them holds what one

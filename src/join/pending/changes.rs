@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::arena::HEADER_WORDS;
+use super::wire::{PendingRecord, PendingRecordV7};
 use super::{PendingSet, Taken};
 use crate::checkpoint::Inconsistency;
 use crate::ids::{GroupId, GroupMap, QueryKey};
@@ -43,38 +44,42 @@ impl PendingChanges {
     }
 }
 
-/// A pending impression as a delta holds it: [`Taken`] and its slot words.
+/// The changes of a [`PendingSet`] between two snapshots or deltas, its records in layout `R`
+/// (this build's, [`PendingRecord`], unless read from a changelog of format 7 or before).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate::join) struct DeltaRecord {
-    query: QueryKey,
-    timestamp: EventTime,
-    first_engagement: EventTime,
-    group: GroupId,
-    unit: u32,
-    /// The slot words (document hash, gain and team).
-    slots: Vec<u64>,
-}
-
-/// The changes of a [`PendingSet`] between two snapshots or deltas.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate::join) struct PendingDelta {
+pub struct PendingDelta<R = PendingRecord> {
     /// Every impression of the set as it was, up to this (deadline, query) inclusive, left it.
     taken_through: Option<(EventTime, QueryKey)>,
     /// Impressions added or changed since, as they are now, in query order.
-    records: Vec<DeltaRecord>,
+    records: Vec<R>,
+}
+
+/// A delta of format 7 or before, read back (`crate::engine`'s `compat`).
+pub type PendingDeltaV7 = PendingDelta<PendingRecordV7>;
+
+impl From<PendingDeltaV7> for PendingDelta {
+    fn from(delta: PendingDeltaV7) -> Self {
+        let PendingDelta { taken_through, records } = delta;
+        PendingDelta { taken_through, records: records.into_iter().map(PendingRecord::from).collect() }
+    }
 }
 
 impl PendingDelta {
+    /// A delta of no change.
+    fn empty() -> Self {
+        PendingDelta { taken_through: None, records: Vec::new() }
+    }
+
     /// The groups its records refer to (with repeats).
     pub(in crate::join) fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
-        self.records.iter().map(|r| r.group)
+        self.records.iter().map(|r| r.header.group)
     }
 
     /// Renumbers its records' groups (`map[old] = new`), as [`PendingSet::remap_groups`].
     pub(in crate::join) fn remap_groups(&mut self, map: &GroupMap) {
         for record in &mut self.records {
-            if let Some(&ours) = map.get(&record.group) {
-                record.group = ours;
+            if let Some(&ours) = map.get(&record.header.group) {
+                record.header.group = ours;
             }
         }
     }
@@ -99,7 +104,7 @@ impl PendingSet {
     /// The changes since [`PendingSet::record_changes`] or the last call, which starts the next
     /// delta; an empty delta when not recording.
     pub(in crate::join) fn take_delta(&mut self) -> PendingDelta {
-        let Some(changes) = self.changes.as_mut() else { return PendingDelta::default() };
+        let Some(changes) = self.changes.as_mut() else { return PendingDelta::empty() };
         let mut touched = std::mem::take(&mut changes.touched);
         let taken_through = changes.taken_through.take();
         touched.sort_unstable();
@@ -108,15 +113,7 @@ impl PendingSet {
             .into_iter()
             .filter_map(|query| {
                 let record = self.arena.record(self.find(query)?);
-                let Taken { query, timestamp, first_engagement, group, unit } = Taken::read(record);
-                Some(DeltaRecord {
-                    query,
-                    timestamp,
-                    first_engagement,
-                    group,
-                    unit,
-                    slots: record[HEADER_WORDS..].to_vec(),
-                })
+                Some(PendingRecord { header: Taken::read(record), slots: record[HEADER_WORDS..].to_vec() })
             })
             .collect();
         PendingDelta { taken_through, records }
@@ -138,41 +135,28 @@ impl PendingSet {
             }
         }
         for r in delta.records {
-            let header = Taken {
-                query: r.query,
-                timestamp: r.timestamp,
-                first_engagement: r.first_engagement,
-                group: r.group,
-                unit: r.unit,
-            };
-            match self.find(r.query) {
+            let PendingRecord { header, slots } = &r;
+            match self.find(header.query) {
                 Some(id) => {
                     let record = self.arena.record_mut(id);
                     let had = Taken::read(record);
-                    if had.timestamp != r.timestamp || record.len() != HEADER_WORDS + r.slots.len() {
+                    if had.timestamp != header.timestamp || record.len() != HEADER_WORDS + slots.len() {
                         return Err(Inconsistency::Value {
                             what: "a pending impression's timestamp or result count in a delta",
                             expected: "its snapshot's",
                         });
                     }
-                    if r.first_engagement != super::NO_ENGAGEMENT && r.first_engagement < r.timestamp {
+                    if header.first_engagement != super::NO_ENGAGEMENT && header.first_engagement < header.timestamp {
                         return Err(Inconsistency::Value {
                             what: "a pending impression's first engagement",
                             expected: "at or after it",
                         });
                     }
-                    header.write(record, r.slots.len());
-                    record[HEADER_WORDS..].copy_from_slice(&r.slots);
+                    header.write(record, slots.len());
+                    record[HEADER_WORDS..].copy_from_slice(slots);
                 }
                 None => {
-                    let id = self.restore(super::RecordIn {
-                        query: r.query,
-                        timestamp: r.timestamp,
-                        first_engagement: r.first_engagement,
-                        group: r.group,
-                        unit: r.unit,
-                        slots: r.slots,
-                    })?;
+                    let id = self.restore(r)?;
                     self.queue.push(id, &self.arena, window);
                 }
             }

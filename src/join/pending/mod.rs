@@ -9,26 +9,26 @@
 //!   impression finalizes first never depends on where its record sits in the arena.
 //!
 //! This module ties them together (every record is in both, exactly once) and is the only part
-//! the join sees. Checkpoints hold the records in queue order, never an id.
+//! the join sees. Checkpoints hold the records in queue order, never an id; how they write a
+//! record, in this build's layout and in the one before, is [`wire`].
 
 mod arena;
 mod changes;
 mod deadlines;
 mod index;
+mod wire;
 
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
-use serde::ser::SerializeTuple;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 use self::arena::{Arena, FIRST_ENGAGEMENT, GROUP_UNIT, HEADER_WORDS, LEN, QUERY_HIGH, QUERY_LOW, TIMESTAMP};
-use self::deadlines::{DeadlineQueue, Due};
+use self::deadlines::DeadlineQueue;
 use self::index::QueryIndex;
 use crate::checkpoint::Inconsistency;
 use crate::ids::{DocKey, GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
-pub(super) use changes::PendingDelta;
+pub use changes::{PendingDelta, PendingDeltaV7};
+
+pub use wire::{PendingRecord, PendingRecordV7, PendingSetV7};
 
 /// No engagement attributed yet.
 pub(super) const NO_ENGAGEMENT: EventTime = EventTime::MAX;
@@ -143,7 +143,7 @@ impl PendingMut<'_> {
 /// The pending impressions of a shard: records in an [`Arena`], found by query key through the
 /// index and in deadline order through the queue.
 #[derive(Default)]
-pub(super) struct PendingSet {
+pub struct PendingSet {
     /// The records.
     arena: Arena,
     /// Ids of all records, by their query key.
@@ -338,159 +338,34 @@ impl PendingSet {
     }
 
     /// Appends a checkpointed record to the arena and the index (not yet to the queue).
-    fn restore(&mut self, r: RecordIn) -> Result<u32, Inconsistency> {
-        if self.find(r.query).is_some() {
+    fn restore(&mut self, r: PendingRecord) -> Result<u32, Inconsistency> {
+        let PendingRecord { header, slots } = r;
+        if self.find(header.query).is_some() {
             return Err(Inconsistency::Twice { what: "a query is pending" });
         }
         // The engine takes no event before 1970 (which keeps window and deadline arithmetic far
         // from i64's ends): a pending impression that is one was forged or damaged, and
         // finalizing it would take its window's start past i64's range.
-        if r.timestamp < 0 {
+        if header.timestamp < 0 {
             return Err(Inconsistency::Value { what: "a pending impression's timestamp", expected: "not before 1970" });
         }
         // Engagements are attributed only from the impression's timestamp on, and the delay to
         // the first is computed by subtraction.
-        if r.first_engagement != NO_ENGAGEMENT && r.first_engagement.checked_sub(r.timestamp).is_none_or(|d| d < 0) {
+        if header.first_engagement != NO_ENGAGEMENT
+            && header.first_engagement.checked_sub(header.timestamp).is_none_or(|d| d < 0)
+        {
             return Err(Inconsistency::Value {
                 what: "a pending impression's first engagement",
                 expected: "at or after it",
             });
         }
-        let words = HEADER_WORDS + r.slots.len();
+        let words = HEADER_WORDS + slots.len();
         let id = self.arena.alloc(words);
         let record = self.arena.words_mut(id, words);
-        let header = Taken {
-            query: r.query,
-            timestamp: r.timestamp,
-            first_engagement: r.first_engagement,
-            group: r.group,
-            unit: r.unit,
-        };
-        header.write(record, r.slots.len());
-        record[HEADER_WORDS..].copy_from_slice(&r.slots);
-        self.index.insert(&self.arena, self.index.hash(r.query), id);
+        header.write(record, slots.len());
+        record[HEADER_WORDS..].copy_from_slice(&slots);
+        self.index.insert(&self.arena, self.index.hash(header.query), id);
         Ok(id)
-    }
-}
-
-/// A pending impression as checkpoints hold it.
-#[derive(Serialize)]
-struct RecordOut<'a> {
-    /// See [`Taken::query`].
-    query: QueryKey,
-    /// See [`Taken::timestamp`].
-    timestamp: EventTime,
-    /// See [`Taken::first_engagement`].
-    first_engagement: EventTime,
-    /// See [`Taken::group`].
-    group: GroupId,
-    /// See [`Taken::unit`].
-    unit: u32,
-    /// The slot words (document hash and gain).
-    slots: &'a [u64],
-}
-
-/// [`RecordOut`], read back.
-#[derive(Deserialize)]
-struct RecordIn {
-    /// See [`Taken::query`].
-    query: QueryKey,
-    /// See [`Taken::timestamp`].
-    timestamp: EventTime,
-    /// See [`Taken::first_engagement`].
-    first_engagement: EventTime,
-    /// See [`Taken::group`].
-    group: GroupId,
-    /// See [`Taken::unit`].
-    unit: u32,
-    /// The slot words (document hash and gain).
-    slots: Vec<u64>,
-}
-
-/// Serializes what an iterator yields as a sequence (its size hint must be exact).
-struct SeqOf<I>(I);
-
-impl<I: Iterator<Item: Serialize> + Clone> Serialize for SeqOf<I> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.clone())
-    }
-}
-
-/// Two sequences of records: the run in order, then the stragglers in heap-array order, each
-/// with its deadline. Reading them back in that order into a fresh arena puts each in the same
-/// place of the run or the heap, so neither needs sorting again (it could not be: the
-/// attribution window is not known there).
-impl Serialize for PendingSet {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let arena = &self.arena;
-        let record = |id: u32| {
-            let record = arena.record(id);
-            let Taken { query, timestamp, first_engagement, group, unit } = Taken::read(record);
-            RecordOut { query, timestamp, first_engagement, group, unit, slots: &record[HEADER_WORDS..] }
-        };
-        let mut tuple = serializer.serialize_tuple(2)?;
-        tuple.serialize_element(&SeqOf(self.queue.run().map(record)))?;
-        tuple.serialize_element(&SeqOf(self.queue.stragglers().map(|due| (due.deadline, record(due.id)))))?;
-        tuple.end()
-    }
-}
-
-/// Reads one sequence of records into a set, appending them to the run or the heap array: the
-/// same place as when written, so the run stays sorted and the heap array a heap.
-struct RecordsIn<'a> {
-    /// The set being restored.
-    set: &'a mut PendingSet,
-    /// Whether these are the stragglers (each with its deadline), else the run.
-    stragglers: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for RecordsIn<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for RecordsIn<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a sequence of pending impressions")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let set = self.set;
-        if self.stragglers {
-            while let Some((deadline, record)) = seq.next_element::<(EventTime, RecordIn)>()? {
-                let id = set.restore(record).map_err(A::Error::custom)?;
-                set.queue.restore_straggler(Due { deadline, id });
-            }
-        } else {
-            while let Some(record) = seq.next_element::<RecordIn>()? {
-                let id = set.restore(record).map_err(A::Error::custom)?;
-                set.queue.restore_run(id);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<'de> Deserialize<'de> for PendingSet {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Parts;
-        impl<'de> Visitor<'de> for Parts {
-            type Value = PendingSet;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("the run and the stragglers of pending impressions")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PendingSet, A::Error> {
-                let mut set = PendingSet::default();
-                for (i, stragglers) in [false, true].into_iter().enumerate() {
-                    seq.next_element_seed(RecordsIn { set: &mut set, stragglers })?
-                        .ok_or_else(|| A::Error::invalid_length(i, &self))?;
-                }
-                Ok(set)
-            }
-        }
-        deserializer.deserialize_tuple(2, Parts)
     }
 }
 
@@ -649,13 +524,13 @@ mod tests {
     fn a_restored_impression_from_before_1970_is_refused() {
         let mut set = PendingSet::default();
         for timestamp in [-1, i64::MIN] {
-            let record =
-                RecordIn { query: 1, timestamp, first_engagement: NO_ENGAGEMENT, group: 0, unit: 0, slots: vec![] };
+            let header = Taken { query: 1, timestamp, first_engagement: NO_ENGAGEMENT, group: 0, unit: 0 };
+            let record = PendingRecord { header, slots: vec![] };
             let err = set.restore(record).unwrap_err();
             assert!(matches!(err, Inconsistency::Value { what: "a pending impression's timestamp", .. }), "{err}");
         }
-        let record =
-            RecordIn { query: 1, timestamp: 0, first_engagement: NO_ENGAGEMENT, group: 0, unit: 0, slots: vec![] };
+        let header = Taken { query: 1, timestamp: 0, first_engagement: NO_ENGAGEMENT, group: 0, unit: 0 };
+        let record = PendingRecord { header, slots: vec![] };
         assert!(set.restore(record).is_ok());
     }
 
