@@ -258,7 +258,7 @@ mod tests {
     use crate::config::Config;
     use crate::engine::Engine;
     use crate::event::EventKind;
-    use crate::source::{encode_partition, PartitionSnapshot, Positions};
+    use crate::source::{PartitionSnapshot, Positions};
 
     /// An engine fed `impressions` impressions on partition 0, and the positions they leave.
     fn engine_with(impressions: usize) -> (Engine, Positions) {
@@ -275,10 +275,12 @@ mod tests {
         (e, positions)
     }
 
-    /// Partition 0's snapshot of [`engine_with`].
+    /// Partition 0's snapshot of [`engine_with`], with its positions, encoded by [`encode`]
+    /// (the changelog's records are `source::record`'s: this is the container alone).
     fn snapshot_with(impressions: usize) -> Vec<u8> {
         let (engine, positions) = engine_with(impressions);
-        encode_partition(&engine, &positions, 0).unwrap()
+        let bytes = encode(&(positions.of(0).unwrap_or([None; 2]), engine.snapshot_partition(0).unwrap()));
+        bytes
     }
 
     /// Restores a snapshot into a fresh engine under `cfg`.

@@ -319,7 +319,7 @@ fn restore_snapshot(mut snapshot: PartitionSnapshot) -> Restored {
     let mut at = Positions::default();
     at.set(PARTITION, positions);
     let Some(again) = encode_partition(&engine, &at, PARTITION) else { panic!("the restored partition is not held") };
-    let again: PartitionSnapshot = match checkpoint::decode(&again) {
+    let again = match crate::source::record::decode_snapshot(&again) {
         Ok(again) => again,
         Err(e) => panic!("a restored state snapshots to bytes that do not decode: {e}"),
     };

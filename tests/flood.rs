@@ -73,7 +73,7 @@ fn bytes_per_pending_impression_with_ten_results() {
     let started = Instant::now();
     let mut restored = Engine::new(&Config::default());
     for (partition, bytes) in (0..).zip(&encoded) {
-        let snapshot: rankpulse::source::PartitionSnapshot = rankpulse::checkpoint::decode(bytes).unwrap();
+        let snapshot = rankpulse::source::record::decode_snapshot(bytes).unwrap();
         restored.restore_partition(partition, snapshot.task, Instant::now()).unwrap();
     }
     let restore_time = started.elapsed();

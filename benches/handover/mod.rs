@@ -279,6 +279,25 @@ pub(crate) struct Round {
     pub sampled: f64,
     /// How long that scrape took (rendering `/metrics` holds the engine's lock).
     pub scrape_seconds: f64,
+    /// The state records' bytes written by then, by kind: changelog snapshots and deltas,
+    /// aggregates bases and increments (the `_bytes_total` counters): what each round held.
+    pub by_kind: [f64; 4],
+    /// `rankpulse_state_bytes_sent_total` by then (compressed, framed).
+    pub sent: f64,
+}
+
+/// The state records' bytes written so far, by kind (see [`Round::by_kind`]).
+pub(crate) fn bytes_by_kind(series: &std::collections::BTreeMap<String, f64>) -> [f64; 4] {
+    let of = |family: &str, kind: &str| {
+        let kind = format!("kind=\"{kind}\"");
+        series.iter().filter(|(k, _)| k.starts_with(family) && k.contains(&kind)).map(|(_, v)| v).sum::<f64>()
+    };
+    [
+        of("rankpulse_changelog_bytes_total", "snapshot"),
+        of("rankpulse_changelog_bytes_total", "delta"),
+        of("rankpulse_aggregates_bytes_total", "base"),
+        of("rankpulse_aggregates_bytes_total", "increment"),
+    ]
 }
 
 /// Every snapshot round that ends within `span`, from `/metrics` polled every 2 s: the gauges
@@ -306,6 +325,8 @@ pub(crate) fn watch_rounds(port: u16, span: Duration, mut sample: impl FnMut() -
                     missed: (count - before - 1.0) as u32,
                     sampled: sample(),
                     scrape_seconds,
+                    by_kind: bytes_by_kind(&s),
+                    sent: total(&s, "rankpulse_state_bytes_sent_total"),
                 });
             }
             last = Some(count);

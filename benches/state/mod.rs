@@ -18,7 +18,7 @@
 //! Per run, after `serve` has consumed the prefill and 3 more rounds: every snapshot round
 //! for `RANKPULSE_BENCH_STATE_SECONDS` (default 300) from `/metrics`
 //! ([`crate::handover::watch_rounds`]), each with the messages consumed and the input
-//! produced by then. Two runs: the default window and a 2-minute one
+//! produced by then (`RANKPULSE_BENCH_STATE_ROUNDS=1` prints each round's records by kind). Two runs: the default window and a 2-minute one
 //! (`RANKPULSE_BENCH_STATE_WINDOW=30m` or `2m` runs one). Then the restore of a partition holding 1M
 //! pending impressions, which is the `handover` stage's measurement
 //! ([`crate::handover::handover_at`]); `RANKPULSE_BENCH_STATE_RESTORE=0` skips it.
@@ -387,6 +387,9 @@ fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str) {
 /// to the bytes produced is kept beside it, with how far behind `serve` was.
 fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Results) {
     assert!(rounds.len() >= 4, "only {} snapshot rounds measured", rounds.len());
+    if std::env::var("RANKPULSE_BENCH_STATE_ROUNDS").as_deref() == Ok("1") {
+        print_rounds(rounds);
+    }
     let missed: u32 = rounds.iter().map(|r| r.missed).sum();
     if missed > 0 {
         eprintln!("  {missed} rounds unseen: each counted as the round seen after it");
@@ -468,6 +471,27 @@ fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Resu
     put("pending_impressions", pending);
     put("bytes_per_pending_impression", per_pending);
     put("events_consumed", rounds.last().unwrap().consumed - rounds[0].consumed);
+}
+
+/// Each round's records by kind, what reached the brokers and the messages consumed since the
+/// round before (`RANKPULSE_BENCH_STATE_ROUNDS=1`): what a run's wave of large rounds holds.
+fn print_rounds(rounds: &[Round]) {
+    eprintln!("  round  s      snapshots  deltas  agg.bases  agg.incr  (KB)  sent KB  messages");
+    for (i, w) in rounds.windows(2).enumerate() {
+        let kb = |k: usize| (w[1].by_kind[k] - w[0].by_kind[k]) / 1e3;
+        eprintln!(
+            "  {:>5}  {:>5.0}  {:>9.0}  {:>6.0}  {:>9.0}  {:>8.0}        {:>7.0}  {:>8.0}{}",
+            i + 1,
+            (w[1].at - rounds[0].at).as_secs_f64(),
+            kb(0),
+            kb(1),
+            kb(2),
+            kb(3),
+            (w[1].sent - w[0].sent) / 1e3,
+            w[1].consumed - w[0].consumed,
+            if w[1].missed > 0 { format!("  ({} unseen)", w[1].missed) } else { String::new() }
+        );
+    }
 }
 
 /// The growth allowed between the first and the last third before the ratio counts as growing:

@@ -254,6 +254,7 @@ mod tests {
     use crate::engine::TaskRecordV5;
     use crate::event::EventKind;
     use crate::judgments::JudgmentSource;
+    use crate::source::record::decode_snapshot;
     use crate::source::{encode_partition, PartitionSnapshot, Positions};
 
     /// Partition 0's snapshot of an engine fed a few impressions of two groups.
@@ -271,7 +272,7 @@ mod tests {
             engine.process(EventKind::Impression, 0, payload.as_bytes(), now).unwrap();
         }
         let bytes = encode_partition(&engine, &Positions::default(), 0).unwrap();
-        checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task
+        decode_snapshot(&bytes).unwrap().task
     }
 
     fn restore(snapshot: TaskSnapshot, partition: i32) -> Result<Engine, RestoreError> {
@@ -395,7 +396,7 @@ mod tests {
         let written = cuped_figures(&writer).expect("CUPED figures");
         assert!(written.units_with_pre_period.iter().sum::<u64>() > 0, "{written:?}");
         let bytes = encode_partition(&writer, &Positions::default(), 0).unwrap();
-        let decoded = || checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+        let decoded = || decode_snapshot(&bytes).unwrap().task;
         // Restored elsewhere, the figures are the same, and so is the state it writes next.
         let mut reader = Engine::new(&cfg).without_past_limit();
         reader.restore_partition(0, decoded(), Instant::now()).unwrap();
@@ -403,9 +404,7 @@ mod tests {
         // And the state it writes next restores to the same figures again.
         let again = encode_partition(&reader, &Positions::default(), 0).unwrap();
         let mut third = Engine::new(&cfg).without_past_limit();
-        third
-            .restore_partition(0, checkpoint::decode::<PartitionSnapshot>(&again).unwrap().task, Instant::now())
-            .unwrap();
+        third.restore_partition(0, decode_snapshot(&again).unwrap().task, Instant::now()).unwrap();
         assert_eq!(cuped_figures(&third), Some(written));
         // A snapshot of other adjusted metrics, or none, starts an empty state: no unit has a
         // pre-period any more.
@@ -482,7 +481,7 @@ mod tests {
         judged(&mut writer, &without, "j1b", "b", 1000);
         let bytes = encode_partition(&writer, &Positions::default(), 0).unwrap();
         let upgraded = |ids: &[(&str, &str)]| {
-            let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+            let snapshot = decode_snapshot(&bytes).unwrap().task;
             let mut engine = Engine::new(&with).without_past_limit();
             engine.restore_partition(0, snapshot, Instant::now()).expect("an upgrade keeps the judged state");
             for (id, variant) in ids {
@@ -519,7 +518,7 @@ mod tests {
         let mut writer = Engine::new(&with).without_past_limit();
         judged(&mut writer, &with, "j1", "a", 1000);
         let bytes = encode_partition(&writer, &Positions::default(), 0).unwrap();
-        let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+        let snapshot = decode_snapshot(&bytes).unwrap().task;
         let err = reader.restore_partition(0, snapshot, Instant::now()).err();
         assert!(err.as_ref().is_some_and(|e| e.to_string().contains("judgments.incomplete_measures")), "{err:?}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -541,7 +540,7 @@ mod tests {
         // All four pending when the snapshot is taken: they are counted once finalized, by
         // whichever engine holds the partition then.
         let bytes = encode_partition(&engine, &Positions::default(), 0).unwrap();
-        let written = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+        let written = decode_snapshot(&bytes).unwrap().task;
         let mut restored = Engine::new(&on).without_past_limit();
         restored.restore_partition(0, written, now).unwrap();
         assert_eq!(restored.click_table().unwrap().0.to_lines(), engine.click_table().unwrap().0.to_lines());
@@ -581,20 +580,21 @@ mod tests {
         let unmapped = |e: &Engine| e.counters().rejected[1][RejectReason::UnmappedAction.index()];
         let invalid = |e: &Engine| e.counters().rejected[1][RejectReason::InvalidJson.index()];
         let mut restored = Engine::new(&cfg).without_past_limit();
-        let snapshot = checkpoint::decode::<PartitionSnapshot>(&bytes).unwrap().task;
+        let snapshot = decode_snapshot(&bytes).unwrap().task;
         restored.restore_partition(0, snapshot, now).unwrap();
         assert_eq!((unmapped(&restored), invalid(&restored)), (1, 1));
 
         // Format 5 ends before the trailing field: both lists are a length byte and 16 - 12
-        // counts of one byte each.
-        let payload = &bytes[28..];
+        // counts of one byte each. (Its pending impressions were laid out otherwise: it has none.)
+        let v5 = checkpoint::encode(&([None::<i64>; 2], engine.snapshot_partition(0).unwrap()));
+        let payload = &v5[28..];
         let format_5 = checkpoint::seal(&payload[..payload.len() - 2 * (1 + 4)]);
         let mut restored = Engine::new(&cfg).without_past_limit();
         let (_, record) = checkpoint::decode::<([Option<i64>; 2], TaskRecordV5)>(&format_5).unwrap();
         restored.restore_partition(0, TaskSnapshot::from(record), now).unwrap();
         assert_eq!((unmapped(&restored), invalid(&restored)), (0, 1), "format 5 counted no later reasons");
         // This build's layout has no optional field: the bytes a format 5 snapshot may end
-        // with are refused as format 7's.
+        // with are refused as format 10's.
         assert!(checkpoint::decode::<PartitionSnapshot>(&format_5).is_err());
 
         /// What a rankpulse of format 5 reads: the snapshot without the trailing field.
@@ -610,7 +610,7 @@ mod tests {
             inputs: [crate::engine::InputClock; 2],
             totals: super::super::wire::TotalsRecord,
         }
-        let old = checkpoint::decode::<Format5>(&bytes).unwrap();
+        let old = checkpoint::decode::<Format5>(&v5).unwrap();
         let totals = Totals::from_record(old.totals);
         assert_eq!(totals.counters.rejected[1][RejectReason::InvalidJson.index()], 1);
     }

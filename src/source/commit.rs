@@ -10,32 +10,22 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use serde::Serialize;
 
 use super::changelog::{Chain, Changelog, ChangelogError, RecordKind, Sent};
 use super::positions::Positions;
 use super::rebalance::TaskInputs;
 use super::record::{self, RecordRef};
 use super::standby::Standby;
-use crate::checkpoint;
 use crate::engine::{AggregatesOut, Engine, SharedEngine};
 use crate::event::EventKind;
 
-/// One partition's snapshot as format 5 wrote it (borrowed, no copy).
-#[derive(Serialize)]
-struct SnapshotRef<T: Serialize> {
-    /// Where the partition's inputs resume: the next offset of each, if any was consumed.
-    positions: [Option<i64>; 2],
-    /// [`Engine::snapshot_partition`].
-    task: T,
-}
-
-/// Encodes one partition's state and the positions it covers as a changelog record of format
-/// 5, a snapshot, which this build still reads (`None` if the engine holds no task for it):
-/// what the fuzz targets and tests decode with [`checkpoint::decode`].
+/// Encodes one partition's state and the positions it covers as a changelog snapshot record
+/// of this build's format (`None` if the engine holds no task for it): what the fuzz targets
+/// and tests decode with [`record::decode_snapshot`], as a restore reads it.
 pub fn encode_partition(engine: &Engine, positions: &Positions, partition: i32) -> Option<Vec<u8>> {
     let task = engine.snapshot_partition(partition)?;
-    Some(checkpoint::encode(&SnapshotRef { positions: positions.of(partition).unwrap_or([None; 2]), task }))
+    let positions = positions.of(partition).unwrap_or([None; 2]);
+    Some(record::encode::<_, ()>(&RecordRef::Snapshot { positions, task }))
 }
 
 /// One partition's record of format 6: its delta when its chain can go on and its task records

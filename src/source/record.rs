@@ -149,6 +149,15 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     }
 }
 
+/// Decodes a record that must be a snapshot (a delta is refused as undecodable here): how tests
+/// and the fuzz targets read [`crate::source::encode_partition`]'s records.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<PartitionSnapshot, DecodeError> {
+    match decode(bytes)? {
+        Record::Snapshot(snapshot) => Ok(*snapshot),
+        Record::Delta(_) => Err(DecodeError::Undecodable("a delta where a snapshot was expected".into())),
+    }
+}
+
 /// What a record is, read from its first fields alone ([`peek_links`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Links {
@@ -248,6 +257,22 @@ mod tests {
         for record in [delta, snapshot] {
             let err = checkpoint::decode::<([Option<i64>; 2], u8)>(&record).err().unwrap().to_string();
             assert!(err.contains("incompatible rankpulse (format version 10, this one reads 5)"), "{err}");
+        }
+    }
+
+    /// What the release before (format 7, reading 5, 6 and 7) does with a record of 10: its
+    /// reader opened the record with those versions only.
+    #[test]
+    fn a_reader_of_format_7_refuses_the_new_records_by_their_version() {
+        let delta = encode::<(), u8>(&RecordRef::Delta { base: id(1), previous: id(1), positions: [None; 2], task: 0 });
+        let snapshot = encode::<u8, ()>(&RecordRef::Snapshot { positions: [None; 2], task: 0 });
+        for record in [delta, snapshot] {
+            let err =
+                checkpoint::open(&record, &[FORMAT_VERSION, CHANGELOG_FORMAT_V6, CHANGELOG_FORMAT_V7], "5, 6 and 7")
+                    .err()
+                    .unwrap()
+                    .to_string();
+            assert!(err.contains("incompatible rankpulse (format version 10, this one reads 5, 6 and 7)"), "{err}");
         }
     }
 
