@@ -53,8 +53,9 @@
 //!
 //! * **The no-panic rule.** The files that read them (every file of [`event`], [`time`],
 //!   [`checkpoint`], [`config`], [`schemas`], [`source::chunks`], the repartition stage's re-encoder, the
-//!   changelog's records, its readers (the warm standby's included) and the aggregates reader,
-//!   and `engine`'s restore of snapshots and deltas, their operation logs included) deny `clippy::unwrap_used`, `clippy::expect_used`, `clippy::panic`
+//!   changelog's records (a pending impression's among them, in `join`), its readers (the warm
+//!   standby's included) and the aggregates reader, and `engine`'s restore of snapshots and
+//!   deltas, their operation logs included) deny `clippy::unwrap_used`, `clippy::expect_used`, `clippy::panic`
 //!   and `clippy::indexing_slicing` outside tests, as their first line; `tests/architecture.rs`
 //!   checks that it is there. It covers the explicit panics and the implicit ones of indexing,
 //!   slicing, `unwrap` and `expect`; a justified exception is a local `allow` with its reason

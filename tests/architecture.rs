@@ -976,6 +976,7 @@ const NO_PANIC_FILES: &[&str] = &[
     "engine/increments.rs",
     "engine/aggregates_record.rs",
     "engine/totals_log.rs",
+    "join/pending/wire.rs",
     "source/record.rs",
     "source/standby.rs",
     "clicks/named.rs",

@@ -15,7 +15,9 @@
 //! gives the input's size, which no metric of `serve` counts: the bytes consumed are the
 //! messages consumed times the mean size of those produced.
 //!
-//! Per run, after `serve` has consumed the prefill and 3 more rounds: every snapshot round
+//! Per run, after `serve` has consumed the prefill and 3 more rounds, and the prefill's
+//! aftermath is written (the windows it closed carried by the aggregates records, then a round
+//! without a base or a snapshot): every snapshot round
 //! for `RANKPULSE_BENCH_STATE_SECONDS` (default 300) from `/metrics`
 //! ([`crate::handover::watch_rounds`]), each with the messages consumed and the input
 //! produced by then (`RANKPULSE_BENCH_STATE_ROUNDS=1` prints each round's records by kind). Two runs: the default window and a 2-minute one
@@ -40,7 +42,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use crate::common::{free_port, serve_config, wait_for, Broker};
-use crate::handover::{handover_at, scrape, spawn_serve, total, watch_rounds, Round};
+use crate::handover::{bytes_by_kind, handover_at, scrape, spawn_serve, total, watch_rounds, Round};
 use crate::{fmt, median, verdict, Results};
 
 /// The demo's searches per second (A/B traffic; the duel and head queries come on top).
@@ -55,6 +57,9 @@ const PRE_PERIOD: u64 = 20_000;
 /// Rounds after the prefill is consumed before the measurement starts: the first rounds after
 /// the catch-up still carry its backlog's effects.
 const WARM_UP_ROUNDS: f64 = 3.0;
+/// Closed windows waiting to be carried that still count as settled: at most one of each of the
+/// shipped three sizes on each of the four partitions (what closes between two rounds).
+const SETTLED_WINDOWS: f64 = 12.0;
 /// The shipped `state.checkpoint_interval`, in seconds: issue 53's target takes a round's
 /// duration over this as its share of the consumer thread (the round runs on that thread and
 /// blocks it; the next is due an interval after it ends, so the time it takes is a little less).
@@ -92,6 +97,9 @@ struct Sent {
     bytes: AtomicU64,
     /// Messages handed to the producer so far.
     messages: AtomicU64,
+    /// Messages handed to the producer that the broker has not acknowledged yet, as of the
+    /// producer thread's last pass: whether a stretch without consumption is the broker's.
+    in_flight: AtomicU64,
     /// Messages of the prefill: everything stamped before the producer caught up with the clock.
     prefill: AtomicU64,
     /// Set once the producer caught up with the clock (`prefill` is then final).
@@ -148,13 +156,35 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     wait_for(deadline, Duration::from_millis(200), "no snapshot rounds after the prefill", || {
         scrape(port).filter(|s| total(s, "rankpulse_checkpoints_total") >= rounds + WARM_UP_ROUNDS)
     });
+    // The prefill's aftermath: the windows it closed (all but the last window's worth of its
+    // 30 minutes, with a 2-minute attribution window) wait to be carried by the aggregates
+    // records, and the records that carry them make bases due. Both belong to the prefill's
+    // input, not to the measurement's: it starts at the first round, once they are carried,
+    // that writes no base nor snapshot.
+    let settling = Instant::now();
+    let mut last: Option<(f64, [f64; 4])> = None;
+    wait_for(deadline, Duration::from_secs(2), "the prefill's windows were never carried", || {
+        let s = scrape(port)?;
+        let round = (total(&s, "rankpulse_checkpoints_total"), bytes_by_kind(&s));
+        let carried = total(&s, "rankpulse_aggregates_windows_unwritten") <= SETTLED_WINDOWS;
+        let quiet_round = last
+            .is_some_and(|(count, kinds)| round.0 == count + 1.0 && round.1[0] == kinds[0] && round.1[2] == kinds[2]);
+        if last.is_none_or(|(count, _)| round.0 > count) {
+            last = Some(round);
+        }
+        (carried && quiet_round).then_some(())
+    });
+    eprintln!("  the prefill's windows carried and its bases written {:.0} s later", settling.elapsed().as_secs_f64());
+    results.insert(format!("state_{label}_settling_seconds"), settling.elapsed().as_secs_f64().into());
     // With each round, the input produced by then: bytes (the round's `sampled`) and messages.
     let mut produced = Vec::new();
     let changelog_bytes = |s: &std::collections::BTreeMap<String, f64>| total(s, "rankpulse_changelog_bytes_total");
     let before = scrape(port);
     let changelog_before = before.as_ref().map(changelog_bytes);
+    let mut in_flight = Vec::new();
     let measured = watch_rounds(port, Duration::from_secs(seconds), || {
         produced.push(sent.messages.load(Ordering::Relaxed) as f64);
+        in_flight.push(sent.in_flight.load(Ordering::Relaxed) as f64);
         sent.bytes.load(Ordering::Relaxed) as f64
     });
     let end = scrape(port);
@@ -243,6 +273,9 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
                 results.insert(format!("state_{label}_{key}{kind}_bytes"), bytes[i].into());
             }
         }
+    }
+    if std::env::var("RANKPULSE_BENCH_STATE_ROUNDS").as_deref() == Ok("1") {
+        print_rounds(&measured, &produced, &in_flight);
     }
     summarize(label, &measured, &produced, results);
     true
@@ -351,6 +384,7 @@ fn spawn_producer(brokers: &str, topics: (&str, &str), files: [PathBuf; 2], sent
                         lines.advance();
                     }
                 }
+                sent.in_flight.store(u64::try_from(producer.in_flight_count()).unwrap_or(0), Ordering::Relaxed);
                 if upto == now {
                     if !sent.prefilled.load(Ordering::Relaxed) {
                         sent.prefill.store(sent.messages.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -387,9 +421,6 @@ fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str) {
 /// to the bytes produced is kept beside it, with how far behind `serve` was.
 fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Results) {
     assert!(rounds.len() >= 4, "only {} snapshot rounds measured", rounds.len());
-    if std::env::var("RANKPULSE_BENCH_STATE_ROUNDS").as_deref() == Ok("1") {
-        print_rounds(rounds);
-    }
     let missed: u32 = rounds.iter().map(|r| r.missed).sum();
     if missed > 0 {
         eprintln!("  {missed} rounds unseen: each counted as the round seen after it");
@@ -474,13 +505,17 @@ fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Resu
 }
 
 /// Each round's records by kind, what reached the brokers and the messages consumed since the
-/// round before (`RANKPULSE_BENCH_STATE_ROUNDS=1`): what a run's wave of large rounds holds.
-fn print_rounds(rounds: &[Round]) {
-    eprintln!("  round  s      snapshots  deltas  agg.bases  agg.incr  (KB)  sent KB  messages");
+/// round before, with how far `serve` was behind the producer and how many of the producer's
+/// messages the broker had not acknowledged (`RANKPULSE_BENCH_STATE_ROUNDS=1`): what a run's
+/// large rounds hold, and whose a stretch without consumption is.
+fn print_rounds(rounds: &[Round], produced: &[f64], in_flight: &[f64]) {
+    eprintln!(
+        "  round  s      snapshots  deltas  agg.bases  agg.incr  (KB)  sent KB  messages  behind  unacknowledged"
+    );
     for (i, w) in rounds.windows(2).enumerate() {
         let kb = |k: usize| (w[1].by_kind[k] - w[0].by_kind[k]) / 1e3;
         eprintln!(
-            "  {:>5}  {:>5.0}  {:>9.0}  {:>6.0}  {:>9.0}  {:>8.0}        {:>7.0}  {:>8.0}{}",
+            "  {:>5}  {:>5.0}  {:>9.0}  {:>6.0}  {:>9.0}  {:>8.0}        {:>7.0}  {:>8.0}  {:>6.0}  {:>14.0}{}",
             i + 1,
             (w[1].at - rounds[0].at).as_secs_f64(),
             kb(0),
@@ -489,6 +524,8 @@ fn print_rounds(rounds: &[Round]) {
             kb(3),
             (w[1].sent - w[0].sent) / 1e3,
             w[1].consumed - w[0].consumed,
+            produced[i + 1] - w[1].consumed,
+            in_flight[i + 1],
             if w[1].missed > 0 { format!("  ({} unseen)", w[1].missed) } else { String::new() }
         );
     }

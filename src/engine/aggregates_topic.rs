@@ -31,6 +31,12 @@ impl Engine {
         self.partitions.tasks.get(partition).map_or(0, |t| t.closed_progress.unwritten_count())
     }
 
+    /// [`Engine::unwritten_windows`] over every partition the engine holds: the experiment-wide
+    /// view's backlog from this replica (a catch-up closes many windows between two writes).
+    pub fn unwritten_windows_total(&self) -> usize {
+        self.partitions.tasks.iter().map(|(_, t)| t.closed_progress.unwritten_count()).sum()
+    }
+
     /// Records encoded with `(partition, unwritten_windows)` were written: those windows are
     /// carried, and beyond the retained few can go; windows held open for them close at the
     /// next advance.

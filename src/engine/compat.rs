@@ -8,8 +8,9 @@
 //!   [`TaskRecord`] of format 10 (formats 6, 7 and 10 write every field).
 //! - **Pending impressions before format 10** (snapshots and deltas of formats 5 to 7) were
 //!   written every field a varint: the join reads that layout ([`ShardRecordV7`],
-//!   [`ShardDeltaV7`]) and upgrades it. [`TaskRecordV7`] and [`TaskDeltaV7`] are this build's
-//!   records but for it.
+//!   [`ShardDeltaV7`]) and upgrades it. [`TaskRecordV7`] here and `super::delta::TaskDeltaV7`
+//!   (beside the delta it upgrades to: this file is below `delta` in `engine`'s layers) are
+//!   this build's records but for it.
 //! - **Format 6 deltas** carried the totals whole ([`TaskDeltaV6`]); format 7's carry the
 //!   operations on them. A format 6 delta is applied as it was written (`super::delta`).
 //! - **Aggregates records** (format 5, which they keep) grew the same way: the CUPED covariates,
@@ -24,7 +25,6 @@
 
 use serde::{Deserialize, Deserializer};
 
-use super::delta::TaskDelta;
 use super::telemetry::LaterRejections;
 use super::watermark::InputClock;
 use super::wire::{GroupName, StateFingerprint, TaskRecord, TotalsRecord};
@@ -118,7 +118,7 @@ pub struct TaskDeltaV6 {
     pub(super) cuped: Option<(Vec<String>, CupedState)>,
 }
 
-/// A snapshot of format 6 or 7: [`TaskRecord`] but for the layout of its pending impressions.
+/// A snapshot of format 6 or 7: `TaskRecord` (`super::wire`) but for the layout of its pending impressions.
 #[derive(Deserialize)]
 #[serde(transparent)]
 pub struct TaskRecordV7(TaskRecord<ShardRecordV7>);
@@ -127,15 +127,5 @@ impl TaskRecordV7 {
     /// The snapshot in format 10's layout.
     pub(super) fn upgrade(self) -> TaskRecord {
         self.0.map_join(ShardRecordV7::upgrade)
-    }
-}
-
-/// A delta of format 7: [`TaskDelta`] but for the layout of its pending impressions.
-pub type TaskDeltaV7 = TaskDelta<ShardDeltaV7>;
-
-impl TaskDeltaV7 {
-    /// The delta in format 10's layout.
-    pub fn upgrade(self) -> TaskDelta {
-        self.map_join(ShardDeltaV7::upgrade)
     }
 }

@@ -41,7 +41,7 @@ use crate::accumulate::ClosedWindow;
 use crate::checkpoint::Inconsistency;
 use crate::clicks::log::{ClickLog, Offered};
 use crate::ids::GroupId;
-use crate::join::{JoinSettings, ShardDelta};
+use crate::join::{JoinSettings, ShardDelta, ShardDeltaV7};
 use crate::time::EventTime;
 
 /// One partition's delta as written (borrowed, but for what it took from the task).
@@ -77,6 +77,17 @@ pub struct TaskDelta<J = ShardDelta> {
     later_rejections: LaterRejections,
     totals: TotalsLog,
     recent_closed: Vec<(usize, EventTime)>,
+}
+
+/// A delta of format 7: [`TaskDelta`] but for the layout of its pending impressions (the join's
+/// `pending::wire`), upgraded in one step as `super::compat`'s older layouts are.
+pub type TaskDeltaV7 = TaskDelta<ShardDeltaV7>;
+
+impl TaskDeltaV7 {
+    /// The delta in format 10's layout.
+    pub fn upgrade(self) -> TaskDelta {
+        self.map_join(ShardDeltaV7::upgrade)
+    }
 }
 
 /// A delta of any format, as a restore applies it: one of format 6, with the totals whole, or

@@ -488,6 +488,30 @@ mod tests {
         table.iter().map(|(id, stats)| (name(id), stats.clone())).collect()
     }
 
+    /// A backlog closes windows that wait to be carried: the replica's gauge counts them, and the
+    /// next record of each partition carries them.
+    #[test]
+    fn the_windows_a_backlog_closed_are_counted_until_a_record_carries_them() {
+        let cfg = config(10_000);
+        let mut writer = engine(&cfg, &[0, 1]);
+        for round in 0..200 {
+            feed(&mut writer, round);
+        }
+        let waiting = [writer.unwritten_windows(0), writer.unwritten_windows(1)];
+        assert!(waiting.iter().all(|&w| w > 1), "{waiting:?}");
+        assert_eq!(writer.unwritten_windows_total(), waiting.iter().sum::<usize>());
+        let gauge = |e: &Engine| {
+            let families = crate::output::gather(e);
+            let family = families.iter().find(|f| f.name() == "rankpulse_aggregates_windows_unwritten").unwrap();
+            family.get_metric()[0].get_gauge().get_value()
+        };
+        assert_eq!(gauge(&writer), writer.unwritten_windows_total() as f64);
+        write(&mut writer, 0);
+        assert_eq!(writer.unwritten_windows_total(), waiting[1]);
+        write(&mut writer, 1);
+        assert_eq!((writer.unwritten_windows_total(), gauge(&writer)), (0, 0.0));
+    }
+
     /// A replica that reads the increments holds, after every record, what one reading each
     /// record whole holds: sums, unit buckets, distinct units, windows completed.
     #[test]

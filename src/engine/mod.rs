@@ -80,8 +80,8 @@ use crate::time::{EventTime, WallClock};
 
 pub use aggregates_record::PartitionAggregates;
 pub use aggregation::{FinalizedObserver, FinalizedView};
-pub use compat::{TaskDeltaV6, TaskDeltaV7, TaskRecordV5, TaskRecordV7};
-pub use delta::{AnyDelta, TaskDelta};
+pub use compat::{TaskDeltaV6, TaskRecordV5, TaskRecordV7};
+pub use delta::{AnyDelta, TaskDelta, TaskDeltaV7};
 pub use global::WindowsSkipped;
 pub use increments::{
     AggregatesOut, AggregatesRecord, IncrementLooks, PartitionIncrement, AGGREGATES_INCREMENT_VERSION,

@@ -77,6 +77,12 @@ pub(super) fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
             MetricType::COUNTER,
             vec![counter(vec![], engine.aggregates_increments_skipped() as f64)],
         ));
+        families.push(family(
+            "rankpulse_aggregates_windows_unwritten",
+            "Closed windows of this replica's partitions that no acknowledged aggregates record carried yet: the experiment-wide view's backlog from this replica (a catch-up closes many windows at once; the next records carry them).",
+            MetricType::GAUGE,
+            vec![gauge(vec![], engine.unwritten_windows_total() as f64)],
+        ));
     }
     families
 }

@@ -140,7 +140,7 @@ impl PendingMut<'_> {
     }
 }
 
-/// The pending impressions of a shard: records in an [`Arena`], found by query key through the
+/// The pending impressions of a shard: records in an arena (`Arena`), found by query key through the
 /// index and in deadline order through the queue.
 #[derive(Default)]
 pub struct PendingSet {
