@@ -20,7 +20,9 @@
 //! without a base or a snapshot): every snapshot round
 //! for `RANKPULSE_BENCH_STATE_SECONDS` (default 300) from `/metrics`
 //! ([`crate::handover::watch_rounds`]), each with the messages consumed and the input
-//! produced by then (`RANKPULSE_BENCH_STATE_ROUNDS=1` prints each round's records by kind). Two runs: the default window and a 2-minute one
+//! produced by then (`RANKPULSE_BENCH_STATE_ROUNDS=1` prints each round's records by kind,
+//! with how far `serve` is behind, the producer's unacknowledged messages and what a plain
+//! consumer of its own group read meanwhile, [`spawn_witness`]). Two runs: the default window and a 2-minute one
 //! (`RANKPULSE_BENCH_STATE_WINDOW=30m` or `2m` runs one). Then the restore of a partition holding 1M
 //! pending impressions, which is the `handover` stage's measurement
 //! ([`crate::handover::handover_at`]); `RANKPULSE_BENCH_STATE_RESTORE=0` skips it.
@@ -39,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use rankpulse::demo::{write_traffic_with, Extras, FaultRate};
 use rdkafka::config::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 use crate::common::{free_port, serve_config, wait_for, Broker};
 use crate::handover::{bytes_by_kind, handover_at, scrape, spawn_serve, total, watch_rounds, Round};
@@ -106,6 +108,9 @@ struct Sent {
     prefilled: AtomicBool,
     /// Set when the files ran out.
     exhausted: AtomicBool,
+    /// Messages a plain consumer of its own group ([`spawn_witness`]) has read from both topics:
+    /// whether a stretch in which `serve` consumes nothing is the broker's.
+    witnessed: AtomicU64,
     /// The stage's stop.
     stop: AtomicBool,
 }
@@ -135,6 +140,7 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     let sent = Arc::new(Sent::default());
     let started = Instant::now();
     let producer = spawn_producer(&brokers, topics, files, sent.clone());
+    let witness = spawn_witness(&brokers, topics, sent.clone());
 
     let deadline = Instant::now() + Duration::from_secs(1200);
     let consumed = wait_for(deadline, Duration::from_millis(500), "serve did not consume the prefill", || {
@@ -181,10 +187,11 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     let changelog_bytes = |s: &std::collections::BTreeMap<String, f64>| total(s, "rankpulse_changelog_bytes_total");
     let before = scrape(port);
     let changelog_before = before.as_ref().map(changelog_bytes);
-    let mut in_flight = Vec::new();
+    let (mut in_flight, mut witnessed) = (Vec::new(), Vec::new());
     let measured = watch_rounds(port, Duration::from_secs(seconds), || {
         produced.push(sent.messages.load(Ordering::Relaxed) as f64);
         in_flight.push(sent.in_flight.load(Ordering::Relaxed) as f64);
+        witnessed.push(sent.witnessed.load(Ordering::Relaxed) as f64);
         sent.bytes.load(Ordering::Relaxed) as f64
     });
     let end = scrape(port);
@@ -224,6 +231,7 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
     let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split(' ').next()?.parse::<f64>().ok());
     sent.stop.store(true, Ordering::Relaxed);
     producer.join().unwrap();
+    witness.join().unwrap();
     assert!(!sent.exhausted.load(Ordering::Relaxed), "the traffic files ran out before the measurement ended");
     drop(serve);
     drop(tansu);
@@ -275,7 +283,7 @@ fn steady(label: &str, window: Option<&str>, seconds: u64, results: &mut Results
         }
     }
     if std::env::var("RANKPULSE_BENCH_STATE_ROUNDS").as_deref() == Ok("1") {
-        print_rounds(&measured, &produced, &in_flight);
+        print_rounds(&measured, &produced, &in_flight, &witnessed);
     }
     summarize(label, &measured, &produced, results);
     true
@@ -356,8 +364,13 @@ impl Lines {
 /// Sends the files' messages as their event time comes (at once for those already past), at
 /// most a second of event time ahead of the other file, so impressions and engagements stay
 /// interleaved through the prefill as they are in real time.
+///
+/// The producer serves its delivery reports on a thread of its own (`ThreadedProducer`): the
+/// runs up to issue 53's seventh part polled a `BaseProducer` once per 10 ms pass, which serves
+/// one event (one batch's reports) per call, fewer than the batches sent; the reports piled up
+/// (200,000 within four minutes, the queue's limit) and sending then waited on them.
 fn spawn_producer(brokers: &str, topics: (&str, &str), files: [PathBuf; 2], sent: Arc<Sent>) -> JoinHandle<()> {
-    let producer: BaseProducer = ClientConfig::new()
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("linger.ms", "5")
         .set("queue.buffering.max.messages", "200000")
@@ -390,7 +403,6 @@ fn spawn_producer(brokers: &str, topics: (&str, &str), files: [PathBuf; 2], sent
                         sent.prefill.store(sent.messages.load(Ordering::Relaxed), Ordering::Relaxed);
                         sent.prefilled.store(true, Ordering::Release);
                     }
-                    producer.poll(Duration::ZERO);
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
@@ -399,15 +411,40 @@ fn spawn_producer(brokers: &str, topics: (&str, &str), files: [PathBuf; 2], sent
         .unwrap()
 }
 
+/// A plain librdkafka consumer in a group of its own, reading both topics from the start as
+/// `serve` does and counting what it reads ([`Sent::witnessed`]): the broker's side of a stretch
+/// in which `serve` consumes nothing.
+fn spawn_witness(brokers: &str, topics: (&str, &str), sent: Arc<Sent>) -> JoinHandle<()> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "state-bench-witness")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topics.0, topics.1]).unwrap();
+    std::thread::Builder::new()
+        .name("state-witness".into())
+        .spawn(move || {
+            while !sent.stop.load(Ordering::Relaxed) {
+                if let Some(Ok(_)) = consumer.poll(Duration::from_millis(100)) {
+                    sent.witnessed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+        .unwrap()
+}
+
 /// Hands one message to the producer, waiting for room in its queue.
-fn send(producer: &BaseProducer, topic: &str, key: &str, payload: &str) {
+fn send(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str, key: &str, payload: &str) {
     let mut record = BaseRecord::to(topic).key(key).payload(payload);
     loop {
         match producer.send(record) {
             Ok(()) => return,
             Err((_, r)) => {
                 record = r;
-                producer.poll(Duration::from_millis(5));
+                std::thread::sleep(Duration::from_millis(5));
             }
         }
     }
@@ -508,14 +545,15 @@ fn summarize(label: &str, rounds: &[Round], produced: &[f64], results: &mut Resu
 /// round before, with how far `serve` was behind the producer and how many of the producer's
 /// messages the broker had not acknowledged (`RANKPULSE_BENCH_STATE_ROUNDS=1`): what a run's
 /// large rounds hold, and whose a stretch without consumption is.
-fn print_rounds(rounds: &[Round], produced: &[f64], in_flight: &[f64]) {
+fn print_rounds(rounds: &[Round], produced: &[f64], in_flight: &[f64], witnessed: &[f64]) {
     eprintln!(
-        "  round  s      snapshots  deltas  agg.bases  agg.incr  (KB)  sent KB  messages  behind  unacknowledged"
+        "  round  s      snapshots  deltas  agg.bases  agg.incr  (KB)  sent KB  messages  behind  unacknowledged  \
+         witness read"
     );
     for (i, w) in rounds.windows(2).enumerate() {
         let kb = |k: usize| (w[1].by_kind[k] - w[0].by_kind[k]) / 1e3;
         eprintln!(
-            "  {:>5}  {:>5.0}  {:>9.0}  {:>6.0}  {:>9.0}  {:>8.0}        {:>7.0}  {:>8.0}  {:>6.0}  {:>14.0}{}",
+            "  {:>5}  {:>5.0}  {:>9.0}  {:>6.0}  {:>9.0}  {:>8.0}        {:>7.0}  {:>8.0}  {:>6.0}  {:>14.0}  {:>12.0}{}",
             i + 1,
             (w[1].at - rounds[0].at).as_secs_f64(),
             kb(0),
@@ -526,6 +564,7 @@ fn print_rounds(rounds: &[Round], produced: &[f64], in_flight: &[f64]) {
             w[1].consumed - w[0].consumed,
             produced[i + 1] - w[1].consumed,
             in_flight[i + 1],
+            witnessed[i + 1] - witnessed[i],
             if w[1].missed > 0 { format!("  ({} unseen)", w[1].missed) } else { String::new() }
         );
     }
