@@ -345,6 +345,20 @@ mod tests_support {
         slots: &'a [u64],
     }
 
+    /// `n` pending impressions of ten results with uniform hashes: 128-bit keys and 32-bit
+    /// units with their top bit set, 56-bit document hashes (the widest varints).
+    pub(super) fn uniform_set(n: u128) -> PendingSet {
+        let mut set = PendingSet::default();
+        for q in 1..=n {
+            let query = q.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834) | (1 << 127);
+            let docs: Vec<u64> =
+                (0..10u64).map(|d| (q as u64 * 31 + d).wrapping_mul(0x9e37_79b9_7f4a_7c15) | (1 << 55)).collect();
+            let unit = (q as u32).wrapping_mul(0x9e37_79b9) | (1 << 31);
+            set.insert(query, 1_767_225_600_000 + q as i64, 0, unit, &docs, &[], super::super::tests::WINDOW);
+        }
+        set
+    }
+
     /// A set of format 7's layout, written as that build did.
     pub(super) fn written_as_v7(set: &PendingSet) -> Vec<u8> {
         let record = |id: u32| {
@@ -361,7 +375,7 @@ mod tests_support {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{check, docs, take, WINDOW};
-    use super::tests_support::written_as_v7;
+    use super::tests_support::{uniform_set, written_as_v7};
     use super::*;
 
     /// A set with stragglers, engagements, teams and units of every width.
@@ -402,22 +416,7 @@ mod tests {
 
     #[test]
     fn format_10_is_smaller_by_what_the_hashes_and_the_absent_engagement_took() {
-        let mut set = PendingSet::default();
-        for q in 1..=1000u128 {
-            // Uniform 128-bit keys and 32-bit units, ten uniform 56-bit document hashes.
-            let query = q.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834) | (1 << 127);
-            let docs: Vec<u64> =
-                (0..10u64).map(|d| (q as u64 * 31 + d).wrapping_mul(0x9e37_79b9_7f4a_7c15) | (1 << 55)).collect();
-            set.insert(
-                query,
-                1_767_225_600_000 + q as i64,
-                0,
-                (q as u32).wrapping_mul(0x9e37_79b9) | (1 << 31),
-                &docs,
-                &[],
-                WINDOW,
-            );
-        }
+        let set = uniform_set(1000);
         let per_record = |bytes: usize| bytes as f64 / 1000.0;
         let (old, new) = (per_record(written_as_v7(&set).len()), per_record(postcard::to_stdvec(&set).unwrap().len()));
         // Key, timestamp, engagement, group, unit, count, slots: 19 + 6 + 10 + 1 + 5 + 1 + 10 * 8
@@ -454,28 +453,13 @@ mod tests {
 /// `cargo test --release --lib decoding_a_million -- --ignored --nocapture`).
 #[cfg(test)]
 mod timing {
-    use super::super::tests::WINDOW;
-    use super::tests_support::written_as_v7;
+    use super::tests_support::{uniform_set, written_as_v7};
     use super::*;
 
     #[test]
     #[ignore]
     fn decoding_a_million_pending_impressions_in_both_layouts() {
-        let mut set = PendingSet::default();
-        for q in 1..=1_000_000u128 {
-            let query = q.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834) | (1 << 127);
-            let docs: Vec<u64> =
-                (0..10u64).map(|d| (q as u64 * 31 + d).wrapping_mul(0x9e37_79b9_7f4a_7c15) | (1 << 55)).collect();
-            set.insert(
-                query,
-                1_767_225_600_000 + q as i64,
-                0,
-                (q as u32).wrapping_mul(0x9e37_79b9),
-                &docs,
-                &[],
-                WINDOW,
-            );
-        }
+        let set = uniform_set(1_000_000);
         let new = postcard::to_stdvec(&set).unwrap();
         let old = written_as_v7(&set);
         for _ in 0..3 {
