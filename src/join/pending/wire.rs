@@ -78,7 +78,7 @@ fn first_engagement(timestamp: EventTime, code: u64) -> Option<EventTime> {
 /// A pending impression as format 10 writes it (borrowed from the set's arena): the varints
 /// first, then what is fixed-width as one byte string.
 #[derive(Serialize)]
-pub(super) struct RecordOut<'a> {
+struct RecordOut<'a> {
     /// [`Taken::timestamp`].
     timestamp: EventTime,
     /// [`Taken::first_engagement`], by [`engagement_code`].
@@ -90,7 +90,7 @@ pub(super) struct RecordOut<'a> {
 }
 
 impl<'a> RecordOut<'a> {
-    pub(super) fn new(header: Taken, slots: &'a [u64]) -> Self {
+    fn new(header: Taken, slots: &'a [u64]) -> Self {
         let Taken { query, timestamp, first_engagement, group, unit } = header;
         RecordOut {
             timestamp,
