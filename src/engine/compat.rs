@@ -118,7 +118,8 @@ pub struct TaskDeltaV6 {
     pub(super) cuped: Option<(Vec<String>, CupedState)>,
 }
 
-/// A snapshot of format 6 or 7: `TaskRecord` (`super::wire`) but for the layout of its pending impressions.
+/// A snapshot of format 6 or 7: `TaskRecord` (`super::wire`) but for the layout of its pending
+/// impressions.
 #[derive(Deserialize)]
 #[serde(transparent)]
 pub struct TaskRecordV7(TaskRecord<ShardRecordV7>);
