@@ -13,6 +13,11 @@ pub enum Class {
     /// One broker's connection failed (transport failure, refused, name resolution): part of
     /// an outage while one lasts, a condition of its own otherwise (one broker of three down).
     Connectivity,
+    /// A request that timed out on a broker connection (librdkafka's `REQTMOUT`): while an
+    /// outage lasts, and for a period after it ended, the outage's own (a request queued while
+    /// no broker answered, timing out as the connections come back), so counted into it;
+    /// otherwise a condition of its own, as [`Class::Other`].
+    RequestTimeout,
     /// Anything else: limited per condition.
     Other,
 }
@@ -96,11 +101,14 @@ pub struct Limiter {
     outage: Option<Episode>,
     /// Other conditions, by [`condition_key`], until quiet for a period.
     conditions: Vec<(u64, Episode)>,
+    /// When the last outage was reported over: request timeouts within a period of it are its
+    /// aftermath, not news.
+    recovered_at: Option<Instant>,
 }
 
 impl Limiter {
     pub fn new(period: Duration) -> Self {
-        Limiter { period, outage: None, conditions: Vec::new() }
+        Limiter { period, outage: None, conditions: Vec::new(), recovered_at: None }
     }
 
     /// Whether an outage is being reported (a recovery signal then has something to end).
@@ -117,13 +125,19 @@ impl Limiter {
             self.outage = None;
         }
         self.conditions.retain(|(_, c)| !c.quiet_for(now, period));
+        let aftermath = self.recovered_at.is_some_and(|at| now.saturating_duration_since(at) < period);
         match (class, self.outage.as_mut()) {
-            (Class::Outage | Class::Connectivity, Some(outage)) => outage.repeat(now, period, true),
+            (Class::Outage | Class::Connectivity | Class::RequestTimeout, Some(outage)) => {
+                outage.repeat(now, period, true)
+            }
             (Class::Outage, None) => {
                 self.outage = Some(Episode::new(now));
                 Verdict::Emit
             }
-            (Class::Connectivity | Class::Other, _) => {
+            // The recovery line has told the outage's end; what it left queued timing out is
+            // not a new condition.
+            (Class::RequestTimeout, None) if aftermath => Verdict::Suppress,
+            (Class::Connectivity | Class::RequestTimeout | Class::Other, _) => {
                 if let Some((_, condition)) = self.conditions.iter_mut().find(|(k, _)| *k == key) {
                     return condition.repeat(now, period, false);
                 }
@@ -142,6 +156,7 @@ impl Limiter {
     pub fn recovered(&mut self, now: Instant) -> Option<Recovery> {
         let outage = self.outage.take()?;
         self.conditions.clear();
+        self.recovered_at = Some(now);
         Some(Recovery { lasted: now.saturating_duration_since(outage.since), suppressed: outage.suppressed })
     }
 }
@@ -260,6 +275,29 @@ mod tests {
         assert_eq!(limiter.recovered(at(start, 70_600)), None, "one recovery line");
         // After recovery a new failure is logged again.
         assert_eq!(limiter.observe(Class::Connectivity, refused, at(start, 71_000)), Verdict::Emit);
+    }
+
+    #[test]
+    fn request_timeouts_are_the_outage_s_while_it_lasts_and_for_a_period_after() {
+        let start = Instant::now();
+        let mut limiter = Limiter::new(PERIOD);
+        let timed_out = condition_key(
+            "127.0.0.1:1/1: Timed out 0 in-flight, 0 retry-queued, 1 out-queue, 0 partially-sent requests",
+        );
+        let refused = condition_key("127.0.0.1:1/1: Connect to ipv4#127.0.0.1:1 failed: Connection refused");
+        // Outside any outage, a request timeout is a condition of its own.
+        assert_eq!(limiter.observe(Class::RequestTimeout, timed_out, start), Verdict::Emit);
+        assert_eq!(limiter.observe(Class::Outage, 1, at(start, 40_000)), Verdict::Emit);
+        assert_eq!(limiter.observe(Class::RequestTimeout, timed_out, at(start, 41_000)), Verdict::Suppress);
+        assert!(limiter.recovered(at(start, 50_000)).is_some());
+        // Requests the outage left queued, timing out after its recovery line: not news.
+        assert_eq!(limiter.observe(Class::RequestTimeout, timed_out, at(start, 51_500)), Verdict::Suppress);
+        assert_eq!(limiter.observe(Class::RequestTimeout, timed_out, at(start, 53_000)), Verdict::Suppress);
+        // A connection failing again is, as is another outage.
+        assert_eq!(limiter.observe(Class::Connectivity, refused, at(start, 54_000)), Verdict::Emit);
+        // A period after the recovery, a request timeout is news again.
+        assert_eq!(limiter.observe(Class::RequestTimeout, timed_out, at(start, 80_000)), Verdict::Emit);
+        assert_eq!(limiter.observe(Class::Outage, 1, at(start, 81_000)), Verdict::Emit);
     }
 
     #[test]

@@ -83,8 +83,13 @@ impl KafkaLog {
             }
             RDKafkaLogLevel::Debug => return tracing::debug!(target: "librdkafka", client, "{facility} {message}"),
         };
-        // FAIL is librdkafka's facility for a broker connection that failed or was lost.
-        let class = if facility == "FAIL" { Class::Connectivity } else { Class::Other };
+        // FAIL is librdkafka's facility for a broker connection that failed or was lost,
+        // REQTMOUT for the requests that timed out on one.
+        let class = match facility {
+            "FAIL" => Class::Connectivity,
+            "REQTMOUT" => Class::RequestTimeout,
+            _ => Class::Other,
+        };
         let suppressed = match self.observe(class, condition_key(message)) {
             Verdict::Suppress => return,
             Verdict::Summary { outage: true, lasting, suppressed } => return self.outage_summary(lasting, suppressed),
