@@ -83,24 +83,86 @@ checkpoint_interval = "300ms"
     )
 }
 
-fn finished(m: &BTreeMap<String, f64>, consumed: [usize; 2]) -> bool {
+/// What still separates a daemon's exposition from the finished stream, or `Ok` once nothing
+/// does: every message consumed, every impression counted, none pending.
+fn unfinished(m: &BTreeMap<String, f64>, consumed: [usize; 2]) -> Result<(), String> {
     let total = |topic: &str| m.get(&series("rankpulse_events_consumed_total", &[("topic", topic)])).copied();
     let impressions: f64 = ["control", "treatment"]
         .iter()
         .filter_map(|v| m.get(&series("rankpulse_impressions_total", &[("experiment", "x"), ("variant", v)])))
         .sum();
-    total(IMP_TOPIC) == Some(consumed[0] as f64)
+    let pending = m.get("rankpulse_pending_impressions").copied();
+    let done = total(IMP_TOPIC) == Some(consumed[0] as f64)
         && total(ENG_TOPIC) == Some(consumed[1] as f64)
         && impressions == IMPRESSIONS as f64
-        && m.get("rankpulse_pending_impressions") == Some(&0.0)
+        && pending == Some(0.0);
+    if done {
+        return Ok(());
+    }
+    Err(format!(
+        "consumed {IMP_TOPIC} {:?} of {}, {ENG_TOPIC} {:?} of {}; impressions counted {impressions} of {IMPRESSIONS}; \
+         pending {pending:?}",
+        total(IMP_TOPIC),
+        consumed[0],
+        total(ENG_TOPIC),
+        consumed[1],
+    ))
+}
+
+/// Scrapes `port` until the stream is finished there, or panics after `timeout` naming what is
+/// missing and the series that say why (lateness, rejections, restores, the watermark), not the
+/// whole exposition (whose A/B families would bury them).
+fn await_finished(who: &str, port: u16, timeout: Duration, consumed: [usize; 2]) -> (String, BTreeMap<String, f64>) {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut last = (String::new(), "never scraped".to_string());
+    while std::time::Instant::now() < deadline {
+        if let Some((200, body)) = http_get(port, "/metrics") {
+            let parsed = parse_exposition(&body);
+            match unfinished(&parsed, consumed) {
+                Ok(()) => return (body, parsed),
+                Err(missing) => last = (body, missing),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let telling: Vec<&str> = last
+        .0
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("rankpulse_ab_") && !l.starts_with("rankpulse_metric_"))
+        .filter(|l| {
+            [
+                "late",
+                "reject",
+                "restor",
+                "watermark",
+                "pending",
+                "consumed",
+                "lag",
+                "assigned",
+                "changelog",
+                "impressions_total",
+            ]
+            .iter()
+            .any(|word| l.contains(word))
+        })
+        .collect();
+    panic!(
+        "the {who} did not finish the stream within {timeout:?}: {}\nits last scrape, in part:\n{}",
+        last.1,
+        telling.join("\n")
+    );
 }
 
 /// Produces the stream in batches while the victim is killed and restarted at random batches;
 /// `between_batches` may inject broker faults. Returns the victim's final totals and the
 /// reference's.
 fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("crash test seed {seed}");
+    // A failure names its seed; RANKPULSE_CRASH_SEED replays the same kill points.
+    let seed = match std::env::var("RANKPULSE_CRASH_SEED") {
+        Ok(seed) => seed.parse().expect("RANKPULSE_CRASH_SEED is a u64"),
+        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64,
+    };
+    eprintln!("crash test seed {seed} (RANKPULSE_CRASH_SEED={seed} replays its kill points)");
     let mut rng = SmallRng::seed_from_u64(seed);
     broker.create_topic(IMP_TOPIC, PARTITIONS);
     broker.create_topic(ENG_TOPIC, PARTITIONS);
@@ -133,6 +195,11 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
     // Three kills at random batches, each as soon as the restarted victim is consuming again
     // (an instance killed while still joining lingers in tansu's group). Production never pauses:
     // a pause longer than join.idle_timeout would rightly let the wall clock move the watermark.
+    // Both ready before the first batch, so that the seed, not the machine's speed, decides
+    // where the first kill falls.
+    for port in [ref_port, victim_port] {
+        scrape_until(port, Duration::from_secs(60), |_| http_get(port, "/readyz").map(|r| r.0) == Some(200));
+    }
     let mut kill_at: Vec<usize> = (0..3).map(|_| rng.random_range(10..BATCHES / 2)).collect();
     kill_at.sort_unstable();
     let mut kills = 0;
@@ -157,8 +224,8 @@ fn run_crash_test(broker: &Broker, mut between_batches: impl FnMut(usize)) {
     }
     assert_eq!(kills, 3, "the victim was not killed three times while consuming");
 
-    let (_, reference_metrics) = scrape_until(ref_port, Duration::from_secs(120), |m| finished(m, consumed));
-    let (exposition, victim_metrics) = scrape_until(victim_port, Duration::from_secs(180), |m| finished(m, consumed));
+    let (_, reference_metrics) = await_finished("uninterrupted daemon", ref_port, Duration::from_secs(120), consumed);
+    let (exposition, victim_metrics) = await_finished("killed daemon", victim_port, Duration::from_secs(180), consumed);
     let (want, got) = (totals(&reference_metrics), totals(&victim_metrics));
     assert!(want.len() > 100, "compared too few series: {}", want.len());
     let differing: Vec<String> = want
