@@ -977,6 +977,7 @@ const NO_PANIC_FILES: &[&str] = &[
     "engine/aggregates_record.rs",
     "engine/totals_log.rs",
     "join/pending/wire.rs",
+    "join/expiry/wire.rs",
     "source/record.rs",
     "source/standby.rs",
     "clicks/named.rs",

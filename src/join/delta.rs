@@ -16,11 +16,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::expiry::{ExpiryQueue, SetDelta};
+use super::expiry::{ExpiryQueue, SetDelta, SetDeltaV7};
 use super::pending::{PendingDelta, PendingDeltaV7};
 use super::{EngagementTally, HeldEngagement, JoinSettings, Shard};
 use crate::checkpoint::Inconsistency;
-use crate::ids::{EngagementId, GroupId, GroupMap, QueryKey};
+use crate::ids::{GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
 
 /// The held engagements of a shard, whole.
@@ -32,16 +32,15 @@ struct HeldState {
     expiry: ExpiryQueue<QueryKey>,
 }
 
-/// What changed in a shard since its last snapshot or delta (its pending impressions in this
-/// build's layout, or in format 7's: [`ShardDeltaV7`]).
+/// What changed in a shard since its last snapshot or delta (format 10).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ShardDelta<P = PendingDelta> {
+pub struct ShardDelta {
     /// The pending impressions.
-    pending: P,
+    pending: PendingDelta,
     /// The engagement identities remembered for de-duplication.
-    seen_engagements: SetDelta<EngagementId>,
+    seen_engagements: SetDelta,
     /// The queries finalized within the last attribution window.
-    finalized_recently: SetDelta<QueryKey>,
+    finalized_recently: SetDelta,
     /// The held engagements, when they changed.
     held: Option<HeldState>,
     /// The shard's watermark.
@@ -50,15 +49,46 @@ pub struct ShardDelta<P = PendingDelta> {
     tally: EngagementTally,
 }
 
-/// A shard's delta as formats 6 and 7 wrote it: its pending impressions in their layout
-/// (`pending::wire`), the rest as today's.
-pub type ShardDeltaV7 = ShardDelta<PendingDeltaV7>;
+/// A shard's delta as formats 6 and 7 wrote it: its pending impressions and de-duplication keys
+/// in their layouts (`pending::changes`, `expiry`), the rest as today's.
+#[derive(Deserialize)]
+pub struct ShardDeltaV7 {
+    pending: PendingDeltaV7,
+    seen_engagements: SetDeltaV7,
+    finalized_recently: SetDeltaV7,
+    held: Option<HeldState>,
+    watermark: Option<EventTime>,
+    tally: EngagementTally,
+}
+
+impl ShardDelta {
+    /// Its parts' encoded sizes, by name: where a delta's bytes go (the volume measurements).
+    #[cfg(test)]
+    pub fn parts(&self) -> Vec<(&'static str, usize)> {
+        let size = |bytes: Vec<u8>| bytes.len();
+        vec![
+            ("pending", size(crate::checkpoint::encode(&self.pending))),
+            ("pending records", self.pending.records()),
+            ("pending updates", self.pending.updates()),
+            ("seen_engagements", size(crate::checkpoint::encode(&self.seen_engagements))),
+            ("finalized_recently", size(crate::checkpoint::encode(&self.finalized_recently))),
+            ("held", size(crate::checkpoint::encode(&self.held))),
+        ]
+    }
+}
 
 impl ShardDeltaV7 {
     /// The same delta as this build's.
     pub fn upgrade(self) -> ShardDelta {
-        let ShardDelta { pending, seen_engagements, finalized_recently, held, watermark, tally } = self;
-        ShardDelta { pending: pending.into(), seen_engagements, finalized_recently, held, watermark, tally }
+        let ShardDeltaV7 { pending, seen_engagements, finalized_recently, held, watermark, tally } = self;
+        ShardDelta {
+            pending: pending.into(),
+            seen_engagements: seen_engagements.into(),
+            finalized_recently: finalized_recently.into(),
+            held,
+            watermark,
+            tally,
+        }
     }
 }
 
@@ -74,11 +104,15 @@ impl ShardDelta {
         self.pending.remap_groups(map);
     }
 
-    /// What it writes entry by entry: pending impressions, de-duplication keys, held
-    /// engagements (for the log and the benchmarks).
+    /// What it writes entry by entry: pending impressions (whole or updated), de-duplication
+    /// keys, held engagements (for the log and the benchmarks).
     pub fn entries(&self) -> [usize; 3] {
         let held = self.held.as_ref().map_or(0, |h| h.lists.iter().map(|(_, l)| l.len()).sum());
-        [self.pending.records(), self.seen_engagements.added() + self.finalized_recently.added(), held]
+        [
+            self.pending.records() + self.pending.updates(),
+            self.seen_engagements.added() + self.finalized_recently.added(),
+            held,
+        ]
     }
 }
 
@@ -280,6 +314,26 @@ mod tests {
     }
 
     #[test]
+    fn an_engagement_on_an_impression_held_before_is_written_as_an_update() {
+        let mut shard = Shard::default();
+        let docs: Vec<u64> = (0..10).map(|d| d * 7 + 1).collect();
+        shard.offer_impression(1, 1_000, 0, 0, &docs, &SETTINGS);
+        shard.record_changes();
+        shard.offer_engagement(1, 9, 1_010, docs[3], 2, &SETTINGS);
+        let delta = shard.take_delta().unwrap();
+        assert_eq!((delta.pending.records(), delta.pending.updates()), (0, 1));
+        // The key, the engagement's delay and ten gains, where the record takes 109 bytes.
+        let update = postcard::to_allocvec(&delta.pending).unwrap().len();
+        assert!(update <= 32, "an update of {update} bytes");
+        // An impression inserted and engaged with since the last delta is written whole, once.
+        shard.offer_impression(2, 1_020, 0, 0, &docs, &SETTINGS);
+        shard.offer_engagement(2, 10, 1_025, docs[0], 1, &SETTINGS);
+        shard.offer_engagement(1, 11, 1_026, docs[0], 1, &SETTINGS);
+        let delta = shard.take_delta().unwrap();
+        assert_eq!((delta.pending.records(), delta.pending.updates()), (1, 1));
+    }
+
+    #[test]
     fn a_forged_delta_is_refused() {
         let mut shard = Shard::default();
         shard.offer_impression(1, 1_000, 0, 0, &[1, 2], &SETTINGS);
@@ -298,10 +352,33 @@ mod tests {
         };
         let mut restored = Shard::from_record(postcard::from_bytes(&base).unwrap());
         let err = restored.apply_delta(forged, &SETTINGS).unwrap_err();
-        assert!(
-            matches!(err, Inconsistency::Value { what, .. } if what.contains("timestamp or result count")),
-            "{err}"
+        assert_eq!(
+            err,
+            Inconsistency::Value {
+                what: "the gains of a pending impression a delta updates",
+                expected: "one per result"
+            }
         );
+        // An update of an impression the snapshot does not hold.
+        let mut forged = delta.clone();
+        forged.pending = {
+            let mut other = Shard::default();
+            other.offer_impression(2, 1_000, 0, 0, &[1, 2], &SETTINGS);
+            other.record_changes();
+            other.offer_engagement(2, 9, 1_010, 2, 1, &SETTINGS);
+            other.take_delta().unwrap().pending
+        };
+        let mut restored = Shard::from_record(postcard::from_bytes(&base).unwrap());
+        let err = restored.apply_delta(forged, &SETTINGS).unwrap_err();
+        assert_eq!(err, Inconsistency::Value { what: "a pending impression a delta updates", expected: "pending" });
+        // A gain beyond 31, its byte forged in the encoded delta (the update's last byte).
+        let mut bytes = postcard::to_allocvec(&delta.pending).unwrap();
+        *bytes.last_mut().unwrap() = 32;
+        let mut forged = delta.clone();
+        forged.pending = postcard::from_bytes(&bytes).unwrap();
+        let mut restored = Shard::from_record(postcard::from_bytes(&base).unwrap());
+        let err = restored.apply_delta(forged, &SETTINGS).unwrap_err();
+        assert_eq!(err, Inconsistency::Value { what: "a gain in a delta", expected: "at most 31" });
         // A watermark going back.
         let mut forged = delta;
         forged.watermark = Some(5);

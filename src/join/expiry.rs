@@ -22,6 +22,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::time::EventTime;
 
+mod wire;
+pub(super) use wire::KeysByExpiry;
+
 /// The hasher of the join's tables of 128-bit keys: foldhash (hashbrown's default), a few
 /// multiplications for a `u128` where SipHash was a measurable share of the join. It is seeded
 /// randomly per process and per table, so the ids producers choose cannot be made to collide in
@@ -169,29 +172,90 @@ pub(super) struct ExpiringSet<K> {
     changes: Option<SetChanges<K>>,
 }
 
-/// An [`ExpiringSet`] as a snapshot holds it (the changelog's layout, `crate::engine`'s
-/// `wire`): its keys with their expiry times, then the expiry order; not the changes recorded
-/// for the next delta, which a snapshot starts afresh.
-#[derive(Serialize)]
-pub(super) struct ExpiringSetRef<'a, K> {
-    keys: &'a KeyMap<K, EventTime>,
-    expiry: &'a ExpiryQueue<K>,
-}
-
-/// [`ExpiringSetRef`] read back.
-#[derive(Debug, Deserialize)]
-#[serde(bound(deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord + Copy"))]
+/// An [`ExpiringSet`] as a snapshot of format 10 holds it: its (expiry, key) entries in order,
+/// each key once ([`KeysByExpiry`]); not the changes recorded for the next delta, which a
+/// snapshot starts afresh. Read back, the keys and their expiry order are built from them.
+#[derive(Debug)]
 pub(super) struct ExpiringSetRecord<K> {
     keys: KeyMap<K, EventTime>,
     expiry: ExpiryQueue<K>,
 }
 
-impl<K> ExpiringSet<K> {
-    /// The set as a snapshot holds it.
-    pub(super) fn record(&self) -> ExpiringSetRef<'_, K> {
-        ExpiringSetRef { keys: &self.keys, expiry: &self.expiry }
+impl<'de> Deserialize<'de> for ExpiringSetRecord<u128> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let KeysByExpiry(entries) = KeysByExpiry::deserialize(deserializer)?;
+        let mut keys = KeyMap::with_capacity_and_hasher(entries.len(), KeyHasher::default());
+        for &(expires, key) in &entries {
+            if keys.insert(key, expires).is_some() {
+                return Err(serde::de::Error::custom("a key twice in an expiring set"));
+            }
+        }
+        // In order already: the run takes them as they are.
+        Ok(ExpiringSetRecord { keys, expiry: ExpiryQueue { run: entries.into(), stragglers: BinaryHeap::new() } })
+    }
+}
+
+/// An [`ExpiringSet`] as snapshots of format 7 and before held it: its keys with their expiry
+/// times, then the expiry order (every key twice over).
+#[derive(Debug, Deserialize)]
+#[serde(bound(deserialize = "K: Deserialize<'de> + std::hash::Hash + Eq + Ord + Copy"))]
+pub(super) struct ExpiringSetRecordV7<K> {
+    keys: KeyMap<K, EventTime>,
+    expiry: ExpiryQueue<K>,
+}
+
+impl<K> From<ExpiringSetRecordV7<K>> for ExpiringSetRecord<K> {
+    fn from(record: ExpiringSetRecordV7<K>) -> Self {
+        let ExpiringSetRecordV7 { keys, expiry } = record;
+        ExpiringSetRecord { keys, expiry }
+    }
+}
+
+impl ExpiringSet<u128> {
+    /// The changes since [`ExpiringSet::record_changes`] or the last call; an empty delta when
+    /// not recording.
+    pub(super) fn take_delta(&mut self) -> SetDelta {
+        let Some(changes) = self.changes.as_mut() else { return SetDelta::default() };
+        let mut added = std::mem::take(&mut changes.added);
+        let left_through = changes.left_through.take();
+        // Still there with that expiry (a key that left and came back is there once, with its
+        // newer expiry).
+        added.retain(|(expires, key)| self.keys.get(key) == Some(expires));
+        added.sort_unstable();
+        added.dedup();
+        SetDelta { left_through, added: KeysByExpiry(added) }
     }
 
+    /// Applies a delta to the set as the snapshot or delta before it left it.
+    pub(super) fn apply_delta(&mut self, delta: SetDelta) -> Result<(), crate::checkpoint::Inconsistency> {
+        if let Some(through) = delta.left_through {
+            while let Some(entry) = self.expiry.peek() {
+                if entry > through {
+                    break;
+                }
+                self.expiry.pop();
+                self.keys.remove(&entry.1);
+            }
+        }
+        for (expires, key) in delta.added.0 {
+            if !self.insert(key, expires) {
+                return Err(crate::checkpoint::Inconsistency::Twice { what: "a de-duplication key a delta adds" });
+            }
+        }
+        Ok(())
+    }
+
+    /// The set as a snapshot holds it.
+    pub(super) fn record(&self) -> KeysByExpiry {
+        let mut entries: Vec<(EventTime, u128)> =
+            self.expiry.run.iter().copied().chain(self.expiry.stragglers.iter().map(|Reverse(e)| *e)).collect();
+        // The run is in order and the stragglers few: nearly sorted already.
+        entries.sort_unstable();
+        KeysByExpiry(entries)
+    }
+}
+
+impl<K> ExpiringSet<K> {
     /// The set a snapshot held.
     pub(super) fn from_record(record: ExpiringSetRecord<K>) -> Self {
         ExpiringSet { keys: record.keys, expiry: record.expiry, changes: None }
@@ -224,25 +288,33 @@ impl<K: Ord + Copy> SetChanges<K> {
     }
 }
 
-/// The changes of an [`ExpiringSet`] between two snapshots or deltas.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct SetDelta<K> {
+/// The changes of an [`ExpiringSet`] between two snapshots or deltas (format 10).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct SetDelta {
     /// Every key of the set as it was, up to this (expiry, key) inclusive, left it.
-    left_through: Option<(EventTime, K)>,
+    left_through: Option<(EventTime, u128)>,
     /// Keys inserted since that are still there, with their expiry, in (expiry, key) order.
-    added: Vec<(EventTime, K)>,
+    added: KeysByExpiry,
 }
 
-impl<K> Default for SetDelta<K> {
-    fn default() -> Self {
-        SetDelta { left_through: None, added: Vec::new() }
+impl SetDelta {
+    /// How many keys it adds.
+    pub(super) fn added(&self) -> usize {
+        self.added.0.len()
     }
 }
 
-impl<K> SetDelta<K> {
-    /// How many keys it adds.
-    pub(super) fn added(&self) -> usize {
-        self.added.len()
+/// [`SetDelta`] as formats 6 and 7 wrote it: the keys added as varints, each with its expiry.
+#[derive(Debug, Deserialize)]
+pub(super) struct SetDeltaV7 {
+    left_through: Option<(EventTime, u128)>,
+    added: Vec<(EventTime, u128)>,
+}
+
+impl From<SetDeltaV7> for SetDelta {
+    fn from(delta: SetDeltaV7) -> Self {
+        let SetDeltaV7 { left_through, added } = delta;
+        SetDelta { left_through, added: KeysByExpiry(added) }
     }
 }
 
@@ -319,38 +391,6 @@ impl<K: std::hash::Hash + Eq + Ord + Copy> ExpiringSet<K> {
         self.changes = None;
     }
 
-    /// The changes since [`ExpiringSet::record_changes`] or the last call; an empty delta when
-    /// not recording.
-    pub(super) fn take_delta(&mut self) -> SetDelta<K> {
-        let Some(changes) = self.changes.as_mut() else { return SetDelta::default() };
-        let mut added = std::mem::take(&mut changes.added);
-        let left_through = changes.left_through.take();
-        // Still there with that expiry (a key that left and came back is there once, with its
-        // newer expiry).
-        added.retain(|(expires, key)| self.keys.get(key) == Some(expires));
-        added.sort_unstable();
-        added.dedup();
-        SetDelta { left_through, added }
-    }
-
-    /// Applies a delta to the set as the snapshot or delta before it left it.
-    pub(super) fn apply_delta(&mut self, delta: SetDelta<K>) -> Result<(), crate::checkpoint::Inconsistency> {
-        if let Some(through) = delta.left_through {
-            while let Some(entry) = self.expiry.peek() {
-                if entry > through {
-                    break;
-                }
-                self.expiry.pop();
-                self.keys.remove(&entry.1);
-            }
-        }
-        for (expires, key) in delta.added {
-            if !self.insert(key, expires) {
-                return Err(crate::checkpoint::Inconsistency::Twice { what: "a de-duplication key a delta adds" });
-            }
-        }
-        Ok(())
-    }
     pub(super) fn len(&self) -> usize {
         self.keys.len()
     }

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::expiry::{ExpiringSetRecord, ExpiringSetRef, ExpiryQueue, KeyMap};
+use super::expiry::{ExpiringSetRecord, ExpiringSetRecordV7, ExpiryQueue, KeyMap, KeysByExpiry};
 use super::pending::{PendingSet, PendingSetV7};
 use super::{EngagementTally, ExpiringSet, HeldEngagement, Shard};
 use crate::ids::{EngagementId, QueryKey};
@@ -22,17 +22,16 @@ pub struct ShardRecordRef<'a> {
     held: &'a KeyMap<QueryKey, Vec<HeldEngagement>>,
     held_expiry: &'a ExpiryQueue<QueryKey>,
     held_count: usize,
-    seen_engagements: ExpiringSetRef<'a, EngagementId>,
-    finalized_recently: ExpiringSetRef<'a, QueryKey>,
+    seen_engagements: KeysByExpiry,
+    finalized_recently: KeysByExpiry,
     watermark: Option<EventTime>,
     tally: EngagementTally,
 }
 
-/// A shard as read back: [`ShardRecordRef`]'s fields, owned, in the same order; its pending
-/// impressions in this build's layout, or in format 7's ([`ShardRecordV7`]).
+/// A shard as read back: [`ShardRecordRef`]'s fields, owned, in the same order.
 #[derive(Deserialize)]
-pub struct ShardRecord<P = PendingSet> {
-    pending: P,
+pub struct ShardRecord {
+    pending: PendingSet,
     held: KeyMap<QueryKey, Vec<HeldEngagement>>,
     held_expiry: ExpiryQueue<QueryKey>,
     held_count: usize,
@@ -42,14 +41,24 @@ pub struct ShardRecord<P = PendingSet> {
     tally: EngagementTally,
 }
 
-/// A shard as snapshots of format 7 and before held it: its pending impressions in their
-/// layout (`pending::wire`), the rest as today's.
-pub type ShardRecordV7 = ShardRecord<PendingSetV7>;
+/// A shard as snapshots of format 7 and before held it: its pending impressions and its
+/// de-duplication keys in their layouts (`pending::wire`, `expiry`), the rest as today's.
+#[derive(Deserialize)]
+pub struct ShardRecordV7 {
+    pending: PendingSetV7,
+    held: KeyMap<QueryKey, Vec<HeldEngagement>>,
+    held_expiry: ExpiryQueue<QueryKey>,
+    held_count: usize,
+    seen_engagements: ExpiringSetRecordV7<EngagementId>,
+    finalized_recently: ExpiringSetRecordV7<QueryKey>,
+    watermark: Option<EventTime>,
+    tally: EngagementTally,
+}
 
 impl ShardRecordV7 {
     /// The same shard as this build's record.
     pub fn upgrade(self) -> ShardRecord {
-        let ShardRecord {
+        let ShardRecordV7 {
             pending: PendingSetV7(pending),
             held,
             held_expiry,
@@ -59,7 +68,16 @@ impl ShardRecordV7 {
             watermark,
             tally,
         } = self;
-        ShardRecord { pending, held, held_expiry, held_count, seen_engagements, finalized_recently, watermark, tally }
+        ShardRecord {
+            pending,
+            held,
+            held_expiry,
+            held_count,
+            seen_engagements: seen_engagements.into(),
+            finalized_recently: finalized_recently.into(),
+            watermark,
+            tally,
+        }
     }
 }
 

@@ -14,9 +14,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::arena::HEADER_WORDS;
-use super::wire::{PendingRecord, PendingRecordV7};
-use super::{PendingSet, Taken};
+use super::arena::{FIRST_ENGAGEMENT, HEADER_WORDS};
+use super::wire::{PendingRecord, PendingRecordV7, PendingUpdate};
+use super::{PendingSet, Slot, Taken};
 use crate::checkpoint::Inconsistency;
 use crate::ids::{GroupId, GroupMap, QueryKey};
 use crate::time::EventTime;
@@ -24,15 +24,22 @@ use crate::time::EventTime;
 /// The changes a [`PendingSet`] records while [`PendingSet::record_changes`] is on.
 #[derive(Debug, Default)]
 pub(in crate::join) struct PendingChanges {
-    /// Queries inserted or changed since the last delta (with repeats).
-    touched: Vec<QueryKey>,
+    /// Queries inserted since the last delta: written whole.
+    inserted: Vec<QueryKey>,
+    /// Queries changed since the last delta (with repeats): written as updates, unless
+    /// inserted since too.
+    changed: Vec<QueryKey>,
     /// The latest (deadline, query) taken since the last delta.
     taken_through: Option<(EventTime, QueryKey)>,
 }
 
 impl PendingChanges {
-    pub(super) fn touched(&mut self, query: QueryKey) {
-        self.touched.push(query);
+    pub(super) fn inserted(&mut self, query: QueryKey) {
+        self.inserted.push(query);
+    }
+
+    pub(super) fn changed(&mut self, query: QueryKey) {
+        self.changed.push(query);
     }
 
     pub(super) fn taken(&mut self, deadline: EventTime, query: QueryKey) {
@@ -44,30 +51,38 @@ impl PendingChanges {
     }
 }
 
-/// The changes of a [`PendingSet`] between two snapshots or deltas, its records in layout `R`
-/// (this build's, [`PendingRecord`], unless read from a changelog of format 7 or before).
+/// The changes of a [`PendingSet`] between two snapshots or deltas (format 10).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingDelta<R = PendingRecord> {
+pub struct PendingDelta {
     /// Every impression of the set as it was, up to this (deadline, query) inclusive, left it.
     taken_through: Option<(EventTime, QueryKey)>,
-    /// Impressions added or changed since, as they are now, in query order.
-    records: Vec<R>,
+    /// Impressions added since, as they are now, in query order.
+    records: Vec<PendingRecord>,
+    /// Impressions the set held before that changed since (engagements attributed), as they
+    /// are now, in query order.
+    updates: Vec<PendingUpdate>,
 }
 
-/// A delta of format 7 or before, read back (`crate::engine`'s `compat`).
-pub type PendingDeltaV7 = PendingDelta<PendingRecordV7>;
+/// A delta of format 7 or before, read back (`crate::engine`'s `compat`): impressions added or
+/// changed, each written whole.
+#[derive(Deserialize)]
+pub struct PendingDeltaV7 {
+    taken_through: Option<(EventTime, QueryKey)>,
+    records: Vec<PendingRecordV7>,
+}
 
 impl From<PendingDeltaV7> for PendingDelta {
     fn from(delta: PendingDeltaV7) -> Self {
-        let PendingDelta { taken_through, records } = delta;
-        PendingDelta { taken_through, records: records.into_iter().map(PendingRecord::from).collect() }
+        let PendingDeltaV7 { taken_through, records } = delta;
+        let records = records.into_iter().map(PendingRecord::from).collect();
+        PendingDelta { taken_through, records, updates: Vec::new() }
     }
 }
 
 impl PendingDelta {
     /// A delta of no change.
     fn empty() -> Self {
-        PendingDelta { taken_through: None, records: Vec::new() }
+        PendingDelta { taken_through: None, records: Vec::new(), updates: Vec::new() }
     }
 
     /// The groups its records refer to (with repeats).
@@ -88,6 +103,11 @@ impl PendingDelta {
     pub(in crate::join) fn records(&self) -> usize {
         self.records.len()
     }
+
+    /// How many impressions it changes by an update.
+    pub(in crate::join) fn updates(&self) -> usize {
+        self.updates.len()
+    }
 }
 
 impl PendingSet {
@@ -105,18 +125,31 @@ impl PendingSet {
     /// delta; an empty delta when not recording.
     pub(in crate::join) fn take_delta(&mut self) -> PendingDelta {
         let Some(changes) = self.changes.as_mut() else { return PendingDelta::empty() };
-        let mut touched = std::mem::take(&mut changes.touched);
+        let mut inserted = std::mem::take(&mut changes.inserted);
+        let mut changed = std::mem::take(&mut changes.changed);
         let taken_through = changes.taken_through.take();
-        touched.sort_unstable();
-        touched.dedup();
-        let records = touched
-            .into_iter()
-            .filter_map(|query| {
+        inserted.sort_unstable();
+        inserted.dedup();
+        changed.sort_unstable();
+        changed.dedup();
+        // Those taken since are found no more: the delta's `taken_through` covers them.
+        let records = inserted
+            .iter()
+            .filter_map(|&query| {
                 let record = self.arena.record(self.find(query)?);
                 Some(PendingRecord { header: Taken::read(record), slots: record[HEADER_WORDS..].to_vec() })
             })
             .collect();
-        PendingDelta { taken_through, records }
+        let updates = changed
+            .into_iter()
+            .filter(|query| inserted.binary_search(query).is_err())
+            .filter_map(|query| {
+                let record = self.arena.record(self.find(query)?);
+                let gains = record[HEADER_WORDS..].iter().map(|&word| Slot(word).gain());
+                Some(PendingUpdate::of(Taken::read(record), gains))
+            })
+            .collect();
+        PendingDelta { taken_through, records, updates }
     }
 
     /// Applies a delta to the set as the snapshot or delta before it left it. Its records are
@@ -160,6 +193,28 @@ impl PendingSet {
                     self.queue.push(id, &self.arena, window);
                 }
             }
+        }
+        for update in delta.updates {
+            let missing = Inconsistency::Value { what: "a pending impression a delta updates", expected: "pending" };
+            let record = self.arena.record_mut(self.find(update.query).ok_or(missing)?);
+            let timestamp = Taken::read(record).timestamp;
+            let first_engagement = update.first_engagement(timestamp).ok_or(Inconsistency::Value {
+                what: "a pending impression's first engagement",
+                expected: "at or after it",
+            })?;
+            let slots = &mut record[HEADER_WORDS..];
+            if slots.len() != update.gains.len() {
+                return Err(Inconsistency::Value {
+                    what: "the gains of a pending impression a delta updates",
+                    expected: "one per result",
+                });
+            }
+            for (word, &gain) in slots.iter_mut().zip(&update.gains) {
+                *word = Slot(*word)
+                    .with_gain(gain)
+                    .ok_or(Inconsistency::Value { what: "a gain in a delta", expected: "at most 31" })?;
+            }
+            record[FIRST_ENGAGEMENT] = first_engagement as u64;
         }
         Ok(())
     }

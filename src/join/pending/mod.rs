@@ -59,6 +59,12 @@ impl Slot {
     pub(super) fn team(self) -> u8 {
         (self.0 >> Self::TEAM_SHIFT) as u8
     }
+    /// The slot word with its gain set to `gain` (a delta's update); `None` beyond what a
+    /// gain may be.
+    pub(super) fn with_gain(self, gain: u8) -> Option<u64> {
+        (gain <= Self::GAIN_MASK)
+            .then(|| self.0 & !(u64::from(Self::GAIN_MASK) << Self::DOC_BITS) | (u64::from(gain) << Self::DOC_BITS))
+    }
     pub(super) fn raise_gain(&mut self, gain: u8) {
         // A gain from a held engagement read back from a snapshot is not trusted to fit.
         let gain = gain.min(Self::GAIN_MASK);
@@ -232,7 +238,7 @@ impl PendingSet {
         }
         self.queue.push(id, &self.arena, window);
         if let Some(changes) = self.changes.as_mut() {
-            changes.touched(query);
+            changes.inserted(query);
         }
         Some(id)
     }
@@ -241,7 +247,7 @@ impl PendingSet {
     /// change: it goes into the next delta.
     pub(super) fn get_mut(&mut self, id: u32) -> PendingMut<'_> {
         if let Some(changes) = self.changes.as_mut() {
-            changes.touched(self.arena.query(id));
+            changes.changed(self.arena.query(id));
         }
         PendingMut { words: self.arena.record_mut(id) }
     }

@@ -199,6 +199,93 @@ impl<'de> Deserialize<'de> for FixedIn {
     }
 }
 
+/// A change to a pending impression that a snapshot or an earlier delta holds whole: an
+/// engagement attributed to it changes only its first engagement and its results' gains, so a
+/// delta writes those, not the record (about 30 bytes instead of 109 for ten results). Format 10.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingUpdate {
+    /// The impression's query key.
+    pub(super) query: QueryKey,
+    /// Its first engagement, as [`engagement_code`] writes it: relative to its timestamp, which
+    /// no change alters, so the update need not carry it.
+    pub(super) engagement: u64,
+    /// Each result's gain, in rank order.
+    pub(super) gains: Vec<u8>,
+}
+
+impl PendingUpdate {
+    /// The update that makes a record of the same impression, as it was written, into `record`.
+    pub(super) fn of(header: Taken, gains: impl Iterator<Item = u8>) -> Self {
+        PendingUpdate {
+            query: header.query,
+            engagement: engagement_code(header.timestamp, header.first_engagement),
+            gains: gains.collect(),
+        }
+    }
+
+    /// The first engagement it sets on the impression of `timestamp`; `None` when its delay
+    /// leaves i64's range.
+    pub(super) fn first_engagement(&self, timestamp: EventTime) -> Option<EventTime> {
+        first_engagement(timestamp, self.engagement)
+    }
+}
+
+impl Serialize for PendingUpdate {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut bytes = [0u8; KEY_BYTES + 8 * SLOTS_ON_STACK];
+        let len = KEY_BYTES + self.gains.len();
+        let fixed = self.query.to_le_bytes().into_iter().chain(self.gains.iter().copied());
+        let mut tuple = serializer.serialize_tuple(2)?;
+        tuple.serialize_element(&self.engagement)?;
+        match bytes.get_mut(..len) {
+            Some(on_stack) => {
+                on_stack.iter_mut().zip(fixed).for_each(|(to, byte)| *to = byte);
+                tuple.serialize_element(&ByteString(on_stack))?;
+            }
+            None => tuple.serialize_element(&ByteString(&fixed.collect::<Vec<u8>>()))?,
+        }
+        tuple.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PendingUpdate {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (engagement, KeyAndGains(query, gains)) = <(u64, KeyAndGains)>::deserialize(deserializer)?;
+        Ok(PendingUpdate { query, engagement, gains })
+    }
+}
+
+/// Bytes written as one byte string.
+struct ByteString<'a>(&'a [u8]);
+
+impl Serialize for ByteString<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(self.0)
+    }
+}
+
+/// An update's byte string read back: the query key, then the gains.
+struct KeyAndGains(QueryKey, Vec<u8>);
+
+impl<'de> Deserialize<'de> for KeyAndGains {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl Visitor<'_> for Bytes {
+            type Value = KeyAndGains;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a pending impression's query key and gains")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<KeyAndGains, E> {
+                match bytes.split_first_chunk::<KEY_BYTES>() {
+                    Some((query, gains)) => Ok(KeyAndGains(QueryKey::from_le_bytes(*query), gains.to_vec())),
+                    None => Err(E::invalid_length(bytes.len(), &self)),
+                }
+            }
+        }
+        deserializer.deserialize_bytes(Bytes)
+    }
+}
+
 /// A pending impression as formats 3 to 7 wrote it: every field a varint, the first engagement
 /// absolute.
 #[derive(Deserialize)]
