@@ -128,6 +128,22 @@ impl<J> TaskDelta<J> {
 }
 
 impl TaskDelta {
+    /// Its parts' encoded sizes, by name: where a delta's bytes go (the volume measurements).
+    #[cfg(test)]
+    pub fn parts(&self) -> Vec<(&'static str, usize)> {
+        let size = |bytes: Vec<u8>| bytes.len();
+        let mut parts = vec![
+            ("groups", size(crate::checkpoint::encode(&self.groups))),
+            ("inputs", size(crate::checkpoint::encode(&self.inputs))),
+            ("counters", size(crate::checkpoint::encode(&self.counters))),
+            ("totals", size(crate::checkpoint::encode(&self.totals))),
+            ("recent_closed", size(crate::checkpoint::encode(&self.recent_closed))),
+        ];
+        parts.extend(self.join.parts());
+        parts.extend(self.totals.parts());
+        parts
+    }
+
     /// What it writes entry by entry (pending impressions, de-duplication keys, held
     /// engagements), and the operations on the totals, for the log.
     pub fn entries(&self) -> [usize; 4] {

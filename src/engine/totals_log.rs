@@ -128,6 +128,24 @@ impl TotalsLog {
         self.ops.is_empty()
     }
 
+    /// Its buffers' encoded sizes and its operations by kind: where a delta's bytes go (the
+    /// volume measurements).
+    #[cfg(test)]
+    pub fn parts(&self) -> Vec<(&'static str, usize)> {
+        let size = |bytes: Vec<u8>| bytes.len();
+        let count = |kind: fn(&Op) -> bool| self.ops.iter().filter(|op| kind(op)).count();
+        vec![
+            ("ops", size(crate::checkpoint::encode(&self.ops))),
+            ("ops offered", count(|op| matches!(op, Op::Offered { .. }))),
+            ("ops finalized", count(|op| matches!(op, Op::Finalized { .. }))),
+            ("ops judged", count(|op| matches!(op, Op::Judged { .. }))),
+            ("bytes", size(crate::checkpoint::encode(&self.bytes))),
+            ("docs", size(crate::checkpoint::encode(&self.docs))),
+            ("lengths", size(crate::checkpoint::encode(&self.lengths))),
+            ("values", size(crate::checkpoint::encode(&self.values))),
+        ]
+    }
+
     /// Records [`crate::clicks::log::ClickLog::offer`]; `names` are the result names of the
     /// ranks the click log may track.
     pub fn offered(&mut self, query: QueryKey, offered: &Offered<'_>, names: usize) {

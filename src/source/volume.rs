@@ -17,7 +17,7 @@ use super::record::{self, Record};
 use crate::accumulate::{CovariateTable, GroupStats};
 use crate::config::{AbUnit, Config};
 use crate::demo::{write_traffic_with, Extras, FaultRate};
-use crate::engine::{AggregatesRecord, Engine};
+use crate::engine::{AggregatesRecord, AnyDelta, Engine};
 use crate::event::EventKind;
 use crate::time::HumanDuration;
 
@@ -382,6 +382,21 @@ fn volume_of_the_state_stage() {
     eprintln!("partition 0's aggregates record: {:?}", v.engine.aggregates_parts(0));
     the_view_is_the_writer_s(&v.reader, &v.engine);
     eprintln!("partition 0's state: {:?}", v.engine.state_parts(0));
+    // Where the deltas' bytes go: every partition's deltas since its last snapshot, by part.
+    let mut parts: Vec<(&'static str, usize)> = Vec::new();
+    let mut delta_bytes = 0;
+    for record in v.chains.iter().flat_map(|chain| chain.iter().skip(1)) {
+        let Ok(Record::Delta(delta)) = record::decode(record) else { panic!("not a delta") };
+        delta_bytes += record.len();
+        let AnyDelta::Operations(task) = &delta.task else { panic!("this build writes operations") };
+        for (name, n) in task.parts() {
+            match parts.iter_mut().find(|(known, _)| *known == name) {
+                Some((_, total)) => *total += n,
+                None => parts.push((name, n)),
+            }
+        }
+    }
+    eprintln!("the deltas since each partition's last snapshot ({delta_bytes} B), by part: {parts:?}");
     // Partition 0's restore from its chain, as a replica assigned it does it: decoded, its
     // deltas applied, checked and installed.
     let chain = &v.chains[0];
