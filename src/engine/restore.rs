@@ -57,6 +57,9 @@ impl Engine {
     /// existed, or with `interleaving.max_rankers = 0` or no `judgments.file`) is widened to
     /// this configuration's first: it counted nothing in them, so their sums are 0.
     pub fn check_compatible(&self, partition: i32, snapshot: &mut TaskSnapshot) -> Result<(), RestoreError> {
+        if snapshot.opened {
+            snapshot.drop_unused_names();
+        }
         if let Some(from) = self.check_fingerprint(partition, snapshot)? {
             let to = self.partitions.template.shape.metrics;
             snapshot.task.totals.accumulators.widen(from, to);

@@ -74,6 +74,9 @@ struct Volume {
     /// A replica that reads every aggregates record the engine wrote, and nothing else.
     reader: Engine,
     chains: Vec<Vec<Vec<u8>>>,
+    /// Partition 0's longest chain while measuring (by bytes): the one a restore just before
+    /// its next snapshot reads, a restore's worst case.
+    longest_chain: Vec<Vec<u8>>,
     cfg: Config,
 }
 
@@ -129,6 +132,7 @@ fn measure_in_spans(
             reader
         },
         chains: vec![Vec::new(); partitions as usize],
+        longest_chain: Vec::new(),
         cfg: cfg.clone(),
     };
     let measure_from = start_ms + prefill_s * 1000;
@@ -155,6 +159,10 @@ fn measure_in_spans(
             let len = bytes.len() as u64;
             match kind {
                 RecordKind::Snapshot => {
+                    let bytes_of = |chain: &[Vec<u8>]| chain.iter().map(Vec::len).sum::<usize>();
+                    if p == 0 && measuring && bytes_of(records) > bytes_of(&volume.longest_chain) {
+                        volume.longest_chain = std::mem::take(records);
+                    }
                     let sid = SnapshotId { sequence: id, nonce: 0 };
                     *slot = Some((Chain::started(sid, len), ChainModel { base_bytes: len, delta_bytes: 0, deltas: 0 }));
                     records.clear();
@@ -398,25 +406,40 @@ fn volume_of_the_state_stage() {
     }
     eprintln!("the deltas since each partition's last snapshot ({delta_bytes} B), by part: {parts:?}");
     // Partition 0's restore from its chain, as a replica assigned it does it: decoded, its
-    // deltas applied, checked and installed.
-    let chain = &v.chains[0];
-    let started = Instant::now();
-    let mut engine = Engine::new(&v.cfg).without_past_limit();
-    let Ok(Record::Snapshot(mut snapshot)) = record::decode(&chain[0]) else { panic!("no snapshot") };
-    for delta in &chain[1..] {
-        let Ok(Record::Delta(delta)) = record::decode(delta) else { panic!("not a delta") };
-        engine.apply_delta(&mut snapshot.task, delta.task).unwrap();
+    // deltas applied, checked and installed; at the end, and from the longest chain it had
+    // (just before a snapshot replaced it: a restore's worst case).
+    for (which, chain) in [("at the end", &v.chains[0]), ("its longest chain", &v.longest_chain)] {
+        if chain.is_empty() {
+            continue;
+        }
+        let started = Instant::now();
+        let mut engine = Engine::new(&v.cfg).without_past_limit();
+        let Ok(Record::Snapshot(mut snapshot)) = record::decode(&chain[0]) else { panic!("no snapshot") };
+        let snapshot_decoded = started.elapsed().as_secs_f64();
+        let (mut decoding, mut applying) = (0.0, 0.0);
+        for delta in &chain[1..] {
+            let at = Instant::now();
+            let Ok(Record::Delta(delta)) = record::decode(delta) else { panic!("not a delta") };
+            decoding += at.elapsed().as_secs_f64();
+            let at = Instant::now();
+            engine.apply_delta(&mut snapshot.task, delta.task).unwrap();
+            applying += at.elapsed().as_secs_f64();
+        }
+        let at = Instant::now();
+        engine.check_compatible(0, &mut snapshot.task).unwrap();
+        let pending = snapshot.task.pending_impressions();
+        engine.restore_partition(0, snapshot.task, Instant::now()).unwrap();
+        let installing = at.elapsed().as_secs_f64();
+        let bytes: usize = chain.iter().map(Vec::len).sum();
+        eprintln!(
+            "restore of partition 0, {which} ({pending} pending, a snapshot of {} B and {} deltas, {bytes} B): {:.2} s \
+             (snapshot decoded {snapshot_decoded:.2} s, deltas decoded {decoding:.2} s and applied {applying:.2} s, \
+             checked and installed {installing:.2} s)",
+            chain[0].len(),
+            chain.len() - 1,
+            started.elapsed().as_secs_f64()
+        );
     }
-    engine.check_compatible(0, &mut snapshot.task).unwrap();
-    let pending = snapshot.task.pending_impressions();
-    engine.restore_partition(0, snapshot.task, Instant::now()).unwrap();
-    let bytes: usize = chain.iter().map(Vec::len).sum();
-    eprintln!(
-        "restore of partition 0 ({pending} pending, a snapshot of {} B and {} deltas, {bytes} B): {:.2} s",
-        chain[0].len(),
-        chain.len() - 1,
-        started.elapsed().as_secs_f64()
-    );
 }
 
 /// `VOL_RATE=560 cargo test --release --lib restore_of_a_large_snapshot -- --ignored --nocapture`:

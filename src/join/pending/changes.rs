@@ -5,9 +5,12 @@
 //! earliest in the (deadline, query key) order, a total order. So the impressions of the last
 //! snapshot that left since are exactly those up to the latest one taken: a delta names that
 //! one (`taken_through`) rather than each impression taken, and applying it takes from the
-//! restored set every impression up to it, the same ones. Impressions added or changed since
-//! (an engagement attributed raises a gain in place) are written whole, once each however often
-//! they changed; applying a delta puts them in the set in place of what it held.
+//! restored set every impression up to it, the same ones. Impressions added since are written
+//! whole, once each however often they changed. One the set held before that changed since (an
+//! engagement attributed raises a gain and may set the first engagement, nothing else) is
+//! written as an update of those alone, its key, first engagement and gains: a third of its
+//! record. Applying a delta adds the first and changes the second in place, refusing an update
+//! of an impression the set does not hold.
 //!
 //! Recording costs a `Vec` push per insertion and per attributed engagement, and nothing when
 //! it is off (the default: only the Kafka source, which writes deltas, turns it on).
