@@ -196,6 +196,45 @@ pub fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, DecodeEr
     postcard::from_bytes(payload).map_err(|e| DecodeError::Undecodable(e.to_string()))
 }
 
+/// Bytes written as one byte string (postcard: their length, then the bytes), where a sequence
+/// of `u8` would be as many calls: how the changelog's records write their fixed-width fields
+/// (hashes, keys, gains), read back with [`deserialize_byte_string`].
+pub struct ByteString<'a>(pub &'a [u8]);
+
+impl Serialize for ByteString<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(self.0)
+    }
+}
+
+/// Reads one byte string as `read` makes it out; bytes it gives `None` for (not what
+/// `expecting` says) are refused as of the wrong length. The bytes are borrowed from the
+/// input, not copied, until `read` takes what it keeps.
+pub fn deserialize_byte_string<'de, D, T>(
+    deserializer: D,
+    expecting: &'static str,
+    read: impl FnOnce(&[u8]) -> Option<T>,
+) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Visit<F> {
+        expecting: &'static str,
+        read: F,
+    }
+    impl<T, F: FnOnce(&[u8]) -> Option<T>> serde::de::Visitor<'_> for Visit<F> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.expecting)
+        }
+        fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<T, E> {
+            let expecting = self.expecting;
+            (self.read)(bytes).ok_or_else(|| E::invalid_length(bytes.len(), &expecting))
+        }
+    }
+    deserializer.deserialize_bytes(Visit { expecting, read })
+}
+
 /// Why bytes are not a usable snapshot (the reader then tries an older one).
 #[derive(Debug)]
 pub enum Damage {

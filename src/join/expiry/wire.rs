@@ -13,12 +13,11 @@
 //! string that is not whole keys are refused as the record is read.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
-use std::fmt;
-
-use serde::de::{Error as _, Visitor};
+use serde::de::Error as _;
 use serde::ser::SerializeTuple;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::checkpoint::{deserialize_byte_string, ByteString};
 use crate::time::EventTime;
 
 /// Bytes of one key in the byte string.
@@ -47,17 +46,8 @@ impl Serialize for KeysByExpiry {
         let keys: Vec<u8> = self.0.iter().flat_map(|(_, key)| key.to_le_bytes()).collect();
         let mut tuple = serializer.serialize_tuple(2)?;
         tuple.serialize_element(&differences)?;
-        tuple.serialize_element(&Bytes(&keys))?;
+        tuple.serialize_element(&ByteString(&keys))?;
         tuple.end()
-    }
-}
-
-/// Bytes written as one byte string.
-struct Bytes<'a>(&'a [u8]);
-
-impl Serialize for Bytes<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(self.0)
     }
 }
 
@@ -90,22 +80,14 @@ struct Keys(Vec<u128>);
 
 impl<'de> Deserialize<'de> for Keys {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl Visitor<'_> for Visit {
-            type Value = Keys;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("the 16-byte keys of an expiring set")
+        deserialize_byte_string(deserializer, "the 16-byte keys of an expiring set", |bytes| {
+            let keys = bytes.chunks_exact(KEY_BYTES);
+            if !keys.remainder().is_empty() {
+                return None;
             }
-            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Keys, E> {
-                let keys = bytes.chunks_exact(KEY_BYTES);
-                if !keys.remainder().is_empty() {
-                    return Err(E::invalid_length(bytes.len(), &self));
-                }
-                // Each chunk is 16 bytes: the conversion cannot fail.
-                Ok(Keys(keys.map(|key| <[u8; KEY_BYTES]>::try_from(key).map_or(0, u128::from_le_bytes)).collect()))
-            }
-        }
-        deserializer.deserialize_bytes(Visit)
+            // Each chunk is 16 bytes: the conversion cannot fail.
+            Some(Keys(keys.map(|key| <[u8; KEY_BYTES]>::try_from(key).map_or(0, u128::from_le_bytes)).collect()))
+        })
     }
 }
 
@@ -161,6 +143,6 @@ mod tests {
 
     /// A byte string as postcard writes one (its length, then the bytes).
     fn serde_bytes_like(bytes: &[u8]) -> impl Serialize + '_ {
-        Bytes(bytes)
+        ByteString(bytes)
     }
 }

@@ -27,7 +27,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::arena::HEADER_WORDS;
 use super::deadlines::Due;
 use super::{PendingSet, Taken, NO_ENGAGEMENT};
-use crate::checkpoint::Inconsistency;
+use crate::checkpoint::{deserialize_byte_string, ByteString, Inconsistency};
 use crate::ids::{GroupId, QueryKey};
 use crate::time::EventTime;
 
@@ -185,17 +185,7 @@ impl FixedIn {
 
 impl<'de> Deserialize<'de> for FixedIn {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Bytes;
-        impl Visitor<'_> for Bytes {
-            type Value = FixedIn;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a pending impression's query key, unit and slot words")
-            }
-            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<FixedIn, E> {
-                FixedIn::read(bytes).ok_or_else(|| E::invalid_length(bytes.len(), &self))
-            }
-        }
-        deserializer.deserialize_bytes(Bytes)
+        deserialize_byte_string(deserializer, "a pending impression's query key, unit and slot words", FixedIn::read)
     }
 }
 
@@ -255,34 +245,15 @@ impl<'de> Deserialize<'de> for PendingUpdate {
     }
 }
 
-/// Bytes written as one byte string.
-struct ByteString<'a>(&'a [u8]);
-
-impl Serialize for ByteString<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(self.0)
-    }
-}
-
 /// An update's byte string read back: the query key, then the gains.
 struct KeyAndGains(QueryKey, Vec<u8>);
 
 impl<'de> Deserialize<'de> for KeyAndGains {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Bytes;
-        impl Visitor<'_> for Bytes {
-            type Value = KeyAndGains;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a pending impression's query key and gains")
-            }
-            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<KeyAndGains, E> {
-                match bytes.split_first_chunk::<KEY_BYTES>() {
-                    Some((query, gains)) => Ok(KeyAndGains(QueryKey::from_le_bytes(*query), gains.to_vec())),
-                    None => Err(E::invalid_length(bytes.len(), &self)),
-                }
-            }
-        }
-        deserializer.deserialize_bytes(Bytes)
+        deserialize_byte_string(deserializer, "a pending impression's query key and gains", |bytes| {
+            let (query, gains) = bytes.split_first_chunk::<KEY_BYTES>()?;
+            Some(KeyAndGains(QueryKey::from_le_bytes(*query), gains.to_vec()))
+        })
     }
 }
 
