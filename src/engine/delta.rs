@@ -348,8 +348,6 @@ impl TaskSnapshot {
         Ok(())
     }
 
-    /// Takes the names of the groups a delta refers to: the snapshot's parts it does not
-    /// rewrite may refer to others, named by the snapshot (ids are the writer's).
     /// Keeps the names the state still refers to, as a snapshot taken now would carry: a
     /// group retired since the snapshot is interned by no restore (where it would take room
     /// under the label limits, and fold a newer group into `FOLDED`). Once after the last
@@ -366,6 +364,8 @@ impl TaskSnapshot {
         self.groups.retain(|g| used.contains(&g.id));
     }
 
+    /// Takes the names of the groups a delta refers to: the snapshot's parts it does not
+    /// rewrite may refer to others, named by the snapshot (ids are the writer's).
     fn merge_names(&mut self, names: Vec<GroupName<String>>) -> Result<(), Inconsistency> {
         for name in names {
             match self.groups.iter_mut().find(|g| g.id == name.id) {
