@@ -362,6 +362,22 @@ mod tests {
                 expected: "one per result"
             }
         );
+        // A whole record (an impression new since) of one the snapshot holds, with another
+        // result count: a damaged or forged delta, as format 7's whole records were checked.
+        let mut forged = delta.clone();
+        forged.pending = {
+            let mut other = Shard::default();
+            other.record_changes();
+            other.offer_impression(1, 1_000, 0, 0, &[1, 2, 3], &SETTINGS);
+            other.take_delta().unwrap().pending
+        };
+        assert_eq!((forged.pending.records(), forged.pending.updates()), (1, 0));
+        let mut restored = Shard::from_record(postcard::from_bytes(&base).unwrap());
+        let err = restored.apply_delta(forged, &SETTINGS).unwrap_err();
+        assert!(
+            matches!(err, Inconsistency::Value { what, .. } if what.contains("timestamp or result count")),
+            "{err}"
+        );
         // An update of an impression the snapshot does not hold.
         let mut forged = delta.clone();
         forged.pending = {
