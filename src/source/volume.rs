@@ -86,6 +86,16 @@ fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partiti
     measure_in_spans(window, (prefill_s, measured_s, measured_s), rate, partitions, pre_period)
 }
 
+/// The bench's configuration: the shipped defaults with clicks and CUPED on, and `window`.
+fn config(window: &str) -> Config {
+    let mut cfg = Config::default();
+    cfg.ab.unit = AbUnit::ClientId;
+    cfg.ab.cuped.metrics = vec!["ndcg@10".into(), "mrr".into()];
+    cfg.clicks.enabled = true;
+    cfg.join.attribution_window = window.parse::<HumanDuration>().unwrap();
+    cfg
+}
+
 /// [`measure`], with what was consumed and written also added up per `span_s` of event time.
 fn measure_in_spans(
     window: &str,
@@ -94,11 +104,7 @@ fn measure_in_spans(
     partitions: u32,
     pre_period: u64,
 ) -> Volume {
-    let mut cfg = Config::default();
-    cfg.ab.unit = AbUnit::ClientId;
-    cfg.ab.cuped.metrics = vec!["ndcg@10".into(), "mrr".into()];
-    cfg.clicks.enabled = true;
-    cfg.join.attribution_window = window.parse::<HumanDuration>().unwrap();
+    let cfg = config(window);
     let start_ms = 1_780_000_000_000i64;
     let count = u64::from(rate) * (prefill_s + measured_s + 60) as u64;
     let (mut imp, mut eng) = (Vec::new(), Vec::new());
@@ -409,36 +415,63 @@ fn volume_of_the_state_stage() {
     // deltas applied, checked and installed; at the end, and from the longest chain it had
     // (just before a snapshot replaced it: a restore's worst case).
     for (which, chain) in [("at the end", &v.chains[0]), ("its longest chain", &v.longest_chain)] {
-        if chain.is_empty() {
-            continue;
+        if !chain.is_empty() {
+            eprintln!("restore of partition 0, {which}: {}", time_restore(&v.cfg, chain));
         }
-        let started = Instant::now();
-        let mut engine = Engine::new(&v.cfg).without_past_limit();
-        let Ok(Record::Snapshot(mut snapshot)) = record::decode(&chain[0]) else { panic!("no snapshot") };
-        let snapshot_decoded = started.elapsed().as_secs_f64();
-        let (mut decoding, mut applying) = (0.0, 0.0);
-        for delta in &chain[1..] {
-            let at = Instant::now();
-            let Ok(Record::Delta(delta)) = record::decode(delta) else { panic!("not a delta") };
-            decoding += at.elapsed().as_secs_f64();
-            let at = Instant::now();
-            engine.apply_delta(&mut snapshot.task, delta.task).unwrap();
-            applying += at.elapsed().as_secs_f64();
+    }
+    if let Ok(dir) = std::env::var("VOL_DUMP") {
+        for (i, record) in v.longest_chain.iter().enumerate() {
+            std::fs::write(format!("{dir}/longest-{i:04}"), record).unwrap();
         }
+    }
+}
+
+/// Partition 0 restored from `chain` as a replica assigned it does it (decoded, its deltas
+/// applied, checked and installed), timed by part.
+fn time_restore(cfg: &Config, chain: &[Vec<u8>]) -> String {
+    let started = Instant::now();
+    let mut engine = Engine::new(cfg).without_past_limit();
+    let Ok(Record::Snapshot(mut snapshot)) = record::decode(&chain[0]) else { panic!("no snapshot") };
+    let snapshot_decoded = started.elapsed().as_secs_f64();
+    let (mut decoding, mut applying) = (0.0, 0.0);
+    for delta in &chain[1..] {
         let at = Instant::now();
-        engine.check_compatible(0, &mut snapshot.task).unwrap();
-        let pending = snapshot.task.pending_impressions();
-        engine.restore_partition(0, snapshot.task, Instant::now()).unwrap();
-        let installing = at.elapsed().as_secs_f64();
-        let bytes: usize = chain.iter().map(Vec::len).sum();
-        eprintln!(
-            "restore of partition 0, {which} ({pending} pending, a snapshot of {} B and {} deltas, {bytes} B): {:.2} s \
-             (snapshot decoded {snapshot_decoded:.2} s, deltas decoded {decoding:.2} s and applied {applying:.2} s, \
-             checked and installed {installing:.2} s)",
-            chain[0].len(),
-            chain.len() - 1,
-            started.elapsed().as_secs_f64()
-        );
+        let Ok(Record::Delta(delta)) = record::decode(delta) else { panic!("not a delta") };
+        decoding += at.elapsed().as_secs_f64();
+        let at = Instant::now();
+        engine.apply_delta(&mut snapshot.task, delta.task).unwrap();
+        applying += at.elapsed().as_secs_f64();
+    }
+    let at = Instant::now();
+    engine.check_compatible(0, &mut snapshot.task).unwrap();
+    let pending = snapshot.task.pending_impressions();
+    engine.restore_partition(0, snapshot.task, Instant::now()).unwrap();
+    let installing = at.elapsed().as_secs_f64();
+    let bytes: usize = chain.iter().map(Vec::len).sum();
+    format!(
+        "{pending} pending, a snapshot of {} B and {} deltas, {bytes} B: {:.2} s (snapshot decoded \
+         {snapshot_decoded:.2} s, deltas decoded {decoding:.2} s and applied {applying:.2} s, checked and installed \
+         {installing:.2} s)",
+        chain[0].len(),
+        chain.len() - 1,
+        started.elapsed().as_secs_f64()
+    )
+}
+
+/// `VOL_CHAIN=dir VOL_WINDOW=30m cargo test --release --lib restore_of_a_dumped_chain -- --ignored
+/// --nocapture`: the longest chain `volume_of_the_state_stage` dumped (`VOL_DUMP=dir`) restored
+/// five times, for profiling a restore without producing its traffic again.
+#[test]
+#[ignore = "needs a chain dumped by volume_of_the_state_stage"]
+fn restore_of_a_dumped_chain() {
+    let dir = std::env::var("VOL_CHAIN").expect("VOL_CHAIN: the directory VOL_DUMP named");
+    let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    names.retain(|path| path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("longest-")));
+    names.sort();
+    let chain: Vec<Vec<u8>> = names.iter().map(|path| std::fs::read(path).unwrap()).collect();
+    let cfg = config(&std::env::var("VOL_WINDOW").unwrap_or("30m".into()));
+    for _ in 0..5 {
+        eprintln!("{}", time_restore(&cfg, &chain));
     }
 }
 
