@@ -232,7 +232,6 @@ impl Engine {
         }
         snapshot.merge_names(delta.groups)?;
         let settings = JoinSettings { attribution_window: snapshot.fingerprint.attribution_window_ms };
-        snapshot.task.join.apply_delta(delta.join, &settings)?;
         snapshot.task.inputs = delta.inputs;
         snapshot.task.totals.counters = delta.counters;
         snapshot.frontier = delta.frontier;
@@ -241,11 +240,19 @@ impl Engine {
         let experiments: HashMap<GroupId, Box<str>> =
             snapshot.groups.iter().map(|g| (g.id, Box::from(g.experiment.as_str()))).collect();
         // CUPED's state is replayed in place, and left where the snapshot keeps it.
-        let totals = &mut snapshot.task.totals;
+        let Task { join, totals, .. } = &mut snapshot.task;
         let (cuped_keys, cuped) = snapshot.cuped.take().unzip();
         totals.cuped = cuped;
-        let replayed = self.replay(&delta.totals, totals, &experiments);
+        // The join's changes and the totals' operations touch disjoint state, and in a chain
+        // of a large partition each is a second or more: they run side by side.
+        let (joined, replayed) = std::thread::scope(|scope| {
+            let join = scope.spawn(|| join.apply_delta(delta.join, &settings));
+            let replayed = self.replay(&delta.totals, totals, &experiments);
+            // A panic in the join's code is a bug; it surfaces as it would have on this thread.
+            (join.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), replayed)
+        });
         snapshot.cuped = cuped_keys.zip(totals.cuped.take());
+        joined?;
         let mut closed = replayed?;
         // The windows kept: each one kept before or just closed, in the writer's order.
         let mut pool: Vec<ClosedWindow> = std::mem::take(&mut totals.recent_closed);
@@ -276,6 +283,26 @@ impl Engine {
         };
         let mut values = vec![0.0; evaluation.slot_count()];
         let mut closed = Vec::new();
+        // Staged as the writer's finalization lanes stage (`engine::offload`): an impression is
+        // added once to its group's staged sums instead of to the cumulative table and each of
+        // its windows, and the sums come out the same (`Accumulators::stage`). Unstaged below,
+        // whatever the outcome, before anything reads the tables' fields.
+        totals.accumulators.stage();
+        let replayed = self.replay_staged(log, totals, &named, &mut values, &mut closed);
+        totals.accumulators.unstage();
+        replayed.map(|()| closed)
+    }
+
+    /// [`Engine::replay`]'s operations, run with the accumulators staged.
+    fn replay_staged<'e>(
+        &self,
+        log: &TotalsLog,
+        totals: &mut Totals,
+        named: &impl Fn(GroupId) -> Result<&'e str, Inconsistency>,
+        values: &mut [f64],
+        closed: &mut Vec<ClosedWindow>,
+    ) -> Result<(), Inconsistency> {
+        let evaluation = &self.aggregation.evaluation;
         for operation in log.operations() {
             match operation? {
                 Operation::Offered { query, text, segment, docs, names } => {
@@ -300,7 +327,7 @@ impl Engine {
                             count: u64::from(max_gain) + 1,
                         });
                     }
-                    evaluation.add_as(&mut values, totals, &f, experiment);
+                    evaluation.add_as(values, totals, &f, experiment);
                 }
                 Operation::Closed(watermark) => totals.accumulators.close_windows(watermark, |w| closed.push(w)),
                 Operation::Retired(group) => {
@@ -311,7 +338,7 @@ impl Engine {
                 }
             }
         }
-        Ok(closed)
+        Ok(())
     }
 
     /// Checks a snapshot before the first delta's operations run on it, as a restore checks it
