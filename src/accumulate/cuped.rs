@@ -555,6 +555,23 @@ mod tests {
     }
 
     #[test]
+    fn a_state_is_written_in_unit_order_whatever_its_tables_hashing() {
+        let s = CupedSettings { max_units: 1000, ..settings() };
+        let (mut up, mut down) = (CupedState::new(), CupedState::new());
+        for unit in 0..300 {
+            up.finalized(&s, "e", 1, unit, at(9), &[0.5]);
+            down.finalized(&s, "e", 1, 299 - unit, at(9), &[0.5]);
+        }
+        let (up, down) = (postcard::to_stdvec(&up).unwrap(), postcard::to_stdvec(&down).unwrap());
+        assert!(up == down, "the same units added in another order, into another table's hashing");
+        // The units in ascending order, as the B-tree they were held in wrote them: the count
+        // (300, a two-byte varint), then unit 0's key.
+        assert_eq!(&up[..3], &[0xac, 0x02, 0]);
+        let decoded: CupedState = postcard::from_bytes(&up).unwrap();
+        assert_eq!(decoded.tracked_units(), 300);
+    }
+
+    #[test]
     fn a_unit_brings_its_look_back_before_the_experiment_start_once() {
         let s = settings();
         let mut state = CupedState::new();
