@@ -243,14 +243,23 @@ impl Engine {
         let Task { join, totals, .. } = &mut snapshot.task;
         let (cuped_keys, cuped) = snapshot.cuped.take().unzip();
         totals.cuped = cuped;
-        // The join's changes and the totals' operations touch disjoint state, and in a chain
-        // of a large partition each is a second or more: they run side by side.
+        // The join's changes, the click log's operations and the other operations touch
+        // disjoint state, and in a chain of a large partition each is a second or more: the
+        // first two run beside the third, on a thread of their own.
+        let mut clicks = totals.clicks.take();
         let (joined, replayed) = std::thread::scope(|scope| {
-            let join = scope.spawn(|| join.apply_delta(delta.join, &settings));
+            let beside = scope.spawn(|| {
+                let joined = join.apply_delta(delta.join, &settings);
+                if let Some(clicks) = &mut clicks {
+                    replay_clicks(&delta.totals, clicks);
+                }
+                joined
+            });
             let replayed = self.replay(&delta.totals, totals, &experiments);
-            // A panic in the join's code is a bug; it surfaces as it would have on this thread.
-            (join.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), replayed)
+            // A panic there is a bug; it surfaces as it would have on this thread.
+            (beside.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), replayed)
         });
+        totals.clicks = clicks;
         snapshot.cuped = cuped_keys.zip(totals.cuped.take());
         joined?;
         let mut closed = replayed?;
@@ -270,7 +279,8 @@ impl Engine {
     /// writer ran them: this engine's evaluation adds what the writer's added (its metric
     /// slots start with the writer's, which the totals are shaped by). `experiments` names
     /// each group's experiment (CUPED's pre-period is the experiment's): a group it does not
-    /// name is refused, as its id would size the tables. Returns the windows closed.
+    /// name is refused, as its id would size the tables. Returns the windows closed. The click
+    /// log's operations are [`replay_clicks`]'s.
     fn replay(
         &self,
         log: &TotalsLog,
@@ -305,12 +315,8 @@ impl Engine {
         let evaluation = &self.aggregation.evaluation;
         for operation in log.operations() {
             match operation? {
-                Operation::Offered { query, text, segment, docs, names } => {
-                    if let Some(clicks) = &mut totals.clicks {
-                        let doc_name = |rank: usize| names.get(rank).copied().unwrap_or("");
-                        clicks.offer(query, &Offered { query: text, segment, docs, doc_name: &doc_name });
-                    }
-                }
+                // The click log's, run by `replay_clicks` (the log is not in `totals` here).
+                Operation::Offered { .. } => {}
                 Operation::Judged { group, timestamp, unit, first, values } => {
                     named(group)?;
                     totals.accumulators.add_sums(group, timestamp, first, values, unit);
@@ -359,6 +365,24 @@ impl Engine {
         }
         snapshot.opened = true;
         Ok(())
+    }
+}
+
+/// The click log's part of a delta's operations, in order: the impressions offered to it and
+/// those finalized (`Evaluation::add_as` finalizes them in the log first, and nothing else it
+/// does reads the log). Stops at an operation that does not read: the other operations' replay
+/// refuses the delta for it.
+fn replay_clicks(log: &TotalsLog, clicks: &mut ClickLog) {
+    for operation in log.operations() {
+        match operation {
+            Ok(Operation::Offered { query, text, segment, docs, names }) => {
+                let doc_name = |rank: usize| names.get(rank).copied().unwrap_or("");
+                clicks.offer(query, &Offered { query: text, segment, docs, doc_name: &doc_name });
+            }
+            Ok(Operation::Finalized(f)) => clicks.finalize(f.query, f.timestamp, f.gains),
+            Ok(Operation::Judged { .. } | Operation::Closed(_) | Operation::Retired(_)) => {}
+            Err(_) => return,
+        }
     }
 }
 
