@@ -247,18 +247,24 @@ impl Engine {
         // disjoint state, and in a chain of a large partition each is a second or more: the
         // first two run beside the third, on a thread of their own.
         let mut clicks = totals.clicks.take();
-        let (joined, replayed) = std::thread::scope(|scope| {
-            let beside = scope.spawn(|| {
-                let joined = join.apply_delta(delta.join, &settings);
-                if let Some(clicks) = &mut clicks {
-                    replay_clicks(&delta.totals, clicks);
-                }
-                joined
-            });
-            let replayed = self.replay(&delta.totals, totals, &experiments);
+        let mut join_delta = Some(delta.join);
+        let log = &delta.totals;
+        let mut beside = || {
+            let joined = join.apply_delta(join_delta.take()?, &settings);
+            if let Some(clicks) = &mut clicks {
+                replay_clicks(log, clicks);
+            }
+            Some(joined)
+        };
+        let (ran_beside, replayed) = std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new().name("rankpulse-replay".into()).spawn_scoped(scope, &mut beside);
+            let replayed = self.replay(log, totals, &experiments);
             // A panic there is a bug; it surfaces as it would have on this thread.
-            (beside.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), replayed)
+            let ran = thread.ok().and_then(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            (ran, replayed)
         });
+        // A thread the system would not start: the same work, after, on this thread.
+        let joined = ran_beside.or_else(beside).unwrap_or(Ok(()));
         totals.clicks = clicks;
         snapshot.cuped = cuped_keys.zip(totals.cuped.take());
         joined?;
