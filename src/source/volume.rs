@@ -78,12 +78,14 @@ struct Volume {
     /// its next snapshot reads, a restore's worst case.
     longest_chain: Vec<Vec<u8>>,
     cfg: Config,
+    /// The changelog on a real broker the rounds also write through, if one was given.
+    through: Option<Through>,
 }
 
 /// Feeds `prefill_s` of event time at once, then `measured_s` in rounds of 5 s; returns what
 /// the measured rounds wrote against what they consumed.
 fn measure(window: &str, (prefill_s, measured_s): (i64, i64), rate: u32, partitions: u32, pre_period: u64) -> Volume {
-    measure_in_spans(window, (prefill_s, measured_s, measured_s), rate, partitions, pre_period)
+    measure_in_spans(window, (prefill_s, measured_s, measured_s), rate, partitions, pre_period, None)
 }
 
 /// The bench's configuration: the shipped defaults with clicks and CUPED on, and `window`.
@@ -103,6 +105,7 @@ fn measure_in_spans(
     rate: u32,
     partitions: u32,
     pre_period: u64,
+    brokers: Option<&str>,
 ) -> Volume {
     let cfg = config(window);
     let start_ms = 1_780_000_000_000i64;
@@ -140,6 +143,7 @@ fn measure_in_spans(
         chains: vec![Vec::new(); partitions as usize],
         longest_chain: Vec::new(),
         cfg: cfg.clone(),
+        through: brokers.map(Through::new),
     };
     let measure_from = start_ms + prefill_s * 1000;
     // Rounds from the start, as a replica that ran through the prefill writes them: without
@@ -158,8 +162,19 @@ fn measure_in_spans(
         for p in 0..partitions as i32 {
             let slot = &mut chains[p as usize];
             let records = &mut volume.chains[p as usize];
-            let chain = slot.as_ref().filter(|(_, m)| m.deltas < 720 && m.delta_bytes < m.base_bytes).map(|(c, _)| *c);
+            let mut chain =
+                slot.as_ref().filter(|(_, m)| m.deltas < 720 && m.delta_bytes < m.base_bytes).map(|(c, _)| *c);
+            if let Some(through) = &mut volume.through {
+                chain = through.changelog.chain(p);
+                // Partition 0's snapshot is due: its chain is as long as it gets.
+                if p == 0 && measuring && chain.is_none() && through.deltas > 0 && through.restored.is_none() {
+                    through.restored = Some(through.time_restore(&volume.cfg));
+                }
+            }
             let Some((kind, bytes)) = encode_record(engine, chain, positions, p) else { continue };
+            if let Some(through) = &mut volume.through {
+                through.write(p, kind, &bytes);
+            }
             *id += 1;
             let id = *id;
             let len = bytes.len() as u64;
@@ -369,7 +384,7 @@ fn volume_of_the_state_stage() {
     let env = |name: &str, default: u32| std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default);
     let (rate, partitions) = (env("VOL_RATE", 200), env("VOL_PARTITIONS", 4));
     let span: i64 = std::env::var("VOL_SPAN").ok().and_then(|s| s.parse().ok()).unwrap_or(measured);
-    let v = measure_in_spans(&window, (prefill, measured, span), rate, partitions, 20_000);
+    let v = measure_in_spans(&window, (prefill, measured, span), rate, partitions, 20_000, None);
     eprintln!("pending impressions at the end: {}", v.engine.pending_impressions());
     for (i, [input, changelog, aggregates]) in v.spans.iter().enumerate() {
         let per_byte = |bytes: &u64| *bytes as f64 / (*input).max(1) as f64;
@@ -484,7 +499,7 @@ fn restore_of_a_dumped_chain() {
 #[ignore = "minutes in release: a million pending impressions"]
 fn restore_of_a_large_snapshot() {
     let rate: u32 = std::env::var("VOL_RATE").ok().and_then(|s| s.parse().ok()).unwrap_or(560);
-    let v = measure_in_spans("30m", (1800, 1, 1), rate, 1, 20_000);
+    let v = measure_in_spans("30m", (1800, 1, 1), rate, 1, 20_000, None);
     let snapshot = &v.chains[0][0];
     let (mut decoding, mut restoring) = (Vec::new(), Vec::new());
     let mut pending = 0;
@@ -508,5 +523,99 @@ fn restore_of_a_large_snapshot() {
         snapshot.len(),
         median(decoding),
         median(restoring)
+    );
+}
+
+/// A changelog on a real broker that the rounds write through (`VOL_BROKERS`), and partition
+/// 0's restore through it timed once, when its chain is longest (just before its snapshot).
+struct Through {
+    kafka: crate::config::KafkaConfig,
+    changelog: super::changelog::Changelog,
+    /// Deltas written since partition 0's snapshot.
+    deltas: u32,
+    /// The restore timed, once.
+    restored: Option<String>,
+    /// Runs the admin client's requests.
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Through {
+    const TOPICS: (&'static str, &'static str) = ("volume-changelog", "volume-aggregates");
+
+    fn new(brokers: &str) -> Through {
+        let kafka = crate::config::KafkaConfig { brokers: brokers.into(), ..Default::default() };
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let mut changelog = Self::open(&kafka, &runtime);
+        changelog.ensure_topics(1).unwrap();
+        Through { kafka, changelog, deltas: 0, restored: None, runtime }
+    }
+
+    fn open(kafka: &crate::config::KafkaConfig, runtime: &tokio::runtime::Runtime) -> super::changelog::Changelog {
+        let log = std::sync::Arc::new(crate::kafka_log::KafkaLog::new("consumer", &kafka.brokers));
+        let compression = crate::config::StateCompression::default();
+        super::changelog::Changelog::new(kafka, Self::TOPICS, 1, compression, runtime.handle().clone(), log).unwrap()
+    }
+
+    /// Writes a record as the source does, waiting for the brokers.
+    fn write(&mut self, partition: i32, kind: RecordKind, bytes: &[u8]) {
+        let sent = self.changelog.send(&[(partition, kind, bytes.to_vec())], &[]).unwrap();
+        self.changelog.finish(sent).unwrap();
+        if partition == 0 {
+            self.deltas = if kind == RecordKind::Delta { self.deltas + 1 } else { 0 };
+        }
+    }
+
+    /// Partition 0 restored as a replica newly assigned it restores it: a changelog reader of
+    /// its own reads the newest chain back, whose snapshot is decoded and deltas applied as it
+    /// is read (`rebalance`'s `newest_snapshot`), then checked and installed.
+    fn time_restore(&self, cfg: &Config) -> String {
+        let started = Instant::now();
+        let mut reader = Self::open(&self.kafka, &self.runtime);
+        let mut engine = Engine::new(cfg).without_past_limit();
+        let mut read = 0.0;
+        let (chain, mut task) = reader
+            .read_newest(0, |chain| {
+                read = started.elapsed().as_secs_f64();
+                let Ok(Record::Snapshot(mut snapshot)) = record::decode(&chain.base.bytes) else {
+                    return Err("no snapshot");
+                };
+                for delta in &chain.deltas {
+                    let Ok(Record::Delta(delta)) = record::decode(&delta.bytes) else { return Err("not a delta") };
+                    engine.apply_delta(&mut snapshot.task, delta.task).unwrap();
+                }
+                Ok(snapshot.task)
+            })
+            .unwrap()
+            .expect("a chain");
+        engine.check_compatible(0, &mut task).unwrap();
+        let pending = task.pending_impressions();
+        engine.restore_partition(0, task, Instant::now()).unwrap();
+        format!(
+            "{pending} pending, a snapshot and {} deltas, {} B, through the broker: {:.2} s (read {read:.2} s, then \
+             decoded, applied, checked and installed)",
+            chain.deltas.len(),
+            chain.bytes(),
+            started.elapsed().as_secs_f64()
+        )
+    }
+}
+
+/// `VOL_BROKERS=host:port VOL_RATE=310 VOL_WINDOW=30m cargo test --release --lib
+/// restore_through_a_broker -- --ignored --nocapture`: the volume test's traffic in one partition,
+/// its records also written to a real broker (tansu: `tansu broker --listener-url
+/// tcp://127.0.0.1:9092`, memory storage), and the restore of the partition through it from
+/// its longest chain, as a replica assigned it then would restore it.
+#[test]
+#[ignore = "needs a broker (VOL_BROKERS), minutes in release"]
+fn restore_through_a_broker() {
+    let brokers = std::env::var("VOL_BROKERS").expect("VOL_BROKERS: a broker's host:port");
+    let window = std::env::var("VOL_WINDOW").unwrap_or("30m".into());
+    let rate: u32 = std::env::var("VOL_RATE").ok().and_then(|s| s.parse().ok()).unwrap_or(310);
+    let measured: i64 = std::env::var("VOL_MEASURED").ok().and_then(|s| s.parse().ok()).unwrap_or(1800);
+    let v = measure_in_spans(&window, (1800, measured, measured), rate, 1, 20_000, Some(&brokers));
+    let through = v.through.as_ref().unwrap();
+    eprintln!(
+        "restore of partition 0, its longest chain: {}",
+        through.restored.as_deref().unwrap_or("no snapshot was due")
     );
 }
