@@ -102,7 +102,7 @@ pub(super) struct Through {
     pub(super) changelog: crate::source::changelog::Changelog,
     /// Deltas written since partition 0's snapshot.
     pub(super) deltas: u32,
-    /// The restore timed, once.
+    /// The restores timed, once.
     pub(super) restored: Option<String>,
     /// Runs the admin client's requests.
     runtime: tokio::runtime::Runtime,
