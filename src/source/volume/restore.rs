@@ -5,9 +5,10 @@
 use std::time::Instant;
 
 use super::{config, measure_in_spans};
-use crate::config::Config;
+use crate::config::{Config, KafkaConfig, StateCompression};
 use crate::engine::Engine;
-use crate::source::changelog::RecordKind;
+use crate::kafka_log::KafkaLog;
+use crate::source::changelog::{Changelog, RecordKind};
 use crate::source::record::{self, Record};
 
 /// Partition 0 restored from `chain` as a replica assigned it does it (decoded, its deltas
@@ -98,8 +99,8 @@ fn restore_of_a_large_snapshot() {
 /// A changelog on a real broker that the rounds write through (`VOL_BROKERS`), and partition
 /// 0's restore through it timed once, when its chain is longest (just before its snapshot).
 pub(super) struct Through {
-    kafka: crate::config::KafkaConfig,
-    pub(super) changelog: crate::source::changelog::Changelog,
+    kafka: KafkaConfig,
+    pub(super) changelog: Changelog,
     /// Deltas written since partition 0's snapshot.
     pub(super) deltas: u32,
     /// The restores timed, once.
@@ -112,21 +113,17 @@ impl Through {
     const TOPICS: (&'static str, &'static str) = ("volume-changelog", "volume-aggregates");
 
     pub(super) fn new(brokers: &str) -> Through {
-        let kafka = crate::config::KafkaConfig { brokers: brokers.into(), ..Default::default() };
+        let kafka = KafkaConfig { brokers: brokers.into(), ..Default::default() };
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let mut changelog = Self::open(&kafka, &runtime);
         changelog.ensure_topics(1).unwrap();
         Through { kafka, changelog, deltas: 0, restored: None, runtime }
     }
 
-    fn open(
-        kafka: &crate::config::KafkaConfig,
-        runtime: &tokio::runtime::Runtime,
-    ) -> crate::source::changelog::Changelog {
-        let log = std::sync::Arc::new(crate::kafka_log::KafkaLog::new("consumer", &kafka.brokers));
-        let compression = crate::config::StateCompression::default();
-        crate::source::changelog::Changelog::new(kafka, Self::TOPICS, 1, compression, runtime.handle().clone(), log)
-            .unwrap()
+    fn open(kafka: &KafkaConfig, runtime: &tokio::runtime::Runtime) -> Changelog {
+        let log = std::sync::Arc::new(KafkaLog::new("consumer", &kafka.brokers));
+        let compression = StateCompression::default();
+        Changelog::new(kafka, Self::TOPICS, 1, compression, runtime.handle().clone(), log).unwrap()
     }
 
     /// Writes a record as the source does, waiting for the brokers.
@@ -139,8 +136,8 @@ impl Through {
     }
 
     /// Partition 0 restored as a replica newly assigned it restores it: a changelog reader of
-    /// its own reads the newest chain back, whose snapshot is decoded and deltas applied as it
-    /// is read (`rebalance`'s `newest_snapshot`), then checked and installed.
+    /// its own reads the newest chain back, then its snapshot is decoded and its deltas applied
+    /// (as `rebalance`'s `newest_snapshot` does), checked and installed.
     pub(super) fn time_restore(&self, cfg: &Config) -> String {
         let started = Instant::now();
         let mut reader = Self::open(&self.kafka, &self.runtime);
