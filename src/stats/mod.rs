@@ -12,6 +12,7 @@
 //! * [`cuped`]: the comparison adjusted by each unit's pre-experiment value (CUPED).
 //! * [`bayes`]: GrowthBook's Bayesian read-out, chance to beat control and risk.
 //! * [`multiple`]: Holm and Benjamini–Hochberg adjusted p-values over an experiment's tests.
+//! * [`heterogeneity`]: Cochran's Q, whether an effect differs between a dimension's values.
 //! * [`power`]: the minimum detectable effect and the time to reach a target one.
 //! * [`guardrail_p_value`]: the one-sided test that a metric got worse.
 //!
@@ -25,6 +26,7 @@
 
 pub mod bayes;
 pub mod cuped;
+pub mod heterogeneity;
 pub mod multiple;
 pub mod power;
 pub mod preference;
