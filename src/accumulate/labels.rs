@@ -9,6 +9,7 @@ type LabelHasher = foldhash::fast::RandomState;
 
 use serde::{Deserialize, Serialize};
 
+use super::breakdown;
 use crate::ids::GroupId;
 use crate::time::EventTime;
 
@@ -26,6 +27,9 @@ pub struct LabelLimits {
     pub allowed_experiments: Option<HashSet<Box<str>>>,
     /// A group idle for this long (event time, behind the watermark) is retired.
     pub idle_expiry_ms: i64,
+    /// `ab.max_dimension_values`: values of one dimension with their own breakdown, per
+    /// experiment; the rest are reported as [`FOLDED`].
+    pub max_dimension_values: usize,
 }
 
 impl LabelLimits {
@@ -36,6 +40,7 @@ impl LabelLimits {
             max_variants: usize::MAX,
             allowed_experiments: None,
             idle_expiry_ms: i64::MAX,
+            max_dimension_values: usize::MAX,
         }
     }
 }
@@ -75,6 +80,22 @@ pub struct Groups {
     retired: Vec<GroupId>,
     /// Event time of the last retirement scan: a flood of new values scans at most once a minute.
     last_retirement_scan: EventTime,
+    /// Active breakdown groups (see [`breakdown`]): name → variant → id, apart from `index`
+    /// so that they count against no experiment limit.
+    breakdowns: HashMap<Box<str>, HashMap<Box<str>, GroupId, LabelHasher>, LabelHasher>,
+    /// Per `experiment␞dimension`, the values with a part in `breakdowns` (the folded
+    /// [`FOLDED`] not counted): what `max_dimension_values` bounds.
+    values: HashMap<Box<str>, usize, LabelHasher>,
+    /// Impressions whose dimension value was reported as [`FOLDED`] for want of room.
+    folded_values: u64,
+    /// Per breakdown group id, the groups an impression of it is added to: its experiment's
+    /// group, then one part per dimension. Derived from the names, so never written.
+    #[serde(skip)]
+    expansions: Vec<Option<Box<[GroupId]>>>,
+    /// Breakdown groups expanded since the last [`Groups::take_new_expansions`]: the engine
+    /// tells its evaluation where their impressions go.
+    #[serde(skip)]
+    new_expansions: Vec<GroupId>,
 }
 
 impl Default for Groups {
@@ -95,6 +116,11 @@ impl Groups {
             folded: [0; 2],
             retired: Vec::new(),
             last_retirement_scan: EventTime::MIN,
+            breakdowns: HashMap::default(),
+            values: HashMap::default(),
+            folded_values: 0,
+            expansions: Vec::new(),
+            new_expansions: Vec::new(),
         }
     }
 
@@ -107,6 +133,9 @@ impl Groups {
         timestamp: EventTime,
         watermark: Option<EventTime>,
     ) -> GroupId {
+        if breakdown::is_breakdown(experiment) {
+            return self.intern_breakdown(experiment, variant, timestamp, watermark);
+        }
         if let Some(id) = self.touch(experiment, variant, timestamp) {
             return id;
         }
@@ -128,6 +157,126 @@ impl Groups {
         let seen = &mut self.last_seen[id as usize];
         *seen = (*seen).max(timestamp);
         Some(id)
+    }
+
+    /// [`Groups::intern`] of a breakdown name (a cell or a part, see [`breakdown`]): the group
+    /// its impressions are tracked by, whose expansion is the experiment's group and a part per
+    /// dimension. An experiment folded into [`FOLDED`] has no breakdown (its group is
+    /// returned); a value beyond `max_dimension_values` is reported as [`FOLDED`].
+    fn intern_breakdown(
+        &mut self,
+        name: &str,
+        variant: &str,
+        timestamp: EventTime,
+        watermark: Option<EventTime>,
+    ) -> GroupId {
+        if let Some(id) = self.touch_breakdown(name, variant, timestamp) {
+            return id;
+        }
+        // Decoding refuses marks in labels: a name that does not parse came from a state
+        // record, and is counted under the folded experiment rather than trusted.
+        let Some((experiment, pairs)) = breakdown::parse(name) else {
+            return self.intern(FOLDED, FOLDED, timestamp, watermark);
+        };
+        let parent = self.intern(experiment, variant, timestamp, watermark);
+        if self.name(parent) != (experiment, variant) {
+            return parent;
+        }
+        let mut targets = vec![parent];
+        let mut cell = String::from(experiment);
+        for (dimension, value) in pairs {
+            let mut part = breakdown::part_name(experiment, dimension, value);
+            if !self.value_fits(experiment, dimension, &part, watermark) {
+                self.folded_values += 1;
+                part = breakdown::part_name(experiment, dimension, FOLDED);
+            }
+            let id = match self.touch_breakdown(&part, variant, timestamp) {
+                Some(id) => id,
+                None => self.add_breakdown(&part, variant, timestamp),
+            };
+            self.expand(id, &[parent, id]);
+            cell.push_str(&part[experiment.len()..]);
+            targets.push(id);
+        }
+        if let [_, part] = targets[..] {
+            return part;
+        }
+        let id = match self.touch_breakdown(&cell, variant, timestamp) {
+            Some(id) => id,
+            None => self.add_breakdown(&cell, variant, timestamp),
+        };
+        self.expand(id, &targets);
+        id
+    }
+
+    /// The id of an active breakdown group, its last impression (and its expansion's) moved up
+    /// to `timestamp`: the experiment's group and the parts age with the cells that feed them.
+    fn touch_breakdown(&mut self, name: &str, variant: &str, timestamp: EventTime) -> Option<GroupId> {
+        let id = *self.breakdowns.get(name)?.get(variant)?;
+        let targets = self.expansions.get(id as usize).and_then(Option::as_deref).unwrap_or(&[]);
+        for &target in targets.iter().chain([&id]) {
+            let seen = &mut self.last_seen[target as usize];
+            *seen = (*seen).max(timestamp);
+        }
+        Some(id)
+    }
+
+    /// Whether a part (`experiment␞dimension␟value`) is or may become active: the folded value
+    /// always, another while the dimension has fewer than `max_dimension_values`.
+    fn value_fits(&mut self, experiment: &str, dimension: &str, part: &str, watermark: Option<EventTime>) -> bool {
+        if self.breakdowns.contains_key(part) || breakdown::part(part).is_some_and(|(_, _, v)| v == FOLDED) {
+            return true;
+        }
+        let key = &part[..experiment.len() + dimension.len() + 1];
+        let count = |groups: &Self| groups.values.get(key).copied().unwrap_or(0);
+        if count(self) < self.limits.max_dimension_values {
+            return true;
+        }
+        self.retire_idle(watermark);
+        count(self) < self.limits.max_dimension_values
+    }
+
+    /// A new breakdown group.
+    fn add_breakdown(&mut self, name: &str, variant: &str, timestamp: EventTime) -> GroupId {
+        let id = GroupId::try_from(self.names.len()).expect("fewer than 2^32 groups");
+        self.names.push((name.into(), variant.into()));
+        self.last_seen.push(timestamp);
+        if !self.breakdowns.contains_key(name) {
+            if let Some((experiment, dimension, _)) = breakdown::part(name).filter(|(_, _, v)| *v != FOLDED) {
+                let key = &name[..experiment.len() + dimension.len() + 1];
+                *self.values.entry(key.into()).or_default() += 1;
+            }
+        }
+        self.breakdowns.entry(name.into()).or_default().insert(variant.into(), id);
+        id
+    }
+
+    /// Records where an impression of breakdown group `id` is added, once.
+    fn expand(&mut self, id: GroupId, targets: &[GroupId]) {
+        let i = id as usize;
+        if self.expansions.len() <= i {
+            self.expansions.resize(i + 1, None);
+        }
+        if self.expansions[i].is_none() {
+            self.expansions[i] = Some(targets.into());
+            self.new_expansions.push(id);
+        }
+    }
+
+    /// The groups an impression of `id` is added to, when it is a breakdown group.
+    pub fn expansion(&self, id: GroupId) -> Option<&[GroupId]> {
+        self.expansions.get(id as usize).and_then(Option::as_deref)
+    }
+
+    /// Breakdown groups expanded since the last call, with their expansions.
+    pub fn take_new_expansions(&mut self) -> Vec<(GroupId, Box<[GroupId]>)> {
+        let new = std::mem::take(&mut self.new_expansions);
+        new.into_iter().filter_map(|id| Some((id, self.expansion(id)?.into()))).collect()
+    }
+
+    /// Impressions whose dimension value was reported as [`FOLDED`] (`ab.max_dimension_values`).
+    pub fn folded_values(&self) -> u64 {
+        self.folded_values
     }
 
     /// Decides the labels a new (experiment, variant) pair is reported under.
@@ -195,8 +344,8 @@ impl Groups {
         }
         self.last_retirement_scan = watermark;
         let horizon = watermark.saturating_sub(self.limits.idle_expiry_ms);
-        let (last_seen, retired) = (&self.last_seen, &mut self.retired);
-        self.index.retain(|_, variants| {
+        let (last_seen, retired, values) = (&self.last_seen, &mut self.retired, &mut self.values);
+        let mut retire = |variants: &mut HashMap<Box<str>, GroupId, LabelHasher>| {
             variants.retain(|_, id| {
                 let keep = last_seen[*id as usize] >= horizon;
                 if !keep {
@@ -205,6 +354,17 @@ impl Groups {
                 keep
             });
             !variants.is_empty()
+        };
+        self.index.retain(|_, variants| retire(variants));
+        self.breakdowns.retain(|name, variants| {
+            let keep = retire(variants);
+            if let (false, Some((experiment, dimension, value))) = (keep, breakdown::part(name)) {
+                let key = &name[..experiment.len() + dimension.len() + 1];
+                if let (Some(count), false) = (values.get_mut(key), value == FOLDED) {
+                    *count = count.saturating_sub(1);
+                }
+            }
+            keep
         });
     }
 
@@ -231,9 +391,9 @@ impl Groups {
         self.folded[label as usize]
     }
 
-    /// Groups with their own series right now.
+    /// Groups with their own series right now (breakdown groups included).
     pub fn active(&self) -> usize {
-        self.index.values().map(HashMap::len).sum()
+        self.index.values().chain(self.breakdowns.values()).map(HashMap::len).sum()
     }
 
     /// The latest impression timestamp of a group.
@@ -249,7 +409,13 @@ impl Groups {
 
     /// The id of an active (experiment, variant) pair.
     pub fn id_of(&self, experiment: &str, variant: &str) -> Option<GroupId> {
-        self.index.get(experiment)?.get(variant).copied()
+        let index = if breakdown::is_breakdown(experiment) { &self.breakdowns } else { &self.index };
+        index.get(experiment)?.get(variant).copied()
+    }
+    /// Whether `id` is a breakdown group (see [`breakdown`]): its sums are an experiment's
+    /// again, so whatever lists experiments leaves it out.
+    pub fn is_breakdown(&self, id: GroupId) -> bool {
+        breakdown::is_breakdown(self.name(id).0)
     }
     pub fn name(&self, id: GroupId) -> (&str, &str) {
         let (e, v) = &self.names[id as usize];
@@ -280,7 +446,7 @@ mod tests {
     #[test]
     fn cardinality_guard_folds_excess_values_and_retires_idle_ones() {
         let limits =
-            LabelLimits { max_experiments: 2, max_variants: 2, allowed_experiments: None, idle_expiry_ms: 1_000_000 };
+            LabelLimits { max_experiments: 2, max_variants: 2, idle_expiry_ms: 1_000_000, ..LabelLimits::unlimited() };
         let mut g = Groups::new(limits);
         let e1a = g.intern("e1", "a", 0, None);
         g.intern("e1", "b", 0, None);
@@ -309,12 +475,53 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_expands_to_its_experiment_and_a_part_per_dimension() {
+        let limits = LabelLimits { max_dimension_values: 2, idle_expiry_ms: 1_000, ..LabelLimits::unlimited() };
+        let mut g = Groups::new(limits);
+        let cell = |values: [&str; 2]| {
+            let mut name = String::from("e");
+            breakdown::push_pair(&mut name, "device", values[0]);
+            breakdown::push_pair(&mut name, "market", values[1]);
+            name
+        };
+        let c = g.intern(&cell(["mobile", "us"]), "t", 0, None);
+        let parent = g.id_of("e", "t").expect("the experiment's group is interned with its cell");
+        let targets = g.expansion(c).expect("a cell has an expansion").to_vec();
+        let names: Vec<_> = targets.iter().map(|&id| g.name(id).0.to_string()).collect();
+        assert_eq!(names, ["e", "e\u{1e}device\u{1f}mobile", "e\u{1e}market\u{1f}us"]);
+        assert_eq!(targets[0], parent);
+        assert_eq!(g.expansion(targets[1]), Some(&[parent, targets[1]][..]), "a part expands to itself");
+        assert_eq!(g.intern(&cell(["mobile", "us"]), "t", 5, None), c);
+        assert_eq!(g.last_seen(parent), 5, "the experiment ages with its cells");
+        // Two values per dimension: a third device is reported as `other`, and counted.
+        g.intern(&cell(["desktop", "us"]), "t", 5, None);
+        let third = g.intern(&cell(["tablet", "us"]), "t", 5, None);
+        assert_eq!(g.name(g.expansion(third).unwrap()[1]).0, "e\u{1e}device\u{1f}other");
+        assert_eq!(g.folded_values(), 1);
+        // One dimension: the cell is the part; an ordinary experiment is untouched.
+        let part = g.intern(&breakdown::part_name("e", "device", "mobile"), "c", 5, None);
+        assert_eq!(g.expansion(part), Some(&[g.id_of("e", "c").unwrap(), part][..]));
+        assert_eq!(g.expansion(parent), None);
+        assert!(!g.take_new_expansions().is_empty() && g.take_new_expansions().is_empty());
+        // Idle parts retire, and make room for new values.
+        g.intern("f", "t", 10_000, None);
+        let later = g.intern(&cell(["tv", "us"]), "t", 10_000, Some(9_000));
+        assert!(g.take_retired().contains(&c));
+        assert_eq!(g.name(g.expansion(later).unwrap()[1]).0, "e\u{1e}device\u{1f}tv");
+        // A folded experiment has no breakdown.
+        let mut small = Groups::new(LabelLimits { max_experiments: 1, ..LabelLimits::unlimited() });
+        small.intern("a", "t", 0, None);
+        let folded = small.intern(&cell(["mobile", "us"]), "t", 0, None);
+        assert_eq!((small.name(folded), small.expansion(folded)), ((FOLDED, FOLDED), None));
+    }
+
+    #[test]
     fn allowlist_folds_everything_else() {
         let limits = LabelLimits {
             max_experiments: 10,
             max_variants: 10,
             allowed_experiments: Some(["ranker".into()].into_iter().collect()),
-            idle_expiry_ms: i64::MAX,
+            ..LabelLimits::unlimited()
         };
         let mut g = Groups::new(limits);
         let (allowed, rogue) = (g.intern("ranker", "t", 0, None), g.intern("rogue", "t", 0, None));

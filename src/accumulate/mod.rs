@@ -6,9 +6,11 @@
 //! `accumulators` adds every finalized impression into the cumulative table and the open windows,
 //! closing a window once all of its impressions are final ([`Accumulators`]), and `cuped` keeps
 //! each unit's recent history and the pre-period sums of the units that entered each group
-//! ([`CupedState`], with `ab.cuped`).
+//! ([`CupedState`], with `ab.cuped`). `breakdown` names the groups that keep an experiment's
+//! sums once more per value of each dimension (`ab.dimensions`).
 
 mod accumulators;
+pub mod breakdown;
 pub mod cuped;
 mod group_stats;
 mod labels;

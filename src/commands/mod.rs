@@ -102,6 +102,11 @@ pub enum Command {
         /// detectable effect and ETA, adjusted p-value and CUPED (docs/src/readout.md).
         #[arg(long)]
         readout: bool,
+        /// Table format: also each experiment per value of each dimension (`ab.dimensions`):
+        /// the heterogeneity test and each value's difference, p-value and q-value
+        /// (docs/src/dimensions.md).
+        #[arg(long)]
+        breakdown: bool,
         /// Also write qrels.txt and run.txt (TREC format) of every finalized impression into
         /// this directory, to run trec_eval or ranx on exactly what rankpulse measured, and
         /// interleaving.jsonl: each interleaved impression's credit per ranker and outcome.
@@ -391,11 +396,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             windows,
             curve,
             readout,
+            breakdown,
             trec_out,
             html,
             max_rejects,
         } => {
-            let tables = crate::replay::TableOptions { windows, curve, readout };
+            let tables = crate::replay::TableOptions { windows, curve, readout, breakdown };
             let outputs = replay::Outputs { trec: trec_out.as_deref(), html: html.as_deref() };
             replay::run(&impressions, &engagements, config.as_deref(), format, tables, outputs, max_rejects)
         }

@@ -574,7 +574,21 @@ pub struct AbConfig {
     /// that the treatment is worse (higher for abandonment, lower for the rest) and the
     /// `RankpulseGuardrailWorse` alert. Default empty.
     pub guardrails: Vec<String>,
+    /// The impression fields every experiment is also broken down by, each value with the
+    /// experiment-wide report's figures, a heterogeneity test per dimension and false-discovery
+    /// control across values (`/api/v1/experiments/NAME/dimensions`): `segment`, or a key of a
+    /// native impression's `dimensions` object (`{"device": "mobile"}`). An impression without
+    /// the field counts under the value `none`. Each dimension adds the sums of one more group
+    /// per value to every impression's accumulation. Default empty (at most 8).
+    pub dimensions: Vec<String>,
+    /// Values of one dimension with their own figures, per experiment and partition, in order
+    /// of arrival; later values are reported together as `other` until an idle one retires
+    /// (`labels.idle_expiry`). Default 20.
+    pub max_dimension_values: usize,
 }
+
+/// The most fields `ab.dimensions` names: each multiplies the accumulation's work.
+pub const MAX_DIMENSIONS: usize = 8;
 
 impl Default for AbConfig {
     fn default() -> Self {
@@ -594,6 +608,8 @@ impl Default for AbConfig {
             power: 0.8,
             target_mde: 0.01,
             guardrails: Vec::new(),
+            dimensions: Vec::new(),
+            max_dimension_values: 20,
         }
     }
 }

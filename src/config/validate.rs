@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 
+use super::schema::MAX_DIMENSIONS;
 use super::{ClientAuthType, Config, ConfigError, Reads};
 use crate::metrics::MAX_GAIN;
 
@@ -428,6 +429,23 @@ impl Config {
                 return Err(invalid(key("split"), format!("does not list the control variant {control:?}")));
             }
         }
+        for (i, dimension) in ab.dimensions.iter().enumerate() {
+            if dimension.trim().is_empty() || dimension.contains(['\u{1e}', '\u{1f}']) {
+                return Err(invalid("ab.dimensions", format!("{dimension:?} is not a field name")));
+            }
+            if ab.dimensions.iter().take(i).any(|d| d == dimension) {
+                return Err(invalid("ab.dimensions", format!("names {dimension:?} twice")));
+            }
+        }
+        if ab.dimensions.len() > MAX_DIMENSIONS {
+            return Err(invalid(
+                "ab.dimensions",
+                format!("names {} fields; at most {MAX_DIMENSIONS}", ab.dimensions.len()),
+            ));
+        }
+        if ab.max_dimension_values == 0 {
+            return Err(invalid("ab.max_dimension_values", "must be at least 1"));
+        }
         let metric_keys: Vec<String> = crate::metrics::MetricLayout::new(&self.metrics.cutoffs, 1, 1)
             .with_ips(&self.clicks.propensities, self.clicks.clip)
             .keys()
@@ -500,6 +518,9 @@ mod tests {
             ("[ab.cuped]\nmetrics = [\"mrr\"]", "ab.cuped.metrics"),
             ("[ab]\nunit = \"client_id\"\n[ab.cuped]\nmetrics = [\"mrr\"]\nlookback_days = 0", "ab.cuped.lookback_days"),
             ("[ab]\npower = 1.0", "ab.power"),
+            ("[ab]\ndimensions = [\"device\", \"device\"]", "ab.dimensions"),
+            ("[ab]\ndimensions = [\"\"]", "ab.dimensions"),
+            ("[ab]\nmax_dimension_values = 0", "ab.max_dimension_values"),
             ("[ab]\ntarget_mde = 0", "ab.target_mde"),
             ("[ab.bayesian]\nprior_stddev = -1", "ab.bayesian.prior_stddev"),
             ("[ab]\nunit_buckets = 1", "ab.unit_buckets"),

@@ -2,7 +2,7 @@
 //! and the partitions finalized on several threads at once ([`finalize_due`]).
 
 use super::task::{StateSize, Task, Totals};
-use crate::accumulate::{ClosedWindow, CupedSettings, GroupTable};
+use crate::accumulate::{breakdown, ClosedWindow, CupedSettings, GroupTable};
 use crate::ids::GroupId;
 use crate::ids::QueryKey;
 use crate::interleaving::{self, Scored};
@@ -60,6 +60,8 @@ pub(super) trait Offloaded: Send {
     fn close_windows(&mut self, watermark: EventTime);
     /// Queues retiring `group`, after every impression finalized before.
     fn retire(&mut self, group: GroupId);
+    /// Tells every lane where a breakdown group's impressions go, before any is queued.
+    fn expansion(&mut self, group: GroupId, targets: &[GroupId]);
     /// Sends what is queued, waits for the threads and takes their results back.
     fn finish(self: Box<Self>) -> Finished;
 }
@@ -90,6 +92,10 @@ pub(super) struct Evaluation {
     /// Each group's experiment name, by group id (noted by the engine as it interns groups):
     /// CUPED's pre-period is the experiment's, whichever variant a unit enters.
     experiments: Vec<Box<str>>,
+    /// By group id, where an impression of a breakdown group is added instead of to the group
+    /// itself: its experiment's group and a part per dimension (noted by the engine from
+    /// `Groups::take_new_expansions`; see `crate::accumulate::breakdown`).
+    expansions: Vec<Option<Box<[GroupId]>>>,
 }
 
 impl Aggregation {
@@ -99,7 +105,14 @@ impl Aggregation {
         let abandonment_slot = layout.slot(MetricKind::Abandonment, None).expect("abandonment is always in the layout");
         Aggregation {
             values: vec![0.0; layout.slot_count()],
-            evaluation: Evaluation { unengaged_values, abandonment_slot, layout, cuped: None, experiments: Vec::new() },
+            evaluation: Evaluation {
+                unengaged_values,
+                abandonment_slot,
+                layout,
+                cuped: None,
+                experiments: Vec::new(),
+                expansions: Vec::new(),
+            },
             observer: None,
             worker: None,
         }
@@ -111,8 +124,27 @@ impl Aggregation {
         self
     }
 
-    /// Records the experiment of `group` (a new group, or an id reused after retirement).
+    /// An aggregation for a finalization lane: the same evaluation, without CUPED (which
+    /// keeps one lane) or observer.
+    pub fn for_lane(&self) -> Self {
+        let mut lane = Aggregation::new(self.layout().clone());
+        lane.evaluation.expansions = self.evaluation.expansions.clone();
+        lane
+    }
+
+    /// Records where an impression of breakdown group `group` is added (`targets`), here and
+    /// on the finalization lanes.
+    pub fn note_expansion(&mut self, group: GroupId, targets: &[GroupId]) {
+        if let Some(worker) = &mut self.worker {
+            worker.expansion(group, targets);
+        }
+        self.evaluation.note_expansion(group, targets);
+    }
+
+    /// Records the experiment of `group` (a new group, or an id reused after retirement): a
+    /// breakdown group's is its experiment's.
     pub fn note_group(&mut self, group: GroupId, experiment: &str) {
+        let experiment = breakdown::experiment_of(experiment);
         let experiments = &mut self.evaluation.experiments;
         let i = group as usize;
         if experiments.len() <= i {
@@ -145,7 +177,9 @@ impl Aggregation {
                 if let Some(changes) = &mut totals.changes {
                     changes.judged(group, timestamp, unit, first, values);
                 }
-                totals.accumulators.add_sums(group, timestamp, first, values, unit)
+                for &target in self.evaluation.targets(&group) {
+                    totals.accumulators.add_sums(target, timestamp, first, values, unit);
+                }
             }
         }
     }
@@ -177,6 +211,20 @@ impl Evaluation {
         self.layout.slot_count()
     }
 
+    /// The groups an impression of `group` is added to: its expansion, or itself.
+    pub fn targets<'a>(&'a self, group: &'a GroupId) -> &'a [GroupId] {
+        self.expansions.get(*group as usize).and_then(Option::as_deref).unwrap_or(std::slice::from_ref(group))
+    }
+
+    /// See [`Aggregation::note_expansion`].
+    pub fn note_expansion(&mut self, group: GroupId, targets: &[GroupId]) {
+        let i = group as usize;
+        if self.expansions.len() <= i {
+            self.expansions.resize(i + 1, None);
+        }
+        self.expansions[i] = Some(targets.into());
+    }
+
     /// Evaluates a finalized impression into `values` (a buffer of the layout's slot count)
     /// and adds it to its partition's totals. Returns how many of the values were added (the
     /// interleaving slots only for an interleaved list) and its interleaving score.
@@ -185,17 +233,19 @@ impl Evaluation {
             changes.finalized(f);
         }
         let experiment = self.experiments.get(f.group as usize).map_or("", |e| &**e);
-        self.add_as(values, totals, f, experiment)
+        self.add_as(values, totals, f, experiment, self.targets(&f.group))
     }
 
-    /// [`Evaluation::add`] of an impression of a group of `experiment`: a delta's operations
-    /// are replayed with the names of the groups of the state they apply to.
+    /// [`Evaluation::add`] of an impression of a group of `experiment`, added to `targets` (its
+    /// group, or a breakdown group's expansion): a delta's operations are replayed with the
+    /// names of the groups of the state they apply to.
     pub fn add_as(
         &self,
         values: &mut [f64],
         totals: &mut Totals,
         f: &Finalized<'_>,
         experiment: &str,
+        targets: &[GroupId],
     ) -> (usize, Option<Scored>) {
         if let Some(log) = &mut totals.clicks {
             log.finalize(f.query, f.timestamp, f.gains);
@@ -227,9 +277,11 @@ impl Evaluation {
         }
         let added = &values[..added_len];
         let engaged = values[self.abandonment_slot] == 0.0;
-        totals.accumulators.add(f.group, f.timestamp, added, engaged, f.unit);
-        if let (Some(settings), Some(state)) = (&self.cuped, &mut totals.cuped) {
-            state.finalized(settings, experiment, f.group, f.unit, f.timestamp, added);
+        for &group in targets {
+            totals.accumulators.add(group, f.timestamp, added, engaged, f.unit);
+            if let (Some(settings), Some(state)) = (&self.cuped, &mut totals.cuped) {
+                state.finalized(settings, experiment, group, f.unit, f.timestamp, added);
+            }
         }
         if let Some(delay) = f.first_engagement_delay_ms {
             totals.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));

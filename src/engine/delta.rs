@@ -37,7 +37,7 @@ use super::totals_log::{Operation, TotalsLog};
 use super::watermark::InputClock;
 use super::wire::{GroupName, StateFingerprint};
 use super::{Engine, RestoreError};
-use crate::accumulate::ClosedWindow;
+use crate::accumulate::{breakdown, ClosedWindow};
 use crate::checkpoint::Inconsistency;
 use crate::clicks::log::{ClickLog, Offered};
 use crate::ids::GroupId;
@@ -238,7 +238,8 @@ impl Engine {
         snapshot.later_rejections = delta.later_rejections;
 
         let experiments: HashMap<GroupId, Box<str>> =
-            snapshot.groups.iter().map(|g| (g.id, Box::from(g.experiment.as_str()))).collect();
+            snapshot.groups.iter().map(|g| (g.id, Box::from(breakdown::experiment_of(&g.experiment)))).collect();
+        let expansions = expansions_of(&snapshot.groups);
         // CUPED's state is replayed in place, and left where the snapshot keeps it.
         let Task { join, totals, .. } = &mut snapshot.task;
         let (cuped_keys, cuped) = snapshot.cuped.take().unzip();
@@ -258,7 +259,7 @@ impl Engine {
         };
         let (ran_beside, replayed) = std::thread::scope(|scope| {
             let thread = std::thread::Builder::new().name("rankpulse-replay".into()).spawn_scoped(scope, &mut beside);
-            let replayed = self.replay(log, totals, &experiments);
+            let replayed = self.replay(log, totals, &experiments, &expansions);
             // A panic there is a bug; it surfaces as it would have on this thread.
             let ran = thread.ok().and_then(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
             (ran, replayed)
@@ -285,17 +286,29 @@ impl Engine {
     /// writer ran them: this engine's evaluation adds what the writer's added (its metric
     /// slots start with the writer's, which the totals are shaped by). `experiments` names
     /// each group's experiment (CUPED's pre-period is the experiment's): a group it does not
-    /// name is refused, as its id would size the tables. Returns the windows closed. The click
-    /// log's operations are [`replay_clicks`]'s.
+    /// name is refused, as its id would size the tables; so is a breakdown group without its
+    /// `expansions`. Returns the windows closed. The click log's operations are
+    /// [`replay_clicks`]'s.
     fn replay(
         &self,
         log: &TotalsLog,
         totals: &mut Totals,
         experiments: &HashMap<GroupId, Box<str>>,
+        expansions: &Expansions,
     ) -> Result<Vec<ClosedWindow>, Inconsistency> {
         let evaluation = &self.aggregation.evaluation;
         let named = |group: GroupId| {
-            experiments.get(&group).map(|e| &**e).ok_or(Inconsistency::Unnamed { what: "group", id: group.into() })
+            let experiment = experiments
+                .get(&group)
+                .map(|e| &**e)
+                .ok_or(Inconsistency::Unnamed { what: "group", id: group.into() })?;
+            match expansions.get(&group) {
+                Some(targets) => Ok((experiment, Some(&targets[..]))),
+                None if breakdown::is_breakdown(experiment) => {
+                    Err(Inconsistency::Unnamed { what: "breakdown group's part", id: group.into() })
+                }
+                None => Ok((experiment, None)),
+            }
         };
         let mut values = vec![0.0; evaluation.slot_count()];
         let mut closed = Vec::new();
@@ -314,7 +327,7 @@ impl Engine {
         &self,
         log: &TotalsLog,
         totals: &mut Totals,
-        named: &impl Fn(GroupId) -> Result<&'e str, Inconsistency>,
+        named: &impl Fn(GroupId) -> Result<(&'e str, Option<&'e [GroupId]>), Inconsistency>,
         values: &mut [f64],
         closed: &mut Vec<ClosedWindow>,
     ) -> Result<(), Inconsistency> {
@@ -324,11 +337,14 @@ impl Engine {
                 // The click log's, run by `replay_clicks` (the log is not in `totals` here).
                 Operation::Offered { .. } => {}
                 Operation::Judged { group, timestamp, unit, first, values } => {
-                    named(group)?;
-                    totals.accumulators.add_sums(group, timestamp, first, values, unit);
+                    let targets = named(group)?.1.unwrap_or(std::slice::from_ref(&group));
+                    for &target in targets {
+                        totals.accumulators.add_sums(target, timestamp, first, values, unit);
+                    }
                 }
                 Operation::Finalized(f) => {
-                    let experiment = named(f.group)?;
+                    let (experiment, targets) = named(f.group)?;
+                    let targets = targets.unwrap_or(std::slice::from_ref(&f.group));
                     // Gains beyond the configuration's make values the exact sums cannot hold.
                     let max_gain = self.aggregation.layout().max_gain();
                     if let Some(&gain) = f.gains.iter().find(|&&g| g > max_gain) {
@@ -339,7 +355,7 @@ impl Engine {
                             count: u64::from(max_gain) + 1,
                         });
                     }
-                    evaluation.add_as(values, totals, &f, experiment);
+                    evaluation.add_as(values, totals, &f, experiment, targets);
                 }
                 Operation::Closed(watermark) => totals.accumulators.close_windows(watermark, |w| closed.push(w)),
                 Operation::Retired(group) => {
@@ -372,6 +388,32 @@ impl Engine {
         snapshot.opened = true;
         Ok(())
     }
+}
+
+/// By the writer's group id, where an impression of a breakdown group is added.
+type Expansions = HashMap<GroupId, Vec<GroupId>>;
+
+/// The expansions of the breakdown groups among a state's names, by the writer's ids: the
+/// experiment's group and each part, found by their names (which the writer names with every
+/// breakdown group, `Engine::names_of`). One whose groups are not all named is left out.
+fn expansions_of(groups: &[GroupName<String>]) -> Expansions {
+    let ids: HashMap<(&str, &str), GroupId> =
+        groups.iter().map(|g| ((g.experiment.as_str(), g.variant.as_str()), g.id)).collect();
+    let mut expansions = Expansions::new();
+    for group in groups {
+        let Some((experiment, pairs)) = breakdown::parse(&group.experiment) else { continue };
+        let variant = group.variant.as_str();
+        let parts = pairs.iter().map(|(dimension, value)| {
+            let part = breakdown::part_name(experiment, dimension, value);
+            ids.get(&(part.as_str(), variant)).copied()
+        });
+        let targets: Option<Vec<GroupId>> =
+            std::iter::once(ids.get(&(experiment, variant)).copied()).chain(parts).collect();
+        if let Some(targets) = targets {
+            expansions.insert(group.id, targets);
+        }
+    }
+    expansions
 }
 
 /// The click log's part of a delta's operations, in order: the impressions offered to it and
@@ -501,9 +543,11 @@ mod tests {
             let ts = 1_000_000 + i as i64 * 700;
             let variant = ["control", "treatment"][i % 2];
             let impression = format!(
-                r#"{{"query_id":"q{i}","timestamp":{ts},"results":["a","b","c"],"experiment":"e","variant":"{variant}","client_id":"c{}","query":"text {}"}}"#,
+                r#"{{"query_id":"q{i}","timestamp":{ts},"results":["a","b","c"],"experiment":"e","variant":"{variant}","client_id":"c{}","query":"text {}","segment":"s{}","dimensions":{{"market":"m{}"}}}}"#,
                 i % 13,
-                i % 7
+                i % 7,
+                i % 3,
+                (i / 2) % 4
             );
             let click = format!(
                 r#"{{"query_id":"q{i}","timestamp":{},"doc_id":"{}","event_id":"k{i}"}}"#,
@@ -535,9 +579,23 @@ mod tests {
         cfg
     }
 
+    /// [`config`] with two dimensions (`ab.dimensions`), one of them limited to 3 values.
+    fn with_dimensions() -> Config {
+        let mut cfg = config();
+        cfg.ab.dimensions = vec!["segment".into(), "market".into()];
+        cfg.ab.max_dimension_values = 3;
+        cfg
+    }
+
     #[test]
     fn a_snapshot_with_its_deltas_restores_the_partition_and_it_goes_on_alike() {
-        let cfg = config();
+        for cfg in [config(), with_dimensions()] {
+            restores_alike(&cfg);
+        }
+    }
+
+    fn restores_alike(cfg: &Config) {
+        let cfg = cfg.clone();
         let mut live = Engine::new(&cfg).without_past_limit();
         feed(&mut live, 0, 300);
         let base = checkpoint::encode(&live.snapshot_partition_for_deltas(0).unwrap());
@@ -565,6 +623,39 @@ mod tests {
         restored.finish();
         assert_eq!(restored.cumulative(), live.cumulative());
         assert_eq!(restored.counters().consumed, live.counters().consumed);
+        let breakdowns = live.cumulative().iter().filter(|&(g, _)| live.groups().is_breakdown(g)).count();
+        // Per variant: 3 segments; 3 markets and `other` for the fourth.
+        assert_eq!(breakdowns, if cfg.ab.dimensions.is_empty() { 0 } else { 2 * (3 + 4) }, "{:?}", cfg.ab.dimensions);
+        // The anytime-valid figures are the looks', which the experiment-wide view keeps (in
+        // partition 0's aggregates records), not a partition's snapshot.
+        fn without_looks(value: &mut serde_json::Value) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    map.retain(|k, _| {
+                        !(k.contains("always_valid")
+                            || k.contains("_cs")
+                            || k.contains("sequential")
+                            || k == "notes"
+                            || k.ends_with("significant_at"))
+                    });
+                    map.values_mut().for_each(without_looks);
+                }
+                serde_json::Value::Array(items) => items.iter_mut().for_each(without_looks),
+                _ => {}
+            }
+        }
+        let report = |e: &Engine| {
+            let mut value = serde_json::to_value(e.dimensions_report("e")).unwrap();
+            without_looks(&mut value);
+            serde_json::to_string_pretty(&value).unwrap()
+        };
+        let (restored, live) = (report(&restored), report(&live));
+        let differs = restored.lines().zip(live.lines()).position(|(r, l)| r != l);
+        assert!(differs.is_none(), "the dimensions reports differ from line {differs:?}: {}", {
+            let at = differs.unwrap_or(0).saturating_sub(30);
+            let context = |s: &str| s.lines().skip(at).take(32).collect::<Vec<_>>().join("\n");
+            format!("restored:\n{}\nlive:\n{}", context(&restored), context(&live))
+        });
     }
 
     #[test]

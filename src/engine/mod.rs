@@ -258,6 +258,7 @@ impl Engine {
                 allowed_experiments: (!cfg.labels.allowed_experiments.is_empty())
                     .then(|| cfg.labels.allowed_experiments.iter().map(|e| e.as_str().into()).collect()),
                 idle_expiry_ms: cfg.labels.idle_expiry.as_millis_i64(),
+                max_dimension_values: cfg.ab.max_dimension_values,
             }),
             preparer: Preparer::new(cfg, input_limits),
             single: PreparedBatch::default(),
@@ -462,14 +463,11 @@ impl Engine {
         let mut first = self.partitions.template.task().totals;
         std::mem::swap(&mut first.accumulators, &mut task.totals.accumulators);
         std::mem::swap(&mut first.first_engagement_delay, &mut task.totals.first_engagement_delay);
-        let mut on_worker = Aggregation::new(self.aggregation.layout().clone());
+        let mut on_worker = self.aggregation.for_lane();
         on_worker.observer = self.aggregation.observer.take();
         let mut workers = vec![(sums_of(first), on_worker)];
         for _ in 1..lanes {
-            workers.push((
-                sums_of(self.partitions.template.task().totals),
-                Aggregation::new(self.aggregation.layout().clone()),
-            ));
+            workers.push((sums_of(self.partitions.template.task().totals), self.aggregation.for_lane()));
         }
         self.aggregation.worker = Some(Box::new(offload::FinalizeWorker::start(workers)?));
         Ok(true)

@@ -102,6 +102,8 @@ enum Command {
     CloseWindows(EventTime),
     /// Drop a retired group's cumulative sums.
     Retire(GroupId),
+    /// Add a breakdown group's impressions to these groups (see `Aggregation::note_expansion`).
+    Expand(GroupId, Box<[GroupId]>),
 }
 
 /// What the worker hands back at the end.
@@ -221,6 +223,14 @@ impl Offloaded for FinalizeWorker {
         }
     }
 
+    /// Tells every lane where a breakdown group's impressions go. Nothing of the group is
+    /// queued yet (it was just interned), so it goes ahead of the batch being filled.
+    fn expansion(&mut self, group: GroupId, targets: &[GroupId]) {
+        for lane in &self.lanes {
+            lane.send(Command::Expand(group, targets.into()));
+        }
+    }
+
     /// Sends what is queued, waits for the workers and takes their results, the lanes' sums
     /// added together and their windows of each close merged.
     fn finish(mut self: Box<Self>) -> Finished {
@@ -278,7 +288,9 @@ fn run(
                 if let Some(first) = aggregation.layout().judged().map(|block| block.first) {
                     for j in &batch.judged {
                         let values = &batch.judged_values[j.values.clone()];
-                        totals.accumulators.add_sums(j.group, j.timestamp, first, values, j.unit);
+                        for &group in aggregation.evaluation.targets(&j.group) {
+                            totals.accumulators.add_sums(group, j.timestamp, first, values, j.unit);
+                        }
                     }
                 }
                 let _ = recycle.send(batch);
@@ -289,6 +301,7 @@ fn run(
                 closed.push(windows);
             }
             Command::Retire(group) => totals.accumulators.retire(group),
+            Command::Expand(group, targets) => aggregation.evaluation.note_expansion(group, &targets),
         }
     }
     totals.accumulators.unstage();

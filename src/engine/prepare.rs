@@ -15,12 +15,18 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::limits::InputLimits;
+use crate::accumulate::breakdown;
 use crate::clicks::log::query_hash;
 use crate::config::{AbUnit, Config, JudgmentsKey};
-use crate::event::{Decoders, EventKind, Impression, NamedResults, RawMessage, RejectReason, Rejection};
+use crate::event::{
+    dimension_value, Decoders, EventKind, Impression, NamedResults, RawMessage, RejectReason, Rejection,
+};
 use crate::ids::{doc_key, query_key, DocKey, EngagementId, QueryKey};
 use crate::judgments::{judged_query_key, normalize_query, JudgedQueryKey};
 use crate::time::EventTime;
+
+/// The value of a dimension an impression does not have, as for an absent experiment.
+const ABSENT_VALUE: &str = "none";
 
 /// Decodes messages into [`PreparedBatch`]es: the engine's decoding, movable to any thread.
 #[derive(Debug, Clone)]
@@ -44,6 +50,9 @@ pub struct Preparer {
     /// `clicks.enabled`: impressions keep their normalized query text and result ids, which
     /// the click log names its pairs by.
     clicks: bool,
+    /// `ab.dimensions`: an impression's experiment label becomes the breakdown cell of its
+    /// values of these fields (`crate::accumulate::breakdown`), which the engine interns.
+    dimensions: Box<[Box<str>]>,
 }
 
 /// An impression's A/B unit, as the accumulators need it, with what counters it moves.
@@ -290,6 +299,7 @@ impl Preparer {
             max_rankers: cfg.interleaving.max_rankers,
             judged_key: (!cfg.judgments.file.is_empty()).then_some(cfg.judgments.key),
             clicks: cfg.clicks.enabled,
+            dimensions: cfg.ab.dimensions.iter().map(|d| d.as_str().into()).collect(),
         }
     }
 
@@ -332,6 +342,10 @@ impl Preparer {
         let decoded = decoded.and_then(|impression| {
             self.limits.check_results(scratch.len())?;
             self.check_rankers(&impression)?;
+            for (field, label) in [("experiment", &impression.experiment), ("variant", &impression.variant)] {
+                breakdown::check_label(field, label)
+                    .map_err(|detail| Rejection::new(RejectReason::InvalidValue, detail))?;
+            }
             Ok(impression)
         });
         match decoded {
@@ -375,11 +389,29 @@ impl Preparer {
                     docs: start..docs.len(),
                     click_names,
                     teams: teams_start..teams.len(),
-                    experiment: batch.label(&impression.experiment),
+                    experiment: self.experiment_label(&impression, batch),
                     variant: batch.label(&impression.variant),
                 })
             }
         }
+    }
+
+    /// Writes an impression's experiment label into the batch: its experiment, or with
+    /// `ab.dimensions` the breakdown cell of its values (absent ones as `none`).
+    fn experiment_label(&self, impression: &Impression<'_>, batch: &mut PreparedBatch) -> Range<usize> {
+        if self.dimensions.is_empty() {
+            return batch.label(&impression.experiment);
+        }
+        let start = batch.labels.len();
+        batch.labels.push_str(&impression.experiment);
+        for dimension in &self.dimensions {
+            let value = match &**dimension {
+                "segment" => impression.segment.clone(),
+                name => impression.dimensions.and_then(|d| dimension_value(d, name)),
+            };
+            breakdown::push_pair(&mut batch.labels, dimension, value.as_deref().unwrap_or(ABSENT_VALUE));
+        }
+        start..batch.labels.len()
     }
 
     /// Refuses an interleaved impression naming more rankers than `interleaving.max_rankers`.

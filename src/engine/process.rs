@@ -116,6 +116,19 @@ impl Engine {
         Rejection::new(RejectReason::InvalidValue, format!("partition {partition} is not a partition number"))
     }
 
+    /// Tells the evaluation where the impressions of breakdown groups interned since the last
+    /// call are added (and CUPED their experiment): after every interning.
+    pub(super) fn note_expansions(&mut self) {
+        for (group, targets) in self.groups.take_new_expansions() {
+            if self.partitions.template.cuped.is_some() {
+                for &target in targets.iter() {
+                    self.aggregation.note_group(target, self.groups.name(target).0);
+                }
+            }
+            self.aggregation.note_expansion(group, &targets);
+        }
+    }
+
     fn process_impression(
         &mut self,
         partition: i32,
@@ -144,6 +157,7 @@ impl Engine {
                 }
             }
         }
+        self.note_expansions();
         if self.partitions.template.cuped.is_some() {
             self.aggregation.note_group(group, self.groups.name(group).0);
         }

@@ -12,6 +12,7 @@ use crate::clicks::log::LogSummary;
 use crate::clicks::named::NamedTable;
 use crate::config::AbConfig;
 use crate::event::{Decoders, EventKind};
+use crate::experiments::breakdown::{dimensions_report, DimensionsReport};
 use crate::experiments::history::History;
 use crate::experiments::sequential::Looks;
 use crate::experiments::{ExperimentReport, ReadoutSources, SequentialSource, Span};
@@ -52,10 +53,55 @@ impl Engine {
     /// naming every partition held in state. A cumulative report's anytime-valid figures are the
     /// looks' (see [`crate::experiments::sequential`]); a window's, its own.
     pub fn experiment_reports(&self, table: &GroupTable, span: Span<'_>) -> Vec<ExperimentReport> {
-        let partitions = match &self.view.global {
+        let (sequential, covariates, traffic) = self.report_inputs(span);
+        let sources = ReadoutSources { enabled: true, covariates: covariates.as_ref(), traffic };
+        let layout = self.aggregation.layout();
+        let mut reports = crate::experiments::reports(layout, &self.groups, table, &self.ab, span, sequential, sources);
+        let look_window = self.window_labels.first().filter(|_| matches!(span, Span::Cumulative));
+        let partitions = self.reported_partitions();
+        for report in &mut reports {
+            report.partitions.clone_from(&partitions);
+            if let Some(label) = look_window {
+                report.sequential.look_window = Some(label.clone());
+            }
+        }
+        reports
+    }
+
+    /// The cumulative report of `experiment` per value of each of its dimensions
+    /// (`ab.dimensions`); `None` when no finalized impression of it has a breakdown here.
+    pub fn dimensions_report(&self, experiment: &str) -> Option<DimensionsReport> {
+        let span = Span::Cumulative;
+        let (sequential, covariates, traffic) = self.report_inputs(span);
+        let sources = ReadoutSources { enabled: true, covariates: covariates.as_ref(), traffic };
+        let layout = self.aggregation.layout();
+        let table = self.ab_cumulative();
+        let mut report =
+            dimensions_report(layout, &self.groups, &table, &self.ab, span, sequential, sources, experiment)?;
+        report.partitions = self.reported_partitions();
+        let look_window = self.window_labels.first();
+        for value in report.dimensions.iter_mut().flat_map(|d| d.values.iter_mut()) {
+            value.report.partitions.clone_from(&report.partitions);
+            value.report.sequential.look_window = look_window.cloned();
+        }
+        Some(report)
+    }
+
+    /// The partitions a report covers: every partition for the experiment-wide view, else
+    /// those held.
+    fn reported_partitions(&self) -> Vec<i32> {
+        match &self.view.global {
             Some(view) => (0..view.partitions as i32).collect(),
             None => self.partitions(),
-        };
+        }
+    }
+
+    /// What a report over `span` reads beside its table: the anytime-valid looks, CUPED's
+    /// covariates and the current traffic.
+    fn report_inputs(
+        &self,
+        span: Span<'_>,
+    ) -> (SequentialSource<'_>, Option<CovariateTable>, Option<(&GroupTable, f64)>) {
         let sequential = match span {
             Span::Cumulative => SequentialSource::Running(&self.view.looks),
             Span::Window { .. } => SequentialSource::ThisLook,
@@ -80,17 +126,7 @@ impl Engine {
                 newest_impression.map_or(end, |newest| newest.saturating_add(1).clamp(w.start.saturating_add(1), end));
             (&w.groups, covered_to.saturating_sub(w.start) as f64 / 1000.0)
         });
-        let sources = ReadoutSources { enabled: true, covariates: covariates.as_ref(), traffic };
-        let layout = self.aggregation.layout();
-        let mut reports = crate::experiments::reports(layout, &self.groups, table, &self.ab, span, sequential, sources);
-        let look_window = self.window_labels.first().filter(|_| matches!(span, Span::Cumulative));
-        for report in &mut reports {
-            report.partitions.clone_from(&partitions);
-            if let Some(label) = look_window {
-                report.sequential.look_window = Some(label.clone());
-            }
-        }
-        reports
+        (sequential, covariates, traffic)
     }
     /// The looks of the cumulative anytime-valid figures.
     pub fn looks(&self) -> &Looks {

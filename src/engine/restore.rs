@@ -212,7 +212,10 @@ impl Engine {
             .chain(task.totals.cuped.iter().flat_map(CupedState::groups))
             .chain(more)
             .collect();
-        used.into_iter().map(|id| self.group_name(id)).collect()
+        // A breakdown group's impressions are added to its expansion's groups: a reader
+        // replaying them finds those by name.
+        let expanded = used.iter().filter_map(|&id| self.groups.expansion(id)).flatten().copied().collect::<Vec<_>>();
+        used.into_iter().chain(expanded).collect::<BTreeSet<_>>().into_iter().map(|id| self.group_name(id)).collect()
     }
 
     /// A group's name, to write beside sums that refer to it by id.
@@ -224,7 +227,9 @@ impl Engine {
     /// Interns groups written by another engine: `map[their id] = our id`.
     pub(super) fn intern_names(&mut self, groups: &[GroupName<String>]) -> GroupMap {
         let (table, least) = (&mut self.groups, self.partitions.watermarks.least);
-        groups.iter().map(|g| (g.id, table.intern(&g.experiment, &g.variant, g.last_seen, least))).collect()
+        let map = groups.iter().map(|g| (g.id, table.intern(&g.experiment, &g.variant, g.last_seen, least))).collect();
+        self.note_expansions();
+        map
     }
 
     fn install(

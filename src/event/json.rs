@@ -10,6 +10,7 @@ use std::marker::PhantomData;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::{interleaving_of, Engagement, Impression, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
 use crate::interleaving::RANKER_SEPARATOR;
@@ -139,6 +140,7 @@ pub(super) fn finish_impression(fields: ImpressionFields<'_>, results: usize) ->
         session_id: fields.session_id.and_then(|t| t.0),
         query: fields.query.and_then(|t| t.0),
         segment: fields.segment.and_then(|t| t.0),
+        dimensions: fields.dimensions.filter(|d| d.starts_with('{')),
         interleaving,
     })
 }
@@ -398,6 +400,9 @@ pub(super) struct ImpressionFields<'a> {
     pub(super) query: Option<ClusterId<'a>>,
     /// The traffic segment (`segment`); optional context like the query's text.
     pub(super) segment: Option<ClusterId<'a>>,
+    /// `dimensions`, the object's text as it is in the message (`None` when absent or null):
+    /// only the fields `ab.dimensions` names are read from it, by [`super::dimension_value`].
+    pub(super) dimensions: Option<&'a str>,
     /// `results` was present and not `null`; the ids themselves went to the sink.
     pub(super) saw_results: bool,
     /// Some result id was empty: rejected once the whole message is read.
@@ -430,6 +435,9 @@ impl<'de, S: ResultSink<'de>> Visitor<'de> for ImpressionVisitor<'_, S> {
                 "session_id" => fields.session_id = map.next_value()?,
                 "query" => fields.query = map.next_value()?,
                 "segment" => fields.segment = map.next_value()?,
+                "dimensions" => {
+                    fields.dimensions = map.next_value::<Option<&'de RawValue>>()?.map(RawValue::get);
+                }
                 "interleaving" => fields.interleaving = map.next_value()?,
                 "teams" => fields.teams = map.next_value()?,
                 "results" => {

@@ -219,9 +219,53 @@ pub struct Impression<'a> {
     /// A segment of the traffic (a device, a page type), optional: the click log keeps its
     /// counts, and so its position-bias estimates, per segment.
     pub segment: Option<Cow<'a, str>>,
+    /// A native impression's `dimensions` object, as its text in the message (the values
+    /// `ab.dimensions` names are read from it by [`dimension_value`]); `None` when absent or
+    /// not an object, and in the other formats.
+    pub dimensions: Option<&'a str>,
     /// The ranker behind each result, when the list was interleaved; its `variant` is then the
     /// rankers' names joined by [`RANKER_SEPARATOR`].
     pub interleaving: Option<Interleaving<'a>>,
+}
+
+/// The value of field `name` in a native impression's `dimensions` object (its text, as
+/// [`Impression::dimensions`] holds it): a string as it is, a number or boolean as its JSON
+/// text; `None` when the field is absent, null or another type. Borrowed unless the object
+/// has escapes, which serde_json then reads.
+pub fn dimension_value<'a>(dimensions: &'a str, name: &str) -> Option<Cow<'a, str>> {
+    let mut found = None;
+    let mut c = scan::Cursor::new(dimensions);
+    let walked = c.object(|c, key| {
+        let value = match c.peek()? {
+            b'"' => Some(c.string()?),
+            b'{' | b'[' | b'n' => {
+                c.skip_value(0)?;
+                None
+            }
+            _ => {
+                let start = c.position();
+                c.skip_value(0)?;
+                dimensions.get(start..c.position())
+            }
+        };
+        if key == name {
+            found = value.map(Cow::Borrowed);
+        }
+        Some(())
+    });
+    if walked.is_some() {
+        return found;
+    }
+    // Escapes: keys and strings decoded by serde_json, the other values' text as above.
+    let fields: std::collections::HashMap<String, &serde_json::value::RawValue> =
+        serde_json::from_str(dimensions).ok()?;
+    let raw: &'a serde_json::value::RawValue = fields.get(name)?;
+    let raw = raw.get();
+    match raw.as_bytes().first()? {
+        b'"' => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
+        b'{' | b'[' | b'n' => None,
+        _ => Some(Cow::Borrowed(raw)),
+    }
 }
 
 /// Which ranker contributed each result of an interleaved impression (team-draft

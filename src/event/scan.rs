@@ -65,6 +65,11 @@ impl<'a> Cursor<'a> {
         Cursor { text, at: 0 }
     }
 
+    /// The offset of the next byte.
+    pub(super) fn position(&self) -> usize {
+        self.at
+    }
+
     fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
     }
@@ -248,7 +253,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Walks an object, handing each key to `field`, which consumes the value (or fails).
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    pub(super) fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         if self.eat(b'}').is_none() {
             loop {
@@ -278,6 +283,12 @@ pub(super) fn impression<'a, S: ResultSink<'a>>(text: &'a str, results: &mut S) 
             "session_id" => fields.session_id = c.cluster_id()?,
             "query" => fields.query = c.cluster_id()?,
             "segment" => fields.segment = c.cluster_id()?,
+            "dimensions" => {
+                c.peek()?;
+                let start = c.at;
+                c.skip_value(0)?;
+                fields.dimensions = c.text.get(start..c.at).filter(|&d| d != "null");
+            }
             "results" => {
                 results.clear();
                 fields.saw_results = !c.null();

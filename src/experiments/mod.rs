@@ -7,6 +7,7 @@
 //! in [`crate::stats`]; this module only decides what is compared with what, and, for the
 //! cumulative anytime-valid figures, when a look is taken ([`sequential`]).
 
+pub mod breakdown;
 pub mod history;
 pub mod interleaving;
 pub mod judged;
@@ -234,7 +235,7 @@ fn group_by_experiment<'a>(
     table: &'a GroupTable,
 ) -> BTreeMap<&'a str, Vec<(&'a str, &'a GroupStats)>> {
     let mut by_experiment: BTreeMap<&str, Vec<(&str, &GroupStats)>> = BTreeMap::new();
-    for (id, stats) in table.iter() {
+    for (id, stats) in table.iter().filter(|&(id, _)| !groups.is_breakdown(id)) {
         let (experiment, variant) = groups.name(id);
         by_experiment.entry(experiment).or_default().push((variant, stats));
     }
@@ -252,7 +253,9 @@ fn report_over(
     sequential: SequentialSource<'_>,
     sources: ReadoutSources<'_>,
 ) -> ExperimentReport {
-    let control = ab.control_of(experiment);
+    // A breakdown's (`breakdown`) settings are its experiment's.
+    let configured_as = crate::accumulate::breakdown::experiment_of(experiment);
+    let control = ab.control_of(configured_as);
     variants.sort_by_key(|(name, _)| (*name != control, *name));
     let clustered = ab.unit != AbUnit::Impression;
     let estimates: Vec<Vec<(String, Estimate)>> = variants
@@ -307,7 +310,7 @@ fn report_over(
     readout::fill(layout, ab, groups, &arms, sources, &mut comparisons, &mut notes);
     if comparisons.is_empty() && variants.len() > 1 {
         notes.push(format!(
-            "no comparisons: the control variant {control:?} has no impressions here (set ab.control or ab.experiments.{experiment}.control)"
+            "no comparisons: the control variant {control:?} has no impressions here (set ab.control or ab.experiments.{configured_as}.control)"
         ));
     }
     let mut sample_ratio = if clustered && variants.iter().any(|(_, s)| s.distinct_units().is_none()) {
@@ -317,7 +320,7 @@ fn report_over(
         ));
         None
     } else {
-        sample_ratio(ab, experiment, &variants, clustered)
+        sample_ratio(ab, configured_as, &variants, clustered)
     };
     for comparison in &comparisons {
         for (key, cmp) in &comparison.metrics {

@@ -7,6 +7,7 @@
 use axum::http::StatusCode;
 
 use crate::engine::Engine;
+use crate::experiments::breakdown::DimensionsReport;
 use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 use crate::time::EventTime;
 
@@ -63,6 +64,15 @@ pub enum ReportError {
         /// When the next one closes, when there is a watermark to tell.
         closes: Option<WindowClose>,
     },
+    /// The experiment has final impressions, and none has a breakdown: `ab.dimensions` names
+    /// no field, or did not when they arrived.
+    #[error("experiment {experiment:?} has no breakdown by dimension: {}", if *.configured { "its final impressions arrived before ab.dimensions named a field" } else { "ab.dimensions names no impression field" })]
+    NoDimensions {
+        /// The experiment asked for.
+        experiment: String,
+        /// Whether `ab.dimensions` names any field now.
+        configured: bool,
+    },
 }
 
 /// When a window closes: its end, and the watermark at which its impressions are all final
@@ -107,7 +117,8 @@ impl ReportError {
             ReportError::UnknownExperiment { .. }
             | ReportError::NotFinal { .. }
             | ReportError::NotClosed { .. }
-            | ReportError::NotInWindow { .. } => StatusCode::NOT_FOUND,
+            | ReportError::NotInWindow { .. }
+            | ReportError::NoDimensions { .. } => StatusCode::NOT_FOUND,
         }
     }
 }
@@ -161,6 +172,19 @@ pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Res
             end: closed.start.saturating_add(size_ms),
             closes,
         }
+    })
+}
+
+/// The cumulative report of `experiment` per value of each dimension (`ab.dimensions`); without
+/// one, the error says why, as [`experiment_report`]'s does, or that it has no breakdown.
+pub fn dimensions_report(engine: &Engine, experiment: &str) -> Result<DimensionsReport, ReportError> {
+    if let Some(report) = engine.dimensions_report(experiment) {
+        return Ok(report);
+    }
+    experiment_report(engine, experiment, CUMULATIVE)?;
+    Err(ReportError::NoDimensions {
+        experiment: experiment.to_string(),
+        configured: !engine.ab().dimensions.is_empty(),
     })
 }
 

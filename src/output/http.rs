@@ -21,7 +21,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use prometheus::Registry;
 
-use super::ab_api::experiment_report;
+use super::ab_api::{dimensions_report, experiment_report};
 use super::auth::{require_credentials, Auth};
 use super::page;
 use super::prometheus::{registry, render};
@@ -65,6 +65,7 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
     let engine = state.engine.clone();
     let listing = tokio::task::spawn_blocking(move || {
         let engine = engine.lock();
+        let has_dimensions = !engine.ab().dimensions.is_empty();
         let windows: Vec<&str> = std::iter::once(CUMULATIVE)
             .chain(engine.newest_closed().map(|w| engine.window_label(w.size_index)))
             .collect();
@@ -84,6 +85,9 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
                     "windows": windows,
                     "href": format!("/api/v1/experiments/{}", r.experiment),
                 });
+                if has_dimensions {
+                    entry["dimensions_href"] = format!("/api/v1/experiments/{}/dimensions", r.experiment).into();
+                }
                 // Interleaved comparisons, when the experiment has any: their traffic.
                 if !r.interleaving.is_empty() {
                     entry["interleaving"] = r.interleaving.iter().map(|il| serde_json::json!({
@@ -113,6 +117,24 @@ async fn get_experiment(
     let report = tokio::task::spawn_blocking(move || {
         let engine = engine.lock();
         experiment_report(&engine, &experiment, &window).map(|r| serde_json::to_value(r).unwrap_or_default())
+    })
+    .await;
+    match report {
+        Ok(Ok(body)) => axum::Json(body).into_response(),
+        Ok(Err(error)) => json_error(error.status(), error.to_string()),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `GET /api/v1/experiments/{id}/dimensions`: the cumulative report per dimension value.
+async fn get_dimensions(
+    State(state): State<AppState>,
+    axum::extract::Path(experiment): axum::extract::Path<String>,
+) -> axum::response::Response {
+    let engine = state.engine.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let engine = engine.lock();
+        dimensions_report(&engine, &experiment).map(|r| serde_json::to_value(r).unwrap_or_default())
     })
     .await;
     match report {
@@ -296,6 +318,7 @@ impl HttpServer {
             .route("/experiments/{id}", get(experiment_page))
             .route("/api/v1/experiments", get(list_experiments))
             .route("/api/v1/experiments/{id}", get(get_experiment))
+            .route("/api/v1/experiments/{id}/dimensions", get(get_dimensions))
             .route("/api/v1/clicks", get(clicks));
         let protected = match &security.auth {
             Some(auth) => {

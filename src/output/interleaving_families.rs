@@ -16,7 +16,7 @@ pub(super) fn counters(engine: &Engine) -> Vec<MetricFamily> {
     let (mut impressions, mut engaged, mut wins, mut ties, mut pair_wins) = Default::default();
     let add = |into: &mut Vec<Metric>, labels: Vec<LabelPair>, value: f64| into.push(counter(labels, value.round()));
     for (partition, totals, _) in engine.partition_totals() {
-        for (group, stats) in totals.accumulators.cumulative.iter() {
+        for (group, stats) in totals.accumulators.cumulative.iter().filter(|&(g, _)| !groups.is_breakdown(g)) {
             let interleaved = stats.sum(slots.interleaved());
             let Some(rankers) = rankers_of(groups.name(group).1, slots.rankers) else { continue };
             if interleaved < 0.5 {

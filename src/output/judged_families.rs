@@ -22,7 +22,7 @@ pub(super) fn sums(engine: &Engine) -> Vec<MetricFamily> {
     let groups = engine.groups();
     let (mut impressions, mut metrics) = (Vec::new(), Vec::new());
     for (partition, totals, _) in engine.partition_totals() {
-        for (group, stats) in totals.accumulators.cumulative.iter() {
+        for (group, stats) in totals.accumulators.cumulative.iter().filter(|&(g, _)| !groups.is_breakdown(g)) {
             let judged = stats.sum(block.count_slot()).round();
             if judged < 0.5 {
                 continue;
@@ -44,7 +44,7 @@ pub(super) fn sums(engine: &Engine) -> Vec<MetricFamily> {
     let (mut means, mut window_impressions) = (Vec::new(), Vec::new());
     for closed in engine.newest_closed() {
         let window = engine.window_label(closed.size_index);
-        for (group, stats) in closed.groups.iter() {
+        for (group, stats) in closed.groups.iter().filter(|&(g, _)| !groups.is_breakdown(g)) {
             let judged = stats.sum(block.count_slot()).round();
             if judged < 0.5 {
                 continue;

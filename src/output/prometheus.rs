@@ -220,6 +220,7 @@ fn metric_summaries(engine: &Engine) -> Vec<MetricFamily> {
     let cumulative: Vec<(i32, GroupId, &GroupStats)> = engine
         .partition_totals()
         .flat_map(|(p, totals, _)| totals.accumulators.cumulative.iter().map(move |(g, s)| (p, g, s)))
+        .filter(|&(_, g, _)| !groups.is_breakdown(g))
         .collect();
     // Several metric keys (k = 1, 3, 10 ...) share one family; families keep the layout's order.
     let mut by_name: Vec<(&str, &str, Vec<Metric>)> = Vec::new();
@@ -248,7 +249,7 @@ fn impression_counters(engine: &Engine) -> Vec<MetricFamily> {
     let groups = engine.groups();
     let (mut impressions, mut engaged) = (Vec::new(), Vec::new());
     for (partition, totals, _) in engine.partition_totals() {
-        for (group, stats) in totals.accumulators.cumulative.iter() {
+        for (group, stats) in totals.accumulators.cumulative.iter().filter(|&(g, _)| !groups.is_breakdown(g)) {
             let labels = with_partition(group_labels(groups, group), partition);
             impressions.push(counter(labels.clone(), stats.impressions as f64));
             engaged.push(counter(labels, stats.engaged as f64));

@@ -20,7 +20,7 @@ pub(super) fn window_gauges(engine: &Engine) -> Vec<MetricFamily> {
     for closed in engine.newest_closed() {
         let window = engine.window_label(closed.size_index);
         starts.push(gauge(vec![label("window", window)], closed.start as f64 / 1000.0));
-        for (group, stats) in closed.groups.iter() {
+        for (group, stats) in closed.groups.iter().filter(|&(g, _)| !groups.is_breakdown(g)) {
             let (experiment, variant) = groups.name(group);
             for (slot, key) in keys.iter().enumerate() {
                 means.push(gauge(

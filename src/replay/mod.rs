@@ -22,6 +22,7 @@ use std::time::Instant;
 use crate::engine::{Accepted, Engine};
 use crate::event::EventKind;
 
+mod breakdown_table;
 mod diagnostics;
 mod reader;
 mod readout_table;

@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::accumulate::{GroupStats, GroupTable, Groups};
 use crate::engine::{Counters, Engine};
 use crate::event::{EventKind, RejectReason};
+use crate::experiments::breakdown::DimensionsReport;
 use crate::experiments::{ExperimentReport, Span};
 use crate::ids::GroupId;
 use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
@@ -25,6 +26,10 @@ pub struct Report {
     pub experiments: Vec<ExperimentReport>,
     /// The unit the A/B statistics used, and whether the data suggests another one.
     pub ab_unit: AbUnitReport,
+    /// Each experiment per value of each dimension (`ab.dimensions`), cumulatively: the
+    /// A/B API's `/dimensions` document per experiment; left out without dimensions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breakdowns: Vec<DimensionsReport>,
 }
 
 /// `ab.unit` as replayed: a per-impression unit on traffic assigned per client makes intervals
@@ -48,6 +53,8 @@ pub struct TableOptions {
     /// `--readout`: each comparison's chance to win, risks, power and CUPED (guardrails are
     /// shown whenever `ab.guardrails` names any).
     pub readout: bool,
+    /// `--breakdown`: each experiment per value of each dimension (`ab.dimensions`).
+    pub breakdown: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -160,7 +167,11 @@ fn input_notes(e: &EventCounts) -> String {
 }
 
 fn group_reports(layout: &MetricLayout, groups: &Groups, table: &GroupTable) -> Vec<GroupReport> {
-    let mut out: Vec<GroupReport> = table.iter().map(|(id, stats)| group_report(layout, groups, id, stats)).collect();
+    let mut out: Vec<GroupReport> = table
+        .iter()
+        .filter(|&(id, _)| !groups.is_breakdown(id))
+        .map(|(id, stats)| group_report(layout, groups, id, stats))
+        .collect();
     out.sort_by(|a, b| (&a.experiment, &a.variant).cmp(&(&b.experiment, &b.variant)));
     out
 }
@@ -218,9 +229,12 @@ impl Report {
         let c = engine.counters();
         let t = engine.engagement_tally();
         let cumulative = engine.cumulative();
+        let experiments = engine.experiment_reports(&cumulative, Span::Cumulative);
+        let breakdowns = experiments.iter().filter_map(|r| engine.dimensions_report(&r.experiment)).collect();
         Report {
+            breakdowns,
             groups: group_reports(layout, groups, &cumulative),
-            experiments: engine.experiment_reports(&cumulative, Span::Cumulative),
+            experiments,
             windows,
             events: EventCounts {
                 impressions_read: c.consumed[0],
@@ -254,6 +268,9 @@ impl Report {
         }
         out.push_str(&self.unit_lines());
         out.push_str(&ab_summary(&self.experiments, options.readout));
+        if options.breakdown {
+            out.push_str(&super::breakdown_table::breakdown_summary(&self.breakdowns));
+        }
         out.push_str(&judged_summary(&self.groups, &self.experiments));
         out.push_str(&interleaving_summary(&self.experiments));
         if options.windows {

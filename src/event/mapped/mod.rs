@@ -347,6 +347,7 @@ impl MappedImpressions {
             session_id: c.context(5, &mut found, raw)?,
             query: c.context(6, &mut found, raw)?,
             segment: c.context(7, &mut found, raw)?,
+            dimensions: None,
             interleaving,
         })
     }
