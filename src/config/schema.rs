@@ -585,6 +585,11 @@ pub struct AbConfig {
     /// of arrival; later values are reported together as `other` until an idle one retires
     /// (`labels.idle_expiry`). Default 20.
     pub max_dimension_values: usize,
+    /// A dimension value takes part in its dimension's heterogeneity test and q-values only
+    /// with at least this many impressions in the control and in the compared variant: with
+    /// fewer, the test's chi-square approximation is anti-conservative (the A/A simulation of
+    /// `tests/breakdown.rs`). Its own figures are reported either way. Default 100.
+    pub min_dimension_impressions: u64,
 }
 
 /// The most fields `ab.dimensions` names: each multiplies the accumulation's work.
@@ -610,6 +615,7 @@ impl Default for AbConfig {
             guardrails: Vec::new(),
             dimensions: Vec::new(),
             max_dimension_values: 20,
+            min_dimension_impressions: 100,
         }
     }
 }

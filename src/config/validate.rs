@@ -446,6 +446,12 @@ impl Config {
         if ab.max_dimension_values == 0 {
             return Err(invalid("ab.max_dimension_values", "must be at least 1"));
         }
+        if ab.min_dimension_impressions < 2 {
+            return Err(invalid(
+                "ab.min_dimension_impressions",
+                "must be at least 2: a variance needs two impressions",
+            ));
+        }
         let metric_keys: Vec<String> = crate::metrics::MetricLayout::new(&self.metrics.cutoffs, 1, 1)
             .with_ips(&self.clicks.propensities, self.clicks.clip)
             .keys()
@@ -521,6 +527,7 @@ mod tests {
             ("[ab]\ndimensions = [\"device\", \"device\"]", "ab.dimensions"),
             ("[ab]\ndimensions = [\"\"]", "ab.dimensions"),
             ("[ab]\nmax_dimension_values = 0", "ab.max_dimension_values"),
+            ("[ab]\nmin_dimension_impressions = 1", "ab.min_dimension_impressions"),
             ("[ab]\ntarget_mde = 0", "ab.target_mde"),
             ("[ab.bayesian]\nprior_stddev = -1", "ab.bayesian.prior_stddev"),
             ("[ab]\nunit_buckets = 1", "ab.unit_buckets"),

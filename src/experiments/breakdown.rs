@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{as_map, report_over, ExperimentReport, ReadoutSources, SequentialSource, Span, CUMULATIVE};
+use super::{
+    as_map, report_over, ComparisonReport, ExperimentReport, ReadoutSources, SequentialSource, Span, CUMULATIVE,
+};
 use crate::accumulate::{breakdown, GroupStats, GroupTable, Groups, FOLDED};
 use crate::config::AbConfig;
 use crate::metrics::MetricLayout;
@@ -96,6 +98,9 @@ pub struct HeterogeneityReport {
     pub differs: bool,
     /// Values whose q-value is at most `1 − ab.confidence`, largest effect first.
     pub flagged: Vec<FlaggedValue>,
+    /// Values with fewer than `ab.min_dimension_impressions` impressions in the variant or the
+    /// control: in neither the test nor the q-values.
+    pub left_out: Vec<String>,
 }
 
 /// A value whose effect survives the false-discovery control.
@@ -160,7 +165,7 @@ pub fn dimensions_report(
                     ValueReport { value: value.to_string(), impressions, share: 0.0, q_values: BTreeMap::new(), report }
                 })
                 .collect();
-            Some(dimension_report(dimension, values, ab.confidence))
+            Some(dimension_report(dimension, values, ab.confidence, ab.min_dimension_impressions))
         })
         .collect();
     Some(DimensionsReport {
@@ -174,7 +179,12 @@ pub fn dimensions_report(
 }
 
 /// Orders a dimension's values, and computes its shares, q-values and heterogeneity tests.
-fn dimension_report(dimension: &str, mut values: Vec<ValueReport>, confidence: f64) -> DimensionReport {
+fn dimension_report(
+    dimension: &str,
+    mut values: Vec<ValueReport>,
+    confidence: f64,
+    min_impressions: u64,
+) -> DimensionReport {
     values.sort_by(|a, b| b.impressions.cmp(&a.impressions).then_with(|| a.value.cmp(&b.value)));
     let impressions: u64 = values.iter().map(|v| v.impressions).sum();
     for value in &mut values {
@@ -196,9 +206,15 @@ fn dimension_report(dimension: &str, mut values: Vec<ValueReport>, confidence: f
     let alpha = 1.0 - confidence;
     let mut heterogeneity = Vec::new();
     for (variant, metric) in compared {
-        // Per value: its difference, the difference's variance and its p-value.
+        // Per value with enough traffic: its difference, the difference's variance and its
+        // p-value.
         let effects: Vec<Option<(f64, f64, Option<f64>)>> =
-            values.iter().map(|v| effect_of(&v.report, &variant, &metric)).collect();
+            values.iter().map(|v| effect_of(&v.report, &variant, &metric, min_impressions).ok().flatten()).collect();
+        let left_out = values
+            .iter()
+            .filter(|v| effect_of(&v.report, &variant, &metric, min_impressions).is_err())
+            .map(|v| v.value.clone())
+            .collect();
         let tested: Vec<(usize, f64)> =
             effects.iter().enumerate().filter_map(|(i, e)| Some((i, e.as_ref()?.2?))).collect();
         let p: Vec<f64> = tested.iter().map(|&(_, p)| p).collect();
@@ -222,6 +238,7 @@ fn dimension_report(dimension: &str, mut values: Vec<ValueReport>, confidence: f
             test,
             differs: test.is_some_and(|t| t.p_value <= alpha),
             flagged,
+            left_out,
         });
     }
     DimensionReport { dimension: dimension.to_string(), impressions, other_impressions, values, heterogeneity }
@@ -229,9 +246,32 @@ fn dimension_report(dimension: &str, mut values: Vec<ValueReport>, confidence: f
 
 /// A value's comparison of `variant` on `metric`: the difference, its variance (the sum of the
 /// two means' squared standard errors, as Welch's test has it) and the p-value. `None` without
-/// the comparison or a standard error on either side.
-fn effect_of(report: &ExperimentReport, variant: &str, metric: &str) -> Option<(f64, f64, Option<f64>)> {
-    let comparison = report.comparisons.iter().find(|c| c.variant == variant)?;
+/// the comparison or a standard error on either side; an error when either arm has fewer than
+/// `min_impressions`.
+fn effect_of(
+    report: &ExperimentReport,
+    variant: &str,
+    metric: &str,
+    min_impressions: u64,
+) -> Result<Option<(f64, f64, Option<f64>)>, TooFew> {
+    let arm = |name: &str| report.variants.iter().find(|v| v.variant == name).map_or(0, |v| v.impressions);
+    let Some(comparison) = report.comparisons.iter().find(|c| c.variant == variant) else { return Ok(None) };
+    if arm(variant) < min_impressions || arm(&comparison.control) < min_impressions {
+        return Err(TooFew);
+    }
+    Ok(welch_effect(report, comparison, metric))
+}
+
+/// A value whose arms have fewer impressions than `ab.min_dimension_impressions`.
+struct TooFew;
+
+/// [`effect_of`] of a comparison with enough traffic.
+fn welch_effect(
+    report: &ExperimentReport,
+    comparison: &ComparisonReport,
+    metric: &str,
+) -> Option<(f64, f64, Option<f64>)> {
+    let variant = comparison.variant.as_str();
     let (_, cmp) = comparison.metrics.iter().find(|(m, _)| m == metric)?;
     let se = |name: &str| {
         let arm = report.variants.iter().find(|v| v.variant == name)?;
