@@ -17,6 +17,11 @@
 //! Names are self-describing, so a pending impression restored under another
 //! `ab.dimensions` is still added where it was counted when it arrived.
 
+/// The dimension of an impression's normalized query text (its `query` field): its values are
+/// bounded by `ab.max_queries` rather than `ab.max_dimension_values`, and reported per query
+/// (`/api/v1/experiments/NAME/queries`), never on `/metrics`.
+pub const QUERY: &str = "query";
+
 /// Starts each dimension of a breakdown name.
 pub const DIMENSION_MARK: char = '\u{1e}';
 /// Separates a dimension from its value in a breakdown name.

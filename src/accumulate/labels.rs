@@ -30,6 +30,8 @@ pub struct LabelLimits {
     /// `ab.max_dimension_values`: values of one dimension with their own breakdown, per
     /// experiment; the rest are reported as [`FOLDED`].
     pub max_dimension_values: usize,
+    /// `ab.max_queries`: the same for the [`breakdown::QUERY`] dimension.
+    pub max_query_values: usize,
 }
 
 impl LabelLimits {
@@ -41,6 +43,7 @@ impl LabelLimits {
             allowed_experiments: None,
             idle_expiry_ms: i64::MAX,
             max_dimension_values: usize::MAX,
+            max_query_values: usize::MAX,
         }
     }
 }
@@ -229,11 +232,13 @@ impl Groups {
         }
         let key = &part[..experiment.len() + dimension.len() + 1];
         let count = |groups: &Self| groups.values.get(key).copied().unwrap_or(0);
-        if count(self) < self.limits.max_dimension_values {
+        let limit =
+            if dimension == breakdown::QUERY { self.limits.max_query_values } else { self.limits.max_dimension_values };
+        if count(self) < limit {
             return true;
         }
         self.retire_idle(watermark);
-        count(self) < self.limits.max_dimension_values
+        count(self) < limit
     }
 
     /// A new breakdown group.

@@ -576,15 +576,22 @@ pub struct AbConfig {
     pub guardrails: Vec<String>,
     /// The impression fields every experiment is also broken down by, each value with the
     /// experiment-wide report's figures, a heterogeneity test per dimension and false-discovery
-    /// control across values (`/api/v1/experiments/NAME/dimensions`): `segment`, or a key of a
-    /// native impression's `dimensions` object (`{"device": "mobile"}`). An impression without
-    /// the field counts under the value `none`. Each dimension adds the sums of one more group
-    /// per value to every impression's accumulation. Default empty (at most 8).
+    /// control across values (`/api/v1/experiments/NAME/dimensions`): `segment`, `query` (the
+    /// query text, normalized: per-query figures at `/api/v1/experiments/NAME/queries`), or a
+    /// key of a native impression's `dimensions` object (`{"device": "mobile"}`). An
+    /// impression without the field counts under the value `none`. Each dimension adds the
+    /// sums of one more group per value to every impression's accumulation. Default empty (at
+    /// most 8).
     pub dimensions: Vec<String>,
     /// Values of one dimension with their own figures, per experiment and partition, in order
     /// of arrival; later values are reported together as `other` until an idle one retires
     /// (`labels.idle_expiry`). Default 20.
     pub max_dimension_values: usize,
+    /// Queries with their own figures when `ab.dimensions` names `query` (the impression's
+    /// query text, normalized as judgment lists key it), per experiment and partition, in
+    /// order of arrival; later ones are reported together as `other` until an idle one
+    /// retires. Default 500.
+    pub max_queries: usize,
     /// A dimension value takes part in its dimension's heterogeneity test and q-values only
     /// with at least this many impressions in the control and in the compared variant: with
     /// fewer, the test's chi-square approximation is anti-conservative (the A/A simulation of
@@ -615,6 +622,7 @@ impl Default for AbConfig {
             guardrails: Vec::new(),
             dimensions: Vec::new(),
             max_dimension_values: 20,
+            max_queries: 500,
             min_dimension_impressions: 100,
         }
     }

@@ -446,6 +446,9 @@ impl Config {
         if ab.max_dimension_values == 0 {
             return Err(invalid("ab.max_dimension_values", "must be at least 1"));
         }
+        if ab.max_queries == 0 {
+            return Err(invalid("ab.max_queries", "must be at least 1"));
+        }
         if ab.min_dimension_impressions < 2 {
             return Err(invalid(
                 "ab.min_dimension_impressions",

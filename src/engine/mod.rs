@@ -259,6 +259,7 @@ impl Engine {
                     .then(|| cfg.labels.allowed_experiments.iter().map(|e| e.as_str().into()).collect()),
                 idle_expiry_ms: cfg.labels.idle_expiry.as_millis_i64(),
                 max_dimension_values: cfg.ab.max_dimension_values,
+                max_query_values: cfg.ab.max_queries,
             }),
             preparer: Preparer::new(cfg, input_limits),
             single: PreparedBatch::default(),

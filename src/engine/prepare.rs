@@ -11,6 +11,7 @@
 //! message order), and its result keys and labels live in buffers shared by the batch, so a
 //! batch allocates nothing per event once its buffers have grown.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -402,16 +403,23 @@ impl Preparer {
         if self.dimensions.is_empty() {
             return batch.label(&impression.experiment);
         }
-        let start = batch.labels.len();
-        batch.labels.push_str(&impression.experiment);
+        let PreparedBatch { labels, query_scratch, .. } = batch;
+        let start = labels.len();
+        labels.push_str(&impression.experiment);
         for dimension in &self.dimensions {
             let value = match &**dimension {
                 "segment" => impression.segment.clone(),
+                // As judgment lists key queries: the per-query figures meet them.
+                breakdown::QUERY => impression.query.as_deref().map(|q| {
+                    normalize_query(q, query_scratch);
+                    Cow::Borrowed(query_scratch.as_str())
+                }),
                 name => impression.dimensions.and_then(|d| dimension_value(d, name)),
             };
-            breakdown::push_pair(&mut batch.labels, dimension, value.as_deref().unwrap_or(ABSENT_VALUE));
+            let value = value.as_deref().filter(|v| !v.is_empty()).unwrap_or(ABSENT_VALUE);
+            breakdown::push_pair(labels, dimension, value);
         }
-        start..batch.labels.len()
+        start..labels.len()
     }
 
     /// Refuses an interleaved impression naming more rankers than `interleaving.max_rankers`.

@@ -22,7 +22,7 @@ use super::{
 };
 use crate::accumulate::{breakdown, GroupStats, GroupTable, Groups, FOLDED};
 use crate::config::AbConfig;
-use crate::metrics::MetricLayout;
+use crate::metrics::{MetricKind, MetricLayout};
 use crate::stats::heterogeneity::{self, Heterogeneity};
 use crate::stats::multiple::benjamini_hochberg;
 
@@ -40,8 +40,13 @@ pub struct DimensionsReport {
     pub confidence: f64,
     /// The variant every other is compared with.
     pub control: String,
-    /// Per dimension, in `ab.dimensions` order (then any other kept from before, by name).
+    /// Per dimension, in `ab.dimensions` order (then any other kept from before, by name);
+    /// `query` apart.
     pub dimensions: Vec<DimensionReport>,
+    /// The `query` dimension (`ab.dimensions` naming `query`): per query, as for a dimension's
+    /// values; left out without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queries: Option<DimensionReport>,
 }
 
 /// One dimension's values.
@@ -60,6 +65,27 @@ pub struct DimensionReport {
     /// Per compared variant and metric (in layout order): does the effect differ between the
     /// values, and which values' effects stand out.
     pub heterogeneity: Vec<HeterogeneityReport>,
+    /// Per compared variant, the values whose treatment lost the most engaged impressions
+    /// against the control's rate (the traffic-weighted view: a small loss on a busy value
+    /// before a large one on a rare value), at most [`MOST_LOST`], largest first.
+    pub engagement_lost: Vec<EngagementLost>,
+}
+
+/// How many values [`DimensionReport::engagement_lost`] lists per variant.
+pub const MOST_LOST: usize = 20;
+
+/// A value's loss of engaged impressions in one variant.
+#[derive(Debug, Serialize)]
+pub struct EngagementLost {
+    /// The variant.
+    pub variant: String,
+    /// The value.
+    pub value: String,
+    /// `(engaged_c / n_c − engaged_t / n_t) × n_t`: the engaged impressions the variant would
+    /// have had at the control's rate, less those it had.
+    pub engaged_impressions_lost: f64,
+    /// The variant's impressions of the value.
+    pub impressions: u64,
 }
 
 /// One value of a dimension.
@@ -96,8 +122,11 @@ pub struct HeterogeneityReport {
     /// Whether the test's p-value is at most `1 − ab.confidence`: the effect differs between
     /// the values.
     pub differs: bool,
-    /// Values whose q-value is at most `1 − ab.confidence`, largest effect first.
-    pub flagged: Vec<FlaggedValue>,
+    /// Values whose effect is better, with a q-value at most `1 − ab.confidence`: largest
+    /// effect first. Better is higher but for `abandonment_rate`.
+    pub better: Vec<FlaggedValue>,
+    /// The same for values whose effect is worse.
+    pub worse: Vec<FlaggedValue>,
     /// Values with fewer than `ab.min_dimension_impressions` impressions in the variant or the
     /// control: in neither the test nor the q-values.
     pub left_out: Vec<String>,
@@ -108,8 +137,7 @@ pub struct HeterogeneityReport {
 pub struct FlaggedValue {
     /// The value.
     pub value: String,
-    /// Its difference, treatment minus control: its sign says better or worse (lower is better
-    /// for `abandonment_rate`).
+    /// Its difference, treatment minus control.
     pub difference: f64,
     /// Its q-value.
     pub q_value: f64,
@@ -146,7 +174,11 @@ pub fn dimensions_report(
     let mut order: Vec<&str> = parts.keys().copied().collect();
     order.sort_by_key(|d| (configured(d), *d));
     let control = ab.control_of(experiment).to_string();
-    let dimensions = order
+    let lower_is_better: Vec<String> =
+        layout.keys().iter().filter(|k| k.kind == MetricKind::Abandonment).map(|k| k.name()).collect();
+    let settings =
+        Settings { confidence: ab.confidence, min_impressions: ab.min_dimension_impressions, lower_is_better };
+    let mut dimensions: Vec<DimensionReport> = order
         .into_iter()
         .filter_map(|dimension| {
             let values = parts.remove(dimension)?;
@@ -165,9 +197,10 @@ pub fn dimensions_report(
                     ValueReport { value: value.to_string(), impressions, share: 0.0, q_values: BTreeMap::new(), report }
                 })
                 .collect();
-            Some(dimension_report(dimension, values, ab.confidence, ab.min_dimension_impressions))
+            Some(dimension_report(dimension, values, &settings))
         })
         .collect();
+    let queries = dimensions.iter().position(|d| d.dimension == breakdown::QUERY).map(|i| dimensions.remove(i));
     Some(DimensionsReport {
         experiment: experiment.to_string(),
         window: CUMULATIVE.to_string(),
@@ -175,16 +208,24 @@ pub fn dimensions_report(
         confidence: ab.confidence,
         control,
         dimensions,
+        queries,
     })
 }
 
-/// Orders a dimension's values, and computes its shares, q-values and heterogeneity tests.
-fn dimension_report(
-    dimension: &str,
-    mut values: Vec<ValueReport>,
+/// What a dimension's report is computed with.
+struct Settings {
+    /// `ab.confidence`.
     confidence: f64,
+    /// `ab.min_dimension_impressions`.
     min_impressions: u64,
-) -> DimensionReport {
+    /// The metric keys whose decrease is better.
+    lower_is_better: Vec<String>,
+}
+
+/// Orders a dimension's values, and computes its shares, q-values, heterogeneity tests and
+/// losses of engagement.
+fn dimension_report(dimension: &str, mut values: Vec<ValueReport>, settings: &Settings) -> DimensionReport {
+    let (confidence, min_impressions) = (settings.confidence, settings.min_impressions);
     values.sort_by(|a, b| b.impressions.cmp(&a.impressions).then_with(|| a.value.cmp(&b.value)));
     let impressions: u64 = values.iter().map(|v| v.impressions).sum();
     for value in &mut values {
@@ -218,17 +259,25 @@ fn dimension_report(
         let tested: Vec<(usize, f64)> =
             effects.iter().enumerate().filter_map(|(i, e)| Some((i, e.as_ref()?.2?))).collect();
         let p: Vec<f64> = tested.iter().map(|&(_, p)| p).collect();
-        let mut flagged = Vec::new();
+        let (mut better, mut worse) = (Vec::new(), Vec::new());
+        let lower_is_better = settings.lower_is_better.contains(&metric);
         for (&(i, _), q) in tested.iter().zip(benjamini_hochberg(&p)) {
             let value = &mut values[i];
             let per_metric = value.q_values.entry(variant.clone()).or_default();
             per_metric.0.push((metric.clone(), q));
-            if q <= alpha {
-                let difference = effects[i].as_ref().map_or(f64::NAN, |e| e.0);
-                flagged.push(FlaggedValue { value: value.value.clone(), difference, q_value: q });
+            let difference = effects[i].as_ref().map_or(0.0, |e| e.0);
+            if q <= alpha && difference != 0.0 {
+                let flagged = FlaggedValue { value: value.value.clone(), difference, q_value: q };
+                if (difference > 0.0) != lower_is_better {
+                    better.push(flagged)
+                } else {
+                    worse.push(flagged)
+                }
             }
         }
-        flagged.sort_by(|a, b| b.difference.abs().total_cmp(&a.difference.abs()));
+        for list in [&mut better, &mut worse] {
+            list.sort_by(|a, b| b.difference.abs().total_cmp(&a.difference.abs()));
+        }
         let pairs: Vec<(f64, f64)> = effects.iter().flatten().map(|&(d, v, _)| (d, v)).collect();
         let test = heterogeneity::cochran_q(&pairs);
         heterogeneity.push(HeterogeneityReport {
@@ -237,11 +286,56 @@ fn dimension_report(
             method: heterogeneity::METHOD,
             test,
             differs: test.is_some_and(|t| t.p_value <= alpha),
-            flagged,
+            better,
+            worse,
             left_out,
         });
     }
-    DimensionReport { dimension: dimension.to_string(), impressions, other_impressions, values, heterogeneity }
+    let engagement_lost = engagement_lost(&values);
+    DimensionReport {
+        dimension: dimension.to_string(),
+        impressions,
+        other_impressions,
+        values,
+        heterogeneity,
+        engagement_lost,
+    }
+}
+
+/// Per compared variant, the values that lost the most engaged impressions, at most
+/// [`MOST_LOST`] each (values that gained are not listed).
+fn engagement_lost(values: &[ValueReport]) -> Vec<EngagementLost> {
+    let mut lost = Vec::new();
+    for value in values {
+        let report = &value.report;
+        let arm = |name: &str| report.variants.iter().find(|v| v.variant == name);
+        for comparison in &report.comparisons {
+            let (Some(t), Some(c)) = (arm(&comparison.variant), arm(&comparison.control)) else { continue };
+            if t.impressions == 0 || c.impressions == 0 {
+                continue;
+            }
+            let rate = |engaged: u64, n: u64| engaged as f64 / n as f64;
+            let lost_here = (rate(c.engaged, c.impressions) - rate(t.engaged, t.impressions)) * t.impressions as f64;
+            if lost_here > 0.0 {
+                lost.push(EngagementLost {
+                    variant: comparison.variant.clone(),
+                    value: value.value.clone(),
+                    engaged_impressions_lost: lost_here,
+                    impressions: t.impressions,
+                });
+            }
+        }
+    }
+    lost.sort_by(|a, b| {
+        a.variant.cmp(&b.variant).then(b.engaged_impressions_lost.total_cmp(&a.engaged_impressions_lost))
+    });
+    let mut kept: BTreeMap<String, usize> = BTreeMap::new();
+    lost.retain(|l| {
+        let n = kept.entry(l.variant.clone()).or_default();
+        *n += 1;
+        *n <= MOST_LOST
+    });
+    lost
 }
 
 /// A value's comparison of `variant` on `metric`: the difference, its variance (the sum of the
@@ -279,4 +373,66 @@ fn welch_effect(
     };
     let (se_t, se_c) = (se(variant)?, se(&comparison.control)?);
     Some((cmp.difference, se_t * se_t + se_c * se_c, cmp.p_value))
+}
+
+/// A query set of Search Relevance Workbench (OpenSearch 3.1 and later), as its
+/// `PUT _plugins/_search_relevance/query_sets` takes one with `"sampling": "manual"`: the
+/// queries to judge offline.
+#[derive(Debug, Serialize)]
+pub struct SrwQuerySet {
+    /// At most 50 characters, as the workbench requires.
+    pub name: String,
+    /// At most 250 characters: which queries, and why.
+    pub description: String,
+    /// `manual`: the queries are given.
+    pub sampling: &'static str,
+    /// The queries, worst first.
+    #[serde(rename = "querySetQueries")]
+    pub query_set_queries: Vec<SrwQuery>,
+}
+
+/// One query of an [`SrwQuerySet`].
+#[derive(Debug, Serialize)]
+pub struct SrwQuery {
+    /// The query's text, normalized as rankpulse keys queries.
+    #[serde(rename = "queryText")]
+    pub query_text: String,
+}
+
+/// The worst queries of `variant` on `metric` as an SRW query set: the queries flagged worse
+/// (q-value at most `1 − ab.confidence`), largest effect first, then those that lost the most
+/// engaged impressions, up to `limit`; the folded `other` and the query-less `none` are no
+/// query to judge and are left out. `None` when the report has no such comparison.
+pub fn worst_queries(
+    report: &DimensionsReport,
+    queries: &DimensionReport,
+    variant: &str,
+    metric: &str,
+    limit: usize,
+) -> Option<SrwQuerySet> {
+    let entry = queries.heterogeneity.iter().find(|h| h.variant == variant && h.metric == metric)?;
+    let judgeable = |q: &&str| *q != FOLDED && *q != "none";
+    let mut texts: Vec<&str> = entry.worse.iter().map(|w| w.value.as_str()).filter(judgeable).collect();
+    let flagged = texts.len();
+    let lost = queries.engagement_lost.iter().filter(|l| l.variant == variant).map(|l| l.value.as_str());
+    for text in lost.filter(judgeable) {
+        if !texts.contains(&text) {
+            texts.push(text);
+        }
+    }
+    texts.truncate(limit);
+    let name: String = format!("rankpulse {} worst {metric}", report.experiment).chars().take(50).collect();
+    let description = format!(
+        "{} queries: {} where {variant} was worse than {} on {metric} (Benjamini-Hochberg q <= {:.2}), then those that lost the most engaged impressions; rankpulse, cumulative",
+        texts.len(),
+        flagged.min(texts.len()),
+        report.control,
+        1.0 - report.confidence,
+    );
+    Some(SrwQuerySet {
+        name,
+        description: description.chars().take(250).collect(),
+        sampling: "manual",
+        query_set_queries: texts.into_iter().map(|t| SrwQuery { query_text: t.to_string() }).collect(),
+    })
 }

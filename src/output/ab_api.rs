@@ -6,8 +6,9 @@
 
 use axum::http::StatusCode;
 
+use crate::accumulate::breakdown;
 use crate::engine::Engine;
-use crate::experiments::breakdown::DimensionsReport;
+use crate::experiments::breakdown::{worst_queries, DimensionsReport, SrwQuerySet};
 use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 use crate::time::EventTime;
 
@@ -64,6 +65,26 @@ pub enum ReportError {
         /// When the next one closes, when there is a watermark to tell.
         closes: Option<WindowClose>,
     },
+    /// `ab.dimensions` does not name `query`, or no final impression had a breakdown by it.
+    #[error("experiment {experiment:?} has no per-query figures: {}", if *.configured { "its final impressions arrived before ab.dimensions named query" } else { "ab.dimensions does not name query" })]
+    NoQueries {
+        /// The experiment asked for.
+        experiment: String,
+        /// Whether `ab.dimensions` names `query` now.
+        configured: bool,
+    },
+    /// The query set asked for compares a variant or metric the report does not.
+    #[error("experiment {experiment:?} compares no variant {variant:?} on metric {metric:?}; variants: {}; metrics: see the report", .variants.join(", "))]
+    NoComparison {
+        /// The experiment asked for.
+        experiment: String,
+        /// The variant asked for.
+        variant: String,
+        /// The metric asked for.
+        metric: String,
+        /// The variants compared with the control.
+        variants: Vec<String>,
+    },
     /// The experiment has final impressions, and none has a breakdown: `ab.dimensions` names
     /// no field, or did not when they arrived.
     #[error("experiment {experiment:?} has no breakdown by dimension: {}", if *.configured { "its final impressions arrived before ab.dimensions named a field" } else { "ab.dimensions names no impression field" })]
@@ -118,7 +139,9 @@ impl ReportError {
             | ReportError::NotFinal { .. }
             | ReportError::NotClosed { .. }
             | ReportError::NotInWindow { .. }
-            | ReportError::NoDimensions { .. } => StatusCode::NOT_FOUND,
+            | ReportError::NoDimensions { .. }
+            | ReportError::NoQueries { .. }
+            | ReportError::NoComparison { .. } => StatusCode::NOT_FOUND,
         }
     }
 }
@@ -178,13 +201,54 @@ pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Res
 /// The cumulative report of `experiment` per value of each dimension (`ab.dimensions`); without
 /// one, the error says why, as [`experiment_report`]'s does, or that it has no breakdown.
 pub fn dimensions_report(engine: &Engine, experiment: &str) -> Result<DimensionsReport, ReportError> {
-    if let Some(report) = engine.dimensions_report(experiment) {
-        return Ok(report);
+    if let Some(report) = engine.dimensions_report(experiment).filter(|r| !r.dimensions.is_empty()) {
+        return Ok(DimensionsReport { queries: None, ..report });
     }
     experiment_report(engine, experiment, CUMULATIVE)?;
-    Err(ReportError::NoDimensions {
+    let configured = engine.ab().dimensions.iter().any(|d| d != breakdown::QUERY);
+    Err(ReportError::NoDimensions { experiment: experiment.to_string(), configured })
+}
+
+/// The cumulative report of `experiment` per query (`ab.dimensions` naming `query`): the
+/// dimensions report with the query dimension alone.
+pub fn queries_report(engine: &Engine, experiment: &str) -> Result<DimensionsReport, ReportError> {
+    if let Some(report) = engine.dimensions_report(experiment).filter(|r| r.queries.is_some()) {
+        return Ok(DimensionsReport { dimensions: Vec::new(), ..report });
+    }
+    experiment_report(engine, experiment, CUMULATIVE)?;
+    let configured = engine.ab().dimensions.iter().any(|d| d == breakdown::QUERY);
+    Err(ReportError::NoQueries { experiment: experiment.to_string(), configured })
+}
+
+/// The worst queries of `experiment`'s `variant` (default: the first compared) on `metric`
+/// (default `ndcg@10`, else the first metric) as a Search Relevance Workbench query set, at
+/// most `limit`.
+pub fn worst_queries_set(
+    engine: &Engine,
+    experiment: &str,
+    variant: Option<&str>,
+    metric: Option<&str>,
+    limit: usize,
+) -> Result<SrwQuerySet, ReportError> {
+    let report = queries_report(engine, experiment)?;
+    let no_queries = || ReportError::NoQueries { experiment: experiment.to_string(), configured: true };
+    let queries = report.queries.as_ref().ok_or_else(no_queries)?;
+    let mut variants: Vec<String> = Vec::new();
+    for h in &queries.heterogeneity {
+        if !variants.contains(&h.variant) {
+            variants.push(h.variant.clone());
+        }
+    }
+    let keys = engine.layout().keys();
+    let default_metric =
+        keys.iter().map(|k| k.name()).find(|k| k == "ndcg@10").or_else(|| keys.first().map(|k| k.name()));
+    let metric = metric.map(str::to_string).or(default_metric).unwrap_or_default();
+    let variant = variant.map(str::to_string).or_else(|| variants.first().cloned()).unwrap_or_default();
+    worst_queries(&report, queries, &variant, &metric, limit).ok_or(ReportError::NoComparison {
         experiment: experiment.to_string(),
-        configured: !engine.ab().dimensions.is_empty(),
+        variant,
+        metric,
+        variants,
     })
 }
 

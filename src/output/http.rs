@@ -21,7 +21,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use prometheus::Registry;
 
-use super::ab_api::{dimensions_report, experiment_report};
+use super::ab_api::{dimensions_report, experiment_report, queries_report, worst_queries_set};
 use super::auth::{require_credentials, Auth};
 use super::page;
 use super::prometheus::{registry, render};
@@ -65,7 +65,9 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
     let engine = state.engine.clone();
     let listing = tokio::task::spawn_blocking(move || {
         let engine = engine.lock();
-        let has_dimensions = !engine.ab().dimensions.is_empty();
+        let dimensions = &engine.ab().dimensions;
+        let has_dimensions = dimensions.iter().any(|d| d != crate::accumulate::breakdown::QUERY);
+        let has_queries = dimensions.iter().any(|d| d == crate::accumulate::breakdown::QUERY);
         let windows: Vec<&str> = std::iter::once(CUMULATIVE)
             .chain(engine.newest_closed().map(|w| engine.window_label(w.size_index)))
             .collect();
@@ -87,6 +89,9 @@ async fn list_experiments(State(state): State<AppState>) -> axum::response::Resp
                 });
                 if has_dimensions {
                     entry["dimensions_href"] = format!("/api/v1/experiments/{}/dimensions", r.experiment).into();
+                }
+                if has_queries {
+                    entry["queries_href"] = format!("/api/v1/experiments/{}/queries", r.experiment).into();
                 }
                 // Interleaved comparisons, when the experiment has any: their traffic.
                 if !r.interleaving.is_empty() {
@@ -138,6 +143,60 @@ async fn get_dimensions(
     })
     .await;
     match report {
+        Ok(Ok(body)) => axum::Json(body).into_response(),
+        Ok(Err(error)) => json_error(error.status(), error.to_string()),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `GET /api/v1/experiments/{id}/queries`: the cumulative report per query.
+async fn get_queries(
+    State(state): State<AppState>,
+    axum::extract::Path(experiment): axum::extract::Path<String>,
+) -> axum::response::Response {
+    let engine = state.engine.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let engine = engine.lock();
+        queries_report(&engine, &experiment).map(|r| serde_json::to_value(r).unwrap_or_default())
+    })
+    .await;
+    match report {
+        Ok(Ok(body)) => axum::Json(body).into_response(),
+        Ok(Err(error)) => json_error(error.status(), error.to_string()),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// Query of `GET /api/v1/experiments/{id}/queries/srw`.
+#[derive(Debug, serde::Deserialize)]
+struct WorstQueriesQuery {
+    /// The variant whose worst queries are listed; default the first compared with the control.
+    variant: Option<String>,
+    /// The metric they are worst on; default `ndcg@10` (else the first metric).
+    metric: Option<String>,
+    /// At most this many queries (1 to 10,000); default 50.
+    limit: Option<usize>,
+}
+
+/// `GET /api/v1/experiments/{id}/queries/srw`: the worst queries as a Search Relevance
+/// Workbench query set, to `PUT _plugins/_search_relevance/query_sets` for offline judging.
+async fn get_worst_queries(
+    State(state): State<AppState>,
+    axum::extract::Path(experiment): axum::extract::Path<String>,
+    axum::extract::Query(query): axum::extract::Query<WorstQueriesQuery>,
+) -> axum::response::Response {
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=10_000).contains(&limit) {
+        return json_error(StatusCode::BAD_REQUEST, format!("limit {limit} must lie between 1 and 10000"));
+    }
+    let engine = state.engine.clone();
+    let set = tokio::task::spawn_blocking(move || {
+        let engine = engine.lock();
+        worst_queries_set(&engine, &experiment, query.variant.as_deref(), query.metric.as_deref(), limit)
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+    })
+    .await;
+    match set {
         Ok(Ok(body)) => axum::Json(body).into_response(),
         Ok(Err(error)) => json_error(error.status(), error.to_string()),
         Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -319,6 +378,8 @@ impl HttpServer {
             .route("/api/v1/experiments", get(list_experiments))
             .route("/api/v1/experiments/{id}", get(get_experiment))
             .route("/api/v1/experiments/{id}/dimensions", get(get_dimensions))
+            .route("/api/v1/experiments/{id}/queries", get(get_queries))
+            .route("/api/v1/experiments/{id}/queries/srw", get(get_worst_queries))
             .route("/api/v1/clicks", get(clicks));
         let protected = match &security.auth {
             Some(auth) => {

@@ -16,6 +16,9 @@ pub(super) fn breakdown_summary(reports: &[DimensionsReport]) -> String {
         for dimension in &report.dimensions {
             out.push_str(&dimension_block(report, dimension));
         }
+        if let Some(queries) = &report.queries {
+            out.push_str(&query_block(report, queries));
+        }
     }
     out
 }
@@ -83,5 +86,49 @@ fn dimension_block(report: &DimensionsReport, dimension: &DimensionReport) -> St
         format!("{alpha:.4}").trim_end_matches('0'),
         100.0 * alpha
     ));
+    out
+}
+
+/// How many queries each list of the text report shows (`--format json` has them all).
+const SHOWN_QUERIES: usize = 10;
+
+/// The per-query block: per headline metric the queries flagged worse and better, and the
+/// queries that lost the most engaged impressions.
+fn query_block(report: &DimensionsReport, queries: &DimensionReport) -> String {
+    let alpha = 1.0 - report.confidence;
+    let mut out = format!(
+        "\n== queries of {} (cumulative; {} queries tracked, {} impressions{}) ==\n",
+        report.experiment,
+        queries.values.len(),
+        queries.impressions,
+        match queries.other_impressions {
+            0 => String::new(),
+            n => format!(", {n} of queries beyond ab.max_queries under `other`"),
+        }
+    );
+    let headline = |key: &str| key == "mrr" || key == "abandonment_rate" || key == "ndcg@10";
+    for h in queries.heterogeneity.iter().filter(|h| headline(&h.metric)) {
+        let tested = queries.values.len() - h.left_out.len();
+        out.push_str(&format!(
+            "{} - {} {}: {} worse, {} better at q <= {} of {tested} queries with ab.min_dimension_impressions\n",
+            h.variant,
+            report.control,
+            h.metric,
+            h.worse.len(),
+            h.better.len(),
+            format!("{alpha:.4}").trim_end_matches('0'),
+        ));
+        for (label, list) in [("worse", &h.worse), ("better", &h.better)] {
+            for f in list.iter().take(SHOWN_QUERIES) {
+                out.push_str(&format!("  {label:<7} {:<40} {:>+10.4}  q {:.2e}\n", f.value, f.difference, f.q_value));
+            }
+        }
+    }
+    for lost in queries.engagement_lost.iter().take(SHOWN_QUERIES) {
+        out.push_str(&format!(
+            "lost engagement: {} {:<40} {:>8.1} engaged impressions of {}\n",
+            lost.variant, lost.value, lost.engaged_impressions_lost, lost.impressions
+        ));
+    }
     out
 }
