@@ -24,6 +24,7 @@ use common::*;
 use rankpulse::config::Config;
 use rankpulse::engine::Engine;
 use rankpulse::event::EventKind;
+use rankpulse::experiments::breakdown::worst_queries;
 use serde_json::{json, Value};
 
 /// 2026-03-01T00:00:00Z.
@@ -34,6 +35,22 @@ const TOLERANCE: f64 = 1e-9;
 const SEGMENTS: [(&str, f64); 3] = [("mobile", 0.5), ("desktop", 0.35), ("tablet", 0.15)];
 /// The last is an impression without `market`: its value is `none`.
 const MARKETS: [(&str, f64); 5] = [("us", 0.4), ("de", 0.25), ("fr", 0.2), ("jp", 0.1), ("", 0.05)];
+/// The queries of [`simulate`]'s traffic, head to tail.
+const QUERY_TEXTS: [(&str, f64); 12] = [
+    ("Laptop", 0.2),
+    ("laptop  bag", 0.14),
+    ("USB-C cable", 0.12),
+    ("monitor", 0.1),
+    ("mouse", 0.08),
+    ("Keyboard", 0.08),
+    ("webcam", 0.07),
+    ("headset", 0.06),
+    ("dock", 0.05),
+    ("ssd", 0.04),
+    ("hdmi", 0.03),
+    ("charger", 0.03),
+];
+
 /// Where a first click lands, by rank.
 const FIRST_CLICK: [f64; 5] = [0.45, 0.2, 0.15, 0.12, 0.08];
 
@@ -60,6 +77,8 @@ struct Truth {
     variant: &'static str,
     segment: &'static str,
     market: &'static str,
+    /// Normalized, as rankpulse keys queries.
+    query: String,
     values: [f64; 3],
 }
 
@@ -94,11 +113,12 @@ fn simulate(rng: &mut Lcg, experiments: &[(String, f64)], per_experiment: usize)
         let variant = if rng.next() < 0.5 { "control" } else { "treatment" };
         let segment = rng.pick(&SEGMENTS);
         let market = rng.pick(&MARKETS);
+        let query = rng.pick(&QUERY_TEXTS);
         let results: Vec<String> = (1..=5).map(|r| format!("{id}-d{r}")).collect();
         let dimensions = if market.is_empty() { json!({"page": 1}) } else { json!({"market": market, "page": 1}) };
         let impression = json!({
             "query_id": id, "timestamp": ts, "results": results, "experiment": experiment,
-            "variant": variant, "segment": segment, "dimensions": dimensions,
+            "variant": variant, "segment": segment, "dimensions": dimensions, "query": query,
         })
         .to_string();
         let mut p = 0.55;
@@ -126,7 +146,8 @@ fn simulate(rng: &mut Lcg, experiments: &[(String, f64)], per_experiment: usize)
         traffic.timeline.push((ts, true, impression.clone()));
         traffic.impressions.push(impression);
         let market = if market.is_empty() { "none" } else { market };
-        traffic.truth.push(Truth { variant, segment, market, values: metric_values(&ranks) });
+        let query = query.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ");
+        traffic.truth.push(Truth { variant, segment, market, query, values: metric_values(&ranks) });
     }
     traffic.timeline.sort_by_key(|(ts, impression, _)| (*ts, !*impression));
     traffic
@@ -155,10 +176,13 @@ fn close(what: &str, got: &Value, want: &Value) {
 
 /// The reference script's figures for the truth of one experiment.
 fn reference(truth: &[Truth]) -> Value {
-    let rows: Vec<Value> =
-        truth.iter().map(|t| json!([t.variant, {"segment": t.segment, "market": t.market}, t.values])).collect();
+    let rows: Vec<Value> = truth
+        .iter()
+        .map(|t| json!([t.variant, {"segment": t.segment, "market": t.market, "query": t.query}, t.values]))
+        .collect();
     let case = json!({
-        "confidence": 0.95, "control": "control", "metrics": METRICS, "dimensions": ["segment", "market"], "rows": rows,
+        "confidence": 0.95, "control": "control", "metrics": METRICS, "dimensions": ["segment", "market", "query"],
+        "min_impressions": 100, "rows": rows,
     });
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/breakdown/reference.py");
     let mut child = Command::new("python3")
@@ -190,7 +214,7 @@ fn every_value_equals_scipy_and_statsmodels_recomputed_from_the_events() {
         (dir.path().join("i.jsonl"), dir.path().join("e.jsonl"), dir.path().join("c.toml"));
     std::fs::write(&impressions, traffic.impressions.join("\n") + "\n").unwrap();
     std::fs::write(&engagements, traffic.engagements.join("\n") + "\n").unwrap();
-    std::fs::write(&config, CONFIG).unwrap();
+    std::fs::write(&config, CONFIG.replace(r#"["segment", "market"]"#, r#"["segment", "market", "query"]"#)).unwrap();
     let report = replay_json(&impressions, &engagements, &config);
     let want = reference(&traffic.truth);
 
@@ -199,8 +223,9 @@ fn every_value_equals_scipy_and_statsmodels_recomputed_from_the_events() {
     let dimensions = breakdown["dimensions"].as_array().unwrap();
     let names: Vec<&str> = dimensions.iter().map(|d| d["dimension"].as_str().unwrap()).collect();
     assert_eq!(names, ["segment", "market"], "in ab.dimensions order");
-    let mut checked = 0;
-    for dimension in dimensions {
+    assert_eq!(breakdown["queries"]["dimension"], "query");
+    let (mut checked, mut left_out) = (0, 0);
+    for dimension in dimensions.iter().chain([&breakdown["queries"]]) {
         let name = dimension["dimension"].as_str().unwrap();
         let want = &want[name];
         let values = dimension["values"].as_array().unwrap();
@@ -234,8 +259,14 @@ fn every_value_equals_scipy_and_statsmodels_recomputed_from_the_events() {
                 close(&format!("{what} interval low"), &cmp["difference_ci"][0], &reference["ci"][0]);
                 close(&format!("{what} interval high"), &cmp["difference_ci"][1], &reference["ci"][1]);
                 close(&format!("{what} p-value"), &cmp["p_value"], &reference["p_value"]);
+                // A value below ab.min_dimension_impressions has no q-value (nor the reference's).
                 let q = &value["q_values"]["treatment"][metric];
-                close(&format!("{what} q-value"), q, &want["q_values"][format!("treatment/{metric}")][label]);
+                let want_q = &want["q_values"][format!("treatment/{metric}")][label];
+                if want_q.is_null() && q.is_null() {
+                    left_out += 1;
+                } else {
+                    close(&format!("{what} q-value"), q, want_q);
+                }
                 checked += 1;
             }
         }
@@ -254,12 +285,19 @@ fn every_value_equals_scipy_and_statsmodels_recomputed_from_the_events() {
             let i_squared = json!(num(&reference["i_squared"]).max(0.0));
             close(&format!("{name} {metric} heterogeneity I²"), &entry["test"]["i_squared"], &i_squared);
             assert_eq!(entry["test"]["df"], reference["df"]);
+            let mut left: Vec<&str> =
+                entry["left_out"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            left.sort();
+            let want_left: Vec<&str> =
+                reference["left_out"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            assert_eq!(left, want_left, "{name} {metric}: the values left out for too little traffic");
         }
     }
-    assert_eq!(checked, (3 + 5) * METRICS.len(), "every value of both dimensions was compared");
+    assert_eq!(checked, (3 + 5 + 12) * METRICS.len(), "every value of the three dimensions was compared");
+    assert!(left_out > 0 && left_out < checked / 4, "some small values are left out of the q-values: {left_out}");
     // The experiment-wide figures are the same as without dimensions.
     let plain = dir.path().join("plain.toml");
-    std::fs::write(&plain, CONFIG.replace("dimensions = [\"segment\", \"market\"]", "")).unwrap();
+    std::fs::write(&plain, CONFIG.replace(r#"dimensions = ["segment", "market"]"#, "")).unwrap();
     let without = replay_json(&impressions, &engagements, &plain);
     assert_eq!(report["experiments"], without["experiments"]);
     assert_eq!(report["groups"], without["groups"]);
@@ -363,4 +401,161 @@ fn a_planted_effect_is_found_and_aa_experiments_stay_at_the_nominal_rates() {
     // Each planted experiment's false-discovery proportion is 0 or at most 1/2 (two values
     // can be falsely flagged beside mobile); its mean is the FDR, controlled at 5%.
     assert!(fdr <= alpha, "false discoveries among flagged values: mean proportion {fdr}");
+}
+
+/// Per-query traffic: each experiment's `queries` queries (`query 0`, `query 1`, ...) with
+/// `per_query` impressions each, interleaved; the first `planted` queries' treatment clicks
+/// with probability 0.55 − `effect`, every other impression with 0.55.
+fn simulate_queries(rng: &mut Lcg, experiments: &[(String, usize, usize, f64)], per_query: usize) -> Traffic {
+    let mut slots: Vec<(usize, usize)> = Vec::new();
+    for (e, &(_, queries, _, _)) in experiments.iter().enumerate() {
+        slots.extend((0..queries * per_query).map(|i| (e, i % queries)));
+    }
+    // A deterministic shuffle, so that queries and experiments interleave in time.
+    for i in (1..slots.len()).rev() {
+        let j = (rng.next() * (i + 1) as f64) as usize % (i + 1);
+        slots.swap(i, j);
+    }
+    let mut traffic = Traffic::default();
+    for (i, (e, query)) in slots.into_iter().enumerate() {
+        let (experiment, _, planted, effect) = &experiments[e];
+        let ts = T0 + i as i64 * 20;
+        let id = format!("q{i}");
+        let variant = if rng.next() < 0.5 { "control" } else { "treatment" };
+        let results: Vec<String> = (1..=5).map(|r| format!("{id}-d{r}")).collect();
+        let impression = json!({
+            "query_id": id, "timestamp": ts, "results": results, "experiment": experiment,
+            "variant": variant, "query": format!("Query {query}"),
+        })
+        .to_string();
+        let p = if variant == "treatment" && query < *planted { 0.55 - effect } else { 0.55 };
+        if rng.next() < p {
+            let rank = rng.pick(&FIRST_CLICK.iter().enumerate().map(|(r, &w)| (r + 1, w)).collect::<Vec<_>>());
+            let click = json!({"query_id": id, "timestamp": ts + 2_000, "doc_id": results[rank - 1]}).to_string();
+            traffic.timeline.push((ts + 2_000, false, click));
+        }
+        traffic.timeline.push((ts, true, impression));
+    }
+    traffic.timeline.sort_by_key(|(ts, impression, _)| (*ts, !*impression));
+    traffic
+}
+
+#[test]
+fn planted_query_effects_are_found_and_flagged_queries_hold_the_false_discovery_rate() {
+    const QUERIES: usize = 500;
+    const PLANTED: usize = 20;
+    const PER_QUERY: usize = 400;
+    const AA: usize = 200;
+    const AA_QUERIES: usize = 5;
+    const AA_PER_QUERY: usize = 200;
+    let config = r#"
+[metrics]
+cutoffs = [10]
+windows = ["1h"]
+[labels]
+max_experiments = 1000
+[ab]
+dimensions = ["query"]
+"#;
+    let cfg = Config::from_toml_with_env(config, "test", std::iter::empty()).unwrap();
+    let mut experiments = vec![("planted".to_string(), QUERIES, PLANTED, 0.25)];
+    experiments.extend((0..AA).map(|i| (format!("aa{i}"), AA_QUERIES, 0, 0.0)));
+    let mut rng = Lcg(500);
+    // The planted experiment's traffic first, then the A/A experiments' (each per query).
+    let planted = simulate_queries(&mut rng, &experiments[..1], PER_QUERY);
+    let aa = simulate_queries(&mut rng, &experiments[1..], AA_PER_QUERY);
+    let mut engine = Engine::new(&cfg).without_past_limit();
+    let now = Instant::now();
+    let day_later = |(ts, impression, line): &(i64, bool, String)| (ts + 86_400_000, *impression, shifted(line));
+    for (_, impression, line) in
+        planted.timeline.iter().chain(aa.timeline.iter().map(day_later).collect::<Vec<_>>().iter())
+    {
+        let kind = if *impression { EventKind::Impression } else { EventKind::Engagement };
+        engine.process(kind, 0, line.as_bytes(), now).unwrap();
+    }
+    engine.finish();
+
+    let alpha = 0.05;
+    let queries_of = |name: &str| {
+        let report = serde_json::to_value(engine.dimensions_report(name).expect("a breakdown")).unwrap();
+        report["queries"].clone()
+    };
+    let planted = queries_of("planted");
+    assert_eq!(planted["values"].as_array().unwrap().len(), QUERIES, "every query tracked (ab.max_queries = 500)");
+    let entry = |queries: &Value, metric: &str| {
+        queries["heterogeneity"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["variant"] == "treatment" && h["metric"] == metric)
+            .unwrap()
+            .clone()
+    };
+    let mrr = entry(&planted, "mrr");
+    let is_planted =
+        |q: &str| q.strip_prefix("query ").and_then(|k| k.parse::<usize>().ok()).is_some_and(|k| k < PLANTED);
+    // The null queries' p-values: about 5% below 0.05 if Welch's test holds its level per query.
+    let null_p: Vec<f64> = planted["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| !is_planted(v["value"].as_str().unwrap()))
+        .filter_map(|v| v["report"]["comparisons"][0]["metrics"]["mrr"]["p_value"].as_f64())
+        .collect();
+    let null_below = null_p.iter().filter(|&&p| p < alpha).count();
+    let worse: Vec<&str> = mrr["worse"].as_array().unwrap().iter().map(|w| w["value"].as_str().unwrap()).collect();
+    let better = mrr["better"].as_array().unwrap().len();
+    let found = worse.iter().filter(|q| is_planted(q)).count();
+    let false_found = worse.len() - found + better;
+    let fdp = false_found as f64 / (worse.len() + better).max(1) as f64;
+    // The worst queries, as a Search Relevance Workbench query set.
+    let lost = planted["engagement_lost"].as_array().unwrap();
+    let top_lost = lost.iter().take(PLANTED).filter(|l| is_planted(l["value"].as_str().unwrap())).count();
+
+    let (mut aa_any_flagged, mut aa_flagged, mut aa_differs) = (0, 0, 0);
+    for i in 0..AA {
+        let queries = queries_of(&format!("aa{i}"));
+        let mrr = entry(&queries, "mrr");
+        aa_differs += usize::from(mrr["differs"].as_bool().unwrap());
+        let flagged = mrr["worse"].as_array().unwrap().len() + mrr["better"].as_array().unwrap().len();
+        aa_flagged += flagged;
+        aa_any_flagged += usize::from(flagged > 0);
+    }
+    println!(
+        "{QUERIES} queries of {PER_QUERY} impressions, {PLANTED} planted (click rate 0.55 -> 0.30 in the treatment): \
+         {found} of {PLANTED} flagged worse on mrr (power {:.2}); {false_found} false of {} flagged (false-discovery \
+         proportion {fdp:.3}); {null_below} of {} null queries with p < 0.05; {top_lost} planted among the {PLANTED} that lost the most engagement; \
+         {AA} A/A experiments of {AA_QUERIES} queries x {AA_PER_QUERY}: {aa_any_flagged} with a flagged query ({aa_flagged} flagged), \
+         heterogeneity across queries in {aa_differs}",
+        found as f64 / PLANTED as f64,
+        worse.len() + better,
+        null_p.len(),
+    );
+    // The seeded run flags 18 of the 20 (power 0.90), and 4 null queries beside them (about 1
+    // expected: 480 null queries at Benjamini-Hochberg's threshold for 22 flagged).
+    assert!(found >= 15, "planted queries flagged worse: {found} of {PLANTED}");
+    assert!(false_found <= 5, "false discoveries among the flagged queries: {false_found}");
+    // Binomial(480, 0.05) exceeds 36 with probability 0.7%.
+    assert!(null_below <= 36, "null queries with p < 0.05: {null_below} of {}", null_p.len());
+    assert!(top_lost >= 15, "planted queries among those that lost the most engagement: {top_lost}");
+    // In an A/A experiment every flagged query is a false discovery: the share of experiments
+    // with one is the false discovery rate. Binomial(200, 0.05) exceeds 17 with probability 0.7%.
+    assert!(aa_any_flagged <= 17, "A/A experiments with a flagged query: {aa_any_flagged} of {AA}");
+    assert!(aa_differs <= 17, "A/A heterogeneity across queries: {aa_differs} of {AA}");
+
+    // The worst queries as a Search Relevance Workbench query set: the flagged ones first.
+    let report = engine.dimensions_report("planted").unwrap();
+    let set = worst_queries(&report, report.queries.as_ref().unwrap(), "treatment", "mrr", PLANTED).unwrap();
+    let set = serde_json::to_value(set).unwrap();
+    assert_eq!(set["sampling"], "manual");
+    assert!(
+        set["name"].as_str().unwrap().chars().count() <= 50
+            && set["description"].as_str().unwrap().chars().count() <= 250
+    );
+    let texts: Vec<&str> =
+        set["querySetQueries"].as_array().unwrap().iter().map(|q| q["queryText"].as_str().unwrap()).collect();
+    assert_eq!(texts.len(), PLANTED);
+    let flagged_first = worse.len().min(PLANTED);
+    assert_eq!(&texts[..flagged_first], &worse[..flagged_first], "the queries flagged worse come first");
+    assert!(texts.iter().filter(|q| is_planted(q)).count() >= 18, "{texts:?}");
 }

@@ -7,8 +7,9 @@ fixed-effect mean and its standard error) and the Benjamini-Hochberg q-values ac
 (statsmodels.stats.multitest.multipletests, method fdr_bh).
 
 Reads {"confidence": c, "control": name, "metrics": [...], "dimensions": [...],
-"rows": [[variant, {dimension: value}, [metric values]], ...]} on stdin; prints the figures as
-JSON. Installed by the test command (tests/experiment_statistics/requirements.txt).
+"min_impressions": n, "rows": [[variant, {dimension: value}, [metric values]], ...]} on stdin;
+prints the figures as JSON. A value takes part in the test and the q-values only with at least
+n impressions in both arms (ab.min_dimension_impressions); the others are listed as left out. Installed by the test command (tests/experiment_statistics/requirements.txt).
 """
 
 import json
@@ -23,6 +24,7 @@ from statsmodels.stats.multitest import multipletests
 def main():
     case = json.load(sys.stdin)
     confidence, control, metrics = case["confidence"], case["control"], case["metrics"]
+    least = case["min_impressions"]
     out = {}
     for dimension in case["dimensions"]:
         values = sorted({row[1][dimension] for row in case["rows"]})
@@ -42,7 +44,7 @@ def main():
                 if v == control or control not in arms:
                     continue
                 t, c = arms[v], arms[control]
-                per_metric = {}
+                per_metric = {"enough": bool(len(t) >= least and len(c) >= least)}
                 for k, metric in enumerate(metrics):
                     res = stats.ttest_ind(t[:, k], c[:, k], equal_var=False)
                     ci = res.confidence_interval(confidence)
@@ -59,7 +61,8 @@ def main():
         compared = sorted({v for f in per_value.values() for v in f["comparisons"]})
         for v in compared:
             for metric in metrics:
-                tested = [(value, f["comparisons"][v][metric]) for value, f in per_value.items() if v in f["comparisons"]]
+                compared = [(value, f["comparisons"][v]) for value, f in per_value.items() if v in f["comparisons"]]
+                tested = [(value, c[metric]) for value, c in compared if c["enough"]]
                 effects = np.array([c["difference"] for _, c in tested])
                 variances = np.array([c["variance"] for _, c in tested])
                 res = combine_effects(effects, variances)
@@ -70,6 +73,7 @@ def main():
                     "i_squared": float(res.i2),
                     "pooled_difference": float(res.mean_effect_fe),
                     "pooled_se": float(res.sd_eff_w_fe),
+                    "left_out": sorted(value for value, c in compared if not c["enough"]),
                 }
                 adjusted = multipletests([c["p_value"] for _, c in tested], method="fdr_bh")[1]
                 q_values[f"{v}/{metric}"] = {value: float(q) for (value, _), q in zip(tested, adjusted)}
