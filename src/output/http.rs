@@ -1,6 +1,6 @@
 //! The HTTP server: `/metrics`, `/healthz`, `/readyz`, the experiment page `/` and
-//! `/experiments/{name}` (see `page/`), and the A/B API `/api/v1/experiments[/{id}]` (its
-//! reports and errors: `ab_api.rs`), over plain
+//! `/experiments/{name}` (see `page/`), and the A/B API `/api/v1/...` (its handlers:
+//! `api_routes.rs`; its reports and errors: `ab_api.rs`), over plain
 //! HTTP or HTTPS (`[http.tls_server_config]`, see `tls.rs`), all but the probes behind
 //! credentials when `[http]` configures some (see `auth.rs`).
 //!
@@ -21,200 +21,32 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use prometheus::Registry;
 
-use super::ab_api::{dimensions_report, experiment_report, queries_report, worst_queries_set};
+use super::api_routes::{
+    clicks, get_dimensions, get_experiment, get_queries, get_worst_queries, json_error, list_experiments,
+};
 use super::auth::{require_credentials, Auth};
 use super::page;
 use super::prometheus::{registry, render};
 use super::tls::ReloadingTls;
 use crate::config::{ConfigError, HttpConfig};
 use crate::engine::SharedEngine;
-use crate::experiments::{Span, CUMULATIVE};
 use crate::health::Health;
 use crate::shutdown::Shutdown;
 
 /// What every handler may need; cloned per request, so only shared handles.
 #[derive(Clone)]
-struct AppState {
+pub(super) struct AppState {
     /// Built once at start: the collector in it is what `/metrics` renders.
     registry: Registry,
     /// Set by the source as partitions come and go; `/readyz` answers from it.
     health: Arc<Health>,
     /// For the A/B API, which reads reports straight from the accumulators.
-    engine: SharedEngine,
+    pub(super) engine: SharedEngine,
     /// The Avro and Protobuf schemas, when an input has them: `/readyz` tells a registry
     /// outage.
     schemas: Option<Arc<crate::schemas::Schemas>>,
     /// `[page]`: the experiment page's drawn metrics and refresh.
     page: Arc<page::PageSettings>,
-}
-
-/// Query of `GET /api/v1/experiments/{id}`.
-#[derive(Debug, serde::Deserialize)]
-struct ExperimentQuery {
-    /// A configured window size (`5m`: its newest closed window) or `cumulative` (default).
-    window: Option<String>,
-}
-
-fn json_error(status: StatusCode, message: String) -> axum::response::Response {
-    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
-}
-
-/// `GET /api/v1/experiments`: every experiment with its cumulative traffic (and that of its
-/// interleaved comparisons) and split check.
-async fn list_experiments(State(state): State<AppState>) -> axum::response::Response {
-    let engine = state.engine.clone();
-    let listing = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        let dimensions = &engine.ab().dimensions;
-        let has_dimensions = dimensions.iter().any(|d| d != crate::accumulate::breakdown::QUERY);
-        let has_queries = dimensions.iter().any(|d| d == crate::accumulate::breakdown::QUERY);
-        let windows: Vec<&str> = std::iter::once(CUMULATIVE)
-            .chain(engine.newest_closed().map(|w| engine.window_label(w.size_index)))
-            .collect();
-        let experiments: Vec<serde_json::Value> = engine
-            .experiment_reports(&engine.ab_cumulative(), Span::Cumulative)
-            .into_iter()
-            .map(|r| {
-                let mut entry = serde_json::json!({
-                    "experiment": r.experiment,
-                    "control": r.control,
-                    "unit": r.unit,
-                    "variants": r.variants.iter().map(|v| serde_json::json!({
-                        "variant": v.variant, "impressions": v.impressions, "engaged": v.engaged,
-                    })).collect::<Vec<_>>(),
-                    "sample_ratio_p_value": r.sample_ratio.as_ref().map(|s| s.p_value),
-                    "sequential_sample_ratio_p_value": r.sample_ratio.as_ref().and_then(|s| s.sequential_p_value),
-                    "windows": windows,
-                    "href": format!("/api/v1/experiments/{}", r.experiment),
-                });
-                if has_dimensions {
-                    entry["dimensions_href"] = format!("/api/v1/experiments/{}/dimensions", r.experiment).into();
-                }
-                if has_queries {
-                    entry["queries_href"] = format!("/api/v1/experiments/{}/queries", r.experiment).into();
-                }
-                // Interleaved comparisons, when the experiment has any: their traffic.
-                if !r.interleaving.is_empty() {
-                    entry["interleaving"] = r.interleaving.iter().map(|il| serde_json::json!({
-                        "variant": il.variant, "rankers": il.rankers, "impressions": il.impressions, "engaged": il.engaged,
-                    })).collect();
-                }
-                entry
-            })
-            .collect();
-        serde_json::json!({ "experiments": experiments })
-    })
-    .await;
-    match listing {
-        Ok(body) => axum::Json(body).into_response(),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
-}
-
-/// `GET /api/v1/experiments/{id}?window=5m`: the full report.
-async fn get_experiment(
-    State(state): State<AppState>,
-    axum::extract::Path(experiment): axum::extract::Path<String>,
-    axum::extract::Query(query): axum::extract::Query<ExperimentQuery>,
-) -> axum::response::Response {
-    let engine = state.engine.clone();
-    let window = query.window.unwrap_or_else(|| CUMULATIVE.to_string());
-    let report = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        experiment_report(&engine, &experiment, &window).map(|r| serde_json::to_value(r).unwrap_or_default())
-    })
-    .await;
-    match report {
-        Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err(error)) => json_error(error.status(), error.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
-}
-
-/// `GET /api/v1/experiments/{id}/dimensions`: the cumulative report per dimension value.
-async fn get_dimensions(
-    State(state): State<AppState>,
-    axum::extract::Path(experiment): axum::extract::Path<String>,
-) -> axum::response::Response {
-    let engine = state.engine.clone();
-    let report = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        dimensions_report(&engine, &experiment).map(|r| serde_json::to_value(r).unwrap_or_default())
-    })
-    .await;
-    match report {
-        Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err(error)) => json_error(error.status(), error.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
-}
-
-/// `GET /api/v1/experiments/{id}/queries`: the cumulative report per query.
-async fn get_queries(
-    State(state): State<AppState>,
-    axum::extract::Path(experiment): axum::extract::Path<String>,
-) -> axum::response::Response {
-    let engine = state.engine.clone();
-    let report = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        queries_report(&engine, &experiment).map(|r| serde_json::to_value(r).unwrap_or_default())
-    })
-    .await;
-    match report {
-        Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err(error)) => json_error(error.status(), error.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
-}
-
-/// Query of `GET /api/v1/experiments/{id}/queries/srw`.
-#[derive(Debug, serde::Deserialize)]
-struct WorstQueriesQuery {
-    /// The variant whose worst queries are listed; default the first compared with the control.
-    variant: Option<String>,
-    /// The metric they are worst on; default `ndcg@10` (else the first metric).
-    metric: Option<String>,
-    /// At most this many queries (1 to 10,000); default 50.
-    limit: Option<usize>,
-}
-
-/// `GET /api/v1/experiments/{id}/queries/srw`: the worst queries as a Search Relevance
-/// Workbench query set, to `PUT _plugins/_search_relevance/query_sets` for offline judging.
-async fn get_worst_queries(
-    State(state): State<AppState>,
-    axum::extract::Path(experiment): axum::extract::Path<String>,
-    axum::extract::Query(query): axum::extract::Query<WorstQueriesQuery>,
-) -> axum::response::Response {
-    let limit = query.limit.unwrap_or(50);
-    if !(1..=10_000).contains(&limit) {
-        return json_error(StatusCode::BAD_REQUEST, format!("limit {limit} must lie between 1 and 10000"));
-    }
-    let engine = state.engine.clone();
-    let set = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        worst_queries_set(&engine, &experiment, query.variant.as_deref(), query.metric.as_deref(), limit)
-            .map(|r| serde_json::to_value(r).unwrap_or_default())
-    })
-    .await;
-    match set {
-        Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err(error)) => json_error(error.status(), error.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
-}
-
-/// `GET /api/v1/clicks`: the click log of the partitions this replica owns, as click table
-/// lines (`crate::clicks::named`), which `rankpulse judgments --from-clicks --url` merges over
-/// replicas. 404 when `clicks.enabled` is off. The copy is made under the engine's lock: a
-/// log of 100,000 pairs takes milliseconds.
-async fn clicks(State(state): State<AppState>) -> axum::response::Response {
-    let engine = state.engine.clone();
-    let table = tokio::task::spawn_blocking(move || engine.lock().click_table().map(|(t, _)| t)).await;
-    match table {
-        Ok(Some(table)) => ([(header::CONTENT_TYPE, "application/x-ndjson")], table.to_lines()).into_response(),
-        Ok(None) => json_error(StatusCode::NOT_FOUND, "the click log is off: set clicks.enabled = true".to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
 }
 
 /// An HTML page: it may load nothing from anywhere ([`page::CONTENT_SECURITY_POLICY`]), and is

@@ -22,6 +22,7 @@
 //! the publisher only tells the engine which closed windows it may forget.
 
 mod ab_api;
+mod api_routes;
 mod auth;
 mod click_families;
 mod http;
