@@ -25,6 +25,7 @@ mod ab_api;
 mod api_routes;
 mod auth;
 mod click_families;
+mod dimension_families;
 mod http;
 mod interleaving_families;
 mod judged_families;

@@ -178,6 +178,7 @@ pub fn gather(engine: &Engine) -> Vec<MetricFamily> {
     let reports = super::window_families::reports_per_window(engine);
     families.extend(super::window_families::ab_families(&reports));
     families.extend(super::readout_families::families(engine, &reports));
+    families.extend(super::dimension_families::families(engine, &reports));
     families.extend(super::interleaving_families::counters(engine));
     families.extend(super::interleaving_families::gauges(engine, &reports));
     families.extend(super::judged_families::sums(engine));
