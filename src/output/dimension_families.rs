@@ -149,13 +149,13 @@ mod tests {
         }
         e.finish();
         let families = crate::output::prometheus::gather(&e);
-        let family = |name: &str| families.iter().find(|f| f.get_name() == name).unwrap_or_else(|| panic!("{name}"));
+        let family = |name: &str| families.iter().find(|f| f.name() == name).unwrap_or_else(|| panic!("{name}"));
         let values = |name: &str| -> Vec<String> {
             family(name)
                 .get_metric()
                 .iter()
                 .flat_map(|m| {
-                    m.get_label().iter().filter(|l| l.get_name() == "value").map(|l| l.get_value().to_string())
+                    m.get_label().iter().filter(|l| l.name() == "value").map(|l| l.value().to_string())
                 })
                 .collect()
         };
