@@ -157,7 +157,7 @@ fn the_demo_page_shows_the_apis_figures_with_a_curve_per_variant() {
     assert!(kinds.contains(&"value") && kinds.contains(&"difference") && kinds.contains(&"traffic"), "{kinds:?}");
     let text = experiment["layout"]["text"].as_str().unwrap();
     let headings = experiment["layout"]["headings"].to_string();
-    for section in ["Decision", "Traffic split", "Metrics over time", "Data quality"] {
+    for section in ["Decision", "Traffic split", "Metrics over time", "Where it changed", "By device", "Data quality"] {
         assert!(headings.contains(section), "the experiment page has no {section:?}: {headings}");
     }
     assert!(text.contains("watermark lag"), "{text}");
@@ -195,7 +195,7 @@ fn the_replay_report_opened_from_disk_shows_replays_figures_at_desktop_and_phone
     std::fs::write(
         &config,
         format!(
-            "[ab]\nunit = \"client_id\"\n[judgments]\nfile = \"{}\"\n[page]\nmetrics = [\"ndcg@10\", \"mrr\"]\n",
+            "[ab]\nunit = \"client_id\"\ndimensions = [\"query\"]\n[judgments]\nfile = \"{}\"\n[page]\nmetrics = [\"ndcg@10\", \"mrr\"]\n",
             judgments.display()
         ),
     )
@@ -230,6 +230,9 @@ fn the_replay_report_opened_from_disk_shows_replays_figures_at_desktop_and_phone
     assert_eq!(&drawn[..2], ["ndcg@10", "mrr"], "{drawn:?}");
     let headings = visits[0]["layout"]["headings"].to_string();
     assert!(headings.contains("Against the judgment list") && headings.contains("Interleaving: "), "{headings}");
+    // The per-query breakdown (`ab.dimensions = ["query"]`): its figures are among those
+    // compared with replay's `breakdowns`.
+    assert!(headings.contains("Where it changed") && headings.contains("Per query: "), "{headings}");
     let phone = &visits[1]["layout"];
     assert!(phone["scroll_width"].as_u64() <= phone["inner_width"].as_u64(), "wider than a phone: {phone}");
 }

@@ -34,6 +34,9 @@ pub fn demo_config(bootstrap_servers: &str, listen: SocketAddr) -> Config {
     cfg.ab.cuped.metrics = vec!["ndcg@10".into(), "mrr".into()];
     cfg.ab.guardrails = vec!["abandonment_rate".into()];
     cfg.ab.correction = crate::stats::multiple::Correction::BenjaminiHochberg;
+    // Where it changed: per device (each client's, in its impressions' `dimensions`):
+    // `/api/v1/experiments/ranker-2026-11/dimensions` and the experiment's page.
+    cfg.ab.dimensions = vec!["device".into()];
     cfg
 }
 

@@ -115,7 +115,7 @@ fn run_cluster(
     let _ = ready.send(Ok(bootstrap));
     produce_live(
         &producer,
-        TrafficGenerator::new(seed),
+        TrafficGenerator::new(seed).with_devices(),
         (impressions_topic, engagements_topic),
         impressions_per_second,
         faults,

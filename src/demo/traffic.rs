@@ -116,6 +116,10 @@ pub struct TrafficGenerator {
     /// Calls of [`TrafficGenerator::duel`] so far: every second one makes an impression,
     /// alternately interleaved and for the A/B twin.
     duel_turn: u64,
+    /// The experiment's impressions carry their client's device ([`device_of`]) in
+    /// `dimensions`: the live demo's (`ab.dimensions = ["device"]`). Off for `generate` and
+    /// `produce`, whose files and figures are pinned.
+    devices: bool,
 }
 
 /// Hidden relevance grade distribution of a candidate result: mostly irrelevant.
@@ -163,6 +167,17 @@ pub(super) fn client(rng: &mut SmallRng) -> (u32, f64) {
     let user = (50_000.0 * rng.random::<f64>().powi(2)) as u32;
     let patience = 0.3 + 1.4 * ((xxhash_rust::xxh3::xxh3_64(&user.to_le_bytes()) % 1000) as f64 / 1000.0);
     (user, patience)
+}
+
+/// A client's device, fixed per client (six in ten on mobile, three on desktop, one on a
+/// tablet): the demo's `dimensions.device`, which `ab.dimensions` breaks the experiment down by.
+/// From the client's number rather than the generator, so the traffic's draws are unchanged.
+pub(super) fn device_of(user: u32) -> &'static str {
+    match xxhash_rust::xxh3::xxh3_64(&user.to_be_bytes()) % 10 {
+        0..=5 => "mobile",
+        6..=8 => "desktop",
+        _ => "tablet",
+    }
 }
 
 /// Where engagement ids come from: a prefix and a counter.
@@ -259,7 +274,14 @@ impl TrafficGenerator {
             duel_rng: SmallRng::seed_from_u64(seed ^ 0xd0e1_d0e1_d0e1_d0e1),
             next_duel: 0,
             duel_turn: 0,
+            devices: false,
         }
+    }
+
+    /// Gives the experiment's impressions their client's device (see `devices`).
+    pub fn with_devices(mut self) -> Self {
+        self.devices = true;
+        self
     }
 
     /// Numbers queries and events from `first` on, so that a restarted producer does not repeat
@@ -307,6 +329,10 @@ impl TrafficGenerator {
         } else {
             serde_json::json!({"query_id": query_id, "timestamp": now_ms, "results": results})
         };
+        let mut impression = impression;
+        if self.devices && in_experiment {
+            impression["dimensions"] = serde_json::json!({"device": device_of(user)});
+        }
         let ranked: Vec<(usize, &str)> = candidates.iter().map(|c| (c.1, c.2.as_str())).collect();
         let ids = EventIds { prefix: "e", next: &mut self.next_event };
         let engagements = browse(&mut self.rng, ids, &query_id, &ranked, patience, now_ms);

@@ -154,9 +154,7 @@ mod tests {
             family(name)
                 .get_metric()
                 .iter()
-                .flat_map(|m| {
-                    m.get_label().iter().filter(|l| l.name() == "value").map(|l| l.value().to_string())
-                })
+                .flat_map(|m| m.get_label().iter().filter(|l| l.name() == "value").map(|l| l.value().to_string()))
                 .collect()
         };
         let impressions = values("rankpulse_dimension_impressions");

@@ -12,7 +12,10 @@ fn p(p: Option<f64>) -> String {
 /// Every experiment's breakdown, one block per dimension.
 pub(super) fn breakdown_summary(reports: &[DimensionsReport]) -> String {
     let mut out = String::new();
-    for report in reports {
+    // An experiment without a comparison (one variant, or no control traffic) has nothing to
+    // break down.
+    let compared = |r: &&DimensionsReport| r.dimensions.iter().chain(&r.queries).any(|d| !d.heterogeneity.is_empty());
+    for report in reports.iter().filter(compared) {
         for dimension in &report.dimensions {
             out.push_str(&dimension_block(report, dimension));
         }
@@ -97,9 +100,12 @@ const SHOWN_QUERIES: usize = 10;
 fn query_block(report: &DimensionsReport, queries: &DimensionReport) -> String {
     let alpha = 1.0 - report.confidence;
     let mut out = format!(
-        "\n== queries of {} (cumulative; {} queries tracked, {} impressions{}) ==\n",
+        "\n== queries of {} (cumulative; {} tracked, {} impressions{}) ==\n",
         report.experiment,
-        queries.values.len(),
+        match queries.values.len() {
+            1 => "1 query".to_string(),
+            n => format!("{n} queries"),
+        },
         queries.impressions,
         match queries.other_impressions {
             0 => String::new(),

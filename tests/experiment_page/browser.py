@@ -10,13 +10,14 @@ PLAN is a list of visits, each an object:
     screenshot   where to save a PNG of the whole page
     width, height  the window (a phone is 390 x 844)
     api          optional: the daemon's base URL; the page's figures are compared with
-                 /api/v1/experiments/<name> fetched just before and just after the page loaded:
+                 /api/v1/experiments/<name> (and its /dimensions and /queries under `breakdown`)
+                 fetched just before and just after the page loaded:
                  the page is rendered from one state of the daemon, so it must equal one of
                  the two fetches whole (the figures move about once a second in the demo, and
                  on a loaded machine a load often spans a move); retried while it equals
                  neither, up to 40 times, then compared with the second
-    reports      optional: `replay --format json`'s output, whose cumulative reports the page's
-                 figures are compared with
+    reports      optional: `replay --format json`'s output, whose cumulative reports (and each
+                 experiment's breakdown, under `breakdown`) the page's figures are compared with
     auth         optional: "user:password" for the API fetches
 
 Per visit it reports: console messages at level WARNING or above, every request the page made
@@ -28,6 +29,7 @@ import base64
 import json
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -64,6 +66,28 @@ def fetch_json(url, auth):
         request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
+
+
+def fetch_report(base, entry, auth):
+    """An experiment's cumulative report, with its breakdown (the `/dimensions` and `/queries`
+    documents, when the listing links them) under `breakdown`, where the page's breakdown
+    figures are placed."""
+    report = fetch_json(base + "/api/v1/experiments/" + urllib.parse.quote(entry["experiment"], safe=""), auth)
+    breakdown = {}
+    for link, key in (("dimensions_href", "dimensions"), ("queries_href", "queries")):
+        if link not in entry:
+            continue
+        try:
+            document = fetch_json(base + entry[link], auth)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:  # no finalized breakdown yet
+                continue
+            raise
+        if document.get(key):
+            breakdown[key] = document[key]
+    if breakdown:
+        report["breakdown"] = breakdown
+    return report
 
 
 def name(text):
@@ -162,9 +186,8 @@ def visit(browser, plan):
         attempts += 1
         before = None
         if plan.get("api"):
-            listing = fetch_json(plan["api"] + "/api/v1/experiments", auth)
-            names = [e["experiment"] for e in listing["experiments"]]
-            before = {n: fetch_json(plan["api"] + "/api/v1/experiments/" + urllib.parse.quote(n, safe=""), auth) for n in names}
+            listing = fetch_json(plan["api"] + "/api/v1/experiments", auth)["experiments"]
+            before = {e["experiment"]: fetch_report(plan["api"], e, auth) for e in listing}
         browser.get(plan["url"])
         timing = browser.execute_script(
             """const n = performance.getEntriesByType('navigation')[0];
@@ -173,7 +196,7 @@ def visit(browser, plan):
         )
         figures = page_figures(browser)
         if plan.get("api"):
-            after = {n: fetch_json(plan["api"] + "/api/v1/experiments/" + urllib.parse.quote(n, safe=""), auth) for n in before}
+            after = {e["experiment"]: fetch_report(plan["api"], e, auth) for e in listing}
             # A page between two moves equals both fetches; one rendered just before or just
             # after a move equals one of them whole. Mixed figures are never accepted.
             matching = [r for r in (after, before) if not compare(figures, r)]
@@ -182,7 +205,11 @@ def visit(browser, plan):
             reports = matching[0] if matching else after
         elif plan.get("reports"):
             with open(plan["reports"]) as f:
-                reports = {r["experiment"]: r for r in json.load(f)["experiments"] if r["window"] == "cumulative"}
+                replayed = json.load(f)
+            reports = {r["experiment"]: r for r in replayed["experiments"] if r["window"] == "cumulative"}
+            # Each experiment's breakdown, where the page places its figures.
+            for breakdown in replayed.get("breakdowns", []):
+                reports[breakdown["experiment"]]["breakdown"] = breakdown
         break
     # A paint after load, so the timing covers layout too.
     paint = browser.execute_script(

@@ -95,6 +95,7 @@ pub(super) fn section(data: &PageData, i: usize, heading: bool) -> String {
     if let Some(judged) = &report.judged {
         out.push_str(&judged_table(judged));
     }
+    out.push_str(&super::breakdown::block(data, data.breakdowns.get(i).and_then(Option::as_ref)));
     if !report.notes.is_empty() {
         out.push_str("<h3>Notes</h3><ul>");
         for note in &report.notes {

@@ -38,6 +38,10 @@ svg.chart .line{fill:none;stroke-width:2.2}
 .legend{list-style:none;padding:0;margin:.2em 0;display:flex;flex-wrap:wrap;gap:4px 16px;font-size:.9em}
 .legend svg{vertical-align:middle;margin-right:4px}
 details.all>summary{cursor:pointer;font-weight:600;padding:.4em 0}
+.tabs>input{position:absolute;opacity:0}.tabs>label{display:inline-block;padding:.2em .8em;margin:.3em .3em .3em 0;border:1px solid #bbb;border-radius:4px;cursor:pointer}
+.tabs>input:checked+label{font-weight:600;background:#e8eef8}.tabs>input:focus-visible+label{outline:2px solid #0072b2}.tabs .tab{display:none}
+.tabs>input:nth-of-type(1):checked~.tab.traffic,.tabs>input:nth-of-type(2):checked~.tab.flagged,.tabs>input:nth-of-type(3):checked~.tab.lost{display:block}
+td.flagged{font-weight:600}td.flagged::after{content:" ✱"}
 .better{color:#00603f;font-weight:600}.worse{color:#a33b00;font-weight:600}
 .alert{background:#fff4e0;border-left:4px solid #D55E00;padding:.4em .7em;margin:.5em 0}
 ul.decisions{padding-left:1.2em;margin:.3em 0}

@@ -7,6 +7,7 @@
 //! | `mod.rs` | [`PageData`]: what a page shows, copied from the engine under its lock (rendering happens after) |
 //! | `html.rs` | the documents: the index, an experiment's page, the replay file, the data-quality panel |
 //! | `experiment.rs` | one experiment's sections: decision, traffic split, drawn metrics, every metric, interleaving, judged |
+//! | `breakdown.rs` | an experiment's breakdowns (`ab.dimensions`): a table per dimension with its verdicts, the query tables |
 //! | `chart.rs` | line charts with interval bands as inline SVG, in a colour-blind-safe palette |
 //! | `text.rs` | escaping, numbers for people, and figures carrying their exact value and place in the API's JSON |
 //!
@@ -17,6 +18,7 @@
 //! look. Nothing loads from anywhere: no script, styles and SVG inline, and the served pages
 //! say so in their `Content-Security-Policy`.
 
+mod breakdown;
 mod chart;
 mod experiment;
 mod html;
@@ -27,6 +29,7 @@ use std::time::Instant;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::event::{EventKind, RejectReason};
+use crate::experiments::breakdown::DimensionsReport;
 use crate::experiments::history::ExperimentHistory;
 use crate::experiments::{ExperimentReport, Span};
 use crate::join::EngagementTally;
@@ -115,6 +118,9 @@ pub struct PageData {
     pub reports: Vec<ExperimentReport>,
     /// Per report (same order), its history of looks, when it has one.
     pub histories: Vec<Option<ExperimentHistory>>,
+    /// Per report (same order), its breakdown by dimension and query, when `ab.dimensions`
+    /// names any field.
+    pub breakdowns: Vec<Option<DimensionsReport>>,
     /// The metric keys drawn as curves.
     pub drawn_metrics: Vec<String>,
     /// Metric keys for which lower is better (the abandonment rate): a decision's direction.
@@ -142,6 +148,7 @@ impl PageData {
             reports.retain(|r| r.experiment == name);
         }
         let histories = reports.iter().map(|r| engine.history().experiment(&r.experiment).cloned()).collect();
+        let breakdowns = reports.iter().map(|r| engine.dimensions_report(&r.experiment)).collect();
         let lower_is_better = engine
             .layout()
             .keys()
@@ -182,6 +189,7 @@ impl PageData {
         PageData {
             reports,
             histories,
+            breakdowns,
             drawn_metrics: settings.drawn_metrics.clone(),
             lower_is_better,
             quality,
