@@ -13,6 +13,11 @@
 //!   at the nominal 5%, as does the market's test (no effect) in all 400, and among the planted
 //!   experiments' flagged values the mean share of false discoveries stays under 5% (binomial
 //!   bounds: at the nominal rate a count fails with probability under 1%).
+//! * Queries: 500 queries with an effect planted in 20 (found, with the power printed), the null
+//!   queries' p-values at their level, 200 A/A experiments' flagged queries at the nominal 5%,
+//!   and the worst queries as a Search Relevance Workbench query set.
+//! * Replicas: two `serve` replicas on the mock cluster, one SIGKILLed part-way and another
+//!   started: both live replicas' `/dimensions` and `/queries` equal `replay`'s breakdowns.
 
 mod common;
 
@@ -558,4 +563,147 @@ dimensions = ["query"]
     let flagged_first = worse.len().min(PLANTED);
     assert_eq!(&texts[..flagged_first], &worse[..flagged_first], "the queries flagged worse come first");
     assert!(texts.iter().filter(|q| is_planted(q)).count() >= 18, "{texts:?}");
+}
+
+/// A breakdown document with what legitimately differs between `serve` and `replay` left out:
+/// the partitions held, and the figures of the looks and of the current traffic. `replay`
+/// closes its last window (the tail's) when the input ends, which `serve` does not: one more
+/// look, and another newest window (the power's ETA).
+fn without_looks(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|k, _| {
+                !(k == "partitions"
+                    || k == "power"
+                    || k == "notes"
+                    || k.contains("always_valid")
+                    || k.contains("_cs")
+                    || k.contains("sequential")
+                    || k.ends_with("significant_at"))
+            });
+            map.values_mut().for_each(without_looks);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_looks),
+        _ => {}
+    }
+}
+
+/// The partition of a simulated event: its query's number, modulo 4.
+fn partition_of(line: &str) -> i32 {
+    let event: Value = serde_json::from_str(line).unwrap();
+    let id = event["query_id"].as_str().unwrap();
+    id.trim_start_matches(|c: char| !c.is_ascii_digit()).parse::<i64>().map_or(0, |n| (n % 4) as i32)
+}
+
+#[test]
+fn two_replicas_and_a_sigkill_report_replays_breakdowns() {
+    const PARTITIONS: i32 = 4;
+    let mut rng = Lcg(4);
+    let mut traffic = simulate(&mut rng, &[("ranker".to_string(), 0.15), ("rival".to_string(), 0.0)], 1_500);
+    // A day later, one impression per partition: every impression of the experiments is final
+    // in `serve` as in `replay`.
+    for p in 0..PARTITIONS {
+        let tail = json!({"query_id": format!("tail{p}"), "timestamp": T0 + 86_400_000, "results": ["a"], "experiment": "tail"});
+        traffic.impressions.push(tail.to_string());
+    }
+    let impressions: Vec<(i32, String)> = traffic.impressions.iter().map(|l| (partition_of(l), l.clone())).collect();
+    let engagements: Vec<(i32, String)> = traffic.engagements.iter().map(|l| (partition_of(l), l.clone())).collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    let sections = r#"
+[kafka]
+group_id = "breakdown-group"
+impressions_topic = "imp"
+engagements_topic = "eng"
+[kafka.properties]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
+[state]
+checkpoint_interval = "500ms"
+[join]
+attribution_window = "10s"
+max_out_of_orderness = "0s"
+idle_timeout = "1s"
+[metrics]
+cutoffs = [10]
+windows = ["1m"]
+[limits]
+max_past = "3650d"
+[ab]
+dimensions = ["segment", "market", "query"]
+"#;
+    let replay_config = dir.path().join("replay.toml");
+    std::fs::write(&replay_config, sections).unwrap();
+    let replayed = replay_json(
+        &write_payloads(dir.path(), "imp.jsonl", &impressions),
+        &write_payloads(dir.path(), "eng.jsonl", &engagements),
+        &replay_config,
+    );
+    let want: BTreeMap<String, Value> = replayed["breakdowns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let mut b = b.clone();
+            without_looks(&mut b);
+            (
+                b["experiment"].as_str().unwrap().to_string(),
+                json!({"dimensions": b["dimensions"], "queries": b["queries"]}),
+            )
+        })
+        .filter(|(e, _)| e != "tail")
+        .collect();
+    assert_eq!(want.keys().collect::<Vec<_>>(), ["ranker", "rival"]);
+
+    let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
+    for topic in ["imp", "eng"] {
+        cluster.create_topic(topic, PARTITIONS, 1).unwrap();
+    }
+    create_state_topics(&cluster, "breakdown-group", PARTITIONS);
+    let brokers = cluster.bootstrap_servers();
+    produce_to_partitions(&brokers, &[("imp", &impressions), ("eng", &engagements)]);
+    let spawn = |name: &str| {
+        let port = free_port();
+        let config = serve_config(dir.path(), name, &brokers, port, sections);
+        (port, Daemon::spawn(&["serve", "--config", config.to_str().unwrap()]))
+    };
+    let (a_port, a) = spawn("a");
+    let (b_port, b) = spawn("b");
+    // B is SIGKILLed once it has consumed part of the stream: its partitions are restored from
+    // the changelog by whichever replica the group gives them to (A, then C as well).
+    let consumed = |port: u16| -> Option<f64> {
+        let (_, body) = http_get(port, "/metrics")?;
+        let m = parse_exposition(&body);
+        Some(m.iter().filter(|(k, _)| k.starts_with("rankpulse_events_consumed_total")).map(|(_, v)| v).sum())
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(180);
+    let took = wait_for(deadline, std::time::Duration::from_millis(100), "replica b consuming", || {
+        consumed(b_port).filter(|&n| n > 0.0)
+    });
+    eprintln!("SIGKILL b after {took} messages consumed");
+    b.kill();
+    let (c_port, c) = spawn("c");
+    for port in [a_port, c_port] {
+        for (experiment, want) in &want {
+            let deadline = Instant::now() + std::time::Duration::from_secs(240);
+            let fetch = |path: &str| -> Option<Value> {
+                let (status, body) = http_get(port, &format!("/api/v1/experiments/{experiment}/{path}"))?;
+                let mut doc: Value = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
+                (doc["partitions"] == json!([0, 1, 2, 3])).then_some(())?;
+                without_looks(&mut doc);
+                Some(doc)
+            };
+            let got = wait_for(deadline, std::time::Duration::from_millis(500), "breakdowns equal to replay's", || {
+                let got =
+                    json!({"dimensions": fetch("dimensions")?["dimensions"], "queries": fetch("queries")?["queries"]});
+                (got == *want).then_some(got)
+            });
+            assert_eq!(got, *want, "replica on {port}, {experiment}");
+        }
+    }
+    eprintln!("replicas a and c report replay's breakdowns of both experiments after b's SIGKILL");
+    for daemon in [a, c] {
+        let (status, _) = daemon.terminate(std::time::Duration::from_secs(10));
+        assert!(status.success());
+    }
 }
