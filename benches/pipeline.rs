@@ -48,6 +48,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::Message;
 
+mod breakdown;
 mod clicks;
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -564,7 +565,7 @@ fn main() {
         return;
     }
     // RANKPULSE_BENCH_ONLY=replay (or "end to end", "memory", "finalize lanes", "render", "handover", "changelog
-    // rate", "judgments", "eval", "mapping", "repartition", "clicks", "cuped", "state") runs one stage, to profile
+    // rate", "judgments", "eval", "mapping", "repartition", "clicks", "cuped", "breakdown", "state") runs one stage, to profile
     // it. "state" runs for about 15 minutes; RANKPULSE_BENCH_STATE_SECONDS shortens its measurement.
     let only = std::env::var("RANKPULSE_BENCH_ONLY").ok();
     let mut results = serde_json::Map::new();
@@ -583,6 +584,7 @@ fn main() {
         ("repartition", repartition::repartition),
         ("clicks", clicks::clicks),
         ("cuped", cuped::cuped),
+        ("breakdown", breakdown::breakdown),
         ("state", state::state),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
@@ -746,6 +748,7 @@ fn main() {
     rows.extend(repartition::rows(&get));
     rows.extend(clicks::rows(&get));
     rows.extend(cuped::rows(&get));
+    rows.extend(breakdown::rows(&get));
     rows.extend(state::rows(&get));
     println!("\n{:<44} {:>30} {:>12} {:>8}", "figure", "value", "target", "");
     for (name, value, target, ok) in rows {

@@ -65,7 +65,16 @@ pub struct ImpressionMapping {
     /// The ranker of each result, in rank order (an array, or each of an array of objects).
     /// Default absent.
     pub teams: Option<FieldSource>,
+    /// `[mapping.impressions.dimensions]`: fields `ab.dimensions` may name, each a field source
+    /// (`device = "/context/device"`), read as optional context like `segment`. Default empty
+    /// (at most 8).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dimensions: BTreeMap<String, FieldSource>,
 }
+
+/// Scalar fields of an impression's mapping: the eight of [`ImpressionMapping::scalars`] and up
+/// to [`crate::config::schema::MAX_DIMENSIONS`] dimensions.
+pub const IMPRESSION_SCALARS: usize = 16;
 
 /// `[mapping.engagements]`: where each field of an engagement is, with field sources as in
 /// `[mapping.impressions]`.
@@ -93,8 +102,11 @@ pub struct EngagementMapping {
 }
 
 impl ImpressionMapping {
-    /// The single-valued fields by name, in the order the decoder numbers them.
-    pub fn scalars(&self) -> [(&'static str, Option<&FieldSource>); 8] {
+    /// The single-valued fields by name, in the order the decoder numbers them: the eight
+    /// fields, then the dimensions in name order (slots without one are `None`).
+    pub fn scalars(&self) -> [(&'static str, Option<&FieldSource>); IMPRESSION_SCALARS] {
+        let mut dimensions = self.dimensions.values();
+        let mut next = || ("dimensions", dimensions.next());
         [
             ("query_id", Some(&self.query_id)),
             ("timestamp", Some(&self.timestamp)),
@@ -104,7 +116,20 @@ impl ImpressionMapping {
             ("session_id", self.session_id.as_ref()),
             ("query", self.query.as_ref()),
             ("segment", self.segment.as_ref()),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
         ]
+    }
+
+    /// The slot of dimension `name` among [`ImpressionMapping::scalars`]'s, if mapped.
+    pub fn dimension_slot(&self, name: &str) -> Option<usize> {
+        self.dimensions.keys().position(|k| k == name).map(|i| 8 + i)
     }
     /// The list fields by name: the results, the interleaving's rankers, each result's team.
     pub fn lists(&self) -> [(&'static str, Option<&FieldSource>); 3] {
@@ -421,6 +446,25 @@ pub(super) fn validate(cfg: &Config, reads: Reads) -> Result<(), ConfigError> {
     }
     if let Some(m) = &cfg.mapping.impressions {
         check_fields("mapping.impressions", &m.timestamp, &m.scalars(), &m.lists())?;
+        if m.dimensions.len() > super::schema::MAX_DIMENSIONS {
+            return Err(invalid(
+                "mapping.impressions.dimensions",
+                format!("maps {} fields; at most {}", m.dimensions.len(), super::schema::MAX_DIMENSIONS),
+            ));
+        }
+        // A mapped input has no native `dimensions` object: every other field a dimension
+        // names must be mapped, or it would read `none` for every impression.
+        if let Some(name) = cfg
+            .ab
+            .dimensions
+            .iter()
+            .find(|d| !["segment", "query"].contains(&d.as_str()) && !m.dimensions.contains_key(*d))
+        {
+            return Err(invalid(
+                "ab.dimensions",
+                format!("names {name:?}, which [mapping.impressions.dimensions] does not map (add {name} = \"/path/to/it\")"),
+            ));
+        }
     }
     if let Some(m) = &cfg.mapping.engagements {
         check_fields("mapping.engagements", &m.timestamp, &m.scalars(), &[])?;

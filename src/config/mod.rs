@@ -34,7 +34,7 @@ pub use clicks::{ClicksConfig, MAX_TRACKED_RANKS};
 pub use http::{ClientAuthType, HttpConfig, TlsServerConfig, REDACTED_HASH};
 pub use inputs::{
     EngagementMapping, FieldSource, From as SourceOf, ImpressionMapping, LocalSchema, MappingConfig,
-    SchemaRegistryConfig, SchemasConfig, TimestampFormat,
+    SchemaRegistryConfig, SchemasConfig, TimestampFormat, IMPRESSION_SCALARS,
 };
 pub use kafka_client::{is_secret, reads_from_earliest, ClientRole, KafkaClientError, REDACTED, SECRET_PROPERTIES};
 pub use page::PageConfig;
@@ -43,7 +43,7 @@ pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{
     AbConfig, AbExperimentConfig, AbUnit, Config, InputFormat, InterleavingConfig, InterleavingCredit, JoinConfig,
     JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig, LimitsConfig, MetricsConfig,
-    StateCompression, StateConfig, UbiConfig,
+    StateCompression, StateConfig, UbiConfig, MAX_DIMENSIONS,
 };
 pub use upgrade::RetiredKey;
 

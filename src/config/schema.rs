@@ -578,7 +578,8 @@ pub struct AbConfig {
     /// experiment-wide report's figures, a heterogeneity test per dimension and false-discovery
     /// control across values (`/api/v1/experiments/NAME/dimensions`): `segment`, `query` (the
     /// query text, normalized: per-query figures at `/api/v1/experiments/NAME/queries`), or a
-    /// key of a native impression's `dimensions` object (`{"device": "mobile"}`). An
+    /// key of a native impression's `dimensions` object (`{"device": "mobile"}`) or of
+    /// `[mapping.impressions.dimensions]`. An
     /// impression without the field counts under the value `none`. Each dimension adds the
     /// sums of one more group per value to every impression's accumulation. Default empty (at
     /// most 8).

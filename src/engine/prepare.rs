@@ -20,7 +20,8 @@ use crate::accumulate::breakdown;
 use crate::clicks::log::query_hash;
 use crate::config::{AbUnit, Config, JudgmentsKey};
 use crate::event::{
-    dimension_value, Decoders, EventKind, Impression, NamedResults, RawMessage, RejectReason, Rejection,
+    dimension_value, impression_mapping, Decoders, Dimensions, EventKind, Impression, NamedResults, RawMessage,
+    RejectReason, Rejection,
 };
 use crate::ids::{doc_key, query_key, DocKey, EngagementId, QueryKey};
 use crate::judgments::{judged_query_key, normalize_query, JudgedQueryKey};
@@ -51,9 +52,23 @@ pub struct Preparer {
     /// `clicks.enabled`: impressions keep their normalized query text and result ids, which
     /// the click log names its pairs by.
     clicks: bool,
-    /// `ab.dimensions`: an impression's experiment label becomes the breakdown cell of its
-    /// values of these fields (`crate::accumulate::breakdown`), which the engine interns.
-    dimensions: Box<[Box<str>]>,
+    /// `ab.dimensions`, each with where its value is: an impression's experiment label becomes
+    /// the breakdown cell of its values (`crate::accumulate::breakdown`), which the engine
+    /// interns.
+    dimensions: Box<[(Box<str>, DimensionSource)]>,
+}
+
+/// Where an impression's value of one of `ab.dimensions` is.
+#[derive(Debug, Clone, Copy)]
+enum DimensionSource {
+    /// Its `segment`.
+    Segment,
+    /// Its `query`, normalized.
+    Query,
+    /// The field of its native `dimensions` object of the dimension's name.
+    Native,
+    /// This index of its `[mapping.impressions.dimensions]`.
+    Mapped(usize),
 }
 
 /// An impression's A/B unit, as the accumulators need it, with what counters it moves.
@@ -292,6 +307,7 @@ impl PreparedBatch {
 
 impl Preparer {
     pub fn new(cfg: &Config, limits: InputLimits) -> Self {
+        let mapping = impression_mapping(cfg);
         Preparer {
             decoders: Decoders::new(cfg),
             limits,
@@ -300,7 +316,22 @@ impl Preparer {
             max_rankers: cfg.interleaving.max_rankers,
             judged_key: (!cfg.judgments.file.is_empty()).then_some(cfg.judgments.key),
             clicks: cfg.clicks.enabled,
-            dimensions: cfg.ab.dimensions.iter().map(|d| d.as_str().into()).collect(),
+            dimensions: cfg
+                .ab
+                .dimensions
+                .iter()
+                .map(|d| {
+                    let source = match d.as_str() {
+                        "segment" => DimensionSource::Segment,
+                        breakdown::QUERY => DimensionSource::Query,
+                        name => match mapping.as_ref().and_then(|m| m.dimension_slot(name)) {
+                            Some(slot) => DimensionSource::Mapped(slot - 8),
+                            None => DimensionSource::Native,
+                        },
+                    };
+                    (d.as_str().into(), source)
+                })
+                .collect(),
         }
     }
 
@@ -406,15 +437,17 @@ impl Preparer {
         let PreparedBatch { labels, query_scratch, .. } = batch;
         let start = labels.len();
         labels.push_str(&impression.experiment);
-        for dimension in &self.dimensions {
-            let value = match &**dimension {
-                "segment" => impression.segment.clone(),
+        for (dimension, source) in &self.dimensions {
+            let value = match (source, &impression.dimensions) {
+                (DimensionSource::Segment, _) => impression.segment.clone(),
                 // As judgment lists key queries: the per-query figures meet them.
-                breakdown::QUERY => impression.query.as_deref().map(|q| {
+                (DimensionSource::Query, _) => impression.query.as_deref().map(|q| {
                     normalize_query(q, query_scratch);
                     Cow::Borrowed(query_scratch.as_str())
                 }),
-                name => impression.dimensions.and_then(|d| dimension_value(d, name)),
+                (DimensionSource::Native, Dimensions::Native(object)) => dimension_value(object, dimension),
+                (DimensionSource::Mapped(i), Dimensions::Mapped(values)) => values.get(*i).cloned().flatten(),
+                _ => None,
             };
             let value = value.as_deref().filter(|v| !v.is_empty()).unwrap_or(ABSENT_VALUE);
             breakdown::push_pair(labels, dimension, value);

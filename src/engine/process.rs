@@ -241,6 +241,60 @@ mod tests {
     use crate::config::Config;
     use crate::engine::PreparedBatch;
 
+    /// The breakdown parts `ab.dimensions` made of the impressions given, by name.
+    /// (`fields` are each impression's JSON fields beyond its id, time and results.)
+    fn parts_of(toml: &str, fields: &[&str]) -> (Vec<String>, [u64; 3]) {
+        let cfg = Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+        let mut e = Engine::new(&cfg).without_past_limit();
+        for (i, fields) in fields.iter().enumerate() {
+            let impression = format!(r#"{{"query_id":"q{i}","timestamp":1000,"results":["a"],{fields}}}"#);
+            let _ = e.process(EventKind::Impression, 0, impression.as_bytes(), Instant::now());
+        }
+        e.finish();
+        let groups = e.groups();
+        let mut parts: Vec<String> = e
+            .cumulative()
+            .iter()
+            .filter(|&(g, _)| groups.is_breakdown(g))
+            .map(|(g, _)| groups.name(g).0.replace('\u{1e}', "|").replace('\u{1f}', "="))
+            .collect();
+        parts.sort();
+        let c = e.counters();
+        (
+            parts,
+            [c.consumed[0], c.rejected[0][RejectReason::InvalidValue.index()], e.cumulative().iter().count() as u64],
+        )
+    }
+
+    #[test]
+    fn dimensions_come_from_the_native_object_the_segment_the_query_and_a_mapping() {
+        let native = "[ab]\ndimensions = [\"segment\", \"device\", \"query\"]\nmin_dimension_impressions = 2\n";
+        let (parts, [consumed, rejected, _]) = parts_of(
+            native,
+            &[
+                r#""experiment":"e","segment":"app","query":"Red  Shoes","dimensions":{"device":"mobile"}"#,
+                // Escapes in the object: serde_json reads it; a number is its JSON text.
+                r#""experiment":"e","dimensions":{"dev\u0069ce":42,"other":"x"}"#,
+                // A label with the reserved marks is refused, and counted.
+                r#""experiment":"e\u001ex""#,
+            ],
+        );
+        assert_eq!((consumed, rejected), (3, 1));
+        assert_eq!(
+            parts,
+            ["e|device=42", "e|device=mobile", "e|query=none", "e|query=red shoes", "e|segment=app", "e|segment=none"]
+        );
+        let mapped = "[ab]\ndimensions = [\"device\"]\n[mapping.impressions]\nquery_id = \"/query_id\"\n\
+                      timestamp = { path = \"/timestamp\", format = \"epoch_millis\" }\nresults = \"/results\"\n\
+                      experiment = \"/exp\"\n[mapping.impressions.dimensions]\ndevice = \"/ctx/device\"\n";
+        let (parts, _) = parts_of(mapped, &[r#""exp":"e","ctx":{"device":"tv"}"#, r#""exp":"e""#]);
+        assert_eq!(parts, ["e|device=none", "e|device=tv"]);
+        // A dimension a mapped input does not map is a configuration error naming the key.
+        let unmapped = mapped.replace("dimensions = [\"device\"]", "dimensions = [\"market\"]");
+        let error = Config::from_toml_with_env(&unmapped, "test", std::iter::empty()).unwrap_err().to_string();
+        assert!(error.contains("ab.dimensions") && error.contains("market"), "{error}");
+    }
+
     #[test]
     fn rejected_messages_are_counted_and_do_not_stop_the_stream() {
         let mut e = engine("10s", "0s", "5s");

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::mapped::{self, Body, MappedEngagements, MappedImpressions};
 use super::{decode_engagement, decode_impression, impression_into, ubi, wire, EventKind, RawMessage, ResultSink};
 use super::{Engagement, Impression, Rejection};
-use crate::config::{Config, InputFormat};
+use crate::config::{Config, ImpressionMapping, InputFormat};
 use crate::ids::DocKey;
 use crate::schemas::{Input, Schemas};
 use crate::time::EventTime;
@@ -73,11 +73,24 @@ fn reader<M>(format: InputFormat, mapping: Option<M>, native: impl FnOnce() -> M
     }
 }
 
+/// The mapping impressions are read through: `[mapping.impressions]`, or for Avro and Protobuf
+/// records without one the contract's own field names (with the `dimensions` fields
+/// `ab.dimensions` names); `None` for native JSON and UBI.
+pub fn impression_mapping(cfg: &Config) -> Option<ImpressionMapping> {
+    match (cfg.kafka.impressions_format, &cfg.mapping.impressions) {
+        (InputFormat::Ubi, _) | (InputFormat::Json, None) => None,
+        (_, Some(m)) => Some(m.clone()),
+        (InputFormat::Avro | InputFormat::Protobuf, None) => {
+            Some(mapped::native_impression_mapping_with(&cfg.ab.dimensions))
+        }
+    }
+}
+
 impl Decoders {
     pub fn new(cfg: &Config) -> Self {
         let k = &cfg.kafka;
         let impressions =
-            reader(k.impressions_format, cfg.mapping.impressions.as_ref().map(MappedImpressions::new), || {
+            reader(k.impressions_format, impression_mapping(cfg).as_ref().map(MappedImpressions::new), || {
                 MappedImpressions::new(&mapped::native_impression_mapping())
             });
         let engagements =

@@ -12,7 +12,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{interleaving_of, Engagement, Impression, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
+use super::{interleaving_of, Dimensions, Engagement, Impression, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
 use crate::interleaving::RANKER_SEPARATOR;
 use crate::time::{parse_rfc3339_ms, EventTime};
 
@@ -140,7 +140,7 @@ pub(super) fn finish_impression(fields: ImpressionFields<'_>, results: usize) ->
         session_id: fields.session_id.and_then(|t| t.0),
         query: fields.query.and_then(|t| t.0),
         segment: fields.segment.and_then(|t| t.0),
-        dimensions: fields.dimensions.filter(|d| d.starts_with('{')),
+        dimensions: fields.dimensions.filter(|d| d.starts_with('{')).map_or(Dimensions::Absent, Dimensions::Native),
         interleaving,
     })
 }

@@ -39,7 +39,7 @@ mod scan;
 pub mod ubi;
 mod wire;
 
-pub use decoders::{AttributeKeys, Decoders};
+pub use decoders::{impression_mapping, AttributeKeys, Decoders};
 pub use excerpt::excerpt;
 
 /// A message as it arrived: its body, and the envelope a mapping may read fields from.
@@ -219,13 +219,24 @@ pub struct Impression<'a> {
     /// A segment of the traffic (a device, a page type), optional: the click log keeps its
     /// counts, and so its position-bias estimates, per segment.
     pub segment: Option<Cow<'a, str>>,
-    /// A native impression's `dimensions` object, as its text in the message (the values
-    /// `ab.dimensions` names are read from it by [`dimension_value`]); `None` when absent or
-    /// not an object, and in the other formats.
-    pub dimensions: Option<&'a str>,
+    /// The fields `ab.dimensions` may name beyond `segment` and `query`.
+    pub dimensions: Dimensions<'a>,
     /// The ranker behind each result, when the list was interleaved; its `variant` is then the
     /// rankers' names joined by [`RANKER_SEPARATOR`].
     pub interleaving: Option<Interleaving<'a>>,
+}
+
+/// An impression's dimension fields, as its format carries them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub enum Dimensions<'a> {
+    /// None: absent, not an object, or a format without them (UBI).
+    #[default]
+    Absent,
+    /// A native impression's `dimensions` object, as its text in the message: the values
+    /// `ab.dimensions` names are read from it by [`dimension_value`].
+    Native(&'a str),
+    /// A mapped impression's `[mapping.impressions.dimensions]`, in the mapping's name order.
+    Mapped([Option<Cow<'a, str>>; crate::config::MAX_DIMENSIONS]),
 }
 
 /// The value of field `name` in a native impression's `dimensions` object (its text, as

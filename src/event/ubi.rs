@@ -111,7 +111,7 @@ pub(super) fn query_into<'a, S: ResultSink<'a>>(
         query: fields.user_query.and_then(|c| c.0),
         // UBI has no field for it; a segment comes with a mapping of the documents.
         segment: None,
-        dimensions: None,
+        dimensions: super::Dimensions::Absent,
         interleaving,
     })
 }

@@ -23,6 +23,9 @@ use crate::event::{Decoders, Engagement, EventKind, Impression, RawMessage, Reje
 use crate::time::EventTime;
 
 /// One decoded message, borrowed from it (an impression's result ids are in the caller's list).
+// An impression with its mapped dimensions is the larger; a message's decoding lives on the stack
+// for the one call, where boxing it would allocate per message.
+#[allow(clippy::large_enum_variant)]
 enum Decoded<'a> {
     Impression(Impression<'a>),
     Engagement(Engagement<'a>),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::ReplayError;
 use crate::config::{Config, InputFormat};
-use crate::event::mapped::{native_engagement_mapping, native_impression_mapping};
+use crate::event::mapped::{native_engagement_mapping, native_impression_mapping_with};
 use crate::event::EventKind;
 
 /// JSON-lines files written for the replay, removed when dropped.
@@ -61,7 +61,8 @@ impl Converted {
                 container_to_json_lines(path, &lines)?;
                 if kind == EventKind::Impression {
                     cfg.kafka.impressions_format = InputFormat::Json;
-                    cfg.mapping.impressions.get_or_insert_with(native_impression_mapping);
+                    let native = native_impression_mapping_with(&cfg.ab.dimensions);
+                    cfg.mapping.impressions.get_or_insert(native);
                 } else {
                     cfg.kafka.engagements_format = InputFormat::Json;
                     cfg.mapping.engagements.get_or_insert_with(native_engagement_mapping);

@@ -14,8 +14,12 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::{interleaving_of, Engagement, Impression, RawMessage, RejectReason, Rejection, ResultSink, ABSENT_GROUP};
-use crate::config::{EngagementMapping, FieldSource, ImpressionMapping, SourceOf, TimestampFormat};
+use super::{
+    interleaving_of, Dimensions, Engagement, Impression, RawMessage, RejectReason, Rejection, ResultSink, ABSENT_GROUP,
+};
+use crate::config::{
+    EngagementMapping, FieldSource, ImpressionMapping, SourceOf, TimestampFormat, IMPRESSION_SCALARS, MAX_DIMENSIONS,
+};
 use crate::interleaving::RANKER_SEPARATOR;
 use crate::time::{parse_rfc3339_ms, EventTime};
 
@@ -300,7 +304,7 @@ fn seconds_to_ms(seconds: f64) -> Option<i128> {
 
 /// `[mapping.impressions]`, compiled.
 #[derive(Debug, Clone)]
-pub struct MappedImpressions(Compiled<8>);
+pub struct MappedImpressions(Compiled<IMPRESSION_SCALARS>);
 
 impl MappedImpressions {
     pub fn new(m: &ImpressionMapping) -> Self {
@@ -347,7 +351,16 @@ impl MappedImpressions {
             session_id: c.context(5, &mut found, raw)?,
             query: c.context(6, &mut found, raw)?,
             segment: c.context(7, &mut found, raw)?,
-            dimensions: None,
+            dimensions: match c.scalars.get(8) {
+                Some(Some(_)) => {
+                    let mut values: [Option<Cow<'a, str>>; MAX_DIMENSIONS] = Default::default();
+                    for (i, value) in values.iter_mut().enumerate() {
+                        *value = c.context(8 + i, &mut found, raw)?;
+                    }
+                    Dimensions::Mapped(values)
+                }
+                _ => Dimensions::Absent,
+            },
             interleaving,
         })
     }
@@ -431,7 +444,23 @@ pub fn native_impression_mapping() -> ImpressionMapping {
         segment: Some(native("/segment")),
         interleaving: Some(native("/interleaving")),
         teams: Some(native("/teams")),
+        dimensions: Default::default(),
     }
+}
+
+/// [`native_impression_mapping`] reading the fields of its `dimensions` record (a map, or a
+/// record of string fields) that `ab.dimensions` names: an Avro or Protobuf record of the
+/// contract's shape carries them as the native JSON's object.
+pub fn native_impression_mapping_with(dimensions: &[String]) -> ImpressionMapping {
+    let mut mapping = native_impression_mapping();
+    for name in dimensions.iter().filter(|d| !["segment", "query"].contains(&d.as_str())) {
+        // A JSON Pointer's escapes: `~` as `~0`, `/` as `~1`.
+        let token = name.replace('~', "~0").replace('/', "~1");
+        if let Ok(source) = FieldSource::path(&format!("/dimensions/{token}")) {
+            mapping.dimensions.insert(name.clone(), source);
+        }
+    }
+    mapping
 }
 
 /// As [`native_impression_mapping`], for engagements.

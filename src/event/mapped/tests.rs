@@ -313,7 +313,7 @@ mod scanner_agrees_with_serde {
     use super::super::{scan, walk, Compiled};
     use super::*;
 
-    fn compiled() -> Vec<Compiled<8>> {
+    fn compiled() -> Vec<Compiled<IMPRESSION_SCALARS>> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples");
         let mut out = vec![MappedImpressions::new(&native_impression_mapping()).0];
         for name in ["segment", "opensearch-response", "ga4"] {
@@ -325,7 +325,7 @@ mod scanner_agrees_with_serde {
     }
 
     /// Whether the scanner answered, after checking it agrees.
-    fn agree(c: &Compiled<8>, bytes: &[u8]) -> bool {
+    fn agree(c: &Compiled<IMPRESSION_SCALARS>, bytes: &[u8]) -> bool {
         let Ok(text) = crate::event::json::object_text(bytes) else { return false };
         let (mut fast, mut fast_ids) = (walk::Extracted::<7>::default(), Vec::<Cow<'_, str>>::new());
         if scan::walk(text, &c.root, &mut fast, &mut fast_ids).is_none() {
