@@ -22,6 +22,8 @@
 /// (`/api/v1/experiments/NAME/queries`), never on `/metrics`.
 pub const QUERY: &str = "query";
 
+use crate::config::MAX_DIMENSIONS;
+
 /// Starts each dimension of a breakdown name.
 pub const DIMENSION_MARK: char = '\u{1e}';
 /// Separates a dimension from its value in a breakdown name.
@@ -38,12 +40,14 @@ pub fn experiment_of(experiment: &str) -> &str {
 }
 
 /// A breakdown name's experiment and its (dimension, value) pairs, in order; `None` for a name
-/// without marks, or one whose dimension has no value mark (not a name this module wrote).
+/// without marks, one whose dimension has no value mark, or one of more dimensions than
+/// `ab.dimensions` may name (not a name this module wrote: a state record's names are
+/// untrusted, and each pair is a group every impression of the cell is added to).
 pub fn parse(name: &str) -> Option<(&str, Vec<(&str, &str)>)> {
     let mut pieces = name.split(DIMENSION_MARK);
     let experiment = pieces.next()?;
     let pairs: Option<Vec<(&str, &str)>> = pieces.map(|piece| piece.split_once(VALUE_MARK)).collect();
-    pairs.filter(|p| !p.is_empty()).map(|p| (experiment, p))
+    pairs.filter(|p| !p.is_empty() && p.len() <= MAX_DIMENSIONS).map(|p| (experiment, p))
 }
 
 /// A part's (experiment, dimension, value); `None` for any other name.
@@ -96,6 +100,8 @@ mod tests {
         assert_eq!(part(&part_name("ranker", "device", "")), Some(("ranker", "device", "")));
         assert_eq!(part(&cell), None, "a cell of two dimensions is not a part");
         assert_eq!((parse("ranker"), parse("ranker\u{1e}device")), (None, None));
+        let too_many: String = (0..=MAX_DIMENSIONS).map(|d| format!("\u{1e}d{d}\u{1f}v")).collect();
+        assert_eq!(parse(&format!("ranker{too_many}")), None, "more dimensions than ab.dimensions may name");
         assert!(is_breakdown(&cell) && !is_breakdown("ranker"));
         assert!(check_label("experiment", "a\u{1f}b").is_err() && check_label("variant", "b").is_ok());
     }

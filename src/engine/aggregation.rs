@@ -279,9 +279,12 @@ impl Evaluation {
         let engaged = values[self.abandonment_slot] == 0.0;
         for &group in targets {
             totals.accumulators.add(group, f.timestamp, added, engaged, f.unit);
-            if let (Some(settings), Some(state)) = (&self.cuped, &mut totals.cuped) {
-                state.finalized(settings, experiment, group, f.unit, f.timestamp, added);
-            }
+        }
+        // CUPED once per impression, for its experiment's group (the first target): the state
+        // records each unit's history and enters it into its experiment once, so a breakdown's
+        // groups would count the history again and enter nothing. A breakdown is not adjusted.
+        if let (Some(settings), Some(state), Some(&group)) = (&self.cuped, &mut totals.cuped, targets.first()) {
+            state.finalized(settings, experiment, group, f.unit, f.timestamp, added);
         }
         if let Some(delay) = f.first_engagement_delay_ms {
             totals.first_engagement_delay.record(u64::try_from(delay).unwrap_or(0));

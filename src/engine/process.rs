@@ -296,6 +296,56 @@ mod tests {
     }
 
     #[test]
+    fn dimensions_leave_the_experiments_reports_and_cuped_as_they_were() {
+        // A day of a baseline experiment, then a day of `e`, by the same 40 clients: CUPED's
+        // pre-period. With dimensions, each impression is also added to its values' groups; the
+        // experiment's own report (CUPED included) must not move.
+        let report = |dimensions: &str| {
+            let toml = format!(
+                "[ab]\nunit = \"client_id\"\n{dimensions}\n[ab.cuped]\nmetrics = [\"mrr\"]\n[metrics]\nwindows = [\"1h\"]\n"
+            );
+            let cfg = Config::from_toml_with_env(&toml, "test", std::iter::empty()).unwrap();
+            let mut e = Engine::new(&cfg).without_past_limit();
+            let now = Instant::now();
+            for i in 0..800i64 {
+                let (day, experiment) = if i < 400 { (0, "baseline") } else { (1, "e") };
+                let ts = 86_400_000 * (day + 1) + i * 60_000;
+                let variant = ["control", "treatment"][(i % 40 % 2) as usize];
+                let impression = format!(
+                    r#"{{"query_id":"q{i}","timestamp":{ts},"results":["a","b"],"experiment":"{experiment}","variant":"{variant}","client_id":"u{}","segment":"s{}","query":"q {}"}}"#,
+                    i % 40,
+                    i % 3,
+                    i % 5
+                );
+                e.process(EventKind::Impression, 0, impression.as_bytes(), now).unwrap();
+                if (i * 7 + i / 40) % 3 != 0 {
+                    let click = format!(
+                        r#"{{"query_id":"q{i}","timestamp":{},"doc_id":"{}"}}"#,
+                        ts + 5,
+                        ["a", "b"][(i % 2) as usize]
+                    );
+                    e.process(EventKind::Engagement, 0, click.as_bytes(), now).unwrap();
+                }
+            }
+            e.finish();
+            let reports = e.experiment_reports(&e.ab_cumulative(), crate::experiments::Span::Cumulative);
+            serde_json::to_value(reports).unwrap()
+        };
+        let (without, with) = (report(""), report("dimensions = [\"segment\", \"query\"]"));
+        let cuped = &without[1]["comparisons"][0]["metrics"]["mrr"]["cuped"];
+        assert!(cuped.is_object(), "the test's traffic has CUPED figures: {}", without[1]);
+        // Compared whole; on a difference, the first line that differs.
+        let (with, without) =
+            (serde_json::to_string_pretty(&with).unwrap(), serde_json::to_string_pretty(&without).unwrap());
+        let first = with.lines().zip(without.lines()).position(|(a, b)| a != b);
+        assert!(
+            first.is_none(),
+            "the reports differ with dimensions at line {first:?}: {:?}",
+            first.map(|i| (with.lines().nth(i), without.lines().nth(i)))
+        );
+    }
+
+    #[test]
     fn rejected_messages_are_counted_and_do_not_stop_the_stream() {
         let mut e = engine("10s", "0s", "5s");
         let t0 = Instant::now();

@@ -174,6 +174,9 @@ pub fn dimensions_report(
     let mut order: Vec<&str> = parts.keys().copied().collect();
     order.sort_by_key(|d| (configured(d), *d));
     let control = ab.control_of(experiment).to_string();
+    // CUPED adjusts the experiment-wide report only (`Evaluation::add_as`): a value's report
+    // is unadjusted, and says so.
+    let sources = ReadoutSources { covariates: None, ..sources };
     let lower_is_better: Vec<String> =
         layout.keys().iter().filter(|k| k.kind == MetricKind::Abandonment).map(|k| k.name()).collect();
     let settings =
@@ -187,7 +190,13 @@ pub fn dimensions_report(
                 .map(|(value, (name, variants))| {
                     let mut report = report_over(layout, ab, groups, name, variants, span, sequential, sources);
                     let shown = format!("{experiment} ({dimension}={value})");
+                    report.notes.retain(|note| !note.starts_with("no CUPED figures"));
                     report.notes.iter_mut().for_each(|note| *note = note.replace(name, &shown));
+                    if !ab.cuped.metrics.is_empty() {
+                        report.notes.push(
+                            "no CUPED figures per dimension value: CUPED adjusts the experiment-wide report".into(),
+                        );
+                    }
                     report.experiment = experiment.to_string();
                     report.id = match span {
                         Span::Cumulative => format!("{experiment}/{CUMULATIVE}/{dimension}={value}"),
