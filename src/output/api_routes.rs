@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 
-use super::ab_api::{dimensions_report, experiment_report, queries_report, worst_queries_set};
+use super::ab_api::{dimensions_report, experiment_report, queries_report, worst_queries_set, ReportError};
 use super::http::AppState;
 use crate::accumulate::breakdown;
 use crate::experiments::{Span, CUMULATIVE};
@@ -22,6 +22,23 @@ pub(super) struct ExperimentQuery {
 
 pub(super) fn json_error(status: StatusCode, message: String) -> axum::response::Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// A report read under the engine's lock on the blocking pool, as JSON, or its error with the
+/// error's status.
+async fn answer<T: serde::Serialize>(
+    state: &AppState,
+    read: impl FnOnce(&crate::engine::Engine) -> Result<T, ReportError> + Send + 'static,
+) -> axum::response::Response {
+    let engine = state.engine.clone();
+    let report =
+        tokio::task::spawn_blocking(move || read(&engine.lock()).map(|r| serde_json::to_value(r).unwrap_or_default()))
+            .await;
+    match report {
+        Ok(Ok(body)) => axum::Json(body).into_response(),
+        Ok(Err(error)) => json_error(error.status(), error.to_string()),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }
 
 /// `GET /api/v1/experiments`: every experiment with its cumulative traffic (and that of its
@@ -82,18 +99,8 @@ pub(super) async fn get_experiment(
     axum::extract::Path(experiment): axum::extract::Path<String>,
     axum::extract::Query(query): axum::extract::Query<ExperimentQuery>,
 ) -> axum::response::Response {
-    let engine = state.engine.clone();
     let window = query.window.unwrap_or_else(|| CUMULATIVE.to_string());
-    let report = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        experiment_report(&engine, &experiment, &window).map(|r| serde_json::to_value(r).unwrap_or_default())
-    })
-    .await;
-    match report {
-        Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err(error)) => json_error(error.status(), error.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    answer(&state, move |engine| experiment_report(engine, &experiment, &window)).await
 }
 
 /// `GET /api/v1/experiments/{id}/dimensions`: the cumulative report per dimension value.
@@ -101,17 +108,7 @@ pub(super) async fn get_dimensions(
     State(state): State<AppState>,
     axum::extract::Path(experiment): axum::extract::Path<String>,
 ) -> axum::response::Response {
-    let engine = state.engine.clone();
-    let report = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        dimensions_report(&engine, &experiment).map(|r| serde_json::to_value(r).unwrap_or_default())
-    })
-    .await;
-    match report {
-        Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err(error)) => json_error(error.status(), error.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    answer(&state, move |engine| dimensions_report(engine, &experiment)).await
 }
 
 /// `GET /api/v1/experiments/{id}/queries`: the cumulative report per query.
@@ -119,17 +116,7 @@ pub(super) async fn get_queries(
     State(state): State<AppState>,
     axum::extract::Path(experiment): axum::extract::Path<String>,
 ) -> axum::response::Response {
-    let engine = state.engine.clone();
-    let report = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        queries_report(&engine, &experiment).map(|r| serde_json::to_value(r).unwrap_or_default())
-    })
-    .await;
-    match report {
-        Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err(error)) => json_error(error.status(), error.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    answer(&state, move |engine| queries_report(engine, &experiment)).await
 }
 
 /// Query of `GET /api/v1/experiments/{id}/queries/srw`.
@@ -154,18 +141,10 @@ pub(super) async fn get_worst_queries(
     if !(1..=10_000).contains(&limit) {
         return json_error(StatusCode::BAD_REQUEST, format!("limit {limit} must lie between 1 and 10000"));
     }
-    let engine = state.engine.clone();
-    let set = tokio::task::spawn_blocking(move || {
-        let engine = engine.lock();
-        worst_queries_set(&engine, &experiment, query.variant.as_deref(), query.metric.as_deref(), limit)
-            .map(|r| serde_json::to_value(r).unwrap_or_default())
+    answer(&state, move |engine| {
+        worst_queries_set(engine, &experiment, query.variant.as_deref(), query.metric.as_deref(), limit)
     })
-    .await;
-    match set {
-        Ok(Ok(body)) => axum::Json(body).into_response(),
-        Ok(Err(error)) => json_error(error.status(), error.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    .await
 }
 
 /// `GET /api/v1/clicks`: the click log of the partitions this replica owns, as click table
