@@ -164,13 +164,27 @@ fn dimension_table(data: &PageData, breakdown: &DimensionsReport, dimension: &Di
         thousands(dimension.impressions as i64)
     );
     out.push_str(&verdicts(data, breakdown, dimension));
+    out.push_str(r#"<div class="scroll">"#);
+    out.push_str(&value_table(data, breakdown, dimension, name, usize::MAX));
+    out.push_str("</div></div>");
+    out
+}
+
+/// A table of a dimension's values, the busiest `shown` of them: each one's traffic and its
+/// comparisons on the drawn metrics, `heading` over the values' column.
+fn value_table(
+    data: &PageData,
+    breakdown: &DimensionsReport,
+    dimension: &DimensionReport,
+    heading: &str,
+    shown: usize,
+) -> String {
     let (head, columns) = comparison_headers(data, dimension, &breakdown.control);
-    let _ = write!(
-        out,
-        r#"<div class="scroll"><table class="values"><thead><tr><th>{}</th><th data-col="values|{{row}}|impressions">impressions</th><th data-col="values|{{row}}|share">share</th>{head}</tr></thead><tbody>"#,
-        escape(name)
+    let mut out = format!(
+        r#"<table class="values"><thead><tr><th>{}</th><th data-col="values|{{row}}|impressions">impressions</th><th data-col="values|{{row}}|share">share</th>{head}</tr></thead><tbody>"#,
+        escape(heading)
     );
-    for value in &dimension.values {
+    for value in dimension.values.iter().take(shown) {
         let _ = write!(
             out,
             r#"<tr data-row="value={}"><td>{}</td>{}{}{}</tr>"#,
@@ -181,7 +195,7 @@ fn dimension_table(data: &PageData, breakdown: &DimensionsReport, dimension: &Di
             comparison_cells(value, &columns, breakdown.confidence)
         );
     }
-    out.push_str("</tbody></table></div></div>");
+    out.push_str("</tbody></table>");
     out
 }
 
@@ -200,23 +214,9 @@ fn query_tables(data: &PageData, breakdown: &DimensionsReport, queries: &Dimensi
         r#"<div class="tabs"><input type="radio" name="q-{id}" id="q-{id}-traffic" checked><label for="q-{id}-traffic">by traffic</label><input type="radio" name="q-{id}" id="q-{id}-flagged"><label for="q-{id}-flagged">flagged</label><input type="radio" name="q-{id}" id="q-{id}-lost"><label for="q-{id}-lost">engagement lost</label>"#
     );
     // By traffic: the busiest queries with their comparisons.
-    let (head, columns) = comparison_headers(data, queries, &breakdown.control);
-    let _ = write!(
-        out,
-        r#"<div class="tab traffic scroll"><table class="values"><thead><tr><th>query</th><th data-col="values|{{row}}|impressions">impressions</th><th data-col="values|{{row}}|share">share</th>{head}</tr></thead><tbody>"#
-    );
-    for value in queries.values.iter().take(SHOWN_QUERIES) {
-        let _ = write!(
-            out,
-            r#"<tr data-row="value={}"><td>{}</td>{}{}{}</tr>"#,
-            path_segment(&value.value),
-            escape(&value.value),
-            cell(value.impressions as f64, &thousands(value.impressions as i64)),
-            cell(value.share, &format!("{}%", number(100.0 * value.share))),
-            comparison_cells(value, &columns, breakdown.confidence)
-        );
-    }
-    out.push_str("</tbody></table></div>");
+    out.push_str(r#"<div class="tab traffic scroll">"#);
+    out.push_str(&value_table(data, breakdown, queries, "query", SHOWN_QUERIES));
+    out.push_str("</div>");
     // Flagged: worse, then better, on each drawn metric.
     out.push_str(r#"<div class="tab flagged scroll"><table class="values"><thead><tr><th>query</th><th>metric</th><th>direction</th><th>difference</th><th>q</th></tr></thead><tbody>"#);
     for h in queries.heterogeneity.iter().filter(|h| data.drawn_metrics.contains(&h.metric)) {
