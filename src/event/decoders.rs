@@ -46,7 +46,7 @@ enum Reader<M> {
 }
 
 impl<M> Reader<M> {
-    fn mapping(&self) -> Option<&M> {
+    pub(super) fn mapping(&self) -> Option<&M> {
         match self {
             Reader::MappedJson(m) | Reader::MappedRecord(m) => Some(m),
             Reader::Native | Reader::Ubi => None,
@@ -87,6 +87,12 @@ pub fn impression_mapping(cfg: &Config) -> Option<ImpressionMapping> {
 }
 
 impl Decoders {
+    /// The names of a mapped input's dimensions, in the order of
+    /// [`crate::event::Dimensions::Mapped`]'s values; empty for other inputs.
+    pub fn impression_dimension_names(&self) -> &[String] {
+        self.impressions.mapping().map_or(&[], MappedImpressions::dimension_names)
+    }
+
     pub fn new(cfg: &Config) -> Self {
         let k = &cfg.kafka;
         let impressions =

@@ -5,7 +5,8 @@
 //! decoders apply) and the rejections are then dealt with once, at the stage, and the join
 //! reads one fixed format with its fastest decoder. The native event carries every field the
 //! engine reads (query id, timestamp as integer milliseconds, experiment, variant, client and
-//! session ids, query text, results as text ids, interleaving rankers and teams; an
+//! session ids, query text, segment, the dimensions `ab.dimensions` reads (a native object as it
+//! came, a mapping's under their names), results as text ids, interleaving rankers and teams; an
 //! engagement's document, action, event id and position), so decoding it again gives the same
 //! impression or engagement, and the same de-duplication identity.
 //!
@@ -19,7 +20,7 @@ use std::borrow::Cow;
 use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 
-use crate::event::{Decoders, Engagement, EventKind, Impression, RawMessage, Rejection};
+use crate::event::{Decoders, Dimensions, Engagement, EventKind, Impression, RawMessage, Rejection};
 use crate::time::EventTime;
 
 /// One decoded message, borrowed from it (an impression's result ids are in the caller's list).
@@ -68,6 +69,10 @@ struct NativeImpression<'e> {
     /// The traffic segment the click log keys its counts by.
     #[serde(skip_serializing_if = "Option::is_none")]
     segment: Option<&'e str>,
+    /// The fields `ab.dimensions` breaks experiments down by: a native object as it came, or a
+    /// mapping's values under their names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dimensions: Option<NativeDimensions<'e>>,
     /// The result ids as text, in rank order (hashes cannot be decoded again).
     results: &'e [Cow<'e, str>],
     /// The rankers of an interleaved list.
@@ -76,6 +81,32 @@ struct NativeImpression<'e> {
     /// Each result's ranker, by name.
     #[serde(skip_serializing_if = "Option::is_none")]
     teams: Option<Teams<'e>>,
+}
+
+/// An impression's dimensions as the native format's `dimensions` object.
+enum NativeDimensions<'e> {
+    /// A native object, its text as it came.
+    Raw(&'e serde_json::value::RawValue),
+    /// A mapping's values (absent ones left out), under the mapping's names.
+    Named(&'e [String], &'e [Option<Cow<'e, str>>]),
+}
+
+impl Serialize for NativeDimensions<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            NativeDimensions::Raw(raw) => raw.serialize(serializer),
+            NativeDimensions::Named(names, values) => {
+                use serde::ser::SerializeMap;
+                let mut map = serializer.serialize_map(None)?;
+                for (name, value) in names.iter().zip(values.iter()) {
+                    if let Some(value) = value {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+                map.end()
+            }
+        }
+    }
 }
 
 /// An interleaved list's teams as the native format names them: each result's ranker by name.
@@ -178,6 +209,17 @@ impl Reencoder {
                             session_id: i.session_id.as_deref(),
                             query: i.query.as_deref(),
                             segment: i.segment.as_deref(),
+                            dimensions: match &i.dimensions {
+                                Dimensions::Absent => None,
+                                // Checked JSON already (the decoder sliced it from a message it
+                                // parsed); a failure leaves the dimensions out, not the event.
+                                Dimensions::Native(text) => serde_json::from_str::<&serde_json::value::RawValue>(text)
+                                    .ok()
+                                    .map(NativeDimensions::Raw),
+                                Dimensions::Mapped(values) => {
+                                    Some(NativeDimensions::Named(self.decoders.impression_dimension_names(), values))
+                                }
+                            },
                             results: &ids,
                             interleaving: interleaving.map(|il| il.rankers.as_slice()),
                             teams: interleaving.map(|il| Teams { rankers: &il.rankers, teams: &il.teams }),
@@ -238,7 +280,7 @@ mod tests {
     fn a_reencoded_impression_decodes_to_the_same_impression() {
         let mut r = Reencoder::new(Decoders::new(&Config::default()));
         let cases: [&[u8]; 3] = [
-            br#"{"query_id":"q\u0031","timestamp":"2026-11-22T10:05:00Z","results":["a","b\"c"],"client_id":7,"session_id":"s","query":"red shoes","segment":"mobile","extra":1}"#,
+            br#"{"query_id":"q\u0031","timestamp":"2026-11-22T10:05:00Z","results":["a","b\"c"],"client_id":7,"session_id":"s","query":"red shoes","segment":"mobile","dimensions":{"device":"tv","n":3},"extra":1}"#,
             br#"{"query_id":"q2","timestamp":5,"results":[],"experiment":"e","variant":"v"}"#,
             br#"{"query_id":"q3","timestamp":1,"results":["a","b","c"],"experiment":"duel","interleaving":["base","cand"],"teams":["cand","base","cand"]}"#,
         ];
@@ -252,6 +294,20 @@ mod tests {
             assert_eq!(r.key(), want.query_id);
             assert_eq!(r.timestamp(), want.timestamp);
         }
+    }
+
+    #[test]
+    fn a_mapped_impressions_dimensions_are_a_native_object_under_their_names() {
+        let toml = "[ab]\ndimensions = [\"device\", \"market\"]\n[mapping.impressions]\nquery_id = \"/id\"\n\
+                    timestamp = { path = \"/t\", format = \"epoch_millis\" }\nresults = \"/r\"\n\
+                    [mapping.impressions.dimensions]\ndevice = \"/ctx/device\"\nmarket = \"/ctx/market\"\n";
+        let cfg = Config::from_toml_with_env(toml, "test", std::iter::empty()).unwrap();
+        let mut r = Reencoder::new(Decoders::new(&cfg));
+        r.reencode(EventKind::Impression, raw(br#"{"id":"q","t":5,"r":["a"],"ctx":{"device":"tv"}}"#)).unwrap();
+        let mut docs = Vec::new();
+        let got = decode_impression(r.payload(), &mut docs).unwrap();
+        let crate::event::Dimensions::Native(object) = got.dimensions else { panic!("{got:?}") };
+        assert_eq!(object, r#"{"device":"tv"}"#, "the absent market left out");
     }
 
     #[test]

@@ -302,13 +302,19 @@ fn seconds_to_ms(seconds: f64) -> Option<i128> {
     (ms.is_finite() && ms.abs() < 9.0e15).then_some(ms as i128)
 }
 
-/// `[mapping.impressions]`, compiled.
+/// `[mapping.impressions]`, compiled, with its dimensions' names (in the order of
+/// [`Dimensions::Mapped`]'s values).
 #[derive(Debug, Clone)]
-pub struct MappedImpressions(Compiled<IMPRESSION_SCALARS>);
+pub struct MappedImpressions(Compiled<IMPRESSION_SCALARS>, Vec<String>);
 
 impl MappedImpressions {
     pub fn new(m: &ImpressionMapping) -> Self {
-        MappedImpressions(Compiled::new(m.scalars(), m.lists()))
+        MappedImpressions(Compiled::new(m.scalars(), m.lists()), m.dimensions.keys().cloned().collect())
+    }
+
+    /// The names of `[mapping.impressions.dimensions]`, in the order of [`Dimensions::Mapped`].
+    pub fn dimension_names(&self) -> &[String] {
+        &self.1
     }
 
     /// Whether a field is read from the message's key or a header.
