@@ -29,7 +29,7 @@ use common::*;
 use rankpulse::config::Config;
 use rankpulse::engine::Engine;
 use rankpulse::event::EventKind;
-use rankpulse::experiments::breakdown::worst_queries;
+use rankpulse::experiments::breakdown::{worst_queries, Which};
 use serde_json::{json, Value};
 
 /// 2026-03-01T00:00:00Z.
@@ -362,7 +362,8 @@ fn a_planted_effect_is_found_and_aa_experiments_stay_at_the_nominal_rates() {
     let (mut found, mut mobile_flagged, mut flagged, mut false_flagged, mut fdp_sum) = (0, 0, 0, 0, 0.0);
     let (mut aa_differs, mut aa_any_flagged, mut aa_market_differs) = (0, 0, 0);
     for (name, effect) in &experiments {
-        let report = serde_json::to_value(engine.dimensions_report(name).expect("a breakdown")).unwrap();
+        let report =
+            serde_json::to_value(engine.dimensions_report(name, Which::Dimensions).expect("a breakdown")).unwrap();
         let (segment, q) = verdict(&report, "segment", "mrr");
         let differs = segment["differs"].as_bool().unwrap();
         let flagged_values: Vec<&String> = q.iter().filter(|(_, &q)| q <= alpha).map(|(v, _)| v).collect();
@@ -482,7 +483,8 @@ dimensions = ["query"]
 
     let alpha = 0.05;
     let queries_of = |name: &str| {
-        let report = serde_json::to_value(engine.dimensions_report(name).expect("a breakdown")).unwrap();
+        let report =
+            serde_json::to_value(engine.dimensions_report(name, Which::Queries).expect("a breakdown")).unwrap();
         report["queries"].clone()
     };
     let planted = queries_of("planted");
@@ -549,7 +551,7 @@ dimensions = ["query"]
     assert!(aa_differs <= 17, "A/A heterogeneity across queries: {aa_differs} of {AA}");
 
     // The worst queries as a Search Relevance Workbench query set: the flagged ones first.
-    let report = engine.dimensions_report("planted").unwrap();
+    let report = engine.dimensions_report("planted", Which::Queries).unwrap();
     let set = worst_queries(&report, report.queries.as_ref().unwrap(), "treatment", "mrr", PLANTED).unwrap();
     let set = serde_json::to_value(set).unwrap();
     assert_eq!(set["sampling"], "manual");

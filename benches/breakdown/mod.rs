@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use rankpulse::config::Config;
 use rankpulse::engine::Engine;
 use rankpulse::event::EventKind;
+use rankpulse::experiments::breakdown::Which;
 
 use crate::common::alloc::live;
 use crate::{fmt, median, Results};
@@ -105,7 +106,7 @@ pub fn breakdown(results: &mut Results) {
                 (0..5)
                     .map(|_| {
                         let started = Instant::now();
-                        std::hint::black_box(engine.dimensions_report("e"));
+                        std::hint::black_box(engine.dimensions_report("e", Which::Queries));
                         started.elapsed().as_secs_f64() * 1e3
                     })
                     .collect(),

@@ -534,6 +534,7 @@ mod tests {
     use crate::checkpoint;
     use crate::config::{AbUnit, Config};
     use crate::event::EventKind;
+    use crate::experiments::breakdown::Which;
 
     /// Feeds impressions `from..to` (client units, some clicked, some engaged before they
     /// arrive, some redelivered) and advances.
@@ -645,7 +646,7 @@ mod tests {
             }
         }
         let report = |e: &Engine| {
-            let mut value = serde_json::to_value(e.dimensions_report("e")).unwrap();
+            let mut value = serde_json::to_value(e.dimensions_report("e", Which::All)).unwrap();
             without_looks(&mut value);
             serde_json::to_string_pretty(&value).unwrap()
         };

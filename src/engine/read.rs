@@ -12,7 +12,7 @@ use crate::clicks::log::LogSummary;
 use crate::clicks::named::NamedTable;
 use crate::config::AbConfig;
 use crate::event::{Decoders, EventKind};
-use crate::experiments::breakdown::{dimensions_report, DimensionsReport};
+use crate::experiments::breakdown::{dimensions_report, DimensionsReport, Which};
 use crate::experiments::history::History;
 use crate::experiments::sequential::Looks;
 use crate::experiments::{ExperimentReport, ReadoutSources, SequentialSource, Span};
@@ -69,15 +69,16 @@ impl Engine {
     }
 
     /// The cumulative report of `experiment` per value of each of its dimensions
-    /// (`ab.dimensions`); `None` when no finalized impression of it has a breakdown here.
-    pub fn dimensions_report(&self, experiment: &str) -> Option<DimensionsReport> {
+    /// (`ab.dimensions`) that `which` takes; `None` when no finalized impression of it has such
+    /// a breakdown here.
+    pub fn dimensions_report(&self, experiment: &str, which: Which) -> Option<DimensionsReport> {
         let span = Span::Cumulative;
         let (sequential, covariates, traffic) = self.report_inputs(span);
         let sources = ReadoutSources { enabled: true, covariates: covariates.as_ref(), traffic };
         let layout = self.aggregation.layout();
         let table = self.ab_cumulative();
         let mut report =
-            dimensions_report(layout, &self.groups, &table, &self.ab, span, sequential, sources, experiment)?;
+            dimensions_report(layout, &self.groups, &table, &self.ab, span, sequential, sources, experiment, which)?;
         report.partitions = self.reported_partitions();
         let look_window = self.window_labels.first();
         for value in report.dimensions.iter_mut().flat_map(|d| d.values.iter_mut()) {

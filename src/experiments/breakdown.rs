@@ -143,8 +143,31 @@ pub struct FlaggedValue {
     pub q_value: f64,
 }
 
-/// The dimensions report of `experiment` over `table`; `None` when the table holds no breakdown
-/// of it.
+/// Which of an experiment's breakdowns a report computes: each value's report costs what an
+/// experiment's does, and a reader of the dimensions (a scrape, `/dimensions`) has no use for
+/// 500 queries'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// Every dimension and the queries.
+    All,
+    /// The dimensions but `query`.
+    Dimensions,
+    /// The `query` dimension alone.
+    Queries,
+}
+
+impl Which {
+    fn takes(self, dimension: &str) -> bool {
+        match self {
+            Which::All => true,
+            Which::Dimensions => dimension != breakdown::QUERY,
+            Which::Queries => dimension == breakdown::QUERY,
+        }
+    }
+}
+
+/// The dimensions report of `experiment` over `table`, of the dimensions `which` takes; `None`
+/// when the table holds no such breakdown of it.
 #[allow(clippy::too_many_arguments)]
 pub fn dimensions_report(
     layout: &MetricLayout,
@@ -155,6 +178,7 @@ pub fn dimensions_report(
     sequential: SequentialSource<'_>,
     sources: ReadoutSources<'_>,
     experiment: &str,
+    which: Which,
 ) -> Option<DimensionsReport> {
     // dimension → value → (part name, its variants).
     type Parts<'a> = BTreeMap<&'a str, BTreeMap<&'a str, (&'a str, Vec<(&'a str, &'a GroupStats)>)>>;
@@ -162,7 +186,7 @@ pub fn dimensions_report(
     for (id, stats) in table.iter() {
         let (name, variant) = groups.name(id);
         let Some((of, dimension, value)) = breakdown::part(name) else { continue };
-        if of == experiment {
+        if of == experiment && which.takes(dimension) {
             let entry = parts.entry(dimension).or_default().entry(value).or_insert_with(|| (name, Vec::new()));
             entry.1.push((variant, stats));
         }

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 
 use crate::accumulate::breakdown;
 use crate::engine::Engine;
-use crate::experiments::breakdown::{worst_queries, DimensionsReport, SrwQuerySet};
+use crate::experiments::breakdown::{worst_queries, DimensionsReport, SrwQuerySet, Which};
 use crate::experiments::{ExperimentReport, Span, CUMULATIVE};
 use crate::time::EventTime;
 
@@ -201,8 +201,8 @@ pub fn experiment_report(engine: &Engine, experiment: &str, window: &str) -> Res
 /// The cumulative report of `experiment` per value of each dimension (`ab.dimensions`); without
 /// one, the error says why, as [`experiment_report`]'s does, or that it has no breakdown.
 pub fn dimensions_report(engine: &Engine, experiment: &str) -> Result<DimensionsReport, ReportError> {
-    if let Some(report) = engine.dimensions_report(experiment).filter(|r| !r.dimensions.is_empty()) {
-        return Ok(DimensionsReport { queries: None, ..report });
+    if let Some(report) = engine.dimensions_report(experiment, Which::Dimensions) {
+        return Ok(report);
     }
     experiment_report(engine, experiment, CUMULATIVE)?;
     let configured = engine.ab().dimensions.iter().any(|d| d != breakdown::QUERY);
@@ -212,8 +212,8 @@ pub fn dimensions_report(engine: &Engine, experiment: &str) -> Result<Dimensions
 /// The cumulative report of `experiment` per query (`ab.dimensions` naming `query`): the
 /// dimensions report with the query dimension alone.
 pub fn queries_report(engine: &Engine, experiment: &str) -> Result<DimensionsReport, ReportError> {
-    if let Some(report) = engine.dimensions_report(experiment).filter(|r| r.queries.is_some()) {
-        return Ok(DimensionsReport { dimensions: Vec::new(), ..report });
+    if let Some(report) = engine.dimensions_report(experiment, Which::Queries) {
+        return Ok(report);
     }
     experiment_report(engine, experiment, CUMULATIVE)?;
     let configured = engine.ab().dimensions.iter().any(|d| d == breakdown::QUERY);

@@ -15,6 +15,7 @@ use super::prometheus::{family, label};
 use super::window_families::push_finite;
 use crate::config::AbConfig;
 use crate::engine::Engine;
+use crate::experiments::breakdown::Which;
 use crate::experiments::ExperimentReport;
 use crate::metrics::MetricLayout;
 
@@ -37,7 +38,7 @@ pub(super) fn families(engine: &Engine, reports_per_window: &[(&str, Vec<Experim
     let metrics = exported_metrics(engine.layout(), engine.ab());
     let cumulative = reports_per_window.iter().filter(|(w, _)| *w == crate::experiments::CUMULATIVE);
     for report in cumulative.flat_map(|(_, reports)| reports) {
-        let Some(breakdown) = engine.dimensions_report(&report.experiment) else { continue };
+        let Some(breakdown) = engine.dimensions_report(&report.experiment, Which::Dimensions) else { continue };
         for dimension in &breakdown.dimensions {
             for value in &dimension.values {
                 for variant in &value.report.variants {

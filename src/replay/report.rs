@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::accumulate::{GroupStats, GroupTable, Groups};
 use crate::engine::{Counters, Engine};
 use crate::event::{EventKind, RejectReason};
-use crate::experiments::breakdown::DimensionsReport;
+use crate::experiments::breakdown::{DimensionsReport, Which};
 use crate::experiments::{ExperimentReport, Span};
 use crate::ids::GroupId;
 use crate::metrics::{recall_level_label, MetricLayout, RECALL_LEVELS};
@@ -230,7 +230,8 @@ impl Report {
         let t = engine.engagement_tally();
         let cumulative = engine.cumulative();
         let experiments = engine.experiment_reports(&cumulative, Span::Cumulative);
-        let breakdowns = experiments.iter().filter_map(|r| engine.dimensions_report(&r.experiment)).collect();
+        let breakdowns =
+            experiments.iter().filter_map(|r| engine.dimensions_report(&r.experiment, Which::All)).collect();
         Report {
             breakdowns,
             groups: group_reports(layout, groups, &cumulative),

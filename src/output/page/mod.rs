@@ -29,7 +29,7 @@ use std::time::Instant;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::event::{EventKind, RejectReason};
-use crate::experiments::breakdown::DimensionsReport;
+use crate::experiments::breakdown::{DimensionsReport, Which};
 use crate::experiments::history::ExperimentHistory;
 use crate::experiments::{ExperimentReport, Span};
 use crate::join::EngagementTally;
@@ -148,7 +148,13 @@ impl PageData {
             reports.retain(|r| r.experiment == name);
         }
         let histories = reports.iter().map(|r| engine.history().experiment(&r.experiment).cloned()).collect();
-        let breakdowns = reports.iter().map(|r| engine.dimensions_report(&r.experiment)).collect();
+        // The index shows no breakdown: only an experiment's page and the replay file do, and a
+        // breakdown of 500 queries costs as many reports.
+        let shown = only.is_some() || replay_inputs.is_some();
+        let breakdowns = reports
+            .iter()
+            .map(|r| shown.then(|| engine.dimensions_report(&r.experiment, Which::All)).flatten())
+            .collect();
         let lower_is_better = engine
             .layout()
             .keys()
