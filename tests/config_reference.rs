@@ -18,6 +18,7 @@ const PAGE: &str = "docs/src/reference/configuration.md";
 /// own).
 const SCHEMA_FILES: &[&str] = &[
     "src/config/schema.rs",
+    "src/config/ab.rs",
     "src/config/inputs.rs",
     "src/config/repartition.rs",
     "src/config/clicks.rs",

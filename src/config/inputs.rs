@@ -73,7 +73,7 @@ pub struct ImpressionMapping {
 }
 
 /// Scalar fields of an impression's mapping: the eight of [`ImpressionMapping::scalars`] and up
-/// to [`crate::config::schema::MAX_DIMENSIONS`] dimensions.
+/// to [`crate::config::MAX_DIMENSIONS`] dimensions.
 pub const IMPRESSION_SCALARS: usize = 16;
 
 /// `[mapping.engagements]`: where each field of an engagement is, with field sources as in
@@ -446,10 +446,10 @@ pub(super) fn validate(cfg: &Config, reads: Reads) -> Result<(), ConfigError> {
     }
     if let Some(m) = &cfg.mapping.impressions {
         check_fields("mapping.impressions", &m.timestamp, &m.scalars(), &m.lists())?;
-        if m.dimensions.len() > super::schema::MAX_DIMENSIONS {
+        if m.dimensions.len() > super::MAX_DIMENSIONS {
             return Err(invalid(
                 "mapping.impressions.dimensions",
-                format!("maps {} fields; at most {}", m.dimensions.len(), super::schema::MAX_DIMENSIONS),
+                format!("maps {} fields; at most {}", m.dimensions.len(), super::MAX_DIMENSIONS),
             ));
         }
         // A mapped input has no native `dimensions` object: every other field a dimension

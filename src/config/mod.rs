@@ -6,7 +6,7 @@
 //! message names the key it is about.
 //!
 //! The schema (every section and its defaults) is in `schema`, with sections of their own in
-//! `http`, `inputs`, `clicks`, `readout`, `repartition` and `page`; reading the file and the
+//! `ab`, `http`, `inputs`, `clicks`, `readout`, `repartition` and `page`; reading the file and the
 //! environment in `load`, the cross-field rules in `validate`, and what each Kafka client is
 //! built from (role properties, secrets, librdkafka's own checks) in `kafka_client`, and the
 //! keys of earlier releases, read with a warning naming their replacement, in `upgrade`.
@@ -15,6 +15,7 @@
 //! no-panic rule (crate documentation, "Hostile input"); the attribute here covers them all.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
+mod ab;
 mod clicks;
 mod http;
 mod inputs;
@@ -30,6 +31,7 @@ mod validate;
 
 use std::path::PathBuf;
 
+pub use ab::{AbConfig, AbExperimentConfig, AbUnit, MAX_DIMENSIONS};
 pub use clicks::{ClicksConfig, MAX_TRACKED_RANKS};
 pub use http::{ClientAuthType, HttpConfig, TlsServerConfig, REDACTED_HASH};
 pub use inputs::{
@@ -41,9 +43,8 @@ pub use page::PageConfig;
 pub use readout::{BayesianConfig, CupedConfig, DifferenceScale};
 pub use repartition::{RepartitionConfig, RepartitionMode};
 pub use schema::{
-    AbConfig, AbExperimentConfig, AbUnit, Config, InputFormat, InterleavingConfig, InterleavingCredit, JoinConfig,
-    JudgmentsConfig, JudgmentsFormat, JudgmentsKey, KafkaConfig, LabelsConfig, LimitsConfig, MetricsConfig,
-    StateCompression, StateConfig, UbiConfig, MAX_DIMENSIONS,
+    Config, InputFormat, InterleavingConfig, InterleavingCredit, JoinConfig, JudgmentsConfig, JudgmentsFormat,
+    JudgmentsKey, KafkaConfig, LabelsConfig, LimitsConfig, MetricsConfig, StateCompression, StateConfig, UbiConfig,
 };
 pub use upgrade::RetiredKey;
 

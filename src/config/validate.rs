@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use super::schema::MAX_DIMENSIONS;
+use super::ab::MAX_DIMENSIONS;
 use super::{ClientAuthType, Config, ConfigError, Reads};
 use crate::metrics::MAX_GAIN;
 
