@@ -4,7 +4,7 @@
 //! sample-ratio alarm; the HTTP API; and the cluster-robust standard error against a direct
 //! per-client computation.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

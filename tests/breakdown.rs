@@ -19,7 +19,7 @@
 //! * Replicas: two `serve` replicas on the mock cluster, one SIGKILLed part-way and another
 //!   started: both live replicas' `/dimensions` and `/queries` equal `replay`'s breakdowns.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

@@ -10,7 +10,7 @@
 //! writes a delta far smaller than the snapshot and the chains grow long; the restored replica's
 //! log says how many deltas it applied.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

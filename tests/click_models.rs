@@ -3,7 +3,7 @@
 //! interval over many simulated tables, counts that do not fit in 64 bits, and
 //! `clicks.em_iterations` read from `judgments --from-clicks --config`.
 
-mod common;
+use crate::common;
 #[allow(dead_code)]
 #[path = "clicks/sim.rs"]
 mod sim;

@@ -4,7 +4,7 @@
 //! individual sessions, SRW's COEC over individual events, intervention harvesting, IPS) and
 //! with the truth the simulation knows.
 
-mod common;
+use crate::common;
 #[path = "clicks/sim.rs"]
 mod sim;
 

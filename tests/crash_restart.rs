@@ -6,7 +6,7 @@
 //! Run against a broker in its own process (tansu), and against librdkafka's mock cluster with
 //! broker faults injected (brokers down then up, request errors).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! next), and an unknown experiment is called unknown. The printed PromQL groups by experiment
 //! as well as variant (the demo's experiments share variant names).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -18,7 +18,7 @@
 //! Starting Prometheus and asking its API are tests/common/prometheus.rs's, shared with
 //! tests/http_security.rs (Prometheus scraping over TLS with basic auth).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

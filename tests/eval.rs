@@ -5,7 +5,7 @@
 //! The output byte for byte, order and summary lines included, is held to NIST trec_eval
 //! itself by tests/trec_eval_conformance.rs.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

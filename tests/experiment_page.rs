@@ -14,7 +14,7 @@
 //! Screenshots go to `target/experiment-page/`; `docs/images/experiment-page.png`, the
 //! README's, is the demo page's at desktop width.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -15,7 +15,7 @@
 //! The statistics' formulas are held to gbstats, statsmodels and scipy by
 //! `tests/experiment_statistics.rs`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

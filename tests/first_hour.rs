@@ -5,7 +5,7 @@
 //! for an empty input, and warns when the A/B unit ignores the client ids the data carries;
 //! `demo` says that it injects faults and how to stop it; every option has help text.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

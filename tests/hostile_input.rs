@@ -8,7 +8,7 @@
 //! under another reason, the scanner disagreeing with serde_json.
 //!
 //! The seeds the fuzzers started from are written by the ignored test `write_seeds`
-//! (`cargo test --test hostile_input -- --ignored write_seeds`): lines of the conformance
+//! (`cargo test --test integration hostile_input::write_seeds -- --ignored`): lines of the conformance
 //! fixtures, the demo's generated traffic (with its malformed messages) and its UBI form, the
 //! decoders' edge cases, and snapshots, aggregates records and changelog records of engines fed
 //! that traffic.

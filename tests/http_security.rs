@@ -4,7 +4,7 @@
 //! certificates; certificates and the token replaced while it runs; and a real Prometheus
 //! scraping it with the shipped prometheus.yml's HTTPS settings uncommented.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! replay; and `check-config` prints every field a sample line read under its mapping key, and
 //! fails when a sample line is rejected.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -12,7 +12,7 @@
 //! rejections, and every comparison's aggregates, cumulative and per closed window, must
 //! equal the reference's, counts exactly and figures to 1e-9.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! every group's judged means (cumulative and per window) and the judged A/B comparisons must
 //! agree to 1e-9; impressions without judgments must add nothing.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! means and scipy's Welch test. The fixtures are `incomplete.json` beside each suite, written
 //! by `tests/judgments/incomplete.py` (how to regenerate them is in its docstring).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! after it; a broken file is refused, the previous list stays in use, and the refusal is
 //! logged and counted on `/metrics`. A broken file at start stops the start, naming the file.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

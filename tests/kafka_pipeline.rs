@@ -3,7 +3,7 @@
 //! exported `_sum`/`_count` compared to hand-computed values, offsets committed on SIGTERM, and
 //! `replay` of the same events giving the same means.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

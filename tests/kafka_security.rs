@@ -10,7 +10,7 @@
 //! environment and appear in no output (librdkafka's security debug log included); and
 //! `check-config` names the key of a misspelt mechanism.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

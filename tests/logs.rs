@@ -2,7 +2,7 @@
 //! handful of lines and exactly one recovery line (not librdkafka's ten lines a second); logs
 //! redirected to a file carry no colour codes; `--log-format json` is one JSON object per line.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

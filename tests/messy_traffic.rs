@@ -5,7 +5,7 @@
 //! clicks. Every exported `_sum` and `_count` must equal the ground truth exactly, and every
 //! injected fault must be counted exactly once, in its own counter.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! keyed by query id and their engagements, with ids that a restarted producer does not repeat,
 //! and stops cleanly after `--duration`.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

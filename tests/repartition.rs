@@ -12,7 +12,7 @@
 //! The broker is librdkafka's mock cluster, hosted by this test (see tests/replicas.rs): it has
 //! no CreateTopics, so the internal and state topics are created here, as rankpulse would.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

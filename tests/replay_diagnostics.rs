@@ -4,7 +4,7 @@
 //! hint when the input is not JSON Lines at all; a missing file names its OS error once; and a
 //! line over `limits.max_message_bytes` is skipped while streaming, never held in memory.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

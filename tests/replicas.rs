@@ -19,7 +19,7 @@
 //! total carries a `partition` label): each partition's series, on whichever replica holds it,
 //! must equal the reference's, bit for bit.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

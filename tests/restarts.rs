@@ -18,7 +18,7 @@
 //! without `group.instance.id`, for rankpulse and for a plain rdkafka consumer alike). The short
 //! timeout keeps that wait, and the test, short; what it shows there is the exactness.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -23,7 +23,7 @@
 //! whenever one joins or leaves); a real broker completes a rebalance once every member has
 //! rejoined, in about a heartbeat interval.
 
-mod common;
+use crate::common;
 #[path = "rolling_restart/coordinator.rs"]
 mod coordinator;
 

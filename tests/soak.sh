@@ -8,4 +8,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SOAK_MINUTES="${SOAK_MINUTES:-20}"
-exec cargo test --locked --features oidc --test rolling_restart -- --ignored soak --nocapture
+exec cargo test --locked --features oidc --test integration rolling_restart::soak -- --ignored --exact --nocapture

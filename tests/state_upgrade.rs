@@ -28,7 +28,7 @@
 //! it, whose aggregates records are increments of version 9); it is ignored, and rerunning it
 //! with a later build would write that build's format.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -379,8 +379,8 @@ fn restores_and_resumes_exactly(version: u32) {
 /// stopped with SIGTERM (its final record), then each changelog partition's records from its
 /// newest snapshot's first chunk on (the deltas after it included), and every record of the
 /// aggregates topic (the experiment-wide view's windows, which the A/B report's looks are taken
-/// from). Run by hand (`RANKPULSE_FIXTURE_VERSION=N cargo test --test state_upgrade --
-/// --ignored`) only with the build that writes format N.
+/// from). Run by hand (`RANKPULSE_FIXTURE_VERSION=N cargo test --test integration
+/// state_upgrade::write_the_fixture -- --ignored`) only with the build that writes format N.
 #[test]
 #[ignore]
 fn write_the_fixture() {

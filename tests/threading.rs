@@ -10,7 +10,7 @@
 //!   librdkafka's mock cluster: the same impressions finalized with the same values and the same
 //!   per-group figures as the single-threaded replay of the same events.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -14,7 +14,7 @@
 //!
 //! pytrec_eval (tests/eval.rs) sees neither print order nor summary lines; this test does.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -12,7 +12,7 @@
 //! librdkafka's mock cluster; every metric of every group and window must be identical, and so
 //! must the whole replay report.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! by `check-config` and `serve` with one warning per retired key naming its replacement, and
 //! `serve` consumes and exports with it. Unknown keys that never existed are still refused.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

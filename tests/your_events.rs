@@ -17,7 +17,7 @@
 //! id, truncated payloads, a wrong magic byte, events missing a mapped path, events whose name
 //! the mapping does not list) are counted under their reasons.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
