@@ -35,7 +35,8 @@ for run in $(seq 1 "$runs"); do
           if [ ! -e "$work/first-figures" ]; then
             date +%s.%N >"$work/first-figures"
             echo "run $run: first figures: $line"
-            pkill -INT -f "$work/rankpulse/target/release/rankpulse demo" || true
+            # cargo runs it by a relative path; the port is this script's own.
+            pkill -INT -f "target/release/rankpulse demo --listen 127.0.0.1:19465" || true
           fi
           ;;
       esac

@@ -144,22 +144,22 @@ phase "build (the binary and every test), completions and man pages"
 # took 79 s (151 CPU-seconds) without it and 132 s (247) with it on 2 cores. Where a developer has
 # built incrementally, the test command does too, as switching would rebuild rankpulse; an
 # exported CARGO_INCREMENTAL decides either way.
-# The dependencies compiled once per machine, toolchain and manifest: a fresh clone (no
-# target/debug) starts from the ones an earlier run of the test command on this machine compiled
-# for the same Cargo.lock, Cargo.toml and rustc, kept in ~/.cache/rankpulse/test-deps/ like
-# tansu, mdbook and the clean room's chroot (about 1.5 GB; RANKPULSE_TEST_DEPS_CACHE=off builds
-# from nothing). The build from nothing is the clean room's (below), on every run. Only the
-# dependencies are kept, never rankpulse's own targets, which are built from this checkout; cargo
-# still checks every kept unit's fingerprint (compiler, profile, features, sources) and rebuilds
-# what does not match. Measured on 2 cores: the build took 344 s from nothing, 61 s from them
-# (BENCHMARKS.md, "Issue 55, fifth part").
+# The dependencies compiled once per machine and lockfile: a fresh clone (no target/debug) starts
+# from the ones an earlier run of the test command on this machine compiled for the same
+# Cargo.lock and rustc, kept in ~/.cache/rankpulse/test-deps/ like tansu, mdbook and the clean
+# room's chroot (about 1.5 GB; RANKPULSE_TEST_DEPS_CACHE=off builds from nothing). The build from
+# nothing is the clean room's (below), on every run. Only the dependencies are kept, never
+# rankpulse's own targets, which are built from this checkout; cargo checks every kept unit's
+# fingerprint (compiler, profile, features, sources) as in any target directory and compiles
+# what does not match (a feature changed in Cargo.toml), and then the kept ones are replaced.
+# Measured on 2 cores: the build took 344 s from nothing, 61 s from them (BENCHMARKS.md,
+# "Issue 55, fifth part").
 deps_cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/rankpulse/test-deps
-deps_key=$(cat Cargo.lock Cargo.toml <(rustc -vV) | sha256sum | cut -c1-16)
-deps_cache=$deps_cache_root/$deps_key
-from_nothing=false
-if [ ! -d target/debug ]; then
-  from_nothing=true
-  if [ "${RANKPULSE_TEST_DEPS_CACHE:-on}" != off ] && [ -d "$deps_cache" ]; then
+deps_cache=$deps_cache_root/$(cat Cargo.lock <(rustc -vV) | sha256sum | cut -c1-16)
+keep_deps=false
+if [ ! -d target/debug ] && [ "${RANKPULSE_TEST_DEPS_CACHE:-on}" != off ]; then
+  keep_deps=true
+  if [ -d "$deps_cache" ]; then
     mkdir -p target/debug
     cp -a --reflink=auto "$deps_cache/." target/debug/
     echo "the dependencies compiled by an earlier run on this machine: $deps_cache"
@@ -168,10 +168,10 @@ fi
 if [ ! -d target/debug/incremental ]; then
   export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 fi
-cargo test --locked --features oidc --all-targets --no-run
-if $from_nothing && [ "${RANKPULSE_TEST_DEPS_CACHE:-on}" != off ] && [ ! -d "$deps_cache" ]; then
+cargo test --locked --features oidc --all-targets --no-run 2>&1 | tee target/test-build.log
+if $keep_deps && grep -E '^ *Compiling ' target/test-build.log | grep -q -v -E '^ *Compiling rankpulse v'; then
   # Everything but rankpulse's own units (its library, binary, tests, benchmark and build
-  # script), into a new directory renamed into place, the older keys' removed.
+  # script), into a new directory renamed into place, the older ones removed.
   rm -rf "$deps_cache_root" && mkdir -p "$deps_cache_root/new"
   tar -C target/debug -cf - \
     --exclude='./deps/rankpulse-*' --exclude='./deps/librankpulse-*' --exclude='./deps/integration-*' \
