@@ -84,7 +84,7 @@ export CARGO_TARGET_DIR=/build CARGO_NET_OFFLINE=true
 export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0
 cd /src
 start=\$(date +%s)
-cargo clean ${cargo_flags[*]} -p rankpulse 2>/dev/null
+cargo clean ${cargo_flags[*]} -p rankpulse
 cargo build ${cargo_flags[*]} --bin rankpulse 2>&1 | tee /tmp/build.log
 units=\$(grep -c '^ *Compiling ' /tmp/build.log || true)
 echo "clean room: built in \$((\$(date +%s) - start)) s (cargo compiled \$units of its crates; what earlier runs built in this chroot is kept in $build)"

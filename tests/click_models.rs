@@ -3,10 +3,9 @@
 //! interval over many simulated tables, counts that do not fit in 64 bits, and
 //! `clicks.em_iterations` read from `judgments --from-clicks --config`.
 
-use crate::common;
 #[allow(dead_code)]
-#[path = "clicks/sim.rs"]
-mod sim;
+use crate::click_sim as sim;
+use crate::common;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

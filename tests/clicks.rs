@@ -4,9 +4,8 @@
 //! individual sessions, SRW's COEC over individual events, intervention harvesting, IPS) and
 //! with the truth the simulation knows.
 
+use crate::click_sim as sim;
 use crate::common;
-#[path = "clicks/sim.rs"]
-mod sim;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

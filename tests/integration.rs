@@ -4,8 +4,12 @@
 //! where 47 linked 47 times (about 95 MB each), and an edit in `src/` rebuilds it alone.
 //! cargo-nextest still runs every test in a process of its own (`.config/nextest.toml` selects
 //! them by module: `test(/^replicas::/)`). One file's tests: `cargo nextest run --features oidc
-//! -E 'test(/^replicas::/)'`, or `cargo test --features oidc --test integration replicas::`.
+//! -E 'binary(integration) & test(/^replicas::/)'`, or `cargo test --features oidc --test
+//! integration replicas::`.
 
+/// The simulated click traffic `clicks` and `click_models` share.
+#[path = "clicks/sim.rs"]
+mod click_sim;
 mod common;
 
 mod ab_feed;

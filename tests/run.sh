@@ -146,7 +146,7 @@ phase "build (the binary and every test), completions and man pages"
 # exported CARGO_INCREMENTAL decides either way.
 # The dependencies compiled once per machine and lockfile: a fresh clone (no target/debug) starts
 # from the ones an earlier run of the test command on this machine compiled for the same
-# Cargo.lock and rustc, kept in ~/.cache/rankpulse/test-deps/ like tansu, mdbook and the clean
+# Cargo.lock, rustc and cargo home, kept in ~/.cache/rankpulse/test-deps/ like tansu, mdbook and the clean
 # room's chroot (about 1.5 GB; RANKPULSE_TEST_DEPS_CACHE=off builds from nothing). The build from
 # nothing is the clean room's (below), on every run. Only the dependencies are kept, never
 # rankpulse's own targets, which are built from this checkout; cargo checks every kept unit's
@@ -155,7 +155,8 @@ phase "build (the binary and every test), completions and man pages"
 # Measured on 2 cores: the build took 344 s from nothing, 61 s from them (BENCHMARKS.md,
 # "Issue 55, fifth part").
 deps_cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/rankpulse/test-deps
-deps_cache=$deps_cache_root/$(cat Cargo.lock <(rustc -vV) | sha256sum | cut -c1-16)
+# Keyed by the cargo home too: the units' fingerprints name the registry's sources by path.
+deps_cache=$deps_cache_root/$(cat Cargo.lock <(rustc -vV) <(echo "${CARGO_HOME:-$HOME/.cargo}") | sha256sum | cut -c1-16)
 keep_deps=false
 if [ ! -d target/debug ] && [ "${RANKPULSE_TEST_DEPS_CACHE:-on}" != off ]; then
   keep_deps=true
