@@ -169,6 +169,7 @@ fi
 if [ ! -d target/debug/incremental ]; then
   export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 fi
+mkdir -p target
 cargo test --locked --features oidc --all-targets --no-run 2>&1 | tee target/test-build.log
 if $keep_deps && grep -E '^ *Compiling ' target/test-build.log | grep -q -v -E '^ *Compiling rankpulse v'; then
   # Everything but rankpulse's own units (its library, binary, tests, benchmark and build
