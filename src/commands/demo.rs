@@ -77,13 +77,26 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: Fa
     result
 }
 
-/// Prints MRR and nDCG@10 per variant every ten seconds, so the demo explains itself.
+/// Prints MRR and nDCG@10 per variant every ten seconds, so the demo explains itself; the first
+/// figures as soon as there are any (the first impressions finalize one attribution window after
+/// the start), not at the next multiple of ten seconds: a newcomer is waiting for them.
 async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
-    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    const EVERY: Duration = Duration::from_secs(10);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
+    let mut last_line = tokio::time::Instant::now();
+    let mut figures_shown = false;
     loop {
         tokio::select! { _ = tick.tick() => {}, _ = shutdown.wait() => return }
         let engine = engine.lock();
+        let first_figures = !figures_shown && engine.cumulative().iter().any(|(group, stats)| {
+            stats.impressions > 0 && engine.groups().name(group).0 == EXPERIMENT
+        });
+        if !first_figures && last_line.elapsed() < EVERY {
+            continue;
+        }
+        figures_shown |= first_figures;
+        last_line = tokio::time::Instant::now();
         let layout = engine.layout();
         let (Some(mrr), Some(ndcg)) =
             (layout.slot(MetricKind::ReciprocalRank, None), layout.slot(MetricKind::Ndcg, Some(10)))
