@@ -89,9 +89,11 @@ async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
     loop {
         tokio::select! { _ = tick.tick() => {}, _ = shutdown.wait() => return }
         let engine = engine.lock();
-        let first_figures = !figures_shown && engine.cumulative().iter().any(|(group, stats)| {
-            stats.impressions > 0 && engine.groups().name(group).0 == EXPERIMENT
-        });
+        let first_figures = !figures_shown
+            && engine
+                .cumulative()
+                .iter()
+                .any(|(group, stats)| stats.impressions > 0 && engine.groups().name(group).0 == EXPERIMENT);
         if !first_figures && last_line.elapsed() < EVERY {
             continue;
         }
