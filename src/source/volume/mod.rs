@@ -10,7 +10,7 @@
 mod restore;
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use restore::{time_restore, Through};
 
@@ -151,6 +151,12 @@ fn measure_in_spans(
         through: brokers.map(Through::new),
     };
     let measure_from = start_ms + prefill_s * 1000;
+    // The engine's clock follows event time, so that what it does with time (an input silent
+    // for `join.idle_timeout` moves the watermark on) is the same however long the machine takes
+    // to run this: with the wall clock, a run slowed past the idle timeout by its neighbours
+    // found every input silent and closed windows early.
+    let clock_zero = Instant::now();
+    let clock = move |at_ms: i64| clock_zero + Duration::from_millis(u64::try_from(at_ms - start_ms).unwrap_or(0));
     // Rounds from the start, as a replica that ran through the prefill writes them: without
     // records, windows would be held open for them (`engine::global`'s hold-back).
     let mut next_round = start_ms;
@@ -163,7 +169,7 @@ fn measure_in_spans(
                  volume: &mut Volume,
                  chains: &mut Vec<Option<(Chain, ChainModel)>>,
                  id: &mut u64| {
-        engine.advance(Instant::now());
+        engine.advance(clock(at_ms));
         for p in 0..partitions as i32 {
             let slot = &mut chains[p as usize];
             let records = &mut volume.chains[p as usize];
@@ -239,7 +245,6 @@ fn measure_in_spans(
             volume.rounds += 1;
         }
     };
-    let now = Instant::now();
     for line in &all {
         if line.at_ms >= end {
             break;
@@ -253,7 +258,7 @@ fn measure_in_spans(
             volume.input += line.bytes.len() as u64;
             add_to_span(&mut volume.spans, span_of(line.at_ms), 0, line.bytes.len() as u64);
         }
-        let _ = engine.process(line.kind, line.partition, &line.bytes, now);
+        let _ = engine.process(line.kind, line.partition, &line.bytes, clock(line.at_ms));
         offsets[line.kind.index()] += 1;
         positions.consumed(line.kind, line.partition, offsets[line.kind.index()]);
     }
