@@ -1,7 +1,8 @@
 //! The real `rankpulse serve` binary against librdkafka's mock cluster (the Kafka protocol, in
 //! this process): known impressions and engagements, malformed messages among them, the
 //! exported `_sum`/`_count` compared to hand-computed values, offsets committed on SIGTERM, and
-//! `replay` of the same events giving the same means.
+//! `replay` of the same events giving the same means; and the same events in batches of every
+//! codec Kafka producers use, with the state topics in zstd.
 
 use crate::common;
 
@@ -291,4 +292,94 @@ fn committed_offsets(brokers: &str, group: &str) -> BTreeMap<(String, i32), i64>
     drop(committed);
     drop(consumer);
     out
+}
+
+/// Produces each partition's messages of `messages` to `topic` with a producer of its own whose
+/// `compression.type` is that partition's entry of `codecs`, and waits until the brokers have
+/// them. librdkafka sends a batch uncompressed when compressing would not make it smaller, so
+/// every message carries a long padding field (fields not listed are ignored): each batch is
+/// then far smaller compressed, and is sent so.
+fn produce_compressed(brokers: &str, topic: &str, messages: &Messages, codecs: &[&str]) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let padding = "relevance ".repeat(400);
+    for (partition, codec) in (0..).zip(codecs) {
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("compression.type", *codec)
+            // One batch of the partition's messages, not one message a batch.
+            .set("linger.ms", "100")
+            .create()
+            .unwrap_or_else(|e| panic!("a producer with compression.type = {codec}: {e}"));
+        for (_, payload) in messages.iter().filter(|(p, _)| *p == partition) {
+            let padded = match serde_json::from_str::<serde_json::Value>(payload) {
+                Ok(serde_json::Value::Object(mut event)) => {
+                    event.insert("padding".into(), padding.clone().into());
+                    serde_json::Value::Object(event).to_string()
+                }
+                // The malformed messages stay as they are.
+                _ => payload.clone(),
+            };
+            producer.send(BaseRecord::<(), str>::to(topic).partition(partition).payload(&padded)).unwrap();
+        }
+        producer.flush(Duration::from_secs(10)).unwrap();
+    }
+}
+
+/// Kafka producers compress their batches (`compression.type`; zstd is common in production):
+/// each input partition here arrives in another codec, and `serve` reads all of them, as
+/// exactly as uncompressed ones (the same hand-computed figures as above). Its own state topics
+/// are written in zstd (`state.compression`), and a restart restores from them.
+#[test]
+fn batches_in_every_kafka_codec_are_read_and_state_in_zstd_is_restored() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
+    cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
+    create_state_topics(&cluster, "it-group", 2);
+    let brokers = cluster.bootstrap_servers();
+    let (impressions, engagements) = events();
+    produce_compressed(&brokers, IMPRESSIONS, &impressions, &["zstd", "snappy"]);
+    produce_compressed(&brokers, ENGAGEMENTS, &engagements, &["gzip", "lz4"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // The restart's rebalance waits `session.timeout.ms` - 1 s on the mock cluster's coordinator.
+    let sections =
+        format!("{}\ncompression = \"zstd\"\n[kafka.properties]\n\"session.timeout.ms\" = \"6000\"\n", sections());
+    let cfg = serve_config(dir.path(), "rankpulse", &brokers, port, &sections);
+    let group = |variant| [("experiment", "e1"), ("variant", variant)];
+    let expected = [
+        (series("rankpulse_events_consumed_total", &[("topic", IMPRESSIONS)]), 7.0),
+        (series("rankpulse_events_consumed_total", &[("topic", ENGAGEMENTS)]), 11.0),
+        (series("rankpulse_impressions_total", &group("control")), 2.0),
+        (series("rankpulse_impressions_total", &group("treatment")), 3.0),
+        (series("rankpulse_reciprocal_rank_sum", &group("control")), 1.0 / 3.0 + 0.5),
+        (series("rankpulse_reciprocal_rank_sum", &group("treatment")), 2.0),
+        ("rankpulse_engagements_attributed_total".to_string(), 6.0),
+        ("rankpulse_engagements_orphaned_total".to_string(), 1.0),
+        ("rankpulse_pending_impressions".to_string(), 0.0),
+    ];
+    let all_there = |m: &BTreeMap<String, f64>| {
+        expected.iter().all(|(series, want)| m.get(series).is_some_and(|got| (got - want).abs() < 1e-12))
+    };
+    let checkpointed = series("rankpulse_changelog_records_total", &[("kind", "snapshot")]);
+
+    let daemon = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
+    let (exposition, m) =
+        scrape_until(port, Duration::from_secs(60), |m| all_there(m) && m.get(&checkpointed).is_some_and(|n| *n > 0.0));
+    assert!(all_there(&m), "not every figure as expected:\n{exposition}");
+    let rejected: f64 =
+        m.iter().filter(|(k, _)| k.starts_with("rankpulse_events_rejected_total{")).map(|(_, v)| v).sum();
+    assert_eq!(rejected, 4.0, "the four malformed messages, and nothing else");
+    let (status, _) = daemon.terminate(Duration::from_secs(10));
+    assert!(status.success(), "exit status {status:?}");
+
+    // The restarted daemon restores both partitions from the zstd-compressed changelog, and
+    // its figures are the same.
+    let restored = series("rankpulse_partition_restores_total", &[("source", "changelog")]);
+    let restarted = Daemon::spawn(&["serve", "--config", cfg.to_str().unwrap()]);
+    let (exposition, m) =
+        scrape_until(port, Duration::from_secs(60), |m| all_there(m) && m.get(&restored) == Some(&2.0));
+    assert!(all_there(&m) && m.get(&restored) == Some(&2.0), "not restored:\n{exposition}");
+    let (status, _) = restarted.terminate(Duration::from_secs(10));
+    assert!(status.success(), "exit status {status:?}");
 }

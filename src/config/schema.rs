@@ -340,6 +340,8 @@ pub enum StateCompression {
     /// About 10 times smaller aggregates records and the smallest snapshots, for several
     /// times lz4's CPU on the producer's thread.
     Gzip,
+    /// Zstandard, at librdkafka's default level.
+    Zstd,
 }
 
 impl StateCompression {
@@ -350,6 +352,7 @@ impl StateCompression {
             StateCompression::Lz4 => "lz4",
             StateCompression::Snappy => "snappy",
             StateCompression::Gzip => "gzip",
+            StateCompression::Zstd => "zstd",
         }
     }
 }
