@@ -139,9 +139,9 @@ fn query_at(port: u16, expr: &str, at: f64) -> Result<usize, String> {
     })
 }
 
-/// [`query`], except that an empty answer at an instant when a scrape of the last 3 s had
-/// failed is asked again at a later instant. A failed scrape (here: the
-/// 1-s scrape timeout these tests' 1-s interval implies, met on a loaded 2-core machine) marks
+/// [`query`], except that an empty answer at an instant when a scrape of the last 4 s had
+/// failed is asked again at a later instant. A failed scrape (here: the scrape timeout, which
+/// these tests' short intervals make as short, met on a loaded 2-core machine) marks
 /// every series the target exported stale, so an instant selector finds nothing until the
 /// next one; that is Prometheus' rule, not a series rankpulse stopped exporting. An empty
 /// answer while `up` was 1 is returned as it is, so a series that really went missing still
@@ -155,9 +155,9 @@ pub fn query_past_failed_scrapes(port: u16, expr: &str, failed_scrapes: &mut Vec
         if n > 0 {
             return Ok(n);
         }
-        // Within the last 3 s: a recording rule evaluated (every 1 s) while the scrape had failed
-        // recorded nothing either, until its next evaluation.
-        let up = api(port, &format!("/api/v1/query?query={}&time={at:.3}", encode("min(min_over_time(up[3s]))")))?;
+        // Within the last 4 s (two scrapes at 2 s): a recording rule evaluated (every 1 s) while
+        // the scrape had failed recorded nothing either, until its next evaluation.
+        let up = api(port, &format!("/api/v1/query?query={}&time={at:.3}", encode("min(min_over_time(up[4s]))")))?;
         let failed = up["result"][0]["value"][1].as_str() == Some("0");
         if !failed {
             return Ok(0);
