@@ -13,6 +13,7 @@ use common::*;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::json;
 
@@ -77,6 +78,16 @@ checkpoint_interval = "500ms"
     )
 }
 
+/// A one-broker mock cluster with both input topics and the group's state topics, 2 partitions
+/// each.
+fn cluster() -> MockCluster<'static, DefaultProducerContext> {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
+    cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
+    create_state_topics(&cluster, "it-group", 2);
+    cluster
+}
+
 fn close(got: f64, want: f64, what: &str) {
     // Sums are fixed point with 2^-56 resolution: equal to the exact value far below 1e-12.
     assert!((got - want).abs() < 1e-12, "{what}: got {got}, want {want}");
@@ -84,10 +95,7 @@ fn close(got: f64, want: f64, what: &str) {
 
 #[test]
 fn serve_consumes_both_topics_and_exports_hand_computed_sums() {
-    let cluster = MockCluster::new(1).unwrap();
-    cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
-    cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
-    create_state_topics(&cluster, "it-group", 2);
+    let cluster = cluster();
     let brokers = cluster.bootstrap_servers();
     let (impressions, engagements) = events();
     produce_to_partitions(&brokers, &[(IMPRESSIONS, &impressions), (ENGAGEMENTS, &engagements)]);
@@ -331,10 +339,7 @@ fn produce_compressed(brokers: &str, topic: &str, messages: &Messages, codecs: &
 /// are written in zstd (`state.compression`), and a restart restores from them.
 #[test]
 fn batches_in_every_kafka_codec_are_read_and_state_in_zstd_is_restored() {
-    let cluster = MockCluster::new(1).unwrap();
-    cluster.create_topic(IMPRESSIONS, 2, 1).unwrap();
-    cluster.create_topic(ENGAGEMENTS, 2, 1).unwrap();
-    create_state_topics(&cluster, "it-group", 2);
+    let cluster = cluster();
     let brokers = cluster.bootstrap_servers();
     let (impressions, engagements) = events();
     produce_compressed(&brokers, IMPRESSIONS, &impressions, &["zstd", "snappy"]);
