@@ -123,20 +123,20 @@ pub fn api(port: u16, path: &str) -> Result<Value, String> {
 
 /// Evaluates a PromQL expression now; the number of series (or 1 for a scalar) or the error.
 pub fn query(port: u16, expr: &str) -> Result<usize, String> {
-    let data = api(port, &format!("/api/v1/query?query={}", encode(expr)))?;
-    Ok(match data["resultType"].as_str() {
-        Some("vector") | Some("matrix") => data["result"].as_array().map_or(0, Vec::len),
-        _ => 1,
-    })
+    Ok(series_count(&api(port, &format!("/api/v1/query?query={}", encode(expr)))?))
 }
 
-/// Evaluates `expr` at `at` (seconds since the epoch); the number of series or the error.
+/// [`query`] at `at` (seconds since the epoch).
 fn query_at(port: u16, expr: &str, at: f64) -> Result<usize, String> {
-    let data = api(port, &format!("/api/v1/query?query={}&time={at:.3}", encode(expr)))?;
-    Ok(match data["resultType"].as_str() {
+    Ok(series_count(&api(port, &format!("/api/v1/query?query={}&time={at:.3}", encode(expr)))?))
+}
+
+/// The number of series of a query's result (or 1 for a scalar).
+fn series_count(data: &Value) -> usize {
+    match data["resultType"].as_str() {
         Some("vector") | Some("matrix") => data["result"].as_array().map_or(0, Vec::len),
         _ => 1,
-    })
+    }
 }
 
 /// [`query`], except that an empty answer at an instant when a scrape of the last 4 s had

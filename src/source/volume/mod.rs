@@ -154,7 +154,7 @@ fn measure_in_spans(
     // The engine's clock follows event time, so that what it does with time (an input silent
     // for `join.idle_timeout` moves the watermark on) is the same however long the machine takes
     // to run this: with the wall clock, a run slowed past the idle timeout by its neighbours
-    // found every input silent and closed windows early.
+    // found every input idle, and the watermark moved at the wall clock's pace, not the events'.
     let clock_zero = Instant::now();
     let clock = move |at_ms: i64| clock_zero + Duration::from_millis(u64::try_from(at_ms - start_ms).unwrap_or(0));
     // Rounds from the start, as a replica that ran through the prefill writes them: without
