@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::demo::{DemoCluster, FaultRate, DUEL_AB_EXPERIMENT, DUEL_EXPERIMENT, EXPERIMENT};
+use crate::demo::{DemoCluster, FaultRate, BACKLOG, DUEL_AB_EXPERIMENT, DUEL_EXPERIMENT, EXPERIMENT};
 use crate::engine::Engine;
 use crate::engine::SharedEngine;
 use crate::experiments::Span;
@@ -57,13 +57,17 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: Fa
         }
         let engine = SharedEngine::new(Engine::new(&cfg));
         // The page first: what a newcomer opens.
-        println!("rankpulse demo: open http://{listen}/ (the experiment page: figures after ~35 s, curves from the first complete minute)");
-        println!("  in-process Kafka at {} producing {rate} searches/s for experiment {EXPERIMENT} (control vs treatment)", cluster.bootstrap_servers);
-        println!("  metrics:  http://{listen}/metrics   (attribution window 30s: first results after ~35s)");
+        println!("rankpulse demo: open http://{listen}/ (the experiment page: figures within seconds, curves from the first complete minute)");
+        println!(
+            "  in-process Kafka at {} producing {rate} searches/s for experiment {EXPERIMENT} (control vs treatment), the last {}s of them already there",
+            cluster.bootstrap_servers,
+            BACKLOG.as_secs()
+        );
+        println!("  metrics:  http://{listen}/metrics   (attribution window 30s: a search's figures are final 30s after it)");
         // By experiment too: the demo's experiments share variant names (control, treatment),
         // and a sum by variant alone would mix them.
         println!("  MRR per experiment and variant in PromQL: {MRR_PROMQL}");
-        println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT} (cumulative, after ~35 s); ?window=1m the newest closed minute, once one has closed (~95 s; until then it answers when it will)");
+        println!("  A/B feed: http://{listen}/api/v1/experiments/{EXPERIMENT} (cumulative); ?window=1m the newest closed minute, once one has closed (within about a minute; until then it answers when it will)");
         println!("  interleaving: {DUEL_EXPERIMENT} shows two close rankers as one team-draft list; {DUEL_AB_EXPERIMENT} runs the same two as an A/B test on as many searches");
         if faults != FaultRate::NONE {
             // Said up front: the rejected-message warnings in the log are the demo's own doing.
@@ -78,8 +82,8 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: Fa
 }
 
 /// Prints MRR and nDCG@10 per variant every ten seconds, so the demo explains itself; the first
-/// figures as soon as there are any (the first impressions finalize one attribution window after
-/// the start), not at the next multiple of ten seconds: a newcomer is waiting for them.
+/// figures as soon as there are any (once the backlog is read), not at the next multiple of ten
+/// seconds: a newcomer is waiting for them.
 async fn report_periodically(engine: SharedEngine, shutdown: Shutdown) {
     const EVERY: Duration = Duration::from_secs(10);
     let mut tick = tokio::time::interval(Duration::from_secs(1));

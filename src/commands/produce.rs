@@ -38,7 +38,7 @@ pub fn run(
     let thread_stop = shutdown.clone();
     let topics = (impressions_topic.to_string(), engagements_topic.to_string());
     let worker = std::thread::Builder::new().name("produce".into()).spawn(move || {
-        produce_live(&producer, generator, (&topics.0, &topics.1), rate, faults, &thread_stop);
+        produce_live(&producer, generator, (&topics.0, &topics.1), (rate, Duration::ZERO), faults, &thread_stop);
         producer.flush(Duration::from_secs(5))
     })?;
     super::runtime()?.block_on(async {

@@ -29,6 +29,14 @@ pub use traffic::{
 /// Partitions of the demo's topics.
 pub const PARTITIONS: i32 = 4;
 
+/// The traffic the demo's topics hold when the pipeline starts: the last minute's, produced at
+/// once (searches and their engagements in event-time order, as live) before the live traffic,
+/// as a pipeline started against live topics finds them. A search's figures are final an
+/// attribution window (30 s in the demo) after it, so without a backlog a newcomer waited that
+/// long for the first figures; with it they come as soon as the backlog is read, seconds after
+/// the start.
+pub const BACKLOG: Duration = Duration::from_secs(60);
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -117,7 +125,7 @@ fn run_cluster(
         &producer,
         TrafficGenerator::new(seed).with_devices(),
         (impressions_topic, engagements_topic),
-        impressions_per_second,
+        (impressions_per_second, BACKLOG),
         faults,
         stop,
     );
@@ -130,21 +138,25 @@ fn run_cluster(
 /// Produces generated traffic in real time, impressions keyed by `query_id` and each engagement
 /// when it happens, and `faults` of the impressions followed by a malformed message (keyed
 /// `malformed`), until `stop` is triggered: the demo's cluster and `rankpulse produce` share it.
+/// The traffic of the `backlog` before the call comes first, as fast as it can be produced.
 pub fn produce_live(
     producer: &BaseProducer<ProducerLog>,
     mut generator: TrafficGenerator,
     (impressions_topic, engagements_topic): (&str, &str),
-    impressions_per_second: u32,
+    (impressions_per_second, backlog): (u32, Duration),
     faults: FaultRate,
     stop: &Shutdown,
 ) {
     let send = |topic: &str, key: &str, payload: &str| send(producer, topic, key, payload, stop);
     let mut scheduled: BinaryHeap<Reverse<ScheduledEngagement>> = BinaryHeap::new();
     let tick = Duration::from_millis(10);
+    let tick_ms = tick.as_millis() as i64;
     let per_tick = f64::from(impressions_per_second) * tick.as_secs_f64();
     let mut owed = 0.0;
+    // The event time of this tick's traffic: the backlog's start, then a tick further each time
+    // (without sleeping) until it has caught up with the wall clock, whose it is from then on.
+    let mut now = now_ms() - backlog.as_millis() as i64;
     while !stop.is_triggered() {
-        let now = now_ms();
         owed += per_tick;
         while owed >= 1.0 {
             owed -= 1.0;
@@ -164,7 +176,12 @@ pub fn produce_live(
             send(engagements_topic, &e.query_id, &e.payload);
         }
         producer.poll(Duration::ZERO);
-        std::thread::sleep(tick);
+        if now + tick_ms <= now_ms() {
+            now += tick_ms;
+        } else {
+            std::thread::sleep(tick);
+            now = now_ms();
+        }
     }
     // The clicks of the last searches are not due yet: send them now (they carry their own
     // event time) rather than let those searches look abandoned.
