@@ -10,7 +10,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # What takes the time: each phase's wall-clock seconds, printed at the end (and on failure).
 phase_started=$(date +%s)
-phase_name="installing what is missing"
+phase_name="installing what is missing (apt-get, pip)"
 phases=()
 # And the disk left after each: the test binaries, the clean-room build and tansu take several
 # GB, and a full disk shows up only as some test's "No space left on device".
@@ -57,6 +57,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The tools built once per machine with `cargo install` (tansu, cargo-nextest, mdbook; what each
+# is for, in tests/tools.sh): from here, once apt-get has installed the C compilers, beside the
+# pip installs and the test build rather than before them, in their own process group so that a
+# failing test command stops them too. The tests wait for them (below).
+mkdir -p target
+setsid -w bash tests/tools.sh >target/tools.log 2>&1 &
+tools=$!
+trap 'kill -- -$tools 2>/dev/null || true; report_phases' EXIT
+
 # python3 with PyYAML parses the deployment files (tests/deploy.rs): from PyPI, for the python3
 # the tests run (the machines' is pyenv's, which Debian's python3-yaml does not reach).
 if ! python3 -c 'import yaml' >/dev/null 2>&1; then
@@ -91,47 +100,12 @@ if ! python3 -c 'import selenium.webdriver' >/dev/null 2>&1; then
     -r tests/experiment_page/requirements.txt
 fi
 
-# tansu: an Apache-Kafka-compatible broker in its own process, for the crash-and-restart and
-# security tests. Its sqlite storage (feature libsql) is the one that keeps SCRAM users, which
-# tests/kafka_security.rs needs. A debug build: 5 min 56 s on 2 cores where the release build
-# took about 15 minutes, and the tests that use it (kafka_security, crash_restart, restarts) ran
-# as fast with it (71, 137 and 128 s against 71, 132 and 128 s). An installed one with both
-# storage engines, debug or release, is reused.
-phase "tansu (cargo install, once)"
-if ! tansu --help 2>/dev/null | grep -q '^Storage engines:.*libsql'; then
-  echo "installing tansu (a Kafka-compatible broker, with sqlite storage for SCRAM users)..."
-  # Without debug info (nobody debugs the broker here): less for rustc and the linker to write.
-  CARGO_PROFILE_DEV_DEBUG=0 cargo install tansu --locked --debug --features dynostore,libsql
-fi
-
 # The RustSec advisory snapshot in audit/ (CI cannot reach the database's own home): checked
 # unedited and complete here, prints its date; tests/advisories.rs audits both lockfiles against
 # it with the rustsec crate, as `cargo audit --deny warnings` would, without building cargo-audit
 # (9.5 minutes on 2 cores) on every fresh machine.
 phase "advisory snapshot check"
 bash audit/check.sh
-
-# cargo-nextest runs the tests (below). The machines this project runs on carry it; elsewhere it
-# is built once.
-phase "cargo-nextest (cargo install, once)"
-if ! cargo nextest --version >/dev/null 2>&1; then
-  echo "installing cargo-nextest..."
-  cargo install cargo-nextest --locked
-fi
-
-# --- the manual (docs/) ---
-phase "the manual (mdbook install once, build)"
-# The manual is an mdBook: tests/manual.rs checks its links, anchors, chapters and includes
-# offline; here mdbook builds it into target/book (book.toml's build-dir), and a book that does
-# not build fails the test command. mdbook without its default features (the `serve` and `watch`
-# commands and the search index) builds the HTML: 4.5 minutes (3 CPU-minutes) measured on 2
-# cores shared with other builds, so an installed one is reused.
-if ! mdbook --version >/dev/null 2>&1; then
-  echo "installing mdbook..."
-  cargo install mdbook --locked --no-default-features
-fi
-mdbook build docs
-# --- end of the manual ---
 
 # --- completions and man pages ---
 phase "build (the binary and every test), completions and man pages"
@@ -194,6 +168,23 @@ mkdir -p target/completions
 ./target/debug/rankpulse man --out target/man >/dev/null
 echo "completions in target/completions, $(ls target/man | wc -l) man pages in target/man"
 # --- end of completions and man pages ---
+
+phase "the tools built once (tansu, cargo-nextest, mdbook): what was left of them after the build"
+if ! wait $tools; then
+  echo "building the tools the tests need failed; target/tools.log:" >&2
+  tail -40 target/tools.log >&2
+  exit 1
+fi
+trap report_phases EXIT
+tail -1 target/tools.log
+
+# --- the manual (docs/) ---
+phase "the manual (mdbook build)"
+# The manual is an mdBook: tests/manual.rs checks its links, anchors, chapters and includes
+# offline; here mdbook builds it into target/book (book.toml's build-dir), and a book that does
+# not build fails the test command.
+mdbook build docs
+# --- end of the manual ---
 
 # The first command on a machine with only Rust and build-essential: rankpulse built (default
 # features) in a Debian chroot without pkg-config, libssl-dev, libcurl4-openssl-dev or zlib1g-dev,
