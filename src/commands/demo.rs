@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::demo::{DemoCluster, FaultRate, BACKLOG, DUEL_AB_EXPERIMENT, DUEL_EXPERIMENT, EXPERIMENT};
+use crate::demo::{backlog, DemoCluster, FaultRate, DUEL_AB_EXPERIMENT, DUEL_EXPERIMENT, EXPERIMENT};
 use crate::engine::Engine;
 use crate::engine::SharedEngine;
 use crate::experiments::Span;
@@ -61,7 +61,7 @@ pub fn run(listen: SocketAddr, duration: Option<Duration>, rate: u32, faults: Fa
         println!(
             "  in-process Kafka at {} producing {rate} searches/s for experiment {EXPERIMENT} (control vs treatment), the last {}s of them already there",
             cluster.bootstrap_servers,
-            BACKLOG.as_secs()
+            backlog(rate).as_secs()
         );
         println!("  metrics:  http://{listen}/metrics   (attribution window 30s: a search's figures are final 30s after it)");
         // By experiment too: the demo's experiments share variant names (control, treatment),

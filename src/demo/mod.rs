@@ -37,6 +37,19 @@ pub const PARTITIONS: i32 = 4;
 /// the start.
 pub const BACKLOG: Duration = Duration::from_secs(60);
 
+/// The most searches a backlog holds, whatever the rate: the mock cluster keeps at most 5 MB of
+/// each partition (librdkafka's `rd_kafka_mock_partition_init`) and drops the oldest messages
+/// of a fuller one, unread. 30,000 searches with their interleaving duels are about 3.7 MB of
+/// each of the demo's partitions; a minute's at `--rate 1000` was about 7 MB, and its oldest
+/// 20 s were gone before the pipeline had joined the group (BENCHMARKS.md, issue 55).
+const BACKLOG_SEARCHES: u32 = 30_000;
+
+/// The backlog at `impressions_per_second`: [`BACKLOG`], shorter at rates above 500 a second.
+pub fn backlog(impressions_per_second: u32) -> Duration {
+    let held = Duration::from_secs_f64(f64::from(BACKLOG_SEARCHES) / f64::from(impressions_per_second.max(1)));
+    BACKLOG.min(held)
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -125,7 +138,7 @@ fn run_cluster(
         &producer,
         TrafficGenerator::new(seed).with_devices(),
         (impressions_topic, engagements_topic),
-        (impressions_per_second, BACKLOG),
+        (impressions_per_second, backlog(impressions_per_second)),
         faults,
         stop,
     );
@@ -205,5 +218,18 @@ fn send(producer: &BaseProducer<ProducerLog>, topic: &str, key: &str, payload: &
                 record = returned;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backlog_is_a_minute_unless_that_is_more_searches_than_a_partition_keeps() {
+        assert_eq!(backlog(200), BACKLOG);
+        assert_eq!(backlog(0), BACKLOG);
+        assert_eq!(backlog(1000), Duration::from_secs(30));
+        assert_eq!(backlog(30_000), Duration::from_secs(1));
     }
 }
