@@ -9,9 +9,10 @@
 # CARGO_HOME, so every crate is downloaded from crates.io and built (the toolchain is rustup's, as
 # on the machines). It prints the seconds from the clone's start to the end of the build and to the
 # demo's first line of figures (the first "MRR=" line: its topics start with the minute of traffic
-# before it, whose searches are final once read, a few seconds after the start), then the seconds of `cargo build --release` after appending one line of
-# code to src/metrics/mod.rs, and again to src/engine/mod.rs. Run it on an idle machine: it is
-# a measurement, and other work on the 2 cores shows in its figures.
+# before it, whose searches are final once read, a few seconds after the start), then the seconds
+# of `cargo build --release` after appending one line of code to src/metrics/mod.rs, and again to
+# src/engine/mod.rs. Run it on an idle machine: it is a measurement, and other work on the 2
+# cores shows in its figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1}
